@@ -1,0 +1,83 @@
+//! Validation, acceptance and RunId idempotency (SPEC 4.1).
+
+use crate::ids::Seq;
+use crate::input::{Mode, Submit};
+use crate::ledger::{Fingerprint, RunEntry};
+use crate::outcome::{self, Verdict};
+use crate::output::{OutputKind, Rejection, Reply};
+use crate::state::{Closing, Prep, State, Submission, Waiting};
+use crate::transition::Tx;
+
+/// Checks a submission in SPEC 4.1's order; a rejection consumes no sequence.
+fn validate(st: &State, submit: &Submit) -> Result<(), Rejection> {
+    if submit.prompt.is_empty() && !submit.attachments.iter().any(|a| a.is_text()) {
+        return Err(Rejection::PromptEmpty);
+    }
+    if submit.session.0.is_empty() {
+        return Err(Rejection::SessionIdMissing);
+    }
+    if submit.session.is_child() {
+        return Err(Rejection::ChildSession(submit.session.clone()));
+    }
+    if st.closing != Closing::Open {
+        return Err(Rejection::WorkspaceClosing);
+    }
+    Ok(())
+}
+
+/// `Submit`: reply first (SPEC 7 step 1), then either the preparation request, or, when a cancel
+/// watermark already covers the sequence (an external acceptor, SPEC 4.10), `cancelled` at once.
+pub(crate) fn on_submit(st: &mut State, tx: &mut Tx, submit: Submit) {
+    if let Err(error) = validate(st, &submit) {
+        tx.reply(OutputKind::Reply(Reply::Rejected { error }));
+        return;
+    }
+    let fingerprint = submit.run_id.as_ref().map(|_| Fingerprint::of(&submit));
+    if let (Some(run_id), Some(fp)) = (&submit.run_id, &fingerprint)
+        && let Some(known) = st.runs.get(run_id)
+    {
+        // Idempotency: the same call is the existing run; a different one is a conflict.
+        let reply = if known.fingerprint == *fp && known.session == submit.session {
+            Reply::Existing {
+                session: known.session.clone(),
+                seq: known.seq,
+                run_id: run_id.clone(),
+                outcome: known.outcome,
+            }
+        } else {
+            Reply::Rejected { error: Rejection::RunIdConflict(run_id.clone()) }
+        };
+        tx.reply(OutputKind::Reply(reply));
+        return;
+    }
+    debug_assert!(submit.seq.is_none_or(|q| q >= st.next_seq), "checked by the engine");
+
+    let seq = submit.seq.unwrap_or(st.next_seq);
+    st.next_seq = Seq(seq.0 + 1);
+    st.accepted += 1;
+    let mode = if submit.run_id.is_some() { Mode::OwnTurn } else { submit.mode.unwrap_or(Mode::Fold) };
+    let Submit { session, prompt, attachments, run_id, .. } = submit;
+    if let (Some(run_id), Some(fingerprint)) = (&run_id, fingerprint) {
+        let entry = RunEntry { session: session.clone(), seq, fingerprint, outcome: None };
+        st.runs.insert(run_id.clone(), entry);
+    }
+    tx.reply(OutputKind::Reply(Reply::Accepted {
+        session: session.clone(),
+        seq,
+        run_id: run_id.clone(),
+        mode,
+    }));
+    let sub = Submission { seq, session: session.clone(), run_id, mode, prompt, attachments };
+    let covered = st.watermarks.get(&session).is_some_and(|wm| seq <= *wm);
+    // A watermark is dropped as soon as nothing it covers can still arrive (SPEC 4.10).
+    let next = st.next_seq;
+    st.watermarks.retain(|_, wm| *wm >= next);
+    if covered {
+        outcome::decide(st, tx, sub, Verdict::Cancelled, None);
+        return;
+    }
+    st.with_session(&session, true, |_, s| {
+        s.queue.push_back(Waiting { sub, prep: Prep::Preparing });
+    });
+    tx.handoff(seq, OutputKind::Prepare { session, seq });
+}

@@ -1,0 +1,122 @@
+//! Clean-up at every turn end and the end of a turn (SPEC 4.6, 4.9).
+//!
+//! [`end_turn`] is the only code that empties a session's lane. In one transition it writes the
+//! clean-up (synthetic results for every call without one, appended after the existing results;
+//! the message's finish if it has none), decides the owner's outcome, and runs the hand-off.
+//! That makes the persisted history protocol-legal on every path (I8) and keeps the queue moving
+//! after any end (G-01).
+
+use crate::admission;
+use crate::input::{ErrorClass, ProviderError};
+use crate::outcome::{self, ErrorInfo, ErrorKind, Verdict};
+use crate::output::{MessageFinish, OutputKind, StoreOp};
+use crate::state::{Abort, CallResult, Lane, MessageState, Phase, Session, State};
+use crate::transition::Tx;
+
+/// The synthetic result of a call that never reported, on cancel or shutdown.
+pub const CANCELLED_TOOL_RESULT: &str = "Error: user cancelled assistant tool calling";
+/// The synthetic result of a call that never reported when the turn failed.
+pub const FAILED_TOOL_RESULT: &str = "There was an error while executing the tool";
+/// The finish text of a cancelled turn's message.
+pub const CANCELED_FINISH: &str = "User canceled request";
+/// The finish text of a turn interrupted by shutdown.
+pub const SHUTDOWN_FINISH: &str = "Interrupted by shutdown";
+/// The title of an interrupted submission.
+pub const INTERRUPTED_TITLE: &str = "Interrupted";
+
+/// How a turn ends.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum TurnEnd {
+    /// A normal end after a step (SPEC 4.6 cases 1 to 3): the message is finished already.
+    Done(Verdict),
+    /// A failure (provider error, step limit): the verdict is `failed`.
+    Failed(ErrorInfo),
+    /// An abort whose clean-up is due now (every tool reported, or the timer fired).
+    Aborted(Abort),
+}
+
+/// The error of a submission interrupted by shutdown while it was unfinished.
+pub(crate) fn shutdown_error() -> ErrorInfo {
+    ErrorInfo { kind: ErrorKind::Interrupted, title: INTERRUPTED_TITLE.to_owned(), message: SHUTDOWN_FINISH.to_owned() }
+}
+
+/// Classifies a provider failure (SPEC 4.6): kind from the class, the provider's title in Title
+/// Case, else the default title of the class.
+pub(crate) fn provider_error(e: ProviderError) -> ErrorInfo {
+    let (kind, default) = match e.class {
+        ErrorClass::Provider => (ErrorKind::Provider, "Provider Error"),
+        ErrorClass::Transport => (ErrorKind::Transport, "Stream Transport Error"),
+        ErrorClass::Unauthorized => (ErrorKind::Unauthorized, "Unauthorized"),
+    };
+    let title = match e.title.as_deref().map(str::trim) {
+        Some(t) if !t.is_empty() && e.class == ErrorClass::Provider => title_case(t),
+        _ => default.to_owned(),
+    };
+    ErrorInfo { kind, title, message: e.message }
+}
+
+/// "rate limit exceeded" → "Rate Limit Exceeded".
+fn title_case(s: &str) -> String {
+    s.split(' ')
+        .map(|w| {
+            let mut c = w.chars();
+            c.next().map(|f| f.to_uppercase().chain(c).collect::<String>()).unwrap_or_default()
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Ends the lane's turn: clean-up writes, the owner's outcome, then the hand-off.
+pub(crate) fn end_turn(st: &mut State, tx: &mut Tx, s: &mut Session, end: TurnEnd) {
+    let Lane::Turn(t) = std::mem::take(&mut s.lane) else {
+        debug_assert!(false, "end_turn needs a turn");
+        return;
+    };
+    let mut t = *t;
+    let seq = t.owner.seq;
+    if let Phase::Aborting { grace: Some(timer), .. } = t.phase
+        && st.timers.remove(&timer).is_some()
+    {
+        tx.abort(seq, None, OutputKind::CancelTimer { timer });
+    }
+    let (result_text, finish, verdict) = match end {
+        TurnEnd::Done(v) => (FAILED_TOOL_RESULT, None, v),
+        TurnEnd::Failed(e) => (
+            FAILED_TOOL_RESULT,
+            Some(MessageFinish::Error { title: e.title.clone(), message: e.message.clone() }),
+            Verdict::Failed(e),
+        ),
+        TurnEnd::Aborted(Abort::Cancel) => (
+            CANCELLED_TOOL_RESULT,
+            Some(MessageFinish::Canceled { message: CANCELED_FINISH.to_owned() }),
+            Verdict::Cancelled,
+        ),
+        TurnEnd::Aborted(Abort::Shutdown) => (
+            CANCELLED_TOOL_RESULT,
+            Some(MessageFinish::Canceled { message: SHUTDOWN_FINISH.to_owned() }),
+            Verdict::Interrupted(shutdown_error()),
+        ),
+    };
+    // A tool result never comes between a call and the message's finish: finish first.
+    if let (MessageState::Open, Some(finish)) = (t.message_state, finish) {
+        let op = StoreOp::MessageFinished { session: s.id.clone(), seq, id: t.message, finish };
+        tx.decided(seq, OutputKind::Store(op));
+        t.message_state = MessageState::Finished;
+    }
+    for c in t.calls.iter_mut().filter(|c| !matches!(c.result, CallResult::Reported { .. })) {
+        c.result = CallResult::Reported { stop: None };
+        let op = StoreOp::ToolResult {
+            session: s.id.clone(),
+            seq,
+            id: t.message,
+            call: c.id.clone(),
+            content: result_text.to_owned(),
+            is_error: true,
+            synthetic: true,
+        };
+        tx.decided(seq, OutputKind::Store(op));
+    }
+    let last = t.last_message();
+    outcome::decide(st, tx, t.owner, verdict, Some(last));
+    admission::hand_off(st, tx, s);
+}

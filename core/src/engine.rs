@@ -1,0 +1,205 @@
+//! The engine: one input door ([`Engine::handle`]), one output door ([`Engine::poll_output`]).
+
+use std::collections::{BTreeMap, VecDeque};
+
+use crate::acceptance;
+use crate::cancel;
+use crate::config::{Config, Start};
+use crate::error::HostError;
+use crate::ids::{Millis, SessionId, Seq};
+use crate::input::Input;
+use crate::ledger::{RunEntry, RunLedger};
+use crate::output::Output;
+use crate::preparation;
+use crate::shutdown;
+use crate::state::{Closing, Lane, State};
+use crate::step;
+use crate::transition::Tx;
+
+/// The sans-IO lifecycle engine of one workspace.
+///
+/// Methods by kind:
+/// - **Drive**: [`Engine::handle`] (one input at a time, with the current time) and
+///   [`Engine::poll_output`] (drain until `None` after every `handle`). These are the only
+///   methods that change the engine.
+/// - **Observe**: [`Engine::now`], [`Engine::next_deadline`], [`Engine::is_busy`],
+///   [`Engine::queue_len`], [`Engine::unfinished`], [`Engine::is_stopped`], [`Engine::config`].
+///
+/// Guarantees: the same `Config`, `Start` and input sequence give the same output sequence, byte
+/// for byte (I12); every accepted submission gets exactly one [`crate::OutputKind::Finished`]
+/// (I1); host misuse is answered with a [`HostError`] and leaves the engine unchanged.
+#[derive(Debug)]
+pub struct Engine {
+    /// `Err` once the engine detected a bug in itself: it then refuses every input.
+    pub(crate) state: Result<State, &'static str>,
+    now: Millis,
+    outputs: VecDeque<Output>,
+    next_output: u64,
+}
+
+impl Engine {
+    /// An engine with this configuration, starting from the store's ledger.
+    ///
+    /// # Errors
+    /// [`HostError::InvalidStart`] when a run is listed twice or is not below `next_seq`.
+    pub fn new(config: Config, start: Start) -> Result<Engine, HostError> {
+        let next_seq = start.next_seq.unwrap_or(Seq(1));
+        let mut runs = RunLedger::default();
+        for r in start.runs {
+            if r.seq >= next_seq {
+                return Err(HostError::InvalidStart { run_id: r.run_id, reason: "its sequence is not below next_seq" });
+            }
+            if runs.get(&r.run_id).is_some() {
+                return Err(HostError::InvalidStart { run_id: r.run_id, reason: "listed twice" });
+            }
+            let entry = RunEntry { session: r.session, seq: r.seq, fingerprint: r.fingerprint, outcome: Some(r.outcome) };
+            runs.insert(r.run_id, entry);
+        }
+        let state = State {
+            config,
+            next_seq,
+            next_message: start.next_message.map_or(1, |m| m.0),
+            next_turn: 1,
+            next_timer: 1,
+            sessions: BTreeMap::new(),
+            runs,
+            watermarks: BTreeMap::new(),
+            timers: BTreeMap::new(),
+            closing: Closing::Open,
+            accepted: 0,
+            outcomes_decided: 0,
+        };
+        Ok(Engine { state: Ok(state), now: Millis(0), outputs: VecDeque::new(), next_output: 0 })
+    }
+
+    /// Feeds one input at time `now`. Drain [`Engine::poll_output`] afterwards.
+    ///
+    /// A stale or duplicate reply (I13) and a cancel that covers nothing (I10) are not errors:
+    /// they produce no output.
+    ///
+    /// # Errors
+    /// Host misuse ([`HostError::TimeWentBackwards`], [`HostError::TimerNotDue`],
+    /// [`HostError::SequenceNotIncreasing`]) leaves the engine unchanged;
+    /// [`HostError::Internal`] means the engine failed for good.
+    pub fn handle(&mut self, now: Millis, input: Input) -> Result<(), HostError> {
+        let st = self.state.as_mut().map_err(|e| HostError::Internal(e))?;
+        check_protocol(st, self.now, now, &input)?;
+        self.now = now;
+        let mut tx = Tx::default();
+        dispatch(st, &mut tx, now, input);
+        shutdown::finish_if_drained(st, &mut tx);
+        // O(1) release check of exactly-once bookkeeping (STYLE 4): a bug fails the engine.
+        if st.outcomes_decided > st.accepted {
+            self.state = Err("more outcomes decided than submissions accepted");
+            return Err(HostError::Internal("more outcomes decided than submissions accepted"));
+        }
+        let (outputs, next) = (&mut self.outputs, &mut self.next_output);
+        tx.finish(|kind| {
+            outputs.push_back(Output { no: *next, kind });
+            *next += 1;
+        });
+        #[cfg(debug_assertions)]
+        if let Err(v) = crate::invariants::check_invariants(self) {
+            panic!("invariant violated after an input at {} ms: {v}", now.0);
+        }
+        Ok(())
+    }
+
+    /// The next output, in SPEC section 7 order, or `None` when all are drained.
+    #[must_use]
+    pub fn poll_output(&mut self) -> Option<Output> {
+        self.outputs.pop_front()
+    }
+
+    /// The time of the latest input.
+    #[must_use]
+    pub fn now(&self) -> Millis {
+        self.now
+    }
+
+    /// The earliest deadline of an armed timer, if any: the host should wake then.
+    #[must_use]
+    pub fn next_deadline(&self) -> Option<Millis> {
+        self.state.as_ref().ok()?.timers.values().map(|t| t.deadline).min()
+    }
+
+    /// True while the session has an active turn (including one aborting) or any waiting
+    /// submission (SPEC 3 "Busy").
+    #[must_use]
+    pub fn is_busy(&self, session: &SessionId) -> bool {
+        self.state.as_ref().is_ok_and(|st| st.sessions.contains_key(session))
+    }
+
+    /// The number of waiting submissions of a session. The core never drops one; a host may
+    /// refuse new prompts above [`Config::queue_max`].
+    #[must_use]
+    pub fn queue_len(&self, session: &SessionId) -> usize {
+        self.state.as_ref().ok().and_then(|st| st.sessions.get(session)).map_or(0, |s| s.queue.len())
+    }
+
+    /// The number of accepted submissions without an outcome.
+    #[must_use]
+    pub fn unfinished(&self) -> u64 {
+        self.state.as_ref().map_or(0, |st| st.unfinished())
+    }
+
+    /// True once shutdown completed ([`crate::OutputKind::Stopped`] was emitted).
+    #[must_use]
+    pub fn is_stopped(&self) -> bool {
+        self.state.as_ref().is_ok_and(|st| st.closing == Closing::Closed)
+    }
+
+    /// The configuration the engine runs with.
+    #[must_use]
+    pub fn config(&self) -> Option<&Config> {
+        self.state.as_ref().ok().map(|st| &st.config)
+    }
+
+    /// True when the session has an active turn (not merely waiting submissions).
+    #[must_use]
+    pub fn has_active_turn(&self, session: &SessionId) -> bool {
+        self.state
+            .as_ref()
+            .ok()
+            .and_then(|st| st.sessions.get(session))
+            .is_some_and(|s| matches!(s.lane, Lane::Turn(_)))
+    }
+}
+
+/// Host-protocol checks, before any change (STYLE 4: misuse leaves the state untouched).
+fn check_protocol(st: &State, last: Millis, now: Millis, input: &Input) -> Result<(), HostError> {
+    if now < last {
+        return Err(HostError::TimeWentBackwards { last, now });
+    }
+    match input {
+        Input::TimerFired { timer } => match st.timers.get(timer) {
+            Some(t) if t.deadline > now => Err(HostError::TimerNotDue { timer: *timer, deadline: t.deadline, now }),
+            _ => Ok(()),
+        },
+        Input::Submit(s) => match s.seq {
+            Some(seq) if seq < st.next_seq => {
+                Err(HostError::SequenceNotIncreasing { seq, last: Seq(st.next_seq.0.saturating_sub(1)) })
+            }
+            _ => Ok(()),
+        },
+        _ => Ok(()),
+    }
+}
+
+/// Routes an input to its handler (docs/architecture.md has the table).
+fn dispatch(st: &mut State, tx: &mut Tx, now: Millis, input: Input) {
+    match input {
+        Input::Submit(s) => acceptance::on_submit(st, tx, s),
+        Input::Cancel { session, up_to } => cancel::on_cancel(st, tx, now, &session, up_to),
+        Input::CancelRun { run_id } => cancel::on_cancel_run(st, tx, now, &run_id),
+        Input::ClearQueue { session } => cancel::on_clear_queue(st, tx, &session),
+        Input::Shutdown => shutdown::on_shutdown(st, tx, now),
+        Input::Prepared { session, seq } => preparation::on_prepared(st, tx, &session, seq),
+        Input::PreparationFailed { session, seq, error } => {
+            preparation::on_preparation_failed(st, tx, &session, seq, error);
+        }
+        Input::Step { step, event } => step::on_step(st, tx, step, event),
+        Input::ToolResult { call, result } => step::on_tool_result(st, tx, call, result),
+        Input::TimerFired { timer } => shutdown::on_timer(st, tx, timer),
+    }
+}

@@ -1,0 +1,72 @@
+//! Host misuse and internal failure (STYLE 4): the two things `handle` may return as errors.
+//!
+//! Provider, tool and store failures are *inputs* that lead to outcomes, never errors here.
+
+use std::fmt;
+
+use crate::ids::{Millis, RunId, Seq, TimerId};
+
+/// An input the host was not allowed to send, or an engine that failed for good.
+///
+/// Host misuse leaves the engine's state exactly as it was; [`HostError::Internal`] means a bug
+/// in the core was detected and the engine refuses every later input.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum HostError {
+    /// `now` was earlier than the previous input's.
+    TimeWentBackwards {
+        /// The previous input's time.
+        last: Millis,
+        /// The offending time.
+        now: Millis,
+    },
+    /// A timer was reported fired before its deadline.
+    TimerNotDue {
+        /// The timer.
+        timer: TimerId,
+        /// Its deadline.
+        deadline: Millis,
+        /// The time it was reported.
+        now: Millis,
+    },
+    /// An externally assigned sequence was not above every sequence the core has seen.
+    SequenceNotIncreasing {
+        /// The offending sequence.
+        seq: Seq,
+        /// The newest sequence seen.
+        last: Seq,
+    },
+    /// The start state is inconsistent (a run above `next_seq`, a RunId listed twice).
+    InvalidStart {
+        /// The run at fault.
+        run_id: RunId,
+        /// What is wrong.
+        reason: &'static str,
+    },
+    /// The engine detected a bug in itself and stopped; it accepts no further input.
+    Internal(&'static str),
+}
+
+impl fmt::Display for HostError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            HostError::TimeWentBackwards { last, now } => {
+                write!(f, "time went backwards: input at {} ms after one at {} ms", now.0, last.0)
+            }
+            HostError::TimerNotDue { timer, deadline, now } => write!(
+                f,
+                "timer {} fired at {} ms before its deadline {} ms",
+                timer.0, now.0, deadline.0
+            ),
+            HostError::SequenceNotIncreasing { seq, last } => {
+                write!(f, "submitted sequence {seq} is not above the newest sequence {last}")
+            }
+            HostError::InvalidStart { run_id, reason } => {
+                write!(f, "invalid start state at run {run_id}: {reason}")
+            }
+            HostError::Internal(what) => write!(f, "engine failed: internal error: {what}"),
+        }
+    }
+}
+
+impl std::error::Error for HostError {}

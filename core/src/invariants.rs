@@ -1,0 +1,568 @@
+//! The invariants of SPEC section 6, as two public, reusable checkers.
+//!
+//! - [`check_invariants`] inspects an engine's state: queue order, one lane per session, that
+//!   every unfinished submission is waiting for a pending host request or timer (the local
+//!   half of I6), and the bookkeeping behind exactly-once (I1). The engine runs it after every
+//!   input in debug builds.
+//! - [`Auditor`] watches the input and output stream, independently of the engine's code:
+//!   exactly one outcome per accepted submission and at most one RunComplete per RunId (I1, I2),
+//!   one active turn per session (I3), cancel precision and effect (I4, I5, I10), order (I7),
+//!   protocol-legal history at every turn end (I8), writes committed before their completion and
+//!   no message for a never-activated submission (I9), and stale replies without effect (I13).
+//!
+//! Replay, the proptests, the model checker and the simulator call both after every input.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+use crate::config::Start;
+use crate::engine::Engine;
+use crate::ids::{CallId, MessageId, RunId, SessionId, Seq, TimerId};
+use crate::input::{CallIo, Input, Mode, StepEvent, StepIo};
+use crate::outcome::Outcome;
+use crate::output::{Output, OutputKind, Reply, StoreOp, TimerPurpose};
+use crate::state::{CallResult, Closing, Lane, MessageState, Phase, Prep, State};
+
+/// A broken invariant: which one (`"I1"` ... `"I13"`) and what was seen.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Violation {
+    /// The invariant's name in SPEC section 6.
+    pub invariant: &'static str,
+    /// What was seen.
+    pub detail: String,
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.invariant, self.detail)
+    }
+}
+
+impl std::error::Error for Violation {}
+
+fn fail<T>(invariant: &'static str, detail: impl Into<String>) -> Result<T, Violation> {
+    Err(Violation { invariant, detail: detail.into() })
+}
+
+/// Checks the engine's state. O(size of the state): the engine calls it after every input in
+/// debug builds only.
+///
+/// # Errors
+/// The first [`Violation`] found.
+pub fn check_invariants(engine: &Engine) -> Result<(), Violation> {
+    let st = match &engine.state {
+        Ok(st) => st,
+        Err(what) => return fail("internal", format!("the engine failed: {what}")),
+    };
+    let mut unfinished = 0u64;
+    let mut live_runs = 0usize;
+    for (id, s) in &st.sessions {
+        if s.id != *id {
+            return fail("internal", format!("session {id} is filed under another id"));
+        }
+        if s.is_idle() {
+            return fail("internal", format!("idle session {id} was not forgotten"));
+        }
+        let owner = match &s.lane {
+            Lane::Turn(t) => Some(t.owner.seq),
+            Lane::Idle => None,
+        };
+        let mut prev = owner;
+        for w in &s.queue {
+            if prev.is_some_and(|p| w.sub.seq <= p) {
+                return fail("I7", format!("session {id}: queue not in acceptance order at {}", w.sub.seq));
+            }
+            prev = Some(w.sub.seq);
+            if w.sub.session != *id {
+                return fail("internal", format!("submission {} filed under session {id}", w.sub.seq));
+            }
+        }
+        if owner.is_none() && st.closing == Closing::Open && s.queue.front().is_some_and(|w| w.prep == Prep::Prepared) {
+            return fail("I6", format!("session {id} is idle while its prepared head waits (G-16)"));
+        }
+        if st.closing != Closing::Open && !s.queue.is_empty() {
+            return fail("I6", format!("session {id} keeps waiting submissions during shutdown (G-20)"));
+        }
+        let subs = s.queue.iter().map(|w| &w.sub).chain(match &s.lane {
+            Lane::Turn(t) => Some(&t.owner),
+            Lane::Idle => None,
+        });
+        for sub in subs {
+            unfinished += 1;
+            if let Some(r) = &sub.run_id {
+                live_runs += 1;
+                if sub.mode != Mode::OwnTurn {
+                    return fail("internal", format!("run {r} is not own_turn"));
+                }
+                match st.runs.get(r) {
+                    Some(e) if e.seq == sub.seq && e.outcome.is_none() => {}
+                    _ => return fail("I1", format!("run {r} is unfinished but the ledger disagrees")),
+                }
+            }
+        }
+        if let Lane::Turn(t) = &s.lane {
+            check_turn(st, id, t)?;
+        }
+    }
+    if unfinished != st.unfinished() {
+        return fail("I1", format!("{unfinished} submissions held, {} unfinished counted", st.unfinished()));
+    }
+    let ledger_live = st.runs.iter().filter(|(_, e)| e.outcome.is_none()).count();
+    if ledger_live != live_runs {
+        return fail("I1", format!("{ledger_live} live runs in the ledger, {live_runs} held"));
+    }
+    check_timers(st)?;
+    if st.closing == Closing::Closed && !st.sessions.is_empty() {
+        return fail("I6", "shutdown completed with unfinished submissions");
+    }
+    if let Some((s, wm)) = st.watermarks.iter().find(|(_, wm)| **wm < st.next_seq) {
+        return fail("internal", format!("watermark {wm} of {s} outlived what it covers (G-08)"));
+    }
+    Ok(())
+}
+
+fn check_turn(st: &State, id: &SessionId, t: &crate::state::Turn) -> Result<(), Violation> {
+    let running = t.calls.iter().filter(|c| c.result == CallResult::Running).count();
+    match t.phase {
+        Phase::Streaming { .. } => {
+            if t.message_state != MessageState::Open || t.calls.iter().any(|c| c.result != CallResult::Pending) {
+                return fail("internal", format!("session {id}: a streaming step has a finish or a started tool"));
+            }
+        }
+        Phase::Tools { .. } => {
+            if running == 0 {
+                return fail("I6", format!("session {id}: a tool step waits with no tool running"));
+            }
+        }
+        Phase::Aborting { grace, .. } => {
+            if running == 0 {
+                return fail("I6", format!("session {id}: an aborted turn waits with no tool running"));
+            }
+            let armed = match grace {
+                Some(g) => st.timers.contains_key(&g),
+                None => matches!(st.closing, Closing::Draining { deadline: Some(d) } if st.timers.contains_key(&d)),
+            };
+            if !armed {
+                return fail("I6", format!("session {id}: an aborted turn has no timer to end it"));
+            }
+        }
+    }
+    if st.closing != Closing::Open && !matches!(t.phase, Phase::Aborting { .. }) {
+        return fail("I6", format!("session {id}: a turn still runs during shutdown"));
+    }
+    if t.calls.len() > st.config.calls_per_step_max as usize {
+        return fail("internal", format!("session {id}: more calls than calls_per_step_max"));
+    }
+    Ok(())
+}
+
+fn check_timers(st: &State) -> Result<(), Violation> {
+    for (timer, t) in &st.timers {
+        let ok = match &t.purpose {
+            TimerPurpose::CancelGrace { session, turn } => st.sessions.get(session).is_some_and(|s| {
+                matches!(&s.lane, Lane::Turn(tn) if tn.id == *turn
+                    && matches!(tn.phase, Phase::Aborting { grace: Some(g), .. } if g == *timer))
+            }),
+            TimerPurpose::ShutdownDeadline => {
+                matches!(st.closing, Closing::Draining { deadline: Some(d) } if d == *timer)
+            }
+        };
+        if !ok {
+            return fail("I13", format!("timer {} is armed for nothing", timer.0));
+        }
+    }
+    Ok(())
+}
+
+/// What the auditor knows of one accepted submission.
+#[derive(Clone, Debug)]
+struct Sub {
+    session: SessionId,
+    run_id: Option<RunId>,
+    activated: bool,
+    user_message: bool,
+    outcome: Option<Outcome>,
+    /// The outcome a cancel, clear or shutdown decided for it (I4).
+    claimed: Option<Outcome>,
+}
+
+/// Which unfinished submissions a cancel-like input covers.
+type Covers = Box<dyn Fn(Seq, &Sub) -> bool>;
+
+/// One record of a session's message history, for I8.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Record {
+    User,
+    Assistant { id: MessageId, finished: bool },
+    Call { id: MessageId, call: CallId },
+    Result { id: MessageId, call: CallId },
+}
+
+/// Checks the input/output stream of one engine against SPEC section 6, knowing nothing of the
+/// engine's internals. Feed it every transition with [`Auditor::observe`].
+#[derive(Clone, Debug, Default)]
+pub struct Auditor {
+    subs: BTreeMap<Seq, Sub>,
+    newest: Option<Seq>,
+    /// RunIds whose RunComplete was published, in this life or before the start.
+    completed_runs: BTreeSet<RunId>,
+    runs: BTreeMap<RunId, Seq>,
+    watermarks: BTreeMap<SessionId, Seq>,
+    prepares: BTreeSet<Seq>,
+    steps: BTreeSet<StepIo>,
+    tools: BTreeSet<CallIo>,
+    timers: BTreeSet<TimerId>,
+    last_user: BTreeMap<SessionId, Seq>,
+    last_activation: BTreeMap<SessionId, Seq>,
+    history: BTreeMap<SessionId, Vec<Record>>,
+    dirty: BTreeSet<SessionId>,
+    stopped: bool,
+}
+
+impl Auditor {
+    /// An auditor for an engine started from `start`.
+    #[must_use]
+    pub fn new(start: &Start) -> Auditor {
+        let mut a = Auditor::default();
+        for r in &start.runs {
+            a.completed_runs.insert(r.run_id.clone());
+            a.runs.insert(r.run_id.clone(), r.seq);
+        }
+        a
+    }
+
+    /// The number of accepted submissions without an outcome.
+    #[must_use]
+    pub fn unfinished(&self) -> usize {
+        self.subs.values().filter(|s| s.outcome.is_none()).count()
+    }
+
+    /// Number of host requests and timers still pending (I6: nonzero while anything is
+    /// unfinished).
+    #[must_use]
+    pub fn pending_io(&self) -> usize {
+        self.prepares.len() + self.steps.len() + self.tools.len() + self.timers.len()
+    }
+
+    /// Checks one transition: the input and every output it produced.
+    ///
+    /// # Errors
+    /// The first [`Violation`] found.
+    pub fn observe(&mut self, input: &Input, outputs: &[Output]) -> Result<(), Violation> {
+        if self.is_stale(input) && !outputs.is_empty() {
+            return fail("I13", format!("a stale reply produced {} outputs", outputs.len()));
+        }
+        self.take_reply(input);
+        self.claim(input);
+        for o in outputs {
+            self.output(o)?;
+        }
+        if !self.dirty.is_empty() {
+            return fail("I9", format!("writes of {:?} left uncommitted at the end of a transition", self.dirty));
+        }
+        if self.unfinished() > 0 && self.pending_io() == 0 {
+            return fail("I6", "a submission is unfinished and nothing is pending");
+        }
+        Ok(())
+    }
+
+    fn is_stale(&self, input: &Input) -> bool {
+        match input {
+            Input::Prepared { seq, .. } | Input::PreparationFailed { seq, .. } => !self.prepares.contains(seq),
+            Input::Step { step, .. } => !self.steps.contains(step),
+            Input::ToolResult { call, .. } => !self.tools.contains(call),
+            Input::TimerFired { timer } => !self.timers.contains(timer),
+            _ => false,
+        }
+    }
+
+    /// A reply consumes the request it answers.
+    fn take_reply(&mut self, input: &Input) {
+        match input {
+            Input::Prepared { seq, .. } | Input::PreparationFailed { seq, .. } => {
+                self.prepares.remove(seq);
+            }
+            Input::Step { step, event: StepEvent::Finished { .. } | StepEvent::Failed { .. } } => {
+                self.steps.remove(step);
+            }
+            Input::ToolResult { call, .. } => {
+                self.tools.remove(call);
+            }
+            Input::TimerFired { timer } => {
+                self.timers.remove(timer);
+            }
+            _ => {}
+        }
+    }
+
+    /// Records which submissions a cancel, clear or shutdown decides (I4, I10).
+    fn claim(&mut self, input: &Input) {
+        let (session, covers): (Option<&SessionId>, Covers) = match input {
+            Input::Cancel { session, up_to } => {
+                let wm = up_to.or(self.newest).unwrap_or(Seq(0));
+                let e = self.watermarks.entry(session.clone()).or_insert(wm);
+                *e = (*e).max(wm);
+                (Some(session), Box::new(move |seq, _| seq <= wm))
+            }
+            Input::CancelRun { run_id } => {
+                let target = self.runs.get(run_id).copied();
+                (None, Box::new(move |seq, _| Some(seq) == target))
+            }
+            Input::ClearQueue { session } => (Some(session), Box::new(|_, s: &Sub| !s.activated)),
+            Input::Shutdown => {
+                for s in self.subs.values_mut().filter(|s| s.outcome.is_none() && s.claimed.is_none()) {
+                    s.claimed = Some(Outcome::Interrupted);
+                }
+                return;
+            }
+            _ => return,
+        };
+        for (seq, s) in &mut self.subs {
+            if s.outcome.is_none() && s.claimed.is_none() && session.is_none_or(|x| *x == s.session) && covers(*seq, s) {
+                s.claimed = Some(Outcome::Cancelled);
+            }
+        }
+    }
+
+    fn sub(&mut self, seq: Seq, what: &str) -> Result<&mut Sub, Violation> {
+        match self.subs.get_mut(&seq) {
+            Some(s) => Ok(s),
+            None => fail("I2", format!("{what} for submission {seq}, which was never accepted")),
+        }
+    }
+
+    fn output(&mut self, o: &Output) -> Result<(), Violation> {
+        match &o.kind {
+            OutputKind::Reply(r) => self.reply(r),
+            OutputKind::Prepare { seq, .. } => {
+                self.must_be_live(*seq, "a preparation")?;
+                self.prepares.insert(*seq);
+                Ok(())
+            }
+            OutputKind::AbortPreparation { seq, .. } => {
+                self.prepares.remove(seq);
+                Ok(())
+            }
+            OutputKind::StartStep { step } => {
+                self.must_be_live(step.seq, "a step")?;
+                self.steps.insert(step.clone());
+                Ok(())
+            }
+            OutputKind::AbortStep { step } => {
+                self.steps.remove(step);
+                Ok(())
+            }
+            OutputKind::RunTool { call, .. } => {
+                self.must_be_live(call.seq, "a tool")?;
+                self.tools.insert(call.clone());
+                Ok(())
+            }
+            OutputKind::AbortTool { .. } => Ok(()), // a result may still arrive before clean-up
+            OutputKind::SetTimer { timer, .. } => {
+                self.timers.insert(*timer);
+                Ok(())
+            }
+            OutputKind::CancelTimer { timer } => {
+                self.timers.remove(timer);
+                Ok(())
+            }
+            OutputKind::Store(op) => self.store(op),
+            OutputKind::Commit { session } => {
+                self.dirty.remove(session);
+                Ok(())
+            }
+            OutputKind::Finished(c) => self.finished(c),
+            OutputKind::Stopped => {
+                if self.stopped || self.unfinished() > 0 {
+                    return fail("I6", "Stopped twice or with unfinished submissions");
+                }
+                self.stopped = true;
+                Ok(())
+            }
+        }
+    }
+
+    /// I5: nothing starts for a submission that is finished or that a cancel decided.
+    fn must_be_live(&mut self, seq: Seq, what: &str) -> Result<(), Violation> {
+        let s = self.sub(seq, what)?;
+        if s.outcome.is_some() || s.claimed.is_some() {
+            return fail("I5", format!("{what} started for submission {seq} after its outcome was decided"));
+        }
+        Ok(())
+    }
+
+    fn reply(&mut self, r: &Reply) -> Result<(), Violation> {
+        let Reply::Accepted { session, seq, run_id, .. } = r else { return Ok(()) };
+        if self.newest.is_some_and(|n| *seq <= n) {
+            return fail("I7", format!("sequence {seq} assigned after {:?}", self.newest));
+        }
+        self.newest = Some(*seq);
+        if let Some(r) = run_id
+            && self.runs.insert(r.clone(), *seq).is_some()
+        {
+            return fail("I1", format!("run {r} accepted twice"));
+        }
+        let covered = self.watermarks.get(session).is_some_and(|wm| seq <= wm);
+        let sub = Sub {
+            session: session.clone(),
+            run_id: run_id.clone(),
+            activated: false,
+            user_message: false,
+            outcome: None,
+            claimed: covered.then_some(Outcome::Cancelled),
+        };
+        self.subs.insert(*seq, sub);
+        Ok(())
+    }
+
+    fn store(&mut self, op: &StoreOp) -> Result<(), Violation> {
+        let session = op.session().clone();
+        if let Some(seq) = op.seq() {
+            let s = self.sub(seq, "a write")?;
+            if s.outcome.is_some() {
+                return fail("I9", format!("a write for submission {seq} after its completion"));
+            }
+        }
+        self.dirty.insert(session.clone());
+        let log = self.history.entry(session.clone()).or_default();
+        match op {
+            StoreOp::LedgerActivated { seq, .. } => {
+                if let Some((other, _)) =
+                    self.subs.iter().find(|(q, s)| s.session == session && s.activated && s.outcome.is_none() && *q != seq)
+                {
+                    return fail("I3", format!("session {session} activates {seq} while {other} is active"));
+                }
+                if self.last_activation.get(&session).is_some_and(|l| l >= seq) {
+                    return fail("I7", format!("session {session} activates {seq} out of acceptance order"));
+                }
+                self.last_activation.insert(session, *seq);
+                self.sub(*seq, "an activation")?.activated = true;
+            }
+            StoreOp::UserMessage { seq, .. } => {
+                if self.last_user.get(&session).is_some_and(|l| l >= seq) {
+                    return fail("I7", format!("session {session}: user message of {seq} out of order"));
+                }
+                log.push(Record::User);
+                self.last_user.insert(session, *seq);
+                self.sub(*seq, "a user message")?.user_message = true;
+            }
+            StoreOp::AssistantMessage { seq, id, .. } => {
+                log.push(Record::Assistant { id: *id, finished: false });
+                self.must_be_activated(*seq)?;
+            }
+            StoreOp::ToolCall { seq, id, call, .. } => {
+                log.push(Record::Call { id: *id, call: call.clone() });
+                self.must_be_activated(*seq)?;
+            }
+            StoreOp::ToolResult { seq, id, call, .. } => {
+                log.push(Record::Result { id: *id, call: call.clone() });
+                self.must_be_activated(*seq)?;
+            }
+            StoreOp::MessageFinished { seq, id, .. } => {
+                match log.iter_mut().rev().find(|r| matches!(r, Record::Assistant { id: m, .. } if m == id)) {
+                    Some(Record::Assistant { finished, .. }) if !*finished => *finished = true,
+                    _ => return fail("I8", format!("message {id} finished twice or never created")),
+                }
+                self.must_be_activated(*seq)?;
+            }
+            StoreOp::AppendText { seq, .. } => self.must_be_activated(*seq)?,
+            StoreOp::LedgerOutcome { .. } | StoreOp::Flush { .. } => {}
+        }
+        Ok(())
+    }
+
+    /// I9: a submission that never became active writes no message.
+    fn must_be_activated(&mut self, seq: Seq) -> Result<(), Violation> {
+        if !self.sub(seq, "a message write")?.activated {
+            return fail("I9", format!("submission {seq} writes a message without being activated"));
+        }
+        Ok(())
+    }
+
+    fn finished(&mut self, c: &crate::outcome::Completion) -> Result<(), Violation> {
+        let seq = c.seq();
+        if self.dirty.contains(c.session()) {
+            return fail("I9", format!("completion of {seq} published before its writes were committed"));
+        }
+        let s = self.sub(seq, "a completion")?.clone();
+        if s.outcome.is_some() {
+            return fail("I1", format!("submission {seq} got a second outcome"));
+        }
+        if s.run_id.as_ref() != c.run_id() || s.session != *c.session() {
+            return fail("I2", format!("completion of {seq} names another run or session"));
+        }
+        if let Some(r) = c.run_id()
+            && !self.completed_runs.insert(r.clone())
+        {
+            return fail("I1", format!("second RunComplete for run {r}"));
+        }
+        match s.claimed {
+            Some(claim) if claim != c.outcome() => {
+                return fail("I4", format!("submission {seq} ended {:?}, but a cancel or shutdown decided {claim:?}", c.outcome()));
+            }
+            None if c.outcome() == Outcome::Cancelled => {
+                return fail("I4", format!("submission {seq} ended cancelled though no cancel covered it (I10)"));
+            }
+            _ => {}
+        }
+        let folded = c.outcome() == Outcome::Folded;
+        if folded != (s.user_message && !s.activated) {
+            return fail("I9", format!("submission {seq}: folded outcome without exactly a folded user message"));
+        }
+        if c.message_id().is_some() != s.activated || c.text().is_some() != s.activated {
+            return fail("I9", format!("submission {seq}: message_id/text present iff activated"));
+        }
+        let wants_error = matches!(c.outcome(), Outcome::Failed | Outcome::Interrupted);
+        if c.error().is_some() != wants_error {
+            return fail("I1", format!("submission {seq}: error present iff failed or interrupted"));
+        }
+        if s.activated {
+            self.check_history(&s.session)?;
+        }
+        self.steps.retain(|x| x.seq != seq);
+        self.tools.retain(|x| x.seq != seq);
+        self.prepares.remove(&seq);
+        if let Some(sub) = self.subs.get_mut(&seq) {
+            sub.outcome = Some(c.outcome());
+        }
+        Ok(())
+    }
+
+    /// I8 at a turn end: every assistant message finished, every call with exactly one result,
+    /// no user message between a call's message and its result.
+    fn check_history(&mut self, session: &SessionId) -> Result<(), Violation> {
+        let log = self.history.remove(session).unwrap_or_default();
+        let mut results: BTreeMap<(MessageId, &CallId), usize> = BTreeMap::new();
+        let mut open_calls: BTreeSet<(MessageId, &CallId)> = BTreeSet::new();
+        let mut since_user_ok: BTreeSet<MessageId> = BTreeSet::new();
+        for r in &log {
+            match r {
+                Record::User => since_user_ok.clear(),
+                Record::Assistant { id, finished } => {
+                    if !finished {
+                        return fail("I8", format!("session {session}: message {id} has no finish at turn end"));
+                    }
+                    since_user_ok.insert(*id);
+                }
+                Record::Call { id, call } => {
+                    open_calls.insert((*id, call));
+                }
+                Record::Result { id, call } => {
+                    if !since_user_ok.contains(id) {
+                        return fail("I8", format!("session {session}: result of {call} is separated from its call"));
+                    }
+                    *results.entry((*id, call)).or_default() += 1;
+                }
+            }
+        }
+        for c in &open_calls {
+            if results.get(c) != Some(&1) {
+                return fail("I8", format!("session {session}: call {} has {:?} results", c.1, results.get(c)));
+            }
+        }
+        if results.keys().any(|k| !open_calls.contains(k)) {
+            return fail("I8", format!("session {session}: a result without its call"));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,40 @@
+//! The preparation phase: prepared, failed, aborted (SPEC 4.1).
+
+use crate::admission;
+use crate::ids::{SessionId, Seq};
+use crate::outcome::{self, ErrorInfo, ErrorKind, Verdict};
+use crate::state::{Prep, State};
+use crate::transition::Tx;
+
+/// The title of a `preparation` failure (SPEC names the kind; the title is ours).
+pub const PREPARATION_TITLE: &str = "Preparation Failed";
+
+/// `Prepared`: the entry becomes `Prepared`; if it heads an idle session's queue it is admitted
+/// in the same transition (SPEC 4.2).
+pub(crate) fn on_prepared(st: &mut State, tx: &mut Tx, session: &SessionId, seq: Seq) {
+    st.with_session(session, false, |st, s| {
+        // Guard (I13): only a preparing entry of this session accepts the reply.
+        let Some(entry) = s.queue.iter_mut().find(|w| w.sub.seq == seq && w.prep == Prep::Preparing)
+        else {
+            return;
+        };
+        debug_assert_eq!(entry.sub.session, *session);
+        entry.prep = Prep::Prepared;
+        admission::hand_off(st, tx, s);
+    });
+}
+
+/// `PreparationFailed`: only this submission ends `failed` (kind `preparation`); nothing stays
+/// sticky (G-24), and the queue moves on if it was the head (G-14).
+pub(crate) fn on_preparation_failed(st: &mut State, tx: &mut Tx, session: &SessionId, seq: Seq, error: String) {
+    st.with_session(session, false, |st, s| {
+        let Some(pos) = s.queue.iter().position(|w| w.sub.seq == seq && w.prep == Prep::Preparing) else {
+            return;
+        };
+        let Some(entry) = s.queue.remove(pos) else { return };
+        debug_assert_eq!(entry.sub.seq, seq);
+        let info = ErrorInfo { kind: ErrorKind::Preparation, title: PREPARATION_TITLE.to_owned(), message: error };
+        outcome::decide(st, tx, entry.sub, Verdict::Failed(info), None);
+        admission::hand_off(st, tx, s);
+    });
+}

@@ -1,0 +1,85 @@
+//! Shutdown with its deadline, and the timers (SPEC 4.9, 4.10).
+
+use crate::cancel;
+use crate::cleanup::{self, TurnEnd};
+use crate::ids::{Millis, SessionId, TimerId};
+use crate::outcome::Verdict;
+use crate::output::{OutputKind, TimerPurpose};
+use crate::state::{Abort, Closing, Lane, Phase, State};
+use crate::transition::Tx;
+
+/// `Shutdown`: waiting submissions end `interrupted` at once, active turns are aborted and end
+/// `interrupted` after their clean-up or at the deadline, whichever is first.
+pub(crate) fn on_shutdown(st: &mut State, tx: &mut Tx, now: Millis) {
+    if st.closing != Closing::Open {
+        return; // shutdown is idempotent
+    }
+    st.closing = Closing::Draining { deadline: None };
+    let ids: Vec<SessionId> = st.sessions.keys().cloned().collect();
+    for id in &ids {
+        st.with_session(id, false, |st, s| {
+            let error = Verdict::Interrupted(cleanup::shutdown_error());
+            cancel::end_waiting(st, tx, s, &|_| true, &error);
+            cancel::abort_turn(st, tx, now, s, Abort::Shutdown);
+        });
+    }
+    if !st.sessions.is_empty() {
+        let deadline = now.plus_ms(st.config.shutdown_deadline_ms);
+        let timer = st.new_timer(deadline, TimerPurpose::ShutdownDeadline);
+        tx.tail(OutputKind::SetTimer { timer, deadline, purpose: TimerPurpose::ShutdownDeadline });
+        st.closing = Closing::Draining { deadline: Some(timer) };
+    }
+}
+
+/// Ends shutdown once nothing is unfinished: disarms the deadline and emits `Stopped` once.
+pub(crate) fn finish_if_drained(st: &mut State, tx: &mut Tx) {
+    let Closing::Draining { deadline } = st.closing else { return };
+    if !st.sessions.is_empty() {
+        return;
+    }
+    if let Some(timer) = deadline
+        && st.timers.remove(&timer).is_some()
+    {
+        tx.tail(OutputKind::CancelTimer { timer });
+    }
+    st.closing = Closing::Closed;
+    tx.tail(OutputKind::Stopped);
+}
+
+/// `TimerFired`: a grace timer cleans up its turn; the shutdown deadline cleans up every turn
+/// still aborting. A timer that is not armed is stale and ignored (I13).
+pub(crate) fn on_timer(st: &mut State, tx: &mut Tx, timer: TimerId) {
+    let Some(t) = st.timers.remove(&timer) else { return };
+    match t.purpose {
+        TimerPurpose::CancelGrace { session, turn } => {
+            st.with_session(&session, false, |st, s| {
+                let cause = match &s.lane {
+                    Lane::Turn(tn) if tn.id == turn => match tn.phase {
+                        Phase::Aborting { cause, grace: Some(g) } if g == timer => cause,
+                        _ => return,
+                    },
+                    _ => return,
+                };
+                cleanup::end_turn(st, tx, s, TurnEnd::Aborted(cause));
+            });
+        }
+        TimerPurpose::ShutdownDeadline => {
+            if let Closing::Draining { .. } = st.closing {
+                st.closing = Closing::Draining { deadline: None };
+            }
+            let ids: Vec<SessionId> = st.sessions.keys().cloned().collect();
+            for id in &ids {
+                st.with_session(id, false, |st, s| {
+                    let cause = match &s.lane {
+                        Lane::Turn(tn) => match tn.phase {
+                            Phase::Aborting { cause, .. } => cause,
+                            _ => return,
+                        },
+                        Lane::Idle => return,
+                    };
+                    cleanup::end_turn(st, tx, s, TurnEnd::Aborted(cause));
+                });
+            }
+        }
+    }
+}

@@ -1,0 +1,242 @@
+//! The engine's state: sessions, their queues and lanes, as enums with payloads (SPEC 3, 4.2).
+//!
+//! Each SPEC phase is a variant carrying only its data: a waiting entry is `Preparing` or
+//! `Prepared`; a session's lane is idle or holds one turn; a turn streams, runs tools, or
+//! aborts. There is no flag whose value must agree with another field.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use crate::config::Config;
+use crate::ids::{CallId, MessageId, Millis, RunId, SessionId, Seq, TimerId, TurnId};
+use crate::input::{Attachment, Mode, StopTurn};
+use crate::ledger::RunLedger;
+use crate::output::TimerPurpose;
+
+/// An accepted, unfinished submission. Deliberately not `Clone`: it lives in exactly one place
+/// until [`crate::outcome`] consumes it (SPEC I1).
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Submission {
+    pub(crate) seq: Seq,
+    pub(crate) session: SessionId,
+    pub(crate) run_id: Option<RunId>,
+    pub(crate) mode: Mode,
+    pub(crate) prompt: String,
+    /// Kept for the model request the host builds; bounded by what the caller sent.
+    #[allow(dead_code)] // read by the request builder of the second core issue
+    pub(crate) attachments: Vec<Attachment>,
+}
+
+/// Where a waiting submission is (SPEC 3 "Waiting").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Prep {
+    /// The host is preparing it.
+    Preparing,
+    /// Prepared, behind others or about to be admitted.
+    Prepared,
+}
+
+/// One entry of a session's queue.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Waiting {
+    pub(crate) sub: Submission,
+    pub(crate) prep: Prep,
+}
+
+/// A session with unfinished work. Sessions with none are dropped from the engine.
+#[derive(Debug)]
+pub(crate) struct Session {
+    pub(crate) id: SessionId,
+    /// Waiting submissions in strictly ascending sequence order (SPEC 4.2). Bounded by
+    /// [`Config::queue_max`]: a submission beyond it is still accepted (nothing accepted may be
+    /// lost) but is reported by [`crate::Engine::queue_len`] so the host can push back.
+    pub(crate) queue: VecDeque<Waiting>,
+    /// The active turn, if any (SPEC I3: at most one).
+    pub(crate) lane: Lane,
+}
+
+impl Session {
+    /// True when the session has nothing unfinished (SPEC 3 "Busy" is the negation).
+    pub(crate) fn is_idle(&self) -> bool {
+        self.queue.is_empty() && matches!(self.lane, Lane::Idle)
+    }
+}
+
+/// What occupies a session's single lane (SPEC I3).
+#[derive(Debug, Default)]
+pub(crate) enum Lane {
+    /// Nothing runs.
+    #[default]
+    Idle,
+    /// A turn runs or is being aborted.
+    Turn(Box<Turn>),
+}
+
+/// One activation of the agent loop for a submission (SPEC 3 "Turn").
+#[derive(Debug)]
+pub(crate) struct Turn {
+    pub(crate) owner: Submission,
+    pub(crate) id: TurnId,
+    /// The current step, from 0.
+    pub(crate) step: u32,
+    /// The current step's assistant message (SPEC 5: the last one is reported).
+    pub(crate) message: MessageId,
+    /// That message's text so far.
+    pub(crate) text: String,
+    /// The current step's tool calls in the order the model sent them. Bounded by
+    /// [`Config::calls_per_step_max`]: later calls are ignored like duplicates.
+    pub(crate) calls: Vec<Call>,
+    /// Every call id used in this turn (a repeated id is ignored, SPEC 4.4). Grows with the
+    /// turn's calls, at most `calls_per_step_max` per step.
+    pub(crate) seen: BTreeSet<CallId>,
+    pub(crate) phase: Phase,
+    /// Whether the current step's assistant message has its finish already.
+    pub(crate) message_state: MessageState,
+}
+
+/// Whether an assistant message still needs its finish (clean-up writes one if so, SPEC 4.9).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum MessageState {
+    /// Streaming into it; no finish yet.
+    Open,
+    /// Its finish was written.
+    Finished,
+}
+
+impl Turn {
+    /// The current step's assistant message and text, for the completion (SPEC 5).
+    pub(crate) fn last_message(&self) -> crate::outcome::LastMessage {
+        crate::outcome::LastMessage { id: self.message, text: self.text.clone() }
+    }
+}
+
+/// A tool call of the current step.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Call {
+    pub(crate) id: CallId,
+    pub(crate) name: String,
+    pub(crate) input: String,
+    pub(crate) result: CallResult,
+}
+
+/// Whether a call has its result yet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CallResult {
+    /// Streamed, not yet started (the stream has not finished).
+    Pending,
+    /// Running: a `RunTool` was emitted.
+    Running,
+    /// Its result was written; `stop` says whether it asks to stop the turn.
+    Reported { stop: Option<StopTurn> },
+}
+
+/// What a turn is doing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Phase {
+    /// Waiting for the model's stream of this attempt.
+    Streaming { attempt: u32 },
+    /// The stream finished with tool calls; some are still running. `finish` is the step's
+    /// mapped finish, needed once the last tool reports (SPEC 4.6).
+    Tools { finish: crate::input::FinishReason },
+    /// Aborted; clean-up waits for running tools or for the timer.
+    Aborting { cause: Abort, grace: Option<TimerId> },
+}
+
+/// Why a turn was aborted: decides its outcome and its finish text (SPEC 4.9, 4.10).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Abort {
+    /// cancel or cancel_run: the outcome is `cancelled`.
+    Cancel,
+    /// shutdown: the outcome is `interrupted`.
+    Shutdown,
+}
+
+/// A timer the host has armed for the core.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Timer {
+    pub(crate) deadline: Millis,
+    pub(crate) purpose: TimerPurpose,
+}
+
+/// Whether the workspace accepts work (SPEC 4.10 shutdown).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Closing {
+    /// Accepting submissions.
+    Open,
+    /// Shutdown began; `deadline` is armed while a turn is still aborting.
+    Draining { deadline: Option<TimerId> },
+    /// Shutdown finished; `Stopped` was emitted.
+    Closed,
+}
+
+/// Everything the engine knows. Owned by [`crate::Engine`].
+#[derive(Debug)]
+pub(crate) struct State {
+    pub(crate) config: Config,
+    /// The next sequence to assign; every sequence seen so far is below it.
+    pub(crate) next_seq: Seq,
+    pub(crate) next_message: u64,
+    pub(crate) next_turn: u64,
+    pub(crate) next_timer: u64,
+    /// Sessions with unfinished work, by id (ordered, so iteration never depends on hashing).
+    pub(crate) sessions: BTreeMap<SessionId, Session>,
+    /// Every RunId ever accepted (SPEC 4.1); grows with the ledger.
+    pub(crate) runs: RunLedger,
+    /// Cancel watermarks that still cover a sequence that can arrive (SPEC 4.10): only those
+    /// at or above [`State::next_seq`]; at most one per session.
+    pub(crate) watermarks: BTreeMap<SessionId, Seq>,
+    /// Armed timers; at most one per aborting turn plus the shutdown deadline.
+    pub(crate) timers: BTreeMap<TimerId, Timer>,
+    pub(crate) closing: Closing,
+    /// Submissions accepted and outcomes decided in this engine's life (for the checker).
+    pub(crate) accepted: u64,
+    pub(crate) outcomes_decided: u64,
+}
+
+impl State {
+    pub(crate) fn new_message(&mut self) -> MessageId {
+        let id = MessageId(self.next_message);
+        self.next_message += 1;
+        id
+    }
+
+    pub(crate) fn new_turn(&mut self) -> TurnId {
+        let id = TurnId(self.next_turn);
+        self.next_turn += 1;
+        id
+    }
+
+    /// Arms a timer in the state; the caller emits the `SetTimer`.
+    pub(crate) fn new_timer(&mut self, deadline: Millis, purpose: TimerPurpose) -> TimerId {
+        let id = TimerId(self.next_timer);
+        self.next_timer += 1;
+        self.timers.insert(id, Timer { deadline, purpose });
+        id
+    }
+
+    /// Number of unfinished submissions across all sessions.
+    pub(crate) fn unfinished(&self) -> u64 {
+        self.accepted - self.outcomes_decided
+    }
+
+    /// Runs `f` on the session `id`, taken out of the map meanwhile (so `f` may use the rest of
+    /// the state), and puts it back only if it still has unfinished work: a session with none is
+    /// forgotten and recreated by its next submission. `None` when the session is unknown and
+    /// `create` is false.
+    pub(crate) fn with_session<R>(
+        &mut self,
+        id: &SessionId,
+        create: bool,
+        f: impl FnOnce(&mut State, &mut Session) -> R,
+    ) -> Option<R> {
+        let mut s = match self.sessions.remove(id) {
+            Some(s) => s,
+            None if create => Session { id: id.clone(), queue: VecDeque::new(), lane: Lane::Idle },
+            None => return None,
+        };
+        let r = f(self, &mut s);
+        if !s.is_idle() {
+            self.sessions.insert(id.clone(), s);
+        }
+        Some(r)
+    }
+}
