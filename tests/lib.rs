@@ -1,4 +1,11 @@
-//! Workspace-level integration tests of turnstile live beside this file (`traces.rs`, ...);
-//! the recorded regression traces live in `traces/`. This library is empty: the package
-//! exists so that `cargo test` runs the tests at the workspace's top level.
+//! Workspace-level test support for turnstile.
+//!
+//! - [`harness`]: a scripted host that drives the core, runs both invariant checkers after every
+//!   input, and writes a replayable trace when anything fails.
+//! - [`scenarios`]: the named lifecycle scenarios behind `traces/*.jsonl`.
+//!
+//! The integration tests (`lifecycle.rs`, `properties.rs`, `traces.rs`, ...) sit beside this file.
 #![forbid(unsafe_code)]
+#![allow(missing_docs, clippy::missing_panics_doc)]
+
+pub mod harness;

@@ -1,0 +1,214 @@
+//! Property tests of the core over random host-protocol-valid input sequences: several
+//! sessions, cancels and cancel_runs at every point, preparation failures, tool calls, stream
+//! failures, late and duplicate replies, timers and shutdown. The harness runs the state checker
+//! and the stream auditor after every input; a failure prints the trace and a replay command.
+
+use proptest::prelude::*;
+use turnstile_core::{
+    CallId, Config, ErrorClass, FinishReason, Input, Millis, Mode, ProviderError, RunId, SessionId, Seq,
+    StepEvent, StopTurn, Submit, ToolOutput,
+};
+use turnstile_tests::harness::Host;
+
+/// An abstract host action; `pick` chooses among whatever IO is pending when it runs.
+#[derive(Clone, Debug)]
+enum Act {
+    Submit { session: u8, run: Option<u8>, own: bool, empty: bool },
+    Cancel { session: u8, up_to_newest_minus: Option<u8> },
+    CancelRun { run: u8 },
+    Clear { session: u8 },
+    Shutdown,
+    Prepare { pick: usize, fail: bool },
+    Text { pick: usize },
+    Call { pick: usize, id: u8 },
+    Finish { pick: usize, reason: u8 },
+    FailStep { pick: usize, class: u8 },
+    ToolResult { pick: usize, stop: u8 },
+    Timer { pick: usize },
+    Stale { pick: usize },
+    Advance { ms: u16 },
+}
+
+fn act() -> impl Strategy<Value = Act> {
+    prop_oneof![
+        8 => (0u8..3, proptest::option::of(0u8..4), any::<bool>(), proptest::bool::weighted(0.05))
+            .prop_map(|(session, run, own, empty)| Act::Submit { session, run, own, empty }),
+        2 => (0u8..3, proptest::option::weighted(0.2, 0u8..3))
+            .prop_map(|(session, up_to_newest_minus)| Act::Cancel { session, up_to_newest_minus }),
+        2 => (0u8..5).prop_map(|run| Act::CancelRun { run }),
+        1 => (0u8..3).prop_map(|session| Act::Clear { session }),
+        1 => Just(Act::Shutdown),
+        8 => (any::<usize>(), proptest::bool::weighted(0.15)).prop_map(|(pick, fail)| Act::Prepare { pick, fail }),
+        3 => any::<usize>().prop_map(|pick| Act::Text { pick }),
+        4 => (any::<usize>(), 0u8..4).prop_map(|(pick, id)| Act::Call { pick, id }),
+        6 => (any::<usize>(), 0u8..6).prop_map(|(pick, reason)| Act::Finish { pick, reason }),
+        1 => (any::<usize>(), 0u8..3).prop_map(|(pick, class)| Act::FailStep { pick, class }),
+        6 => (any::<usize>(), 0u8..8).prop_map(|(pick, stop)| Act::ToolResult { pick, stop }),
+        2 => any::<usize>().prop_map(|pick| Act::Timer { pick }),
+        3 => any::<usize>().prop_map(|pick| Act::Stale { pick }),
+        2 => (0u16..3000).prop_map(|ms| Act::Advance { ms }),
+    ]
+}
+
+fn session(n: u8) -> SessionId {
+    SessionId::new(format!("s{n}"))
+}
+
+fn pick<T: Clone>(v: &[T], i: usize) -> Option<T> {
+    (!v.is_empty()).then(|| v[i % v.len()].clone())
+}
+
+/// Applies one action; returns false when it had nothing to act on.
+fn apply(h: &mut Host, a: &Act) -> bool {
+    let input = match a {
+        Act::Submit { session: s, run, own, empty } => {
+            // The prompt depends on the run, so a repeated run id is sometimes the same call
+            // (idempotent) and sometimes a different one (a conflict).
+            let prompt = if *empty { String::new() } else { format!("p{}", run.map_or(9, |r| r % 2)) };
+            let mut sub = Submit::new(session(*s).0, prompt);
+            sub.run_id = run.map(|r| RunId::new(format!("r{r}")));
+            sub.mode = own.then_some(Mode::OwnTurn);
+            Input::Submit(sub)
+        }
+        Act::Cancel { session: s, up_to_newest_minus } => {
+            let newest = h.replies.len() as u64; // a bound; the exact newest is not needed
+            let up_to = up_to_newest_minus.map(|m| Seq(newest.saturating_sub(u64::from(m))));
+            Input::Cancel { session: session(*s), up_to }
+        }
+        Act::CancelRun { run } => Input::CancelRun { run_id: RunId::new(format!("r{run}")) },
+        Act::Clear { session: s } => Input::ClearQueue { session: session(*s) },
+        Act::Shutdown => Input::Shutdown,
+        Act::Prepare { pick: i, fail } => {
+            let Some((session, seq)) = pick(&h.prepares, *i) else { return false };
+            if *fail { Input::PreparationFailed { session, seq, error: "no model".into() } } else { Input::Prepared { session, seq } }
+        }
+        Act::Text { pick: i } => {
+            let Some(step) = pick(&h.steps, *i) else { return false };
+            Input::Step { step, event: StepEvent::TextDelta { text: "\ntext".into() } }
+        }
+        Act::Call { pick: i, id } => {
+            let Some(step) = pick(&h.steps, *i) else { return false };
+            let event = StepEvent::ToolCall { id: CallId::new(format!("c{id}")), name: "ls".into(), input: "{}".into() };
+            Input::Step { step, event }
+        }
+        Act::Finish { pick: i, reason } => {
+            let Some(step) = pick(&h.steps, *i) else { return false };
+            let reason = match reason {
+                0 | 1 => FinishReason::ToolCalls,
+                2 => FinishReason::Stop,
+                3 => FinishReason::Length,
+                4 => FinishReason::ContentFilter,
+                _ => FinishReason::Other,
+            };
+            Input::Step { step, event: StepEvent::Finished { reason } }
+        }
+        Act::FailStep { pick: i, class } => {
+            let Some(step) = pick(&h.steps, *i) else { return false };
+            let class = [ErrorClass::Provider, ErrorClass::Transport, ErrorClass::Unauthorized][usize::from(*class)];
+            let error = ProviderError { class, title: Some("overloaded".into()), message: "x".into() };
+            Input::Step { step, event: StepEvent::Failed { error } }
+        }
+        Act::ToolResult { pick: i, stop } => {
+            let Some((call, _)) = pick(&h.tools, *i) else { return false };
+            let stop = match stop {
+                0 => Some(StopTurn::PermissionDenied),
+                1 => Some(StopTurn::HookHalt),
+                _ => None,
+            };
+            Input::ToolResult { call, result: ToolOutput { content: "r".into(), is_error: false, stop } }
+        }
+        Act::Timer { pick: i } => {
+            let timers: Vec<_> = h.timers.iter().map(|(t, d)| (*t, *d)).collect();
+            let Some((timer, deadline)) = pick(&timers, *i) else { return false };
+            if deadline > h.now {
+                h.now = deadline;
+            }
+            Input::TimerFired { timer }
+        }
+        Act::Stale { pick: i } => {
+            let Some(old) = pick(&h.history, *i) else { return false };
+            // A replayed firing of a timer that is still armed must respect its deadline.
+            if let Input::TimerFired { timer } = &old
+                && let Some(deadline) = h.timers.get(timer).copied()
+                && deadline > h.now
+            {
+                h.now = deadline;
+            }
+            old
+        }
+        Act::Advance { ms } => {
+            h.advance(u64::from(*ms));
+            return true;
+        }
+    };
+    h.send(input);
+    true
+}
+
+fn config() -> Config {
+    Config { step_limit: 6, ..Config::default() }
+}
+
+fn run(acts: &[Act]) -> Host {
+    let mut h = Host::new(config());
+    for a in acts {
+        apply(&mut h, a);
+    }
+    h
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: 400,
+        // Failing cases are saved beside the tests (the package root is the working directory).
+        failure_persistence: Some(Box::new(proptest::test_runner::FileFailurePersistence::Direct(
+            "proptest-regressions/properties.txt",
+        ))),
+        ..ProptestConfig::default()
+    })]
+
+    /// Every invariant holds after every input (checked inside the harness), and answering the
+    /// pending IO with no new client input finishes every submission (I6).
+    #[test]
+    fn invariants_hold_and_every_submission_finishes(acts in proptest::collection::vec(act(), 1..80)) {
+        let mut h = run(&acts);
+        prop_assert!(h.drive_to_quiescence(5_000), "pending IO never settled");
+        prop_assert_eq!(h.engine.unfinished(), 0);
+        prop_assert_eq!(h.auditor.unfinished(), 0);
+        let accepted = h.replies.iter().filter(|r| matches!(r, turnstile_core::Reply::Accepted { .. })).count();
+        prop_assert_eq!(h.finished.len(), accepted, "exactly one completion per accepted submission");
+    }
+
+    /// I12: the same inputs give byte-identical outputs.
+    #[test]
+    fn the_same_inputs_give_identical_outputs(acts in proptest::collection::vec(act(), 1..60)) {
+        let a = serde_json::to_string(&run(&acts).log).expect("json");
+        let b = serde_json::to_string(&run(&acts).log).expect("json");
+        prop_assert_eq!(a, b);
+    }
+
+    /// STYLE 4: host misuse is answered with an error and leaves the engine exactly as it was.
+    #[test]
+    fn host_misuse_changes_nothing(acts in proptest::collection::vec(act(), 1..40), which in 0u8..3) {
+        let mut h = run(&acts);
+        h.advance(10);
+        h.send(Input::Submit(Submit::new("probe", "p")));
+        let before = format!("{:?}", h.engine);
+        let result = match which {
+            0 => h.engine.handle(Millis(h.now.0 - 1), Input::Shutdown),
+            1 => {
+                let mut s = Submit::new("probe", "again");
+                s.seq = Some(Seq(0)); // below every sequence an engine assigns
+                h.engine.handle(h.now, Input::Submit(s))
+            }
+            _ => match h.timers.iter().find(|(_, d)| **d > h.now) {
+                Some((t, _)) => h.engine.handle(h.now, Input::TimerFired { timer: *t }),
+                // No timer to misuse: time going backwards instead (now is at least 10 ms).
+                None => h.engine.handle(Millis(0), Input::Shutdown),
+            },
+        };
+        prop_assert!(result.is_err());
+        prop_assert!(h.engine.poll_output().is_none());
+        prop_assert_eq!(before, format!("{:?}", h.engine));
+    }
+}
