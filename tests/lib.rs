@@ -9,3 +9,4 @@
 #![allow(missing_docs, clippy::missing_panics_doc)]
 
 pub mod harness;
+pub mod scenarios;

@@ -155,7 +155,6 @@ fn the_prepared_fold_prefix_is_folded_at_every_step_start_in_sequence_order() {
         kinds(&out),
         [
             "store tool_result #1",
-            "commit",
             "store user_message #2",
             "store ledger_outcome #2",
             "store user_message #3",
@@ -335,7 +334,7 @@ fn a_cancel_with_running_tools_waits_for_them_within_the_grace() {
         "a tool that really ran is recorded as it reported");
     let out = h.tool_result(a, "t2", ToolOutput::ok("so did this"));
     let k = kinds(&out);
-    assert_eq!(k[..3], ["cancel_timer", "store tool_result #1", "commit"]);
+    assert_eq!(k[..3], ["cancel_timer", "store tool_result #1", "store flush"], "the last result joins the final transaction");
     assert!(k.contains(&"finished #1 Cancelled".to_owned()));
 }
 

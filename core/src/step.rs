@@ -65,7 +65,6 @@ pub(crate) fn on_step(st: &mut State, tx: &mut Tx, io: StepIo, event: StepEvent)
             }
             StepEvent::Finished { reason } => on_stream_finished(st, tx, s, reason),
             StepEvent::Failed { error } => {
-                tx.seal_decided(seq);
                 cleanup::end_turn(st, tx, s, TurnEnd::Failed(cleanup::provider_error(error)));
             }
         }
@@ -118,10 +117,11 @@ pub(crate) fn on_tool_result(st: &mut State, tx: &mut Tx, io: CallIo, result: To
             synthetic: false,
         };
         tx.decided(seq, OutputKind::Store(op));
-        tx.seal_decided(seq);
         if t.calls.iter().any(|c| c.result == CallResult::Running) {
+            tx.seal_decided(seq);
             return;
         }
+        // Otherwise the result joins the transaction of what follows: the next step or the end.
         match t.phase {
             Phase::Tools { finish } => after_step(st, tx, s, finish),
             Phase::Aborting { cause, .. } => cleanup::end_turn(st, tx, s, TurnEnd::Aborted(cause)),

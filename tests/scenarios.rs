@@ -1,0 +1,570 @@
+//! The named lifecycle scenarios behind `traces/*.jsonl`.
+//!
+//! Each scenario drives the scripted host through one rule of SPEC or one appendix flaw and
+//! states, by hand, the outcome every submission must reach. `traces.rs` turns each into a
+//! trace file with the outputs the core produced ("blessed", like a snapshot), replays every
+//! file with all invariants checked after every input, and checks the stated outcomes.
+
+use std::collections::BTreeMap;
+
+use turnstile_core::trace::Trace;
+use turnstile_core::{
+    Attachment, Config, ErrorClass, Fingerprint, FinishReason, Input, KnownRun, Mode, Outcome, RunId, SessionId, Seq,
+    Start, StepEvent, StopTurn, Submit, ToolOutput,
+};
+
+use crate::harness::Host;
+
+/// One named scenario.
+pub struct Scenario {
+    /// The file name without `.jsonl`.
+    pub name: &'static str,
+    /// The rule or flaw it pins down.
+    pub rule: &'static str,
+    /// The configuration.
+    pub config: fn() -> Config,
+    /// The start state.
+    pub start: fn() -> Start,
+    /// Drives the host.
+    pub run: fn(&mut Host),
+    /// The outcome each sequence must reach, stated by hand.
+    pub outcomes: &'static [(u64, Outcome)],
+}
+
+impl Scenario {
+    /// Runs the scenario and returns its trace (without expected outputs).
+    #[must_use]
+    pub fn trace(&self) -> Trace {
+        let mut h = Host::with_start((self.config)(), (self.start)());
+        (self.run)(&mut h);
+        let mut t = h.trace();
+        t.header.name = Some(self.name.to_owned());
+        t.header.rule = Some(self.rule.to_owned());
+        t.header.origin = Some(serde_json::json!({ "scenario": self.name }));
+        t.header.expect_outcomes = Some(self.outcomes.iter().map(|(s, o)| (Seq(*s), *o)).collect::<BTreeMap<_, _>>());
+        t
+    }
+}
+
+fn s(id: &str) -> SessionId {
+    SessionId::new(id)
+}
+
+fn own(session: &str, prompt: &str) -> Submit {
+    Submit::new(session, prompt).with_mode(Mode::OwnTurn)
+}
+
+fn cancel(h: &mut Host, session: &str) {
+    h.send(Input::Cancel { session: s(session), up_to: None });
+}
+
+fn tool_step(h: &mut Host, seq: Seq, call: &str) {
+    h.tool_call(seq, call, "ls");
+    h.finish(seq, FinishReason::ToolCalls);
+}
+
+fn default_config() -> Config {
+    Config::default()
+}
+
+fn no_start() -> Start {
+    Start::default()
+}
+
+macro_rules! scenario {
+    ($name:literal, $rule:literal, $outcomes:expr, $run:expr) => {
+        Scenario { name: $name, rule: $rule, config: default_config, start: no_start, run: $run, outcomes: $outcomes }
+    };
+}
+
+use Outcome::{Cancelled, Completed, Failed, Folded, Interrupted};
+
+/// Every scenario, in file-name order.
+#[must_use]
+pub fn all() -> Vec<Scenario> {
+    let mut v = vec![
+        scenario!(
+            "acceptance-validation-order",
+            "SPEC 4.1: rejections in order with exact strings consume no sequence",
+            &[(1, Completed)],
+            |h| {
+                h.send(Input::Submit(Submit::new("", "")));
+                h.send(Input::Submit(Submit::new("", "hi")));
+                h.send(Input::Submit(Submit::new("a$$b", "hi")));
+                let mut att = Submit::new("s", "");
+                att.attachments.push(Attachment { name: "n.txt".into(), media_type: "text/plain".into(), content: "x".into() });
+                let a = h.submit(att);
+                h.prepare(a);
+                h.finish(a, FinishReason::Stop);
+            }
+        ),
+        Scenario {
+            name: "acceptance-sequence-continues-after-restart",
+            rule: "SPEC 3: sequences continue above the ledger's maximum after a restart",
+            config: default_config,
+            start: || Start { next_seq: Some(Seq(100)), ..Start::default() },
+            run: |h| {
+                let a = h.submit(Submit::new("s", "a"));
+                h.prepare(a);
+                h.finish(a, FinishReason::Stop);
+            },
+            outcomes: &[(100, Completed)],
+        },
+        scenario!(
+            "runid-idempotent-resubmission",
+            "SPEC 4.1: the same call with a used RunId is the existing run, before and after it ends",
+            &[(1, Completed)],
+            |h| {
+                let a = h.submit(Submit::new("s", "a").with_run_id("r1"));
+                h.send(Input::Submit(Submit::new("s", "a").with_run_id("r1")));
+                h.prepare(a);
+                h.finish(a, FinishReason::Stop);
+                h.send(Input::Submit(Submit::new("s", "a").with_run_id("r1")));
+            }
+        ),
+        scenario!(
+            "runid-conflict-rejected",
+            "SPEC 4.1: a different call reusing a RunId is rejected; a RunId rejected at validation stays free",
+            &[(1, Completed), (2, Completed)],
+            |h| {
+                let a = h.submit(Submit::new("s", "a").with_run_id("r1"));
+                h.send(Input::Submit(Submit::new("s", "other").with_run_id("r1")));
+                h.send(Input::Submit(Submit::new("", "x").with_run_id("r2")));
+                let b = h.submit(Submit::new("s", "x").with_run_id("r2"));
+                h.prepare(a);
+                h.prepare(b);
+                h.finish(a, FinishReason::Stop);
+                h.finish(b, FinishReason::Stop);
+            }
+        ),
+        Scenario {
+            name: "runid-finished-in-ledger-not-rerun",
+            rule: "SPEC 4.1: the core starts with the ledger's runs; a finished run is never run again",
+            config: default_config,
+            start: || {
+                let submit = Submit::new("s", "a").with_run_id("r1");
+                let known = KnownRun {
+                    run_id: RunId::new("r1"),
+                    session: s("s"),
+                    seq: Seq(7),
+                    fingerprint: Fingerprint::of(&submit),
+                    outcome: Outcome::Completed,
+                };
+                Start { next_seq: Some(Seq(8)), runs: vec![known], ..Start::default() }
+            },
+            run: |h| {
+                h.send(Input::Submit(Submit::new("s", "a").with_run_id("r1")));
+                h.send(Input::CancelRun { run_id: RunId::new("r1") });
+            },
+            outcomes: &[],
+        },
+        scenario!(
+            "admission-acceptance-order-g16",
+            "SPEC 4.2, G-16: own turns start in acceptance order whatever order preparations finish in",
+            &[(1, Completed), (2, Completed), (3, Completed)],
+            |h| {
+                let a = h.submit(own("s", "a"));
+                let b = h.submit(own("s", "b"));
+                let c = h.submit(own("s", "c"));
+                h.prepare(c);
+                h.prepare(b);
+                h.prepare(a);
+                h.finish(a, FinishReason::Stop);
+                h.finish(b, FinishReason::Stop);
+                h.finish(c, FinishReason::Stop);
+            }
+        ),
+        scenario!(
+            "handoff-in-the-same-transition-g16",
+            "SPEC 4.6, G-16: the queue's prepared head becomes active in the transition that ends the turn",
+            &[(1, Completed), (2, Completed)],
+            |h| {
+                let a = h.submit(own("s", "a"));
+                h.prepare(a);
+                let b = h.submit(own("s", "b"));
+                h.prepare(b);
+                h.finish(a, FinishReason::Stop);
+                h.finish(b, FinishReason::Stop);
+            }
+        ),
+        scenario!(
+            "fold-prefix-at-step-start-g09",
+            "SPEC 4.3, G-09: the prepared fold prefix joins the turn at the next step start and stays in history",
+            &[(1, Completed), (2, Folded), (3, Folded), (4, Completed)],
+            |h| {
+                let a = h.submit(own("s", "a"));
+                h.prepare(a);
+                let b = h.submit(Submit::new("s", "b"));
+                let c = h.submit(Submit::new("s", "c"));
+                let d = h.submit(own("s", "d"));
+                h.prepare(c);
+                h.prepare(d);
+                h.prepare(b);
+                tool_step(h, a, "t1");
+                h.tool_result(a, "t1", ToolOutput::ok("x"));
+                h.finish(a, FinishReason::Stop);
+                h.finish(d, FinishReason::Stop);
+            }
+        ),
+        scenario!(
+            "fold-at-step-zero",
+            "SPEC 4.3: folding happens at step 0 too",
+            &[(1, Completed), (2, Folded)],
+            |h| {
+                let a = h.submit(own("s", "a"));
+                let b = h.submit(Submit::new("s", "b"));
+                h.prepare(b);
+                h.prepare(a);
+                h.finish(a, FinishReason::Stop);
+            }
+        ),
+        scenario!(
+            "fold-stops-at-preparing-entry",
+            "SPEC 4.3: a preparing entry ends the fold prefix; what is behind it waits",
+            &[(1, Completed), (2, Completed), (3, Folded)],
+            |h| {
+                let a = h.submit(own("s", "a"));
+                h.prepare(a);
+                let b = h.submit(Submit::new("s", "b"));
+                let c = h.submit(Submit::new("s", "c"));
+                h.prepare(c);
+                tool_step(h, a, "t1");
+                h.tool_result(a, "t1", ToolOutput::ok("x"));
+                h.prepare(b);
+                h.finish(a, FinishReason::Stop);
+                h.finish(b, FinishReason::Stop);
+            }
+        ),
+        scenario!(
+            "step-tools-run-after-the-stream",
+            "SPEC 4.4: complete calls run after the stream whatever the finish; a repeated call id runs once",
+            &[(1, Completed)],
+            |h| {
+                let a = h.submit(own("s", "a"));
+                h.prepare(a);
+                h.text(a, "looking");
+                h.tool_call(a, "t1", "ls");
+                h.tool_call(a, "t1", "ls");
+                h.tool_call(a, "t2", "grep");
+                h.finish(a, FinishReason::Stop);
+                h.tool_result(a, "t2", ToolOutput::ok("2"));
+                h.tool_result(a, "t1", ToolOutput::ok("1"));
+            }
+        ),
+        scenario!(
+            "turn-end-permission-denied",
+            "SPEC 4.6 case 1: a denied call stops the turn, completed with permission_denied",
+            &[(1, Completed)],
+            |h| {
+                let a = h.submit(own("s", "a").with_run_id("r"));
+                h.prepare(a);
+                tool_step(h, a, "t1");
+                h.tool_result(a, "t1", ToolOutput { content: "denied".into(), is_error: true, stop: Some(StopTurn::PermissionDenied) });
+            }
+        ),
+        Scenario {
+            name: "turn-end-step-limit",
+            rule: "SPEC 4.6 case 2: the step limit fails the submission with kind step_limit",
+            config: || Config { step_limit: 2, ..Config::default() },
+            start: no_start,
+            run: |h| {
+                let a = h.submit(own("s", "a").with_run_id("r"));
+                h.prepare(a);
+                tool_step(h, a, "t1");
+                h.tool_result(a, "t1", ToolOutput::ok("x"));
+                tool_step(h, a, "t2");
+                h.tool_result(a, "t2", ToolOutput::ok("x"));
+            },
+            outcomes: &[(1, Failed)],
+        },
+        scenario!(
+            "turn-end-provider-error-g01",
+            "SPEC 4.6, G-01: a failed turn writes synthetic results, fails, and hands off to the queue",
+            &[(1, Failed), (2, Completed)],
+            |h| {
+                let a = h.submit(own("s", "a").with_run_id("ra"));
+                h.prepare(a);
+                let b = h.submit(own("s", "b"));
+                h.prepare(b);
+                h.tool_call(a, "t1", "ls");
+                h.fail_step(a, ErrorClass::Provider);
+                h.finish(b, FinishReason::Stop);
+            }
+        ),
+        scenario!(
+            "cancel-preparing-aborts-preparation",
+            "SPEC 4.10: a cancel ends a preparing submission at once and aborts its preparation; a late reply is ignored",
+            &[(1, Cancelled)],
+            |h| {
+                let a = h.submit(Submit::new("s", "a").with_run_id("r"));
+                cancel(h, "s");
+                h.send(Input::Prepared { session: s("s"), seq: a });
+            }
+        ),
+        scenario!(
+            "cancel-active-turn-g01",
+            "SPEC 4.10, G-01: a cancelled turn is cleaned up and hands off to a submission accepted after the cancel",
+            &[(1, Cancelled), (2, Cancelled), (3, Completed)],
+            |h| {
+                let a = h.submit(own("s", "a"));
+                h.prepare(a);
+                let b = h.submit(own("s", "b"));
+                h.prepare(b);
+                cancel(h, "s");
+                let c = h.submit(own("s", "c"));
+                h.prepare(c);
+                h.finish(c, FinishReason::Stop);
+            }
+        ),
+        scenario!(
+            "cancel-precision-other-session-untouched",
+            "SPEC I4: a cancel never affects a later submission or another session",
+            &[(1, Cancelled), (2, Completed), (3, Completed)],
+            |h| {
+                let a = h.submit(own("s", "a"));
+                h.prepare(a);
+                let b = h.submit(own("t", "b"));
+                h.prepare(b);
+                cancel(h, "s");
+                let c = h.submit(own("s", "c"));
+                h.prepare(c);
+                h.finish(b, FinishReason::Stop);
+                h.finish(c, FinishReason::Stop);
+            }
+        ),
+        scenario!(
+            "cancel-idle-changes-nothing",
+            "SPEC I10: an idle Escape records nothing and does not poison the next prompt",
+            &[(1, Completed), (2, Completed)],
+            |h| {
+                cancel(h, "s");
+                let a = h.submit(own("s", "a"));
+                h.prepare(a);
+                h.finish(a, FinishReason::Stop);
+                cancel(h, "s");
+                let b = h.submit(own("s", "b"));
+                h.prepare(b);
+                h.finish(b, FinishReason::Stop);
+            }
+        ),
+        scenario!(
+            "cancel-grace-tool-reports-in-time",
+            "SPEC 4.9: a result that arrives before clean-up is written as reported; the rest are synthesized",
+            &[(1, Cancelled)],
+            |h| {
+                let a = h.submit(own("s", "a").with_run_id("r"));
+                h.prepare(a);
+                h.tool_call(a, "t1", "bash");
+                h.tool_call(a, "t2", "bash");
+                h.finish(a, FinishReason::ToolCalls);
+                cancel(h, "s");
+                h.advance(1_000);
+                h.tool_result(a, "t1", ToolOutput::ok("it ran"));
+                h.tool_result(a, "t2", ToolOutput::ok("so did this"));
+            }
+        ),
+        scenario!(
+            "cancel-grace-timer-fires",
+            "SPEC 4.9: the grace timer cleans up with synthetic results; a later result is ignored",
+            &[(1, Cancelled)],
+            |h| {
+                let a = h.submit(own("s", "a"));
+                h.prepare(a);
+                tool_step(h, a, "t1");
+                let call = h.tools[0].0.clone();
+                cancel(h, "s");
+                h.fire_next_timer();
+                h.send(Input::ToolResult { call, result: ToolOutput::ok("too late") });
+            }
+        ),
+        scenario!(
+            "cancel-run-exactly-one",
+            "SPEC 4.10: cancel_run ends exactly its run; a finished or unknown run is a no-op",
+            &[(1, Completed), (2, Cancelled), (3, Completed)],
+            |h| {
+                let a = h.submit(own("s", "a").with_run_id("ra"));
+                let b = h.submit(own("s", "b").with_run_id("rb"));
+                let c = h.submit(own("s", "c").with_run_id("rc"));
+                h.prepare(a);
+                h.prepare(b);
+                h.prepare(c);
+                h.send(Input::CancelRun { run_id: RunId::new("rb") });
+                h.finish(a, FinishReason::Stop);
+                h.send(Input::CancelRun { run_id: RunId::new("ra") });
+                h.send(Input::CancelRun { run_id: RunId::new("unknown") });
+                h.finish(c, FinishReason::Stop);
+            }
+        ),
+        scenario!(
+            "clear-queue-leaves-active-turn-g07",
+            "SPEC 4.10, G-07: clear_queue ends every waiting submission and touches neither the active turn nor later ones",
+            &[(1, Completed), (2, Cancelled), (3, Cancelled), (4, Completed)],
+            |h| {
+                let a = h.submit(own("s", "a"));
+                h.prepare(a);
+                let b = h.submit(Submit::new("s", "b"));
+                let c = h.submit(own("s", "c").with_run_id("rc"));
+                h.prepare(c);
+                h.send(Input::ClearQueue { session: s("s") });
+                let d = h.submit(own("s", "d"));
+                h.send(Input::Prepared { session: s("s"), seq: b });
+                h.prepare(d);
+                h.finish(a, FinishReason::Stop);
+                h.finish(d, FinishReason::Stop);
+            }
+        ),
+        scenario!(
+            "shutdown-interrupts-everything-g20",
+            "SPEC 4.10, G-20: shutdown ends every accepted submission interrupted, each run with its RunComplete",
+            &[(1, Interrupted), (2, Interrupted), (3, Interrupted)],
+            |h| {
+                let a = h.submit(own("s", "a").with_run_id("ra"));
+                h.prepare(a);
+                let b = h.submit(own("s", "b").with_run_id("rb"));
+                let c = h.submit(own("t", "c").with_run_id("rc"));
+                h.prepare(c);
+                h.send(Input::Shutdown);
+                h.send(Input::Submit(Submit::new("s", "late")));
+                let _ = b;
+            }
+        ),
+        scenario!(
+            "shutdown-deadline-cleans-up",
+            "SPEC 4.10: a turn waiting for its tools at shutdown is cleaned up at the deadline",
+            &[(1, Interrupted)],
+            |h| {
+                let a = h.submit(own("s", "a").with_run_id("ra"));
+                h.prepare(a);
+                tool_step(h, a, "t1");
+                h.send(Input::Shutdown);
+                h.fire_next_timer();
+            }
+        ),
+        scenario!(
+            "preparation-failure-not-sticky-g24",
+            "SPEC 4.1, G-24: a failed preparation fails only its submission; later ones run",
+            &[(1, Failed), (2, Completed), (3, Completed)],
+            |h| {
+                let a = h.submit(own("s", "a").with_run_id("ra"));
+                let b = h.submit(own("s", "b"));
+                h.fail_preparation(a, "credentials expired");
+                h.prepare(b);
+                h.finish(b, FinishReason::Stop);
+                let c = h.submit(own("s", "c"));
+                h.prepare(c);
+                h.finish(c, FinishReason::Stop);
+            }
+        ),
+        scenario!(
+            "preparation-failure-is-not-silent-g14",
+            "SPEC 4.1, G-14: a failure before the user message exists still ends the submission with its RunComplete",
+            &[(1, Failed)],
+            |h| {
+                let a = h.submit(own("s", "a").with_run_id("ra"));
+                h.fail_preparation(a, "no such model");
+            }
+        ),
+        scenario!(
+            "stale-replies-ignored",
+            "SPEC I13: replies for aborted, superseded, answered or never-requested IO produce no output",
+            &[(1, Cancelled), (2, Completed)],
+            |h| {
+                let a = h.submit(own("s", "a"));
+                h.prepare(a);
+                let step = h.step_of(a);
+                cancel(h, "s");
+                h.send(Input::Step { step: step.clone(), event: StepEvent::TextDelta { text: "ghost".into() } });
+                h.send(Input::Step { step, event: StepEvent::Finished { reason: FinishReason::Stop } });
+                h.send(Input::Prepared { session: s("s"), seq: a });
+                h.send(Input::Prepared { session: s("s"), seq: Seq(99) });
+                let b = h.submit(own("s", "b"));
+                h.prepare(b);
+                h.send(Input::Prepared { session: s("s"), seq: b });
+                h.finish(b, FinishReason::Stop);
+            }
+        ),
+        scenario!(
+            "watermark-external-acceptor-g08",
+            "SPEC 4.10, G-08: a submission that reaches the core after a cancel covering it ends cancelled on entry; one above is untouched",
+            &[(5, Cancelled), (6, Completed)],
+            |h| {
+                h.send(Input::Cancel { session: s("s"), up_to: Some(Seq(5)) });
+                let mut five = Submit::new("s", "five");
+                five.seq = Some(Seq(5));
+                h.send(Input::Submit(five));
+                let mut six = own("s", "six");
+                six.seq = Some(Seq(6));
+                let six = h.submit(six);
+                h.prepare(six);
+                h.finish(six, FinishReason::Stop);
+            }
+        ),
+        scenario!(
+            "watermark-other-session-not-covered-g08",
+            "SPEC 4.10, G-08: a watermark covers only its session and is dropped once nothing it covers can arrive",
+            &[(1, Completed), (2, Cancelled), (3, Completed)],
+            |h| {
+                let a = h.submit(own("t", "a"));
+                h.prepare(a);
+                let b = h.submit(own("s", "b"));
+                h.send(Input::Cancel { session: s("s"), up_to: Some(Seq(2)) });
+                let c = h.submit(own("s", "c"));
+                h.prepare(c);
+                h.finish(a, FinishReason::Stop);
+                h.finish(c, FinishReason::Stop);
+                let _ = b;
+            }
+        ),
+        scenario!(
+            "cancelled-waiting-never-runs-g04",
+            "SPEC I1, I5, G-04: a submission reported cancelled while waiting never runs and never gets a second outcome",
+            &[(1, Completed), (2, Cancelled), (3, Folded)],
+            |h| {
+                let a = h.submit(own("s", "a"));
+                h.prepare(a);
+                let b = h.submit(Submit::new("s", "b").with_run_id("rb"));
+                h.prepare(b);
+                h.send(Input::CancelRun { run_id: RunId::new("rb") });
+                let c = h.submit(Submit::new("s", "c"));
+                h.prepare(c);
+                tool_step(h, a, "t1");
+                h.tool_result(a, "t1", ToolOutput::ok("x"));
+                h.finish(a, FinishReason::Stop);
+                let _ = (b, c);
+            }
+        ),
+        scenario!(
+            "one-turn-per-session-g05",
+            "SPEC I3, G-05: two prepared submissions never run at once on one session",
+            &[(1, Completed), (2, Completed)],
+            |h| {
+                let a = h.submit(own("s", "a"));
+                let b = h.submit(own("s", "b"));
+                h.prepare(b);
+                h.prepare(a);
+                h.finish(a, FinishReason::Stop);
+                h.finish(b, FinishReason::Stop);
+            }
+        ),
+        scenario!(
+            "turn-end-does-not-touch-next-turn-g06",
+            "SPEC I13, G-06: late replies of an ended turn never touch the turn that replaced it",
+            &[(1, Cancelled), (2, Completed)],
+            |h| {
+                let a = h.submit(own("s", "a"));
+                h.prepare(a);
+                tool_step(h, a, "t1");
+                let call = h.tools[0].0.clone();
+                let b = h.submit(own("s", "b"));
+                h.prepare(b);
+                h.send(Input::CancelRun { run_id: RunId::new("none") });
+                h.send(Input::Cancel { session: s("s"), up_to: Some(a) });
+                h.fire_next_timer();
+                h.send(Input::ToolResult { call, result: ToolOutput::ok("late") });
+                h.finish(b, FinishReason::Stop);
+            }
+        ),
+    ];
+    v.sort_by_key(|s| s.name);
+    v
+}
