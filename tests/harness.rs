@@ -2,14 +2,13 @@
 //! stream auditor after every input, tracks the IO the engine asked for, and on any failure
 //! prints the trace so far so it can be replayed with `turnstile-sim replay`.
 
-
 use std::collections::BTreeMap;
 
 use turnstile_core::trace::{Trace, TraceHeader, TraceLine};
 use turnstile_core::{
-    Auditor, CallId, CallIo, Completion, Config, Engine, ErrorClass, FinishReason, Input, Millis, Outcome, Output,
-    OutputKind, ProviderError, Reply, SessionId, Seq, Start, StepEvent, StepIo, Submit, TimerId, ToolOutput,
-    check_invariants,
+    Auditor, CallId, CallIo, Completion, Config, Engine, ErrorClass, FinishReason, Input, Millis,
+    Outcome, Output, OutputKind, ProviderError, Reply, Seq, SessionId, Start, StepEvent, StepIo,
+    Submit, TimerId, ToolOutput, check_invariants,
 };
 
 /// The engine with its checkers and the host's view of pending IO.
@@ -62,26 +61,49 @@ impl Host {
 
     /// The trace of everything sent so far.
     pub fn trace(&self) -> Trace {
-        Trace { header: self.header.clone(), lines: self.lines.iter().cloned().enumerate().map(|(i, l)| (i + 2, l)).collect() }
+        Trace {
+            header: self.header.clone(),
+            lines: self
+                .lines
+                .iter()
+                .cloned()
+                .enumerate()
+                .map(|(i, l)| (i + 2, l))
+                .collect(),
+        }
     }
 
     fn die(&self, what: String) -> ! {
-        let path = std::env::temp_dir().join(format!("turnstile-failure-{}.jsonl", std::process::id()));
+        let path =
+            std::env::temp_dir().join(format!("turnstile-failure-{}.jsonl", std::process::id()));
         let _ = std::fs::write(&path, self.trace().to_jsonl());
-        panic!("{what}\ntrace written to {} — replay it with: cargo run -p turnstile-sim -- replay {}", path.display(), path.display());
+        panic!(
+            "{what}\ntrace written to {} — replay it with: cargo run -p turnstile-sim -- replay {}",
+            path.display(),
+            path.display()
+        );
     }
 
     /// Sends one input at the current time; checks both checkers; returns its outputs.
     pub fn send(&mut self, input: Input) -> Vec<Output> {
-        self.lines.push(TraceLine { at: self.now, input: input.clone(), expect: None });
+        self.lines.push(TraceLine {
+            at: self.now,
+            input: input.clone(),
+            expect: None,
+        });
         // The engine asserts its invariants in debug builds; catch that panic to save the trace.
         let now = self.now;
         let engine = &mut self.engine;
-        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| engine.handle(now, input.clone()))) {
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            engine.handle(now, input.clone())
+        })) {
             Ok(Ok(())) => {}
             Ok(Err(e)) => self.die(format!("host error: {e}")),
             Err(panic) => {
-                let what = panic.downcast_ref::<String>().cloned().unwrap_or_else(|| "engine panicked".to_owned());
+                let what = panic
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .unwrap_or_else(|| "engine panicked".to_owned());
                 self.die(what)
             }
         }
@@ -105,8 +127,13 @@ impl Host {
 
     fn take_reply(&mut self, input: &Input) {
         match input {
-            Input::Prepared { seq, .. } | Input::PreparationFailed { seq, .. } => self.prepares.retain(|p| p.1 != *seq),
-            Input::Step { step, event: StepEvent::Finished { .. } | StepEvent::Failed { .. } } => {
+            Input::Prepared { seq, .. } | Input::PreparationFailed { seq, .. } => {
+                self.prepares.retain(|p| p.1 != *seq)
+            }
+            Input::Step {
+                step,
+                event: StepEvent::Finished { .. } | StepEvent::Failed { .. },
+            } => {
                 self.steps.retain(|s| s != step);
             }
             Input::ToolResult { call, .. } => self.tools.retain(|t| t.0 != *call),
@@ -122,19 +149,32 @@ impl Host {
             OutputKind::Reply(r) => self.replies.push(r.clone()),
             OutputKind::Prepare { session, seq } => {
                 self.prepares.push((session.clone(), *seq));
-                self.history.push(Input::Prepared { session: session.clone(), seq: *seq });
+                self.history.push(Input::Prepared {
+                    session: session.clone(),
+                    seq: *seq,
+                });
             }
             OutputKind::AbortPreparation { seq, .. } => self.prepares.retain(|p| p.1 != *seq),
             OutputKind::StartStep { step } => {
                 self.steps.push(step.clone());
-                self.history.push(Input::Step { step: step.clone(), event: StepEvent::Finished { reason: FinishReason::Stop } });
+                self.history.push(Input::Step {
+                    step: step.clone(),
+                    event: StepEvent::Finished {
+                        reason: FinishReason::Stop,
+                    },
+                });
             }
             OutputKind::AbortStep { step } => self.steps.retain(|s| s != step),
             OutputKind::RunTool { call, name, .. } => {
                 self.tools.push((call.clone(), name.clone()));
-                self.history.push(Input::ToolResult { call: call.clone(), result: ToolOutput::ok("late") });
+                self.history.push(Input::ToolResult {
+                    call: call.clone(),
+                    result: ToolOutput::ok("late"),
+                });
             }
-            OutputKind::SetTimer { timer, deadline, .. } => {
+            OutputKind::SetTimer {
+                timer, deadline, ..
+            } => {
                 self.timers.insert(*timer, *deadline);
                 self.history.push(Input::TimerFired { timer: *timer });
             }
@@ -142,7 +182,11 @@ impl Host {
                 self.timers.remove(timer);
             }
             OutputKind::Finished(c) => {
-                assert!(self.finished.insert(c.seq(), c.clone()).is_none(), "second completion for {}", c.seq());
+                assert!(
+                    self.finished.insert(c.seq(), c.clone()).is_none(),
+                    "second completion for {}",
+                    c.seq()
+                );
                 // A finished submission's IO is gone; leftover tool handles are stale now.
                 self.tools.retain(|t| t.0.seq != c.seq());
                 self.steps.retain(|s| s.seq != c.seq());
@@ -169,7 +213,12 @@ impl Host {
             .iter()
             .find(|p| p.1 == seq)
             .map(|p| p.0.clone())
-            .or_else(|| self.steps.iter().find(|s| s.seq == seq).map(|s| s.session.clone()))
+            .or_else(|| {
+                self.steps
+                    .iter()
+                    .find(|s| s.seq == seq)
+                    .map(|s| s.session.clone())
+            })
             .unwrap_or_else(|| panic!("no pending IO for {seq}"))
     }
 
@@ -180,12 +229,20 @@ impl Host {
 
     pub fn fail_preparation(&mut self, seq: Seq, error: &str) -> Vec<Output> {
         let session = self.session_of(seq);
-        self.send(Input::PreparationFailed { session, seq, error: error.to_owned() })
+        self.send(Input::PreparationFailed {
+            session,
+            seq,
+            error: error.to_owned(),
+        })
     }
 
     /// The live step of the turn owned by `seq`.
     pub fn step_of(&self, seq: Seq) -> StepIo {
-        self.steps.iter().find(|s| s.seq == seq).cloned().unwrap_or_else(|| panic!("no live step for {seq}"))
+        self.steps
+            .iter()
+            .find(|s| s.seq == seq)
+            .cloned()
+            .unwrap_or_else(|| panic!("no live step for {seq}"))
     }
 
     pub fn stream(&mut self, seq: Seq, event: StepEvent) -> Vec<Output> {
@@ -194,11 +251,23 @@ impl Host {
     }
 
     pub fn text(&mut self, seq: Seq, text: &str) -> Vec<Output> {
-        self.stream(seq, StepEvent::TextDelta { text: text.to_owned() })
+        self.stream(
+            seq,
+            StepEvent::TextDelta {
+                text: text.to_owned(),
+            },
+        )
     }
 
     pub fn tool_call(&mut self, seq: Seq, id: &str, name: &str) -> Vec<Output> {
-        self.stream(seq, StepEvent::ToolCall { id: CallId::new(id), name: name.to_owned(), input: "{}".to_owned() })
+        self.stream(
+            seq,
+            StepEvent::ToolCall {
+                id: CallId::new(id),
+                name: name.to_owned(),
+                input: "{}".to_owned(),
+            },
+        )
     }
 
     pub fn finish(&mut self, seq: Seq, reason: FinishReason) -> Vec<Output> {
@@ -206,7 +275,11 @@ impl Host {
     }
 
     pub fn fail_step(&mut self, seq: Seq, class: ErrorClass) -> Vec<Output> {
-        let error = ProviderError { class, title: None, message: "boom".to_owned() };
+        let error = ProviderError {
+            class,
+            title: None,
+            message: "boom".to_owned(),
+        };
         self.stream(seq, StepEvent::Failed { error })
     }
 
@@ -214,7 +287,7 @@ impl Host {
         let io = self
             .tools
             .iter()
-            .find(|t| t.0.seq == seq && t.0.call.0 == call)
+            .find(|t| t.0.seq == seq && t.0.call.as_str() == call)
             .map(|t| t.0.clone())
             .unwrap_or_else(|| panic!("no running tool {call} for {seq}"));
         self.send(Input::ToolResult { call: io, result })
@@ -222,7 +295,12 @@ impl Host {
 
     /// Advances to the earliest armed timer and fires it.
     pub fn fire_next_timer(&mut self) -> Vec<Output> {
-        let (timer, deadline) = self.timers.iter().min_by_key(|(_, d)| **d).map(|(t, d)| (*t, *d)).expect("an armed timer");
+        let (timer, deadline) = self
+            .timers
+            .iter()
+            .min_by_key(|(_, d)| **d)
+            .map(|(t, d)| (*t, *d))
+            .expect("an armed timer");
         if deadline > self.now {
             self.now = deadline;
         }
@@ -240,9 +318,17 @@ impl Host {
             if let Some((session, seq)) = self.prepares.first().cloned() {
                 self.send(Input::Prepared { session, seq });
             } else if let Some(step) = self.steps.first().cloned() {
-                self.send(Input::Step { step, event: StepEvent::Finished { reason: FinishReason::Stop } });
+                self.send(Input::Step {
+                    step,
+                    event: StepEvent::Finished {
+                        reason: FinishReason::Stop,
+                    },
+                });
             } else if let Some((call, _)) = self.tools.first().cloned() {
-                self.send(Input::ToolResult { call, result: ToolOutput::ok("ok") });
+                self.send(Input::ToolResult {
+                    call,
+                    result: ToolOutput::ok("ok"),
+                });
             } else if !self.timers.is_empty() {
                 self.fire_next_timer();
             } else {
@@ -263,7 +349,12 @@ pub fn short(k: &OutputKind) -> String {
     let v = serde_json::to_value(k).expect("serialises");
     let ty = v["type"].as_str().unwrap_or("?").to_owned();
     match k {
-        OutputKind::Reply(r) => format!("reply {}", serde_json::to_value(r).expect("json")["reply"].as_str().unwrap_or("?")),
+        OutputKind::Reply(r) => format!(
+            "reply {}",
+            serde_json::to_value(r).expect("json")["reply"]
+                .as_str()
+                .unwrap_or("?")
+        ),
         OutputKind::Store(op) => {
             let v = serde_json::to_value(op).expect("json");
             let seq = op.seq().map(|s| format!(" #{s}")).unwrap_or_default();
@@ -273,13 +364,24 @@ pub fn short(k: &OutputKind) -> String {
             "finished #{} {:?}{}",
             c.seq(),
             c.outcome(),
-            if c.is_run_complete() { " +RunComplete" } else { "" }
+            if c.is_run_complete() {
+                " +RunComplete"
+            } else {
+                ""
+            }
         ),
-        OutputKind::Prepare { seq, .. } | OutputKind::AbortPreparation { seq, .. } => format!("{ty} #{seq}"),
-        OutputKind::StartStep { step } | OutputKind::AbortStep { step } => {
-            format!("{ty} #{} turn {} step {} attempt {}", step.seq, step.turn.0, step.step, step.attempt)
+        OutputKind::Prepare { seq, .. } | OutputKind::AbortPreparation { seq, .. } => {
+            format!("{ty} #{seq}")
         }
-        OutputKind::RunTool { call, .. } | OutputKind::AbortTool { call } => format!("{ty} #{} {}", call.seq, call.call),
+        OutputKind::StartStep { step } | OutputKind::AbortStep { step } => {
+            format!(
+                "{ty} #{} turn {} step {} attempt {}",
+                step.seq, step.turn.0, step.step, step.attempt
+            )
+        }
+        OutputKind::RunTool { call, .. } | OutputKind::AbortTool { call } => {
+            format!("{ty} #{} {}", call.seq, call.call)
+        }
         _ => ty,
     }
 }

@@ -9,8 +9,8 @@ use std::collections::BTreeMap;
 
 use turnstile_core::trace::Trace;
 use turnstile_core::{
-    Attachment, Config, ErrorClass, Fingerprint, FinishReason, Input, KnownRun, Mode, Outcome, RunId, SessionId, Seq,
-    Start, StepEvent, StopTurn, Submit, ToolOutput,
+    Attachment, Config, ErrorClass, Fingerprint, FinishReason, Input, KnownRun, Mode, Outcome,
+    RunId, Seq, SessionId, Start, StepEvent, StopTurn, Submit, ToolOutput,
 };
 
 use crate::harness::Host;
@@ -41,7 +41,12 @@ impl Scenario {
         t.header.name = Some(self.name.to_owned());
         t.header.rule = Some(self.rule.to_owned());
         t.header.origin = Some(serde_json::json!({ "scenario": self.name }));
-        t.header.expect_outcomes = Some(self.outcomes.iter().map(|(s, o)| (Seq(*s), *o)).collect::<BTreeMap<_, _>>());
+        t.header.expect_outcomes = Some(
+            self.outcomes
+                .iter()
+                .map(|(s, o)| (Seq(*s), *o))
+                .collect::<BTreeMap<_, _>>(),
+        );
         t
     }
 }
@@ -55,7 +60,10 @@ fn own(session: &str, prompt: &str) -> Submit {
 }
 
 fn cancel(h: &mut Host, session: &str) {
-    h.send(Input::Cancel { session: s(session), up_to: None });
+    h.send(Input::Cancel {
+        session: s(session),
+        up_to: None,
+    });
 }
 
 fn tool_step(h: &mut Host, seq: Seq, call: &str) {
@@ -73,7 +81,14 @@ fn no_start() -> Start {
 
 macro_rules! scenario {
     ($name:literal, $rule:literal, $outcomes:expr, $run:expr) => {
-        Scenario { name: $name, rule: $rule, config: default_config, start: no_start, run: $run, outcomes: $outcomes }
+        Scenario {
+            name: $name,
+            rule: $rule,
+            config: default_config,
+            start: no_start,
+            run: $run,
+            outcomes: $outcomes,
+        }
     };
 }
 
@@ -92,7 +107,11 @@ pub fn all() -> Vec<Scenario> {
                 h.send(Input::Submit(Submit::new("", "hi")));
                 h.send(Input::Submit(Submit::new("a$$b", "hi")));
                 let mut att = Submit::new("s", "");
-                att.attachments.push(Attachment { name: "n.txt".into(), media_type: "text/plain".into(), content: "x".into() });
+                att.attachments.push(Attachment {
+                    name: "n.txt".into(),
+                    media_type: "text/plain".into(),
+                    content: "x".into(),
+                });
                 let a = h.submit(att);
                 h.prepare(a);
                 h.finish(a, FinishReason::Stop);
@@ -102,7 +121,10 @@ pub fn all() -> Vec<Scenario> {
             name: "acceptance-sequence-continues-after-restart",
             rule: "SPEC 3: sequences continue above the ledger's maximum after a restart",
             config: default_config,
-            start: || Start { next_seq: Some(Seq(100)), ..Start::default() },
+            start: || Start {
+                next_seq: Some(Seq(100)),
+                ..Start::default()
+            },
             run: |h| {
                 let a = h.submit(Submit::new("s", "a"));
                 h.prepare(a);
@@ -150,11 +172,17 @@ pub fn all() -> Vec<Scenario> {
                     fingerprint: Fingerprint::of(&submit),
                     outcome: Outcome::Completed,
                 };
-                Start { next_seq: Some(Seq(8)), runs: vec![known], ..Start::default() }
+                Start {
+                    next_seq: Some(Seq(8)),
+                    runs: vec![known],
+                    ..Start::default()
+                }
             },
             run: |h| {
                 h.send(Input::Submit(Submit::new("s", "a").with_run_id("r1")));
-                h.send(Input::CancelRun { run_id: RunId::new("r1") });
+                h.send(Input::CancelRun {
+                    run_id: RunId::new("r1"),
+                });
             },
             outcomes: &[],
         },
@@ -259,13 +287,24 @@ pub fn all() -> Vec<Scenario> {
                 let a = h.submit(own("s", "a").with_run_id("r"));
                 h.prepare(a);
                 tool_step(h, a, "t1");
-                h.tool_result(a, "t1", ToolOutput { content: "denied".into(), is_error: true, stop: Some(StopTurn::PermissionDenied) });
+                h.tool_result(
+                    a,
+                    "t1",
+                    ToolOutput {
+                        content: "denied".into(),
+                        is_error: true,
+                        stop: Some(StopTurn::PermissionDenied),
+                    },
+                );
             }
         ),
         Scenario {
             name: "turn-end-step-limit",
             rule: "SPEC 4.6 case 2: the step limit fails the submission with kind step_limit",
-            config: || Config { step_limit: 2, ..Config::default() },
+            config: || Config {
+                step_limit: 2,
+                ..Config::default()
+            },
             start: no_start,
             run: |h| {
                 let a = h.submit(own("s", "a").with_run_id("r"));
@@ -298,7 +337,10 @@ pub fn all() -> Vec<Scenario> {
             |h| {
                 let a = h.submit(Submit::new("s", "a").with_run_id("r"));
                 cancel(h, "s");
-                h.send(Input::Prepared { session: s("s"), seq: a });
+                h.send(Input::Prepared {
+                    session: s("s"),
+                    seq: a,
+                });
             }
         ),
         scenario!(
@@ -374,7 +416,10 @@ pub fn all() -> Vec<Scenario> {
                 let call = h.tools[0].0.clone();
                 cancel(h, "s");
                 h.fire_next_timer();
-                h.send(Input::ToolResult { call, result: ToolOutput::ok("too late") });
+                h.send(Input::ToolResult {
+                    call,
+                    result: ToolOutput::ok("too late"),
+                });
             }
         ),
         scenario!(
@@ -388,17 +433,28 @@ pub fn all() -> Vec<Scenario> {
                 h.prepare(a);
                 h.prepare(b);
                 h.prepare(c);
-                h.send(Input::CancelRun { run_id: RunId::new("rb") });
+                h.send(Input::CancelRun {
+                    run_id: RunId::new("rb"),
+                });
                 h.finish(a, FinishReason::Stop);
-                h.send(Input::CancelRun { run_id: RunId::new("ra") });
-                h.send(Input::CancelRun { run_id: RunId::new("unknown") });
+                h.send(Input::CancelRun {
+                    run_id: RunId::new("ra"),
+                });
+                h.send(Input::CancelRun {
+                    run_id: RunId::new("unknown"),
+                });
                 h.finish(c, FinishReason::Stop);
             }
         ),
         scenario!(
             "clear-queue-leaves-active-turn-g07",
             "SPEC 4.10, G-07: clear_queue ends every waiting submission and touches neither the active turn nor later ones",
-            &[(1, Completed), (2, Cancelled), (3, Cancelled), (4, Completed)],
+            &[
+                (1, Completed),
+                (2, Cancelled),
+                (3, Cancelled),
+                (4, Completed)
+            ],
             |h| {
                 let a = h.submit(own("s", "a"));
                 h.prepare(a);
@@ -407,7 +463,10 @@ pub fn all() -> Vec<Scenario> {
                 h.prepare(c);
                 h.send(Input::ClearQueue { session: s("s") });
                 let d = h.submit(own("s", "d"));
-                h.send(Input::Prepared { session: s("s"), seq: b });
+                h.send(Input::Prepared {
+                    session: s("s"),
+                    seq: b,
+                });
                 h.prepare(d);
                 h.finish(a, FinishReason::Stop);
                 h.finish(d, FinishReason::Stop);
@@ -473,13 +532,32 @@ pub fn all() -> Vec<Scenario> {
                 h.prepare(a);
                 let step = h.step_of(a);
                 cancel(h, "s");
-                h.send(Input::Step { step: step.clone(), event: StepEvent::TextDelta { text: "ghost".into() } });
-                h.send(Input::Step { step, event: StepEvent::Finished { reason: FinishReason::Stop } });
-                h.send(Input::Prepared { session: s("s"), seq: a });
-                h.send(Input::Prepared { session: s("s"), seq: Seq(99) });
+                h.send(Input::Step {
+                    step: step.clone(),
+                    event: StepEvent::TextDelta {
+                        text: "ghost".into(),
+                    },
+                });
+                h.send(Input::Step {
+                    step,
+                    event: StepEvent::Finished {
+                        reason: FinishReason::Stop,
+                    },
+                });
+                h.send(Input::Prepared {
+                    session: s("s"),
+                    seq: a,
+                });
+                h.send(Input::Prepared {
+                    session: s("s"),
+                    seq: Seq(99),
+                });
                 let b = h.submit(own("s", "b"));
                 h.prepare(b);
-                h.send(Input::Prepared { session: s("s"), seq: b });
+                h.send(Input::Prepared {
+                    session: s("s"),
+                    seq: b,
+                });
                 h.finish(b, FinishReason::Stop);
             }
         ),
@@ -488,7 +566,10 @@ pub fn all() -> Vec<Scenario> {
             "SPEC 4.10, G-08: a submission that reaches the core after a cancel covering it ends cancelled on entry; one above is untouched",
             &[(5, Cancelled), (6, Completed)],
             |h| {
-                h.send(Input::Cancel { session: s("s"), up_to: Some(Seq(5)) });
+                h.send(Input::Cancel {
+                    session: s("s"),
+                    up_to: Some(Seq(5)),
+                });
                 let mut five = Submit::new("s", "five");
                 five.seq = Some(Seq(5));
                 h.send(Input::Submit(five));
@@ -507,7 +588,10 @@ pub fn all() -> Vec<Scenario> {
                 let a = h.submit(own("t", "a"));
                 h.prepare(a);
                 let b = h.submit(own("s", "b"));
-                h.send(Input::Cancel { session: s("s"), up_to: Some(Seq(2)) });
+                h.send(Input::Cancel {
+                    session: s("s"),
+                    up_to: Some(Seq(2)),
+                });
                 let c = h.submit(own("s", "c"));
                 h.prepare(c);
                 h.finish(a, FinishReason::Stop);
@@ -524,7 +608,9 @@ pub fn all() -> Vec<Scenario> {
                 h.prepare(a);
                 let b = h.submit(Submit::new("s", "b").with_run_id("rb"));
                 h.prepare(b);
-                h.send(Input::CancelRun { run_id: RunId::new("rb") });
+                h.send(Input::CancelRun {
+                    run_id: RunId::new("rb"),
+                });
                 let c = h.submit(Submit::new("s", "c"));
                 h.prepare(c);
                 tool_step(h, a, "t1");
@@ -557,10 +643,18 @@ pub fn all() -> Vec<Scenario> {
                 let call = h.tools[0].0.clone();
                 let b = h.submit(own("s", "b"));
                 h.prepare(b);
-                h.send(Input::CancelRun { run_id: RunId::new("none") });
-                h.send(Input::Cancel { session: s("s"), up_to: Some(a) });
+                h.send(Input::CancelRun {
+                    run_id: RunId::new("none"),
+                });
+                h.send(Input::Cancel {
+                    session: s("s"),
+                    up_to: Some(a),
+                });
                 h.fire_next_timer();
-                h.send(Input::ToolResult { call, result: ToolOutput::ok("late") });
+                h.send(Input::ToolResult {
+                    call,
+                    result: ToolOutput::ok("late"),
+                });
                 h.finish(b, FinishReason::Stop);
             }
         ),

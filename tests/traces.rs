@@ -53,37 +53,77 @@ fn scenario_traces_are_current() {
 #[test]
 fn every_trace_replays_with_its_expected_outputs_and_outcomes() {
     let files = trace_files(&traces_dir());
-    assert!(files.len() >= 25, "expected at least 25 traces, found {}", files.len());
+    assert!(
+        files.len() >= 25,
+        "expected at least 25 traces, found {}",
+        files.len()
+    );
     for path in files {
         let text = fs::read_to_string(&path).expect("read");
         let trace = Trace::parse(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         let report = replay(&trace).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        assert_eq!(report.compared, report.inputs, "{}: every line states its expected outputs", path.display());
-        assert!(trace.header.rule.as_deref().is_some_and(|r| !r.is_empty()), "{}: no rule", path.display());
+        assert_eq!(
+            report.compared,
+            report.inputs,
+            "{}: every line states its expected outputs",
+            path.display()
+        );
+        assert!(
+            trace.header.rule.as_deref().is_some_and(|r| !r.is_empty()),
+            "{}: no rule",
+            path.display()
+        );
         let stem = path.file_stem().and_then(|s| s.to_str()).map(str::to_owned);
-        assert_eq!(trace.header.name, stem, "{}: a trace is named after its file", path.display());
+        assert_eq!(
+            trace.header.name,
+            stem,
+            "{}: a trace is named after its file",
+            path.display()
+        );
     }
 }
 
 #[test]
 fn a_changed_expectation_is_reported_with_its_line() {
-    let sc = scenarios::all().into_iter().find(|s| s.name == "cancel-active-turn-g01").expect("scenario");
+    let sc = scenarios::all()
+        .into_iter()
+        .find(|s| s.name == "cancel-active-turn-g01")
+        .expect("scenario");
     let mut trace = bless(&sc.trace()).expect("bless");
-    let (line, l) = trace.lines.iter_mut().rev().find(|(_, l)| l.expect.as_ref().is_some_and(|e| !e.is_empty())).expect("outputs");
+    let (line, l) = trace
+        .lines
+        .iter_mut()
+        .rev()
+        .find(|(_, l)| l.expect.as_ref().is_some_and(|e| !e.is_empty()))
+        .expect("outputs");
     let line = *line;
     let expect = l.expect.as_mut().expect("expectations");
     expect[0]["kind"]["type"] = serde_json::json!("stopped");
     let err = replay(&trace).expect_err("must differ").to_string();
-    assert!(err.starts_with(&format!("line {line}: output 0 differs")), "{err}");
+    assert!(
+        err.starts_with(&format!("line {line}: output 0 differs")),
+        "{err}"
+    );
 }
 
 #[test]
 fn a_wrong_expected_outcome_is_reported() {
-    let sc = scenarios::all().into_iter().find(|s| s.name == "cancel-active-turn-g01").expect("scenario");
+    let sc = scenarios::all()
+        .into_iter()
+        .find(|s| s.name == "cancel-active-turn-g01")
+        .expect("scenario");
     let mut trace = sc.trace();
-    trace.header.expect_outcomes.as_mut().expect("outcomes").insert(turnstile_core::Seq(3), turnstile_core::Outcome::Failed);
+    trace
+        .header
+        .expect_outcomes
+        .as_mut()
+        .expect("outcomes")
+        .insert(turnstile_core::Seq(3), turnstile_core::Outcome::Failed);
     let err = replay(&trace).expect_err("must differ").to_string();
-    assert_eq!(err, "submission 3: expected outcome Failed, got Some(Completed)");
+    assert_eq!(
+        err,
+        "submission 3: expected outcome Failed, got Some(Completed)"
+    );
 }
 
 #[test]
@@ -92,20 +132,39 @@ fn malformed_traces_fail_with_the_line_at_fault() {
     let header = good.lines().next().expect("header");
     let cases = [
         ("", "line 1: empty trace: a header line is required"),
-        ("{\"format\":\"x\",\"version\":1}\n", "line 1: header: format is \"x\""),
-        ("{\"format\":\"turnstile-trace\",\"version\":9}\n", "line 1: header: version 9 is not supported"),
+        (
+            "{\"format\":\"x\",\"version\":1}\n",
+            "line 1: header: format is \"x\"",
+        ),
+        (
+            "{\"format\":\"turnstile-trace\",\"version\":9}\n",
+            "line 1: header: version 9 is not supported",
+        ),
     ];
     for (text, want) in cases {
         let err = Trace::parse(text).expect_err("malformed").to_string();
         assert!(err.starts_with(want), "{err}");
     }
     let truncated = format!("{header}\n{{\"at\":0,\"input\":{{\"type\":\"submit\",\"sess");
-    assert!(Trace::parse(&truncated).expect_err("truncated").to_string().starts_with("line 2: EOF while parsing"));
-    let unknown_field = format!("{header}\n{{\"at\":0,\"input\":{{\"type\":\"shutdown\"}},\"extra\":1}}\n");
-    let err = Trace::parse(&unknown_field).expect_err("unknown field").to_string();
+    assert!(
+        Trace::parse(&truncated)
+            .expect_err("truncated")
+            .to_string()
+            .starts_with("line 2: EOF while parsing")
+    );
+    let unknown_field =
+        format!("{header}\n{{\"at\":0,\"input\":{{\"type\":\"shutdown\"}},\"extra\":1}}\n");
+    let err = Trace::parse(&unknown_field)
+        .expect_err("unknown field")
+        .to_string();
     assert!(err.starts_with("line 2: unknown field `extra`"), "{err}");
     let bad_input = format!("{header}\n\n{{\"at\":0,\"input\":{{\"type\":\"launch\"}}}}\n");
-    assert!(Trace::parse(&bad_input).expect_err("unknown input").to_string().starts_with("line 3: unknown variant `launch`"));
+    assert!(
+        Trace::parse(&bad_input)
+            .expect_err("unknown input")
+            .to_string()
+            .starts_with("line 3: unknown variant `launch`")
+    );
 }
 
 /// The main scenarios' outputs, one line per input, as insta snapshots.
@@ -121,11 +180,17 @@ fn main_scenarios_snapshot() {
         "turn-end-provider-error-g01",
         "watermark-external-acceptor-g08",
     ] {
-        let sc = scenarios::all().into_iter().find(|s| s.name == name).expect("scenario");
+        let sc = scenarios::all()
+            .into_iter()
+            .find(|s| s.name == name)
+            .expect("scenario");
         let mut engine = turnstile_core::Engine::new((sc.config)(), (sc.start)()).expect("engine");
         let mut steps = Vec::new();
         for (_, l) in sc.trace().lines {
-            let input = serde_json::to_value(&l.input).expect("json")["type"].as_str().unwrap_or("?").to_owned();
+            let input = serde_json::to_value(&l.input).expect("json")["type"]
+                .as_str()
+                .unwrap_or("?")
+                .to_owned();
             engine.handle(l.at, l.input).expect("valid");
             let mut outs = Vec::new();
             while let Some(o) = engine.poll_output() {

@@ -13,7 +13,7 @@ fn validate(st: &State, submit: &Submit) -> Result<(), Rejection> {
     if submit.prompt.is_empty() && !submit.attachments.iter().any(|a| a.is_text()) {
         return Err(Rejection::PromptEmpty);
     }
-    if submit.session.0.is_empty() {
+    if submit.session.as_str().is_empty() {
         return Err(Rejection::SessionIdMissing);
     }
     if submit.session.is_child() {
@@ -45,20 +45,40 @@ pub(crate) fn on_submit(st: &mut State, tx: &mut Tx, submit: Submit) {
                 outcome: known.outcome,
             }
         } else {
-            Reply::Rejected { error: Rejection::RunIdConflict(run_id.clone()) }
+            Reply::Rejected {
+                error: Rejection::RunIdConflict(run_id.clone()),
+            }
         };
         tx.reply(OutputKind::Reply(reply));
         return;
     }
-    debug_assert!(submit.seq.is_none_or(|q| q >= st.next_seq), "checked by the engine");
+    debug_assert!(
+        submit.seq.is_none_or(|q| q >= st.next_seq),
+        "checked by the engine"
+    );
 
     let seq = submit.seq.unwrap_or(st.next_seq);
     st.next_seq = Seq(seq.0 + 1);
     st.accepted += 1;
-    let mode = if submit.run_id.is_some() { Mode::OwnTurn } else { submit.mode.unwrap_or(Mode::Fold) };
-    let Submit { session, prompt, attachments, run_id, .. } = submit;
+    let mode = if submit.run_id.is_some() {
+        Mode::OwnTurn
+    } else {
+        submit.mode.unwrap_or(Mode::Fold)
+    };
+    let Submit {
+        session,
+        prompt,
+        attachments,
+        run_id,
+        ..
+    } = submit;
     if let (Some(run_id), Some(fingerprint)) = (&run_id, fingerprint) {
-        let entry = RunEntry { session: session.clone(), seq, fingerprint, outcome: None };
+        let entry = RunEntry {
+            session: session.clone(),
+            seq,
+            fingerprint,
+            outcome: None,
+        };
         st.runs.insert(run_id.clone(), entry);
     }
     tx.reply(OutputKind::Reply(Reply::Accepted {
@@ -67,7 +87,14 @@ pub(crate) fn on_submit(st: &mut State, tx: &mut Tx, submit: Submit) {
         run_id: run_id.clone(),
         mode,
     }));
-    let sub = Submission { seq, session: session.clone(), run_id, mode, prompt, attachments };
+    let sub = Submission {
+        seq,
+        session: session.clone(),
+        run_id,
+        mode,
+        prompt,
+        attachments,
+    };
     let covered = st.watermarks.get(&session).is_some_and(|wm| seq <= *wm);
     // A watermark is dropped as soon as nothing it covers can still arrive (SPEC 4.10).
     let next = st.next_seq;
@@ -77,7 +104,10 @@ pub(crate) fn on_submit(st: &mut State, tx: &mut Tx, submit: Submit) {
         return;
     }
     st.with_session(&session, true, |_, s| {
-        s.queue.push_back(Waiting { sub, prep: Prep::Preparing });
+        s.queue.push_back(Waiting {
+            sub,
+            prep: Prep::Preparing,
+        });
     });
     tx.handoff(seq, OutputKind::Prepare { session, seq });
 }

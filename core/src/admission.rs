@@ -19,15 +19,29 @@ pub(crate) fn hand_off(st: &mut State, tx: &mut Tx, s: &mut Session) {
     if !matches!(s.queue.front(), Some(w) if w.prep == Prep::Prepared) {
         return;
     }
-    let Some(head) = s.queue.pop_front() else { return };
+    let Some(head) = s.queue.pop_front() else {
+        return;
+    };
     let sub = head.sub;
     let seq = sub.seq;
     let turn = st.new_turn();
-    tx.handoff(seq, OutputKind::Store(StoreOp::LedgerActivated { session: s.id.clone(), seq, turn }));
+    tx.handoff(
+        seq,
+        OutputKind::Store(StoreOp::LedgerActivated {
+            session: s.id.clone(),
+            seq,
+            turn,
+        }),
+    );
     let id = st.new_message();
     tx.handoff(
         seq,
-        OutputKind::Store(StoreOp::UserMessage { session: s.id.clone(), seq, id, text: sub.prompt.clone() }),
+        OutputKind::Store(StoreOp::UserMessage {
+            session: s.id.clone(),
+            seq,
+            id,
+            text: sub.prompt.clone(),
+        }),
     );
     let t = Turn {
         owner: sub,
@@ -74,6 +88,12 @@ pub(crate) fn start_step(st: &mut State, tx: &mut Tx, s: &mut Session) {
     for c in folded {
         tx.handoff(seq, OutputKind::Finished(c));
     }
-    let step = crate::input::StepIo { session: s.id.clone(), seq, turn: t.id, step: t.step, attempt: 0 };
+    let step = crate::input::StepIo {
+        session: s.id.clone(),
+        seq,
+        turn: t.id,
+        step: t.step,
+        attempt: 0,
+    };
     tx.handoff(seq, OutputKind::StartStep { step });
 }

@@ -5,17 +5,23 @@
 //! aborted), the active turn it covers is aborted and ends `cancelled` at clean-up. Nothing it
 //! does not cover is touched, and a cancel that covers nothing changes nothing (I10).
 
+use crate::admission;
 use crate::cleanup::{self, TurnEnd};
-use crate::ids::{Millis, RunId, SessionId, Seq};
+use crate::ids::{Millis, RunId, Seq, SessionId};
 use crate::input::{CallIo, StepIo};
 use crate::outcome::{self, Verdict};
 use crate::output::{OutputKind, TimerPurpose};
 use crate::state::{Abort, CallResult, Lane, Phase, Prep, Session, State};
 use crate::transition::Tx;
-use crate::admission;
 
 /// `Cancel`: covers the session's unfinished submissions at or below the watermark.
-pub(crate) fn on_cancel(st: &mut State, tx: &mut Tx, now: Millis, session: &SessionId, up_to: Option<Seq>) {
+pub(crate) fn on_cancel(
+    st: &mut State,
+    tx: &mut Tx,
+    now: Millis,
+    session: &SessionId,
+    up_to: Option<Seq>,
+) {
     let newest = Seq(st.next_seq.0.saturating_sub(1));
     let wm = up_to.unwrap_or(newest);
     if wm >= st.next_seq {
@@ -23,38 +29,63 @@ pub(crate) fn on_cancel(st: &mut State, tx: &mut Tx, now: Millis, session: &Sess
         let entry = st.watermarks.entry(session.clone()).or_insert(wm);
         *entry = (*entry).max(wm);
     }
-    st.with_session(session, false, |st, s| cover(st, tx, now, s, &|seq| seq <= wm, Verdict::Cancelled));
+    st.with_session(session, false, |st, s| {
+        cover(st, tx, now, s, &|seq| seq <= wm, Verdict::Cancelled)
+    });
 }
 
 /// `CancelRun`: covers exactly the run's submission; a finished or unknown run is a no-op.
 pub(crate) fn on_cancel_run(st: &mut State, tx: &mut Tx, now: Millis, run_id: &RunId) {
-    let Some(run) = st.runs.get(run_id) else { return };
+    let Some(run) = st.runs.get(run_id) else {
+        return;
+    };
     if run.outcome.is_some() {
         return;
     }
     let (session, target) = (run.session.clone(), run.seq);
-    st.with_session(&session, false, |st, s| cover(st, tx, now, s, &|seq| seq == target, Verdict::Cancelled));
+    st.with_session(&session, false, |st, s| {
+        cover(st, tx, now, s, &|seq| seq == target, Verdict::Cancelled)
+    });
 }
 
 /// `ClearQueue`: every waiting submission ends `cancelled`; the active turn is untouched.
 pub(crate) fn on_clear_queue(st: &mut State, tx: &mut Tx, session: &SessionId) {
-    st.with_session(session, false, |st, s| end_waiting(st, tx, s, &|_| true, &Verdict::Cancelled));
+    st.with_session(session, false, |st, s| {
+        end_waiting(st, tx, s, &|_| true, &Verdict::Cancelled)
+    });
 }
 
 /// Ends the waiting entries matching `covers` with `verdict`, in ascending sequence order.
-pub(crate) fn end_waiting(st: &mut State, tx: &mut Tx, s: &mut Session, covers: &dyn Fn(Seq) -> bool, verdict: &Verdict) {
-    let mut ended = Vec::new();
-    for w in std::mem::take(&mut s.queue) {
-        if covers(w.sub.seq) {
-            ended.push(w);
-        } else {
-            s.queue.push_back(w);
-        }
+pub(crate) fn end_waiting(
+    st: &mut State,
+    tx: &mut Tx,
+    s: &mut Session,
+    covers: &dyn Fn(Seq) -> bool,
+    verdict: &Verdict,
+) {
+    let covered = s.queue.iter().filter(|w| covers(w.sub.seq)).count();
+    if covered == 0 {
+        return;
     }
+    let ended = if covered == s.queue.len() {
+        std::mem::take(&mut s.queue)
+    } else {
+        let (ended, kept) = std::mem::take(&mut s.queue)
+            .into_iter()
+            .partition(|w| covers(w.sub.seq));
+        s.queue = kept;
+        ended
+    };
     for w in ended {
         let seq = w.sub.seq;
         if w.prep == Prep::Preparing {
-            tx.abort(seq, None, OutputKind::AbortPreparation { session: s.id.clone(), seq });
+            tx.abort(
+                seq,
+                OutputKind::AbortPreparation {
+                    session: s.id.clone(),
+                    seq,
+                },
+            );
         }
         outcome::decide(st, tx, w.sub, verdict.clone(), None);
     }
@@ -62,7 +93,14 @@ pub(crate) fn end_waiting(st: &mut State, tx: &mut Tx, s: &mut Session, covers: 
 
 /// Applies a cancel predicate to a session: waiting entries, then the active turn, then the
 /// hand-off (a covered turn with nothing running ends at once and frees the lane).
-fn cover(st: &mut State, tx: &mut Tx, now: Millis, s: &mut Session, covers: &dyn Fn(Seq) -> bool, verdict: Verdict) {
+fn cover(
+    st: &mut State,
+    tx: &mut Tx,
+    now: Millis,
+    s: &mut Session,
+    covers: &dyn Fn(Seq) -> bool,
+    verdict: Verdict,
+) {
     end_waiting(st, tx, s, covers, &verdict);
     let active = match &s.lane {
         Lane::Turn(t) => covers(t.owner.seq),
@@ -83,21 +121,43 @@ pub(crate) fn abort_turn(st: &mut State, tx: &mut Tx, now: Millis, s: &mut Sessi
     match t.phase {
         Phase::Aborting { .. } => {}
         Phase::Streaming { attempt } => {
-            let step = StepIo { session: s.id.clone(), seq, turn: t.id, step: t.step, attempt };
-            tx.abort(seq, None, OutputKind::AbortStep { step });
+            let step = StepIo {
+                session: s.id.clone(),
+                seq,
+                turn: t.id,
+                step: t.step,
+                attempt,
+            };
+            tx.abort(seq, OutputKind::AbortStep { step });
             cleanup::end_turn(st, tx, s, TurnEnd::Aborted(cause));
         }
         Phase::Tools { .. } => {
             for c in t.calls.iter().filter(|c| c.result == CallResult::Running) {
-                let call = CallIo { session: s.id.clone(), seq, turn: t.id, step: t.step, call: c.id.clone() };
-                tx.abort(seq, Some(c.id.clone()), OutputKind::AbortTool { call });
+                let call = CallIo {
+                    session: s.id.clone(),
+                    seq,
+                    turn: t.id,
+                    step: t.step,
+                    call: c.id.clone(),
+                };
+                tx.abort(seq, OutputKind::AbortTool { call });
             }
             let grace = match cause {
                 Abort::Cancel => {
                     let deadline = now.plus_ms(st.config.cancel_grace_ms);
-                    let purpose = TimerPurpose::CancelGrace { session: s.id.clone(), turn: t.id };
+                    let purpose = TimerPurpose::CancelGrace {
+                        session: s.id.clone(),
+                        turn: t.id,
+                    };
                     let timer = st.new_timer(deadline, purpose.clone());
-                    tx.handoff(seq, OutputKind::SetTimer { timer, deadline, purpose });
+                    tx.handoff(
+                        seq,
+                        OutputKind::SetTimer {
+                            timer,
+                            deadline,
+                            purpose,
+                        },
+                    );
                     Some(timer)
                 }
                 Abort::Shutdown => None,

@@ -6,7 +6,7 @@ use crate::acceptance;
 use crate::cancel;
 use crate::config::{Config, Start};
 use crate::error::HostError;
-use crate::ids::{Millis, SessionId, Seq};
+use crate::ids::{Millis, Seq, SessionId};
 use crate::input::Input;
 use crate::ledger::{RunEntry, RunLedger};
 use crate::output::Output;
@@ -35,6 +35,8 @@ pub struct Engine {
     now: Millis,
     outputs: VecDeque<Output>,
     next_output: u64,
+    /// The transition buffer, kept to reuse its allocation.
+    tx: Tx,
 }
 
 impl Engine {
@@ -47,12 +49,23 @@ impl Engine {
         let mut runs = RunLedger::default();
         for r in start.runs {
             if r.seq >= next_seq {
-                return Err(HostError::InvalidStart { run_id: r.run_id, reason: "its sequence is not below next_seq" });
+                return Err(HostError::InvalidStart {
+                    run_id: r.run_id,
+                    reason: "its sequence is not below next_seq",
+                });
             }
             if runs.get(&r.run_id).is_some() {
-                return Err(HostError::InvalidStart { run_id: r.run_id, reason: "listed twice" });
+                return Err(HostError::InvalidStart {
+                    run_id: r.run_id,
+                    reason: "listed twice",
+                });
             }
-            let entry = RunEntry { session: r.session, seq: r.seq, fingerprint: r.fingerprint, outcome: Some(r.outcome) };
+            let entry = RunEntry {
+                session: r.session,
+                seq: r.seq,
+                fingerprint: r.fingerprint,
+                outcome: Some(r.outcome),
+            };
             runs.insert(r.run_id, entry);
         }
         let state = State {
@@ -69,7 +82,13 @@ impl Engine {
             accepted: 0,
             outcomes_decided: 0,
         };
-        Ok(Engine { state: Ok(state), now: Millis(0), outputs: VecDeque::new(), next_output: 0 })
+        Ok(Engine {
+            state: Ok(state),
+            now: Millis(0),
+            outputs: VecDeque::new(),
+            next_output: 0,
+            tx: Tx::default(),
+        })
     }
 
     /// Feeds one input at time `now`. Drain [`Engine::poll_output`] afterwards.
@@ -85,16 +104,19 @@ impl Engine {
         let st = self.state.as_mut().map_err(|e| HostError::Internal(e))?;
         check_protocol(st, self.now, now, &input)?;
         self.now = now;
-        let mut tx = Tx::default();
-        dispatch(st, &mut tx, now, input);
-        shutdown::finish_if_drained(st, &mut tx);
+        let tx = &mut self.tx;
+        dispatch(st, tx, now, input);
+        shutdown::finish_if_drained(st, tx);
         // O(1) release check of exactly-once bookkeeping (STYLE 4): a bug fails the engine.
         if st.outcomes_decided > st.accepted {
+            self.tx = Tx::default();
             self.state = Err("more outcomes decided than submissions accepted");
-            return Err(HostError::Internal("more outcomes decided than submissions accepted"));
+            return Err(HostError::Internal(
+                "more outcomes decided than submissions accepted",
+            ));
         }
         let (outputs, next) = (&mut self.outputs, &mut self.next_output);
-        tx.finish(|kind| {
+        self.tx.finish(|kind| {
             outputs.push_back(Output { no: *next, kind });
             *next += 1;
         });
@@ -120,21 +142,33 @@ impl Engine {
     /// The earliest deadline of an armed timer, if any: the host should wake then.
     #[must_use]
     pub fn next_deadline(&self) -> Option<Millis> {
-        self.state.as_ref().ok()?.timers.values().map(|t| t.deadline).min()
+        self.state
+            .as_ref()
+            .ok()?
+            .timers
+            .values()
+            .map(|t| t.deadline)
+            .min()
     }
 
     /// True while the session has an active turn (including one aborting) or any waiting
     /// submission (SPEC 3 "Busy").
     #[must_use]
     pub fn is_busy(&self, session: &SessionId) -> bool {
-        self.state.as_ref().is_ok_and(|st| st.sessions.contains_key(session))
+        self.state
+            .as_ref()
+            .is_ok_and(|st| st.sessions.contains_key(session))
     }
 
     /// The number of waiting submissions of a session. The core never drops one; a host may
     /// refuse new prompts above [`Config::queue_max`].
     #[must_use]
     pub fn queue_len(&self, session: &SessionId) -> usize {
-        self.state.as_ref().ok().and_then(|st| st.sessions.get(session)).map_or(0, |s| s.queue.len())
+        self.state
+            .as_ref()
+            .ok()
+            .and_then(|st| st.sessions.get(session))
+            .map_or(0, |s| s.queue.len())
     }
 
     /// The number of accepted submissions without an outcome.
@@ -146,7 +180,9 @@ impl Engine {
     /// True once shutdown completed ([`crate::OutputKind::Stopped`] was emitted).
     #[must_use]
     pub fn is_stopped(&self) -> bool {
-        self.state.as_ref().is_ok_and(|st| st.closing == Closing::Closed)
+        self.state
+            .as_ref()
+            .is_ok_and(|st| st.closing == Closing::Closed)
     }
 
     /// The configuration the engine runs with.
@@ -173,13 +209,18 @@ fn check_protocol(st: &State, last: Millis, now: Millis, input: &Input) -> Resul
     }
     match input {
         Input::TimerFired { timer } => match st.timers.get(timer) {
-            Some(t) if t.deadline > now => Err(HostError::TimerNotDue { timer: *timer, deadline: t.deadline, now }),
+            Some(t) if t.deadline > now => Err(HostError::TimerNotDue {
+                timer: *timer,
+                deadline: t.deadline,
+                now,
+            }),
             _ => Ok(()),
         },
         Input::Submit(s) => match s.seq {
-            Some(seq) if seq < st.next_seq => {
-                Err(HostError::SequenceNotIncreasing { seq, last: Seq(st.next_seq.0.saturating_sub(1)) })
-            }
+            Some(seq) if seq < st.next_seq => Err(HostError::SequenceNotIncreasing {
+                seq,
+                last: Seq(st.next_seq.0.saturating_sub(1)),
+            }),
             _ => Ok(()),
         },
         _ => Ok(()),
@@ -195,7 +236,11 @@ fn dispatch(st: &mut State, tx: &mut Tx, now: Millis, input: Input) {
         Input::ClearQueue { session } => cancel::on_clear_queue(st, tx, &session),
         Input::Shutdown => shutdown::on_shutdown(st, tx, now),
         Input::Prepared { session, seq } => preparation::on_prepared(st, tx, &session, seq),
-        Input::PreparationFailed { session, seq, error } => {
+        Input::PreparationFailed {
+            session,
+            seq,
+            error,
+        } => {
             preparation::on_preparation_failed(st, tx, &session, seq, error);
         }
         Input::Step { step, event } => step::on_step(st, tx, step, event),

@@ -13,15 +13,29 @@ use crate::transition::Tx;
 
 /// Folds the prefix and returns the completions to publish after the step's commit.
 pub(crate) fn fold_prefix(st: &mut State, tx: &mut Tx, s: &mut Session) -> Vec<Completion> {
-    let Lane::Turn(t) = &s.lane else { return Vec::new() };
+    let Lane::Turn(t) = &s.lane else {
+        return Vec::new();
+    };
     let owner = t.owner.seq;
     let mut done = Vec::new();
-    while matches!(s.queue.front(), Some(w) if w.prep == Prep::Prepared && w.sub.mode == Mode::Fold) {
+    while matches!(s.queue.front(), Some(w) if w.prep == Prep::Prepared && w.sub.mode == Mode::Fold)
+    {
         let Some(w) = s.queue.pop_front() else { break };
-        debug_assert!(w.sub.seq > owner, "the queue holds only later submissions (I7)");
+        debug_assert!(
+            w.sub.seq > owner,
+            "the queue holds only later submissions (I7)"
+        );
         let id = st.new_message();
         let (seq, text) = (w.sub.seq, w.sub.prompt.clone());
-        tx.handoff(owner, OutputKind::Store(StoreOp::UserMessage { session: s.id.clone(), seq, id, text }));
+        tx.handoff(
+            owner,
+            OutputKind::Store(StoreOp::UserMessage {
+                session: s.id.clone(),
+                seq,
+                id,
+                text,
+            }),
+        );
         let (op, completion) = outcome::fold(st, w.sub);
         tx.handoff(owner, OutputKind::Store(op));
         done.push(completion);

@@ -6,7 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::ids::{CallId, RunId, SessionId, Seq, TimerId, TurnId};
+use crate::ids::{CallId, RunId, Seq, SessionId, TimerId, TurnId};
 
 /// One input to [`crate::Engine::handle`].
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -105,7 +105,7 @@ pub struct Submit {
 impl Submit {
     /// A plain prompt for a session: no attachment, no RunId, default mode.
     #[must_use]
-    pub fn new(session: impl Into<String>, prompt: impl Into<String>) -> Submit {
+    pub fn new(session: impl AsRef<str>, prompt: impl Into<String>) -> Submit {
         Submit {
             session: SessionId::new(session),
             prompt: prompt.into(),
@@ -118,7 +118,7 @@ impl Submit {
 
     /// The same submission carrying a RunId (and therefore `own_turn`).
     #[must_use]
-    pub fn with_run_id(mut self, run_id: impl Into<String>) -> Submit {
+    pub fn with_run_id(mut self, run_id: impl AsRef<str>) -> Submit {
         self.run_id = Some(RunId::new(run_id));
         self
     }
@@ -279,7 +279,11 @@ impl ToolOutput {
     /// A successful result with this text.
     #[must_use]
     pub fn ok(content: impl Into<String>) -> ToolOutput {
-        ToolOutput { content: content.into(), is_error: false, stop: None }
+        ToolOutput {
+            content: content.into(),
+            is_error: false,
+            stop: None,
+        }
     }
 }
 

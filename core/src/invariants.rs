@@ -17,7 +17,7 @@ use std::fmt;
 
 use crate::config::Start;
 use crate::engine::Engine;
-use crate::ids::{CallId, MessageId, RunId, SessionId, Seq, TimerId};
+use crate::ids::{CallId, MessageId, RunId, Seq, SessionId, TimerId};
 use crate::input::{CallIo, Input, Mode, StepEvent, StepIo};
 use crate::outcome::Outcome;
 use crate::output::{Output, OutputKind, Reply, StoreOp, TimerPurpose};
@@ -41,7 +41,10 @@ impl fmt::Display for Violation {
 impl std::error::Error for Violation {}
 
 fn fail<T>(invariant: &'static str, detail: impl Into<String>) -> Result<T, Violation> {
-    Err(Violation { invariant, detail: detail.into() })
+    Err(Violation {
+        invariant,
+        detail: detail.into(),
+    })
 }
 
 /// Checks the engine's state. O(size of the state): the engine calls it after every input in
@@ -58,7 +61,10 @@ pub fn check_invariants(engine: &Engine) -> Result<(), Violation> {
     let mut live_runs = 0usize;
     for (id, s) in &st.sessions {
         if s.id != *id {
-            return fail("internal", format!("session {id} is filed under another id"));
+            return fail(
+                "internal",
+                format!("session {id} is filed under another id"),
+            );
         }
         if s.is_idle() {
             return fail("internal", format!("idle session {id} was not forgotten"));
@@ -70,18 +76,36 @@ pub fn check_invariants(engine: &Engine) -> Result<(), Violation> {
         let mut prev = owner;
         for w in &s.queue {
             if prev.is_some_and(|p| w.sub.seq <= p) {
-                return fail("I7", format!("session {id}: queue not in acceptance order at {}", w.sub.seq));
+                return fail(
+                    "I7",
+                    format!(
+                        "session {id}: queue not in acceptance order at {}",
+                        w.sub.seq
+                    ),
+                );
             }
             prev = Some(w.sub.seq);
             if w.sub.session != *id {
-                return fail("internal", format!("submission {} filed under session {id}", w.sub.seq));
+                return fail(
+                    "internal",
+                    format!("submission {} filed under session {id}", w.sub.seq),
+                );
             }
         }
-        if owner.is_none() && st.closing == Closing::Open && s.queue.front().is_some_and(|w| w.prep == Prep::Prepared) {
-            return fail("I6", format!("session {id} is idle while its prepared head waits (G-16)"));
+        if owner.is_none()
+            && st.closing == Closing::Open
+            && s.queue.front().is_some_and(|w| w.prep == Prep::Prepared)
+        {
+            return fail(
+                "I6",
+                format!("session {id} is idle while its prepared head waits (G-16)"),
+            );
         }
         if st.closing != Closing::Open && !s.queue.is_empty() {
-            return fail("I6", format!("session {id} keeps waiting submissions during shutdown (G-20)"));
+            return fail(
+                "I6",
+                format!("session {id} keeps waiting submissions during shutdown (G-20)"),
+            );
         }
         let subs = s.queue.iter().map(|w| &w.sub).chain(match &s.lane {
             Lane::Turn(t) => Some(&t.owner),
@@ -96,7 +120,12 @@ pub fn check_invariants(engine: &Engine) -> Result<(), Violation> {
                 }
                 match st.runs.get(r) {
                     Some(e) if e.seq == sub.seq && e.outcome.is_none() => {}
-                    _ => return fail("I1", format!("run {r} is unfinished but the ledger disagrees")),
+                    _ => {
+                        return fail(
+                            "I1",
+                            format!("run {r} is unfinished but the ledger disagrees"),
+                        );
+                    }
                 }
             }
         }
@@ -105,53 +134,91 @@ pub fn check_invariants(engine: &Engine) -> Result<(), Violation> {
         }
     }
     if unfinished != st.unfinished() {
-        return fail("I1", format!("{unfinished} submissions held, {} unfinished counted", st.unfinished()));
+        return fail(
+            "I1",
+            format!(
+                "{unfinished} submissions held, {} unfinished counted",
+                st.unfinished()
+            ),
+        );
     }
     let ledger_live = st.runs.iter().filter(|(_, e)| e.outcome.is_none()).count();
     if ledger_live != live_runs {
-        return fail("I1", format!("{ledger_live} live runs in the ledger, {live_runs} held"));
+        return fail(
+            "I1",
+            format!("{ledger_live} live runs in the ledger, {live_runs} held"),
+        );
     }
     check_timers(st)?;
     if st.closing == Closing::Closed && !st.sessions.is_empty() {
         return fail("I6", "shutdown completed with unfinished submissions");
     }
     if let Some((s, wm)) = st.watermarks.iter().find(|(_, wm)| **wm < st.next_seq) {
-        return fail("internal", format!("watermark {wm} of {s} outlived what it covers (G-08)"));
+        return fail(
+            "internal",
+            format!("watermark {wm} of {s} outlived what it covers (G-08)"),
+        );
     }
     Ok(())
 }
 
 fn check_turn(st: &State, id: &SessionId, t: &crate::state::Turn) -> Result<(), Violation> {
-    let running = t.calls.iter().filter(|c| c.result == CallResult::Running).count();
+    let running = t
+        .calls
+        .iter()
+        .filter(|c| c.result == CallResult::Running)
+        .count();
     match t.phase {
         Phase::Streaming { .. } => {
-            if t.message_state != MessageState::Open || t.calls.iter().any(|c| c.result != CallResult::Pending) {
-                return fail("internal", format!("session {id}: a streaming step has a finish or a started tool"));
+            if t.message_state != MessageState::Open
+                || t.calls.iter().any(|c| c.result != CallResult::Pending)
+            {
+                return fail(
+                    "internal",
+                    format!("session {id}: a streaming step has a finish or a started tool"),
+                );
             }
         }
         Phase::Tools { .. } => {
             if running == 0 {
-                return fail("I6", format!("session {id}: a tool step waits with no tool running"));
+                return fail(
+                    "I6",
+                    format!("session {id}: a tool step waits with no tool running"),
+                );
             }
         }
         Phase::Aborting { grace, .. } => {
             if running == 0 {
-                return fail("I6", format!("session {id}: an aborted turn waits with no tool running"));
+                return fail(
+                    "I6",
+                    format!("session {id}: an aborted turn waits with no tool running"),
+                );
             }
             let armed = match grace {
                 Some(g) => st.timers.contains_key(&g),
-                None => matches!(st.closing, Closing::Draining { deadline: Some(d) } if st.timers.contains_key(&d)),
+                None => {
+                    matches!(st.closing, Closing::Draining { deadline: Some(d) } if st.timers.contains_key(&d))
+                }
             };
             if !armed {
-                return fail("I6", format!("session {id}: an aborted turn has no timer to end it"));
+                return fail(
+                    "I6",
+                    format!("session {id}: an aborted turn has no timer to end it"),
+                );
             }
         }
     }
     if st.closing != Closing::Open && !matches!(t.phase, Phase::Aborting { .. }) {
-        return fail("I6", format!("session {id}: a turn still runs during shutdown"));
+        return fail(
+            "I6",
+            format!("session {id}: a turn still runs during shutdown"),
+        );
     }
     if t.calls.len() > st.config.calls_per_step_max as usize {
-        return fail("internal", format!("session {id}: more calls than calls_per_step_max"));
+        return fail(
+            "internal",
+            format!("session {id}: more calls than calls_per_step_max"),
+        );
     }
     Ok(())
 }
@@ -159,10 +226,12 @@ fn check_turn(st: &State, id: &SessionId, t: &crate::state::Turn) -> Result<(), 
 fn check_timers(st: &State) -> Result<(), Violation> {
     for (timer, t) in &st.timers {
         let ok = match &t.purpose {
-            TimerPurpose::CancelGrace { session, turn } => st.sessions.get(session).is_some_and(|s| {
-                matches!(&s.lane, Lane::Turn(tn) if tn.id == *turn
+            TimerPurpose::CancelGrace { session, turn } => {
+                st.sessions.get(session).is_some_and(|s| {
+                    matches!(&s.lane, Lane::Turn(tn) if tn.id == *turn
                     && matches!(tn.phase, Phase::Aborting { grace: Some(g), .. } if g == *timer))
-            }),
+                })
+            }
             TimerPurpose::ShutdownDeadline => {
                 matches!(st.closing, Closing::Draining { deadline: Some(d) } if d == *timer)
             }
@@ -250,7 +319,10 @@ impl Auditor {
     /// The first [`Violation`] found.
     pub fn observe(&mut self, input: &Input, outputs: &[Output]) -> Result<(), Violation> {
         if self.is_stale(input) && !outputs.is_empty() {
-            return fail("I13", format!("a stale reply produced {} outputs", outputs.len()));
+            return fail(
+                "I13",
+                format!("a stale reply produced {} outputs", outputs.len()),
+            );
         }
         self.take_reply(input);
         self.claim(input);
@@ -258,7 +330,13 @@ impl Auditor {
             self.output(o)?;
         }
         if !self.dirty.is_empty() {
-            return fail("I9", format!("writes of {:?} left uncommitted at the end of a transition", self.dirty));
+            return fail(
+                "I9",
+                format!(
+                    "writes of {:?} left uncommitted at the end of a transition",
+                    self.dirty
+                ),
+            );
         }
         if self.unfinished() > 0 && self.pending_io() == 0 {
             return fail("I6", "a submission is unfinished and nothing is pending");
@@ -268,7 +346,9 @@ impl Auditor {
 
     fn is_stale(&self, input: &Input) -> bool {
         match input {
-            Input::Prepared { seq, .. } | Input::PreparationFailed { seq, .. } => !self.prepares.contains(seq),
+            Input::Prepared { seq, .. } | Input::PreparationFailed { seq, .. } => {
+                !self.prepares.contains(seq)
+            }
             Input::Step { step, .. } => !self.steps.contains(step),
             Input::ToolResult { call, .. } => !self.tools.contains(call),
             Input::TimerFired { timer } => !self.timers.contains(timer),
@@ -282,7 +362,10 @@ impl Auditor {
             Input::Prepared { seq, .. } | Input::PreparationFailed { seq, .. } => {
                 self.prepares.remove(seq);
             }
-            Input::Step { step, event: StepEvent::Finished { .. } | StepEvent::Failed { .. } } => {
+            Input::Step {
+                step,
+                event: StepEvent::Finished { .. } | StepEvent::Failed { .. },
+            } => {
                 self.steps.remove(step);
             }
             Input::ToolResult { call, .. } => {
@@ -310,7 +393,11 @@ impl Auditor {
             }
             Input::ClearQueue { session } => (Some(session), Box::new(|_, s: &Sub| !s.activated)),
             Input::Shutdown => {
-                for s in self.subs.values_mut().filter(|s| s.outcome.is_none() && s.claimed.is_none()) {
+                for s in self
+                    .subs
+                    .values_mut()
+                    .filter(|s| s.outcome.is_none() && s.claimed.is_none())
+                {
                     s.claimed = Some(Outcome::Interrupted);
                 }
                 return;
@@ -318,7 +405,11 @@ impl Auditor {
             _ => return,
         };
         for (seq, s) in &mut self.subs {
-            if s.outcome.is_none() && s.claimed.is_none() && session.is_none_or(|x| *x == s.session) && covers(*seq, s) {
+            if s.outcome.is_none()
+                && s.claimed.is_none()
+                && session.is_none_or(|x| *x == s.session)
+                && covers(*seq, s)
+            {
                 s.claimed = Some(Outcome::Cancelled);
             }
         }
@@ -327,7 +418,10 @@ impl Auditor {
     fn sub(&mut self, seq: Seq, what: &str) -> Result<&mut Sub, Violation> {
         match self.subs.get_mut(&seq) {
             Some(s) => Ok(s),
-            None => fail("I2", format!("{what} for submission {seq}, which was never accepted")),
+            None => fail(
+                "I2",
+                format!("{what} for submission {seq}, which was never accepted"),
+            ),
         }
     }
 
@@ -386,15 +480,29 @@ impl Auditor {
     fn must_be_live(&mut self, seq: Seq, what: &str) -> Result<(), Violation> {
         let s = self.sub(seq, what)?;
         if s.outcome.is_some() || s.claimed.is_some() {
-            return fail("I5", format!("{what} started for submission {seq} after its outcome was decided"));
+            return fail(
+                "I5",
+                format!("{what} started for submission {seq} after its outcome was decided"),
+            );
         }
         Ok(())
     }
 
     fn reply(&mut self, r: &Reply) -> Result<(), Violation> {
-        let Reply::Accepted { session, seq, run_id, .. } = r else { return Ok(()) };
+        let Reply::Accepted {
+            session,
+            seq,
+            run_id,
+            ..
+        } = r
+        else {
+            return Ok(());
+        };
         if self.newest.is_some_and(|n| *seq <= n) {
-            return fail("I7", format!("sequence {seq} assigned after {:?}", self.newest));
+            return fail(
+                "I7",
+                format!("sequence {seq} assigned after {:?}", self.newest),
+            );
         }
         self.newest = Some(*seq);
         if let Some(r) = run_id
@@ -420,48 +528,78 @@ impl Auditor {
         if let Some(seq) = op.seq() {
             let s = self.sub(seq, "a write")?;
             if s.outcome.is_some() {
-                return fail("I9", format!("a write for submission {seq} after its completion"));
+                return fail(
+                    "I9",
+                    format!("a write for submission {seq} after its completion"),
+                );
             }
         }
         self.dirty.insert(session.clone());
         let log = self.history.entry(session.clone()).or_default();
         match op {
             StoreOp::LedgerActivated { seq, .. } => {
-                if let Some((other, _)) =
-                    self.subs.iter().find(|(q, s)| s.session == session && s.activated && s.outcome.is_none() && *q != seq)
-                {
-                    return fail("I3", format!("session {session} activates {seq} while {other} is active"));
+                if let Some((other, _)) = self.subs.iter().find(|(q, s)| {
+                    s.session == session && s.activated && s.outcome.is_none() && *q != seq
+                }) {
+                    return fail(
+                        "I3",
+                        format!("session {session} activates {seq} while {other} is active"),
+                    );
                 }
                 if self.last_activation.get(&session).is_some_and(|l| l >= seq) {
-                    return fail("I7", format!("session {session} activates {seq} out of acceptance order"));
+                    return fail(
+                        "I7",
+                        format!("session {session} activates {seq} out of acceptance order"),
+                    );
                 }
                 self.last_activation.insert(session, *seq);
                 self.sub(*seq, "an activation")?.activated = true;
             }
             StoreOp::UserMessage { seq, .. } => {
                 if self.last_user.get(&session).is_some_and(|l| l >= seq) {
-                    return fail("I7", format!("session {session}: user message of {seq} out of order"));
+                    return fail(
+                        "I7",
+                        format!("session {session}: user message of {seq} out of order"),
+                    );
                 }
                 log.push(Record::User);
                 self.last_user.insert(session, *seq);
                 self.sub(*seq, "a user message")?.user_message = true;
             }
             StoreOp::AssistantMessage { seq, id, .. } => {
-                log.push(Record::Assistant { id: *id, finished: false });
+                log.push(Record::Assistant {
+                    id: *id,
+                    finished: false,
+                });
                 self.must_be_activated(*seq)?;
             }
             StoreOp::ToolCall { seq, id, call, .. } => {
-                log.push(Record::Call { id: *id, call: call.clone() });
+                log.push(Record::Call {
+                    id: *id,
+                    call: call.clone(),
+                });
                 self.must_be_activated(*seq)?;
             }
             StoreOp::ToolResult { seq, id, call, .. } => {
-                log.push(Record::Result { id: *id, call: call.clone() });
+                log.push(Record::Result {
+                    id: *id,
+                    call: call.clone(),
+                });
                 self.must_be_activated(*seq)?;
             }
             StoreOp::MessageFinished { seq, id, .. } => {
-                match log.iter_mut().rev().find(|r| matches!(r, Record::Assistant { id: m, .. } if m == id)) {
+                match log
+                    .iter_mut()
+                    .rev()
+                    .find(|r| matches!(r, Record::Assistant { id: m, .. } if m == id))
+                {
                     Some(Record::Assistant { finished, .. }) if !*finished => *finished = true,
-                    _ => return fail("I8", format!("message {id} finished twice or never created")),
+                    _ => {
+                        return fail(
+                            "I8",
+                            format!("message {id} finished twice or never created"),
+                        );
+                    }
                 }
                 self.must_be_activated(*seq)?;
             }
@@ -474,7 +612,10 @@ impl Auditor {
     /// I9: a submission that never became active writes no message.
     fn must_be_activated(&mut self, seq: Seq) -> Result<(), Violation> {
         if !self.sub(seq, "a message write")?.activated {
-            return fail("I9", format!("submission {seq} writes a message without being activated"));
+            return fail(
+                "I9",
+                format!("submission {seq} writes a message without being activated"),
+            );
         }
         Ok(())
     }
@@ -482,14 +623,20 @@ impl Auditor {
     fn finished(&mut self, c: &crate::outcome::Completion) -> Result<(), Violation> {
         let seq = c.seq();
         if self.dirty.contains(c.session()) {
-            return fail("I9", format!("completion of {seq} published before its writes were committed"));
+            return fail(
+                "I9",
+                format!("completion of {seq} published before its writes were committed"),
+            );
         }
         let s = self.sub(seq, "a completion")?.clone();
         if s.outcome.is_some() {
             return fail("I1", format!("submission {seq} got a second outcome"));
         }
         if s.run_id.as_ref() != c.run_id() || s.session != *c.session() {
-            return fail("I2", format!("completion of {seq} names another run or session"));
+            return fail(
+                "I2",
+                format!("completion of {seq} names another run or session"),
+            );
         }
         if let Some(r) = c.run_id()
             && !self.completed_runs.insert(r.clone())
@@ -498,23 +645,41 @@ impl Auditor {
         }
         match s.claimed {
             Some(claim) if claim != c.outcome() => {
-                return fail("I4", format!("submission {seq} ended {:?}, but a cancel or shutdown decided {claim:?}", c.outcome()));
+                return fail(
+                    "I4",
+                    format!(
+                        "submission {seq} ended {:?}, but a cancel or shutdown decided {claim:?}",
+                        c.outcome()
+                    ),
+                );
             }
             None if c.outcome() == Outcome::Cancelled => {
-                return fail("I4", format!("submission {seq} ended cancelled though no cancel covered it (I10)"));
+                return fail(
+                    "I4",
+                    format!("submission {seq} ended cancelled though no cancel covered it (I10)"),
+                );
             }
             _ => {}
         }
         let folded = c.outcome() == Outcome::Folded;
         if folded != (s.user_message && !s.activated) {
-            return fail("I9", format!("submission {seq}: folded outcome without exactly a folded user message"));
+            return fail(
+                "I9",
+                format!("submission {seq}: folded outcome without exactly a folded user message"),
+            );
         }
         if c.message_id().is_some() != s.activated || c.text().is_some() != s.activated {
-            return fail("I9", format!("submission {seq}: message_id/text present iff activated"));
+            return fail(
+                "I9",
+                format!("submission {seq}: message_id/text present iff activated"),
+            );
         }
         let wants_error = matches!(c.outcome(), Outcome::Failed | Outcome::Interrupted);
         if c.error().is_some() != wants_error {
-            return fail("I1", format!("submission {seq}: error present iff failed or interrupted"));
+            return fail(
+                "I1",
+                format!("submission {seq}: error present iff failed or interrupted"),
+            );
         }
         if s.activated {
             self.check_history(&s.session)?;
@@ -540,7 +705,10 @@ impl Auditor {
                 Record::User => since_user_ok.clear(),
                 Record::Assistant { id, finished } => {
                     if !finished {
-                        return fail("I8", format!("session {session}: message {id} has no finish at turn end"));
+                        return fail(
+                            "I8",
+                            format!("session {session}: message {id} has no finish at turn end"),
+                        );
                     }
                     since_user_ok.insert(*id);
                 }
@@ -549,7 +717,12 @@ impl Auditor {
                 }
                 Record::Result { id, call } => {
                     if !since_user_ok.contains(id) {
-                        return fail("I8", format!("session {session}: result of {call} is separated from its call"));
+                        return fail(
+                            "I8",
+                            format!(
+                                "session {session}: result of {call} is separated from its call"
+                            ),
+                        );
                     }
                     *results.entry((*id, call)).or_default() += 1;
                 }
@@ -557,11 +730,21 @@ impl Auditor {
         }
         for c in &open_calls {
             if results.get(c) != Some(&1) {
-                return fail("I8", format!("session {session}: call {} has {:?} results", c.1, results.get(c)));
+                return fail(
+                    "I8",
+                    format!(
+                        "session {session}: call {} has {:?} results",
+                        c.1,
+                        results.get(c)
+                    ),
+                );
             }
         }
         if results.keys().any(|k| !open_calls.contains(k)) {
-            return fail("I8", format!("session {session}: a result without its call"));
+            return fail(
+                "I8",
+                format!("session {session}: a result without its call"),
+            );
         }
         Ok(())
     }

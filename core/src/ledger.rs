@@ -6,19 +6,20 @@
 //! restart.
 
 use std::collections::BTreeMap;
+use std::fmt;
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::ids::{RunId, SessionId, Seq};
+use crate::ids::{RunId, Seq, SessionId};
 use crate::input::Submit;
 use crate::outcome::Outcome;
 
-/// SHA-256 over the length-prefixed session id, prompt and attachments of a submission, in
-/// lower-case hex: two calls are "the same call" (SPEC 4.1) exactly when fingerprints match.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct Fingerprint(pub String);
+/// SHA-256 over the length-prefixed session id, prompt and attachments of a submission: two
+/// calls are "the same call" (SPEC 4.1) exactly when fingerprints match. Serialised as 64
+/// lower-case hex digits.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Fingerprint([u8; 32]);
 
 impl Fingerprint {
     /// The fingerprint of a submission.
@@ -29,7 +30,7 @@ impl Fingerprint {
             h.update((bytes.len() as u64).to_be_bytes());
             h.update(bytes);
         };
-        field(submit.session.0.as_bytes());
+        field(submit.session.as_str().as_bytes());
         field(submit.prompt.as_bytes());
         field(&(submit.attachments.len() as u64).to_be_bytes());
         for a in &submit.attachments {
@@ -37,13 +38,63 @@ impl Fingerprint {
             field(a.media_type.as_bytes());
             field(a.content.as_bytes());
         }
-        let digest = h.finalize();
-        let mut hex = String::with_capacity(64);
-        for b in digest.iter() {
-            hex.push(char::from(b"0123456789abcdef"[usize::from(b >> 4)]));
-            hex.push(char::from(b"0123456789abcdef"[usize::from(b & 15)]));
+        Fingerprint(h.finalize().into())
+    }
+
+    /// The fingerprint as 64 lower-case hex digits.
+    #[must_use]
+    pub fn to_hex(&self) -> String {
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        let mut s = String::with_capacity(64);
+        for b in self.0 {
+            s.push(char::from(HEX[usize::from(b >> 4)]));
+            s.push(char::from(HEX[usize::from(b & 15)]));
         }
-        Fingerprint(hex)
+        s
+    }
+
+    /// Parses 64 hex digits.
+    ///
+    /// # Errors
+    /// A message saying what is wrong with the text.
+    pub fn from_hex(text: &str) -> Result<Fingerprint, String> {
+        let bytes = text.as_bytes();
+        if bytes.len() != 64 {
+            return Err(format!(
+                "a fingerprint has 64 hex digits, not {}",
+                bytes.len()
+            ));
+        }
+        let digit = |c: u8| match c {
+            b'0'..=b'9' => Ok(c - b'0'),
+            b'a'..=b'f' => Ok(c - b'a' + 10),
+            b'A'..=b'F' => Ok(c - b'A' + 10),
+            _ => Err(format!("{:?} is not a hex digit", char::from(c))),
+        };
+        let mut out = [0u8; 32];
+        for (i, pair) in bytes.chunks(2).enumerate() {
+            out[i] = digit(pair[0])? << 4 | digit(pair[1])?;
+        }
+        Ok(Fingerprint(out))
+    }
+}
+
+impl fmt::Debug for Fingerprint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Fingerprint({})", self.to_hex())
+    }
+}
+
+impl Serialize for Fingerprint {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.to_hex())
+    }
+}
+
+impl<'de> Deserialize<'de> for Fingerprint {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Fingerprint, D::Error> {
+        let text = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        Fingerprint::from_hex(&text).map_err(serde::de::Error::custom)
     }
 }
 

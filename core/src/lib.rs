@@ -113,14 +113,16 @@ mod step;
 pub mod trace;
 mod transition;
 
-pub use cleanup::{CANCELED_FINISH, CANCELLED_TOOL_RESULT, FAILED_TOOL_RESULT, INTERRUPTED_TITLE, SHUTDOWN_FINISH};
+pub use cleanup::{
+    CANCELED_FINISH, CANCELLED_TOOL_RESULT, FAILED_TOOL_RESULT, INTERRUPTED_TITLE, SHUTDOWN_FINISH,
+};
 pub use config::{Config, Start};
 pub use engine::Engine;
 pub use error::HostError;
-pub use ids::{CallId, MessageId, Millis, RunId, SessionId, Seq, TimerId, TurnId};
+pub use ids::{CallId, MessageId, Millis, RunId, Seq, SessionId, TimerId, TurnId};
 pub use input::{
-    Attachment, CallIo, ErrorClass, FinishReason, Input, Mode, ProviderError, StepEvent, StepIo, StopTurn, Submit,
-    ToolOutput,
+    Attachment, CallIo, ErrorClass, FinishReason, Input, Mode, ProviderError, StepEvent, StepIo,
+    StopTurn, Submit, ToolOutput,
 };
 pub use invariants::{Auditor, Violation, check_invariants};
 pub use ledger::{Fingerprint, KnownRun};

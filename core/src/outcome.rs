@@ -7,12 +7,15 @@
 //! cannot forge one:
 //!
 //! ```compile_fail
-//! let c = turnstile_core::Completion { seq: turnstile_core::Seq(1) };
+//! // The record's fields are private: neither the tuple field nor the fields can be named.
+//! let forged = turnstile_core::Completion(std::sync::Arc::new(todo!()));
 //! ```
+
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::ids::{MessageId, RunId, SessionId, Seq};
+use crate::ids::{MessageId, RunId, Seq, SessionId};
 use crate::output::{OutputKind, StoreOp};
 use crate::state::{State, Submission};
 use crate::transition::Tx;
@@ -119,8 +122,15 @@ pub(crate) struct LastMessage {
 /// Built only by the outcome decider, exactly once per accepted submission. When `run_id` is
 /// present, it *is* the public RunComplete of that run; the host publishes it after the commit
 /// that records it, and there is never a second one for the same run.
+///
+/// Cheap to clone: the ledger write and the publication share one record.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct Completion {
+#[serde(transparent)]
+pub struct Completion(Arc<Fields>);
+
+/// The fields of a [`Completion`], private to this module.
+#[derive(Debug, PartialEq, Eq, Serialize)]
+struct Fields {
     session: SessionId,
     #[serde(skip_serializing_if = "Option::is_none")]
     run_id: Option<RunId>,
@@ -140,65 +150,75 @@ impl Completion {
     /// The submission's session.
     #[must_use]
     pub fn session(&self) -> &SessionId {
-        &self.session
+        &self.0.session
     }
     /// The run, when the submission carried a RunId (then this is its RunComplete).
     #[must_use]
     pub fn run_id(&self) -> Option<&RunId> {
-        self.run_id.as_ref()
+        self.0.run_id.as_ref()
     }
     /// True when this completion is the public RunComplete of a run.
     #[must_use]
     pub fn is_run_complete(&self) -> bool {
-        self.run_id.is_some()
+        self.0.run_id.is_some()
     }
     /// The submission's sequence.
     #[must_use]
     pub fn seq(&self) -> Seq {
-        self.seq
+        self.0.seq
     }
     /// The outcome.
     #[must_use]
     pub fn outcome(&self) -> Outcome {
-        self.outcome
+        self.0.outcome
     }
     /// Why a completed submission stopped, when it stopped for a known reason.
     #[must_use]
     pub fn stop_reason(&self) -> Option<StopReason> {
-        self.stop_reason
+        self.0.stop_reason
     }
     /// The last assistant message; present exactly when the submission was activated.
     #[must_use]
     pub fn message_id(&self) -> Option<MessageId> {
-        self.message_id
+        self.0.message_id
     }
     /// That message's text (possibly empty or partial); present exactly when activated.
     #[must_use]
     pub fn text(&self) -> Option<&str> {
-        self.text.as_deref()
+        self.0.text.as_deref()
     }
     /// The error; present exactly for `failed` and `interrupted`.
     #[must_use]
     pub fn error(&self) -> Option<&ErrorInfo> {
-        self.error.as_ref()
+        self.0.error.as_ref()
     }
 }
 
 /// Builds the completion of `sub` and tells the run ledger. The only constructor of
 /// [`Completion`]; `sub` is consumed, so it cannot be completed again.
-fn complete(st: &mut State, sub: Submission, verdict: Verdict, last: Option<LastMessage>) -> Completion {
+fn complete(
+    st: &mut State,
+    sub: Submission,
+    verdict: Verdict,
+    last: Option<LastMessage>,
+) -> Completion {
     let outcome = verdict.outcome();
     let (stop_reason, error) = match verdict {
         Verdict::Completed(stop) => (stop, None),
         Verdict::Failed(e) | Verdict::Interrupted(e) => (None, Some(e)),
         Verdict::Cancelled | Verdict::Folded => (None, None),
     };
-    let Submission { seq, session, run_id, .. } = sub;
+    let Submission {
+        seq,
+        session,
+        run_id,
+        ..
+    } = sub;
     if let Some(run_id) = &run_id {
         st.runs.finish(run_id, outcome);
     }
     st.outcomes_decided += 1;
-    Completion {
+    Completion(Arc::new(Fields {
         session,
         run_id,
         seq,
@@ -207,19 +227,35 @@ fn complete(st: &mut State, sub: Submission, verdict: Verdict, last: Option<Last
         message_id: last.as_ref().map(|m| m.id),
         text: last.map(|m| m.text),
         error,
-    }
+    }))
 }
 
 /// Ends `sub` with `verdict` in its own bucket of the transition (SPEC 7 step 3): the final
 /// flush (when it wrote messages), the ledger outcome, the commit, then the completion.
-pub(crate) fn decide(st: &mut State, tx: &mut Tx, sub: Submission, verdict: Verdict, last: Option<LastMessage>) {
+pub(crate) fn decide(
+    st: &mut State,
+    tx: &mut Tx,
+    sub: Submission,
+    verdict: Verdict,
+    last: Option<LastMessage>,
+) {
     let seq = sub.seq;
     let completion = complete(st, sub, verdict, last);
-    let session = completion.session.clone();
-    if completion.message_id.is_some() {
-        tx.decided(seq, OutputKind::Store(StoreOp::Flush { session: session.clone() }));
+    let session = completion.0.session.clone();
+    if completion.0.message_id.is_some() {
+        tx.decided(
+            seq,
+            OutputKind::Store(StoreOp::Flush {
+                session: session.clone(),
+            }),
+        );
     }
-    tx.decided(seq, OutputKind::Store(StoreOp::LedgerOutcome { completion: completion.clone() }));
+    tx.decided(
+        seq,
+        OutputKind::Store(StoreOp::LedgerOutcome {
+            completion: completion.clone(),
+        }),
+    );
     tx.decided(seq, OutputKind::Commit { session });
     tx.decided(seq, OutputKind::Finished(completion));
 }
@@ -227,7 +263,15 @@ pub(crate) fn decide(st: &mut State, tx: &mut Tx, sub: Submission, verdict: Verd
 /// Ends a folded submission (SPEC 4.3). The caller writes the returned ledger op in the
 /// transaction of the turn it joined and publishes the completion after that commit.
 pub(crate) fn fold(st: &mut State, sub: Submission) -> (StoreOp, Completion) {
-    debug_assert!(sub.run_id.is_none(), "a submission with a RunId is never folded (SPEC 3)");
+    debug_assert!(
+        sub.run_id.is_none(),
+        "a submission with a RunId is never folded (SPEC 3)"
+    );
     let completion = complete(st, sub, Verdict::Folded, None);
-    (StoreOp::LedgerOutcome { completion: completion.clone() }, completion)
+    (
+        StoreOp::LedgerOutcome {
+            completion: completion.clone(),
+        },
+        completion,
+    )
 }

@@ -8,8 +8,8 @@ use std::fmt;
 
 use serde::Serialize;
 
-use crate::ids::{CallId, MessageId, Millis, RunId, SessionId, Seq, TimerId, TurnId};
-use crate::input::{Mode, StepIo, CallIo};
+use crate::ids::{CallId, MessageId, Millis, RunId, Seq, SessionId, TimerId, TurnId};
+use crate::input::{CallIo, Mode, StepIo};
 use crate::outcome::{Completion, Outcome};
 
 /// One numbered output.

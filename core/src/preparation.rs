@@ -1,7 +1,7 @@
 //! The preparation phase: prepared, failed, aborted (SPEC 4.1).
 
 use crate::admission;
-use crate::ids::{SessionId, Seq};
+use crate::ids::{Seq, SessionId};
 use crate::outcome::{self, ErrorInfo, ErrorKind, Verdict};
 use crate::state::{Prep, State};
 use crate::transition::Tx;
@@ -14,7 +14,10 @@ pub const PREPARATION_TITLE: &str = "Preparation Failed";
 pub(crate) fn on_prepared(st: &mut State, tx: &mut Tx, session: &SessionId, seq: Seq) {
     st.with_session(session, false, |st, s| {
         // Guard (I13): only a preparing entry of this session accepts the reply.
-        let Some(entry) = s.queue.iter_mut().find(|w| w.sub.seq == seq && w.prep == Prep::Preparing)
+        let Some(entry) = s
+            .queue
+            .iter_mut()
+            .find(|w| w.sub.seq == seq && w.prep == Prep::Preparing)
         else {
             return;
         };
@@ -26,14 +29,30 @@ pub(crate) fn on_prepared(st: &mut State, tx: &mut Tx, session: &SessionId, seq:
 
 /// `PreparationFailed`: only this submission ends `failed` (kind `preparation`); nothing stays
 /// sticky (G-24), and the queue moves on if it was the head (G-14).
-pub(crate) fn on_preparation_failed(st: &mut State, tx: &mut Tx, session: &SessionId, seq: Seq, error: String) {
+pub(crate) fn on_preparation_failed(
+    st: &mut State,
+    tx: &mut Tx,
+    session: &SessionId,
+    seq: Seq,
+    error: String,
+) {
     st.with_session(session, false, |st, s| {
-        let Some(pos) = s.queue.iter().position(|w| w.sub.seq == seq && w.prep == Prep::Preparing) else {
+        let Some(pos) = s
+            .queue
+            .iter()
+            .position(|w| w.sub.seq == seq && w.prep == Prep::Preparing)
+        else {
             return;
         };
-        let Some(entry) = s.queue.remove(pos) else { return };
+        let Some(entry) = s.queue.remove(pos) else {
+            return;
+        };
         debug_assert_eq!(entry.sub.seq, seq);
-        let info = ErrorInfo { kind: ErrorKind::Preparation, title: PREPARATION_TITLE.to_owned(), message: error };
+        let info = ErrorInfo {
+            kind: ErrorKind::Preparation,
+            title: PREPARATION_TITLE.to_owned(),
+            message: error,
+        };
         outcome::decide(st, tx, entry.sub, Verdict::Failed(info), None);
         admission::hand_off(st, tx, s);
     });

@@ -75,18 +75,35 @@ pub enum ReplayFailure {
 
 impl fmt::Display for ReplayFailure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let show = |v: &Option<serde_json::Value>| v.as_ref().map_or_else(|| "nothing".to_owned(), |v| v.to_string());
+        let show = |v: &Option<serde_json::Value>| {
+            v.as_ref()
+                .map_or_else(|| "nothing".to_owned(), |v| v.to_string())
+        };
         match self {
             ReplayFailure::Host { line, error } => write!(f, "line {line}: host error: {error}"),
-            ReplayFailure::Violation { line, violation } => write!(f, "line {line}: invariant {violation}"),
-            ReplayFailure::Mismatch { line, index, expected, actual } => write!(
+            ReplayFailure::Violation { line, violation } => {
+                write!(f, "line {line}: invariant {violation}")
+            }
+            ReplayFailure::Mismatch {
+                line,
+                index,
+                expected,
+                actual,
+            } => write!(
                 f,
                 "line {line}: output {index} differs\n  expected: {}\n  actual:   {}",
                 show(expected),
                 show(actual)
             ),
-            ReplayFailure::Outcome { seq, expected, actual } => {
-                write!(f, "submission {seq}: expected outcome {expected:?}, got {actual:?}")
+            ReplayFailure::Outcome {
+                seq,
+                expected,
+                actual,
+            } => {
+                write!(
+                    f,
+                    "submission {seq}: expected outcome {expected:?}, got {actual:?}"
+                )
             }
         }
     }
@@ -123,8 +140,13 @@ pub fn bless(trace: &Trace) -> Result<Trace, ReplayFailure> {
 
 fn run(trace: &Trace) -> Result<(ReplayReport, Vec<Vec<Output>>), ReplayFailure> {
     let header_line = 1;
-    let mut engine = Engine::new(trace.header.config.clone(), trace.header.start.clone())
-        .map_err(|error| ReplayFailure::Host { line: header_line, error })?;
+    let mut engine =
+        Engine::new(trace.header.config.clone(), trace.header.start.clone()).map_err(|error| {
+            ReplayFailure::Host {
+                line: header_line,
+                error,
+            }
+        })?;
     let mut auditor = Auditor::new(&trace.header.start);
     let mut hasher = Sha256::new();
     let mut report = ReplayReport {
@@ -140,13 +162,17 @@ fn run(trace: &Trace) -> Result<(ReplayReport, Vec<Vec<Output>>), ReplayFailure>
     let mut all = Vec::with_capacity(trace.lines.len());
     for (line, TraceLine { at, input, expect }) in &trace.lines {
         let line = *line;
-        step(&mut engine, *at, input.clone()).map_err(|error| ReplayFailure::Host { line, error })?;
+        step(&mut engine, *at, input.clone())
+            .map_err(|error| ReplayFailure::Host { line, error })?;
         let mut outs = Vec::new();
         while let Some(o) = engine.poll_output() {
             outs.push(o);
         }
-        check_invariants(&engine).map_err(|violation| ReplayFailure::Violation { line, violation })?;
-        auditor.observe(input, &outs).map_err(|violation| ReplayFailure::Violation { line, violation })?;
+        check_invariants(&engine)
+            .map_err(|violation| ReplayFailure::Violation { line, violation })?;
+        auditor
+            .observe(input, &outs)
+            .map_err(|violation| ReplayFailure::Violation { line, violation })?;
         let values: Vec<serde_json::Value> = outs.iter().map(output_value).collect();
         if let Some(expected) = expect {
             compare(line, expected, &values)?;
@@ -168,7 +194,11 @@ fn run(trace: &Trace) -> Result<(ReplayReport, Vec<Vec<Output>>), ReplayFailure>
     for (seq, expected) in trace.header.expect_outcomes.iter().flatten() {
         let actual = outcomes.get(seq).copied();
         if actual != Some(*expected) {
-            return Err(ReplayFailure::Outcome { seq: *seq, expected: *expected, actual });
+            return Err(ReplayFailure::Outcome {
+                seq: *seq,
+                expected: *expected,
+                actual,
+            });
         }
     }
     report.unfinished = engine.unfinished();
@@ -180,12 +210,21 @@ fn step(engine: &mut Engine, at: crate::ids::Millis, input: Input) -> Result<(),
     engine.handle(at, input)
 }
 
-fn compare(line: usize, expected: &[serde_json::Value], actual: &[serde_json::Value]) -> Result<(), ReplayFailure> {
+fn compare(
+    line: usize,
+    expected: &[serde_json::Value],
+    actual: &[serde_json::Value],
+) -> Result<(), ReplayFailure> {
     let n = expected.len().max(actual.len());
     for index in 0..n {
         let (e, a) = (expected.get(index), actual.get(index));
         if e != a {
-            return Err(ReplayFailure::Mismatch { line, index, expected: e.cloned(), actual: a.cloned() });
+            return Err(ReplayFailure::Mismatch {
+                line,
+                index,
+                expected: e.cloned(),
+                actual: a.cloned(),
+            });
         }
     }
     Ok(())

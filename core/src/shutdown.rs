@@ -26,14 +26,22 @@ pub(crate) fn on_shutdown(st: &mut State, tx: &mut Tx, now: Millis) {
     if !st.sessions.is_empty() {
         let deadline = now.plus_ms(st.config.shutdown_deadline_ms);
         let timer = st.new_timer(deadline, TimerPurpose::ShutdownDeadline);
-        tx.tail(OutputKind::SetTimer { timer, deadline, purpose: TimerPurpose::ShutdownDeadline });
-        st.closing = Closing::Draining { deadline: Some(timer) };
+        tx.tail(OutputKind::SetTimer {
+            timer,
+            deadline,
+            purpose: TimerPurpose::ShutdownDeadline,
+        });
+        st.closing = Closing::Draining {
+            deadline: Some(timer),
+        };
     }
 }
 
 /// Ends shutdown once nothing is unfinished: disarms the deadline and emits `Stopped` once.
 pub(crate) fn finish_if_drained(st: &mut State, tx: &mut Tx) {
-    let Closing::Draining { deadline } = st.closing else { return };
+    let Closing::Draining { deadline } = st.closing else {
+        return;
+    };
     if !st.sessions.is_empty() {
         return;
     }
@@ -49,13 +57,18 @@ pub(crate) fn finish_if_drained(st: &mut State, tx: &mut Tx) {
 /// `TimerFired`: a grace timer cleans up its turn; the shutdown deadline cleans up every turn
 /// still aborting. A timer that is not armed is stale and ignored (I13).
 pub(crate) fn on_timer(st: &mut State, tx: &mut Tx, timer: TimerId) {
-    let Some(t) = st.timers.remove(&timer) else { return };
+    let Some(t) = st.timers.remove(&timer) else {
+        return;
+    };
     match t.purpose {
         TimerPurpose::CancelGrace { session, turn } => {
             st.with_session(&session, false, |st, s| {
                 let cause = match &s.lane {
                     Lane::Turn(tn) if tn.id == turn => match tn.phase {
-                        Phase::Aborting { cause, grace: Some(g) } if g == timer => cause,
+                        Phase::Aborting {
+                            cause,
+                            grace: Some(g),
+                        } if g == timer => cause,
                         _ => return,
                     },
                     _ => return,

@@ -7,7 +7,7 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use crate::config::Config;
-use crate::ids::{CallId, MessageId, Millis, RunId, SessionId, Seq, TimerId, TurnId};
+use crate::ids::{CallId, MessageId, Millis, RunId, Seq, SessionId, TimerId, TurnId};
 use crate::input::{Attachment, Mode, StopTurn};
 use crate::ledger::RunLedger;
 use crate::output::TimerPurpose;
@@ -55,6 +55,15 @@ pub(crate) struct Session {
 }
 
 impl Session {
+    /// An empty session (also the placeholder while [`State::with_session`] holds one).
+    fn vacant(id: &SessionId) -> Session {
+        Session {
+            id: id.clone(),
+            queue: VecDeque::new(),
+            lane: Lane::Idle,
+        }
+    }
+
     /// True when the session has nothing unfinished (SPEC 3 "Busy" is the negation).
     pub(crate) fn is_idle(&self) -> bool {
         self.queue.is_empty() && matches!(self.lane, Lane::Idle)
@@ -105,7 +114,10 @@ pub(crate) enum MessageState {
 impl Turn {
     /// The current step's assistant message and text, for the completion (SPEC 5).
     pub(crate) fn last_message(&self) -> crate::outcome::LastMessage {
-        crate::outcome::LastMessage { id: self.message, text: self.text.clone() }
+        crate::outcome::LastMessage {
+            id: self.message,
+            text: self.text.clone(),
+        }
     }
 }
 
@@ -138,7 +150,10 @@ pub(crate) enum Phase {
     /// mapped finish, needed once the last tool reports (SPEC 4.6).
     Tools { finish: crate::input::FinishReason },
     /// Aborted; clean-up waits for running tools or for the timer.
-    Aborting { cause: Abort, grace: Option<TimerId> },
+    Aborting {
+        cause: Abort,
+        grace: Option<TimerId>,
+    },
 }
 
 /// Why a turn was aborted: decides its outcome and its finish text (SPEC 4.9, 4.10).
@@ -228,13 +243,19 @@ impl State {
         create: bool,
         f: impl FnOnce(&mut State, &mut Session) -> R,
     ) -> Option<R> {
-        let mut s = match self.sessions.remove(id) {
-            Some(s) => s,
-            None if create => Session { id: id.clone(), queue: VecDeque::new(), lane: Lane::Idle },
+        // Take the session out of its slot (two look-ups, no rebalancing, no key clone) rather
+        // than removing and re-inserting it.
+        let mut s = match self.sessions.get_mut(id) {
+            Some(slot) => std::mem::replace(slot, Session::vacant(id)),
+            None if create => Session::vacant(id),
             None => return None,
         };
         let r = f(self, &mut s);
-        if !s.is_idle() {
+        if s.is_idle() {
+            self.sessions.remove(id);
+        } else if let Some(slot) = self.sessions.get_mut(id) {
+            *slot = s;
+        } else {
             self.sessions.insert(id.clone(), s);
         }
         Some(r)

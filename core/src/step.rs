@@ -29,7 +29,10 @@ fn streaming_turn<'a>(s: &'a mut Session, io: &StepIo) -> Option<&'a mut Turn> {
             if t.id == io.turn
                 && t.owner.seq == io.seq
                 && t.step == io.step
-                && t.phase == Phase::Streaming { attempt: io.attempt } =>
+                && t.phase
+                    == Phase::Streaming {
+                        attempt: io.attempt,
+                    } =>
         {
             Some(t)
         }
@@ -42,24 +45,54 @@ pub(crate) fn on_step(st: &mut State, tx: &mut Tx, io: StepIo, event: StepEvent)
     let calls_max = st.config.calls_per_step_max as usize;
     st.with_session(&io.session.clone(), false, |st, s| {
         let session = s.id.clone();
-        let Some(t) = streaming_turn(s, &io) else { return };
-        debug_assert_eq!(t.message_state, MessageState::Open, "a streaming message has no finish");
+        let Some(t) = streaming_turn(s, &io) else {
+            return;
+        };
+        debug_assert_eq!(
+            t.message_state,
+            MessageState::Open,
+            "a streaming message has no finish"
+        );
         debug_assert!(t.calls.iter().all(|c| c.result == CallResult::Pending));
         let (seq, id) = (io.seq, t.message);
         match event {
             StepEvent::TextDelta { text } => {
                 t.text.push_str(&text);
-                tx.decided(seq, OutputKind::Store(StoreOp::AppendText { session, seq, id, text }));
+                tx.decided(
+                    seq,
+                    OutputKind::Store(StoreOp::AppendText {
+                        session,
+                        seq,
+                        id,
+                        text,
+                    }),
+                );
                 tx.seal_decided(seq);
             }
-            StepEvent::ToolCall { id: call, name, input } => {
+            StepEvent::ToolCall {
+                id: call,
+                name,
+                input,
+            } => {
                 if t.seen.contains(&call) || t.calls.len() >= calls_max {
                     return; // a repeated id runs once and has one result (SPEC 4.4)
                 }
                 t.seen.insert(call.clone());
                 let (name2, input2) = (name.clone(), input.clone());
-                t.calls.push(Call { id: call.clone(), name, input, result: CallResult::Pending });
-                let op = StoreOp::ToolCall { session, seq, id, call, name: name2, input: input2 };
+                t.calls.push(Call {
+                    id: call.clone(),
+                    name,
+                    input,
+                    result: CallResult::Pending,
+                });
+                let op = StoreOp::ToolCall {
+                    session,
+                    seq,
+                    id,
+                    call,
+                    name: name2,
+                    input: input2,
+                };
                 tx.decided(seq, OutputKind::Store(op));
                 tx.seal_decided(seq);
             }
@@ -77,7 +110,12 @@ fn on_stream_finished(st: &mut State, tx: &mut Tx, s: &mut Session, reason: Fini
     let Lane::Turn(t) = &mut s.lane else { return };
     let seq = t.owner.seq;
     let finish = message_finish(reason);
-    let op = StoreOp::MessageFinished { session: s.id.clone(), seq, id: t.message, finish };
+    let op = StoreOp::MessageFinished {
+        session: s.id.clone(),
+        seq,
+        id: t.message,
+        finish,
+    };
     tx.decided(seq, OutputKind::Store(op));
     tx.seal_decided(seq);
     t.message_state = MessageState::Finished;
@@ -86,8 +124,21 @@ fn on_stream_finished(st: &mut State, tx: &mut Tx, s: &mut Session, reason: Fini
     }
     for c in &mut t.calls {
         c.result = CallResult::Running;
-        let call = CallIo { session: s.id.clone(), seq, turn: t.id, step: t.step, call: c.id.clone() };
-        tx.handoff(seq, OutputKind::RunTool { call, name: c.name.clone(), input: c.input.clone() });
+        let call = CallIo {
+            session: s.id.clone(),
+            seq,
+            turn: t.id,
+            step: t.step,
+            call: c.id.clone(),
+        };
+        tx.handoff(
+            seq,
+            OutputKind::RunTool {
+                call,
+                name: c.name.clone(),
+                input: c.input.clone(),
+            },
+        );
     }
     t.phase = Phase::Tools { finish: reason };
 }
@@ -101,10 +152,17 @@ pub(crate) fn on_tool_result(st: &mut State, tx: &mut Tx, io: CallIo, result: To
         if t.id != io.turn || t.owner.seq != io.seq || t.step != io.step {
             return;
         }
-        let Some(c) = t.calls.iter_mut().find(|c| c.id == io.call && c.result == CallResult::Running) else {
+        let Some(c) = t
+            .calls
+            .iter_mut()
+            .find(|c| c.id == io.call && c.result == CallResult::Running)
+        else {
             return;
         };
-        debug_assert!(matches!(t.phase, Phase::Tools { .. } | Phase::Aborting { .. }));
+        debug_assert!(matches!(
+            t.phase,
+            Phase::Tools { .. } | Phase::Aborting { .. }
+        ));
         c.result = CallResult::Reported { stop: result.stop };
         let seq = t.owner.seq;
         let op = StoreOp::ToolResult {
@@ -154,11 +212,15 @@ fn after_step(st: &mut State, tx: &mut Tx, s: &mut Session, reason: FinishReason
     } else {
         match reason {
             FinishReason::ToolCalls => None,
-            FinishReason::Stop => Some(TurnEnd::Done(Verdict::Completed(Some(StopReason::EndTurn)))),
-            FinishReason::Length => Some(TurnEnd::Done(Verdict::Completed(Some(StopReason::MaxTokens)))),
-            FinishReason::ContentFilter => {
-                Some(TurnEnd::Done(Verdict::Completed(Some(StopReason::ContentFilter))))
+            FinishReason::Stop => {
+                Some(TurnEnd::Done(Verdict::Completed(Some(StopReason::EndTurn))))
             }
+            FinishReason::Length => Some(TurnEnd::Done(Verdict::Completed(Some(
+                StopReason::MaxTokens,
+            )))),
+            FinishReason::ContentFilter => Some(TurnEnd::Done(Verdict::Completed(Some(
+                StopReason::ContentFilter,
+            )))),
             FinishReason::Other => Some(TurnEnd::Done(Verdict::Completed(None))),
         }
     };

@@ -3,82 +3,103 @@
 //! Handlers do not push outputs in the order they think of them; they put each output into its
 //! bucket: (1) the reply, (2) aborts, (3) per deciding submission its writes, flush, ledger
 //! outcome, commit and completion, (4) per session its hand-off and starts, then (5) the tail
-//! (the shutdown deadline and `Stopped`). [`Tx::finish`] concatenates the buckets, so the
-//! order of a transition's outputs is a function of what it decided, never of code paths.
+//! (the shutdown deadline and `Stopped`). [`Tx::finish`] orders the buckets, so the order of a
+//! transition's outputs is a function of what it decided, never of code paths.
 
-use std::collections::BTreeMap;
-
-use crate::ids::{CallId, Seq};
+use crate::ids::Seq;
 use crate::output::OutputKind;
 
-/// The outputs of the transition being computed.
+/// SPEC 7's categories, in output order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Bucket {
+    Reply,
+    Abort,
+    Decided,
+    Handoff,
+    Tail,
+}
+
+/// The outputs of the transition being computed. The engine keeps one and reuses its buffer.
 #[derive(Debug, Default)]
 pub(crate) struct Tx {
-    reply: Option<OutputKind>,
-    /// Sorted by (sequence, call id) at the end; the push order breaks ties.
-    aborts: Vec<(Seq, Option<CallId>, OutputKind)>,
-    /// Keyed by the sequence of the submission the outputs belong to.
-    decided: BTreeMap<Seq, Vec<OutputKind>>,
-    /// Keyed by the sequence of the submission that runs next in the session.
-    handoff: BTreeMap<Seq, Vec<OutputKind>>,
-    tail: Vec<OutputKind>,
+    /// (bucket, sequence, output); sorted stably by bucket, sequence and (for aborts) call id at
+    /// the end, so push order breaks ties within one submission's bucket.
+    items: Vec<(Bucket, Seq, OutputKind)>,
 }
 
 impl Tx {
     pub(crate) fn reply(&mut self, out: OutputKind) {
-        debug_assert!(self.reply.is_none(), "one reply per transition");
-        self.reply = Some(out);
+        debug_assert!(
+            !self.items.iter().any(|i| i.0 == Bucket::Reply),
+            "one reply per transition"
+        );
+        self.items.push((Bucket::Reply, Seq(0), out));
     }
 
-    pub(crate) fn abort(&mut self, seq: Seq, call: Option<CallId>, out: OutputKind) {
-        self.aborts.push((seq, call, out));
+    /// An abort, ordered by (sequence, call id) among the aborts.
+    pub(crate) fn abort(&mut self, seq: Seq, out: OutputKind) {
+        self.items.push((Bucket::Abort, seq, out));
     }
 
+    /// A write, flush, ledger outcome, commit or completion of submission `seq`.
     pub(crate) fn decided(&mut self, seq: Seq, out: OutputKind) {
-        self.decided.entry(seq).or_default().push(out);
+        self.items.push((Bucket::Decided, seq, out));
     }
 
+    /// A hand-off or start of the turn of submission `seq`.
     pub(crate) fn handoff(&mut self, seq: Seq, out: OutputKind) {
-        self.handoff.entry(seq).or_default().push(out);
+        self.items.push((Bucket::Handoff, seq, out));
     }
 
     pub(crate) fn tail(&mut self, out: OutputKind) {
-        self.tail.push(out);
+        self.items.push((Bucket::Tail, Seq(0), out));
     }
 
-    /// Ends the open transaction of bucket `seq` (decided bucket) with a `Commit` when its
-    /// last output is a write.
+    /// Ends the open transaction of `seq`'s decided bucket with a `Commit` when its last
+    /// output is a write.
     pub(crate) fn seal_decided(&mut self, seq: Seq) {
-        if let Some(v) = self.decided.get_mut(&seq) {
-            seal(v);
-        }
+        self.seal(Bucket::Decided, seq);
     }
 
     /// Same as [`Tx::seal_decided`] for a hand-off bucket.
     pub(crate) fn seal_handoff(&mut self, seq: Seq) {
-        if let Some(v) = self.handoff.get_mut(&seq) {
-            seal(v);
+        self.seal(Bucket::Handoff, seq);
+    }
+
+    fn seal(&mut self, bucket: Bucket, seq: Seq) {
+        let last = self
+            .items
+            .iter()
+            .rev()
+            .find(|i| i.0 == bucket && i.1 == seq);
+        if let Some((_, _, OutputKind::Store(op))) = last {
+            let session = op.session().clone();
+            self.items
+                .push((bucket, seq, OutputKind::Commit { session }));
         }
     }
 
-    /// The outputs in canonical order.
-    pub(crate) fn finish(self, mut sink: impl FnMut(OutputKind)) {
-        let Tx { reply, mut aborts, decided, handoff, tail } = self;
-        if let Some(r) = reply {
-            sink(r);
+    /// Hands the outputs to `sink` in canonical order and leaves the buffer empty for reuse.
+    pub(crate) fn finish(&mut self, mut sink: impl FnMut(OutputKind)) {
+        if !self.items.is_sorted_by(|a, b| key(a) <= key(b)) {
+            self.items.sort_by(|a, b| key(a).cmp(&key(b)));
         }
-        aborts.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
-        aborts.into_iter().for_each(|(_, _, o)| sink(o));
-        decided.into_values().flatten().for_each(&mut sink);
-        handoff.into_values().flatten().for_each(&mut sink);
-        tail.into_iter().for_each(sink);
+        for (_, _, out) in self.items.drain(..) {
+            sink(out);
+        }
     }
 }
 
-fn seal(v: &mut Vec<OutputKind>) {
-    let session = match v.last() {
-        Some(OutputKind::Store(op)) => op.session().clone(),
-        _ => return,
-    };
-    v.push(OutputKind::Commit { session });
+/// The call id an abort output names, which orders aborts of one submission (SPEC 7) by its
+/// text (the id type itself orders by hash first).
+fn aborted_call(out: &OutputKind) -> Option<&str> {
+    match out {
+        OutputKind::AbortTool { call } => Some(call.call.as_str()),
+        _ => None,
+    }
+}
+
+/// The sort key of an item: bucket, sequence, and the call id of an aborted tool.
+fn key(i: &(Bucket, Seq, OutputKind)) -> (Bucket, Seq, Option<&str>) {
+    (i.0, i.1, aborted_call(&i.2))
 }
