@@ -10,10 +10,7 @@ fn the_synchronous_host_example_transcript() {
         t.contains("#1 RunComplete Completed Some(EndTurn) text=\"There are two files.\""),
         "{t}"
     );
-    assert!(
-        t.contains("#2 outcome Folded"),
-        "the follow-up folds into the running turn\n{t}"
-    );
+    assert!(t.contains("#2 outcome Folded"), "the follow-up folds into the running turn\n{t}");
     assert!(t.contains("tool slow hangs"), "{t}");
     assert!(
         t.contains("  5200 ms  #3 RunComplete Cancelled"),
@@ -25,8 +22,6 @@ fn the_synchronous_host_example_transcript() {
 
 #[test]
 fn the_example_stays_under_200_lines() {
-    let lines = include_str!("../core/examples/sync_host.rs")
-        .lines()
-        .count();
+    let lines = include_str!("../core/examples/sync_host.rs").lines().count();
     assert!(lines < 200, "the embedding example has {lines} lines");
 }

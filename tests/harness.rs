@@ -63,13 +63,7 @@ impl Host {
     pub fn trace(&self) -> Trace {
         Trace {
             header: self.header.clone(),
-            lines: self
-                .lines
-                .iter()
-                .cloned()
-                .enumerate()
-                .map(|(i, l)| (i + 2, l))
-                .collect(),
+            lines: self.lines.iter().cloned().enumerate().map(|(i, l)| (i + 2, l)).collect(),
         }
     }
 
@@ -86,11 +80,7 @@ impl Host {
 
     /// Sends one input at the current time; checks both checkers; returns its outputs.
     pub fn send(&mut self, input: Input) -> Vec<Output> {
-        self.lines.push(TraceLine {
-            at: self.now,
-            input: input.clone(),
-            expect: None,
-        });
+        self.lines.push(TraceLine { at: self.now, input: input.clone(), expect: None });
         // The engine asserts its invariants in debug builds; catch that panic to save the trace.
         let now = self.now;
         let engine = &mut self.engine;
@@ -130,10 +120,7 @@ impl Host {
             Input::Prepared { seq, .. } | Input::PreparationFailed { seq, .. } => {
                 self.prepares.retain(|p| p.1 != *seq)
             }
-            Input::Step {
-                step,
-                event: StepEvent::Finished { .. } | StepEvent::Failed { .. },
-            } => {
+            Input::Step { step, event: StepEvent::Finished { .. } | StepEvent::Failed { .. } } => {
                 self.steps.retain(|s| s != step);
             }
             Input::ToolResult { call, .. } => self.tools.retain(|t| t.0 != *call),
@@ -149,32 +136,23 @@ impl Host {
             OutputKind::Reply(r) => self.replies.push(r.clone()),
             OutputKind::Prepare { session, seq } => {
                 self.prepares.push((session.clone(), *seq));
-                self.history.push(Input::Prepared {
-                    session: session.clone(),
-                    seq: *seq,
-                });
+                self.history.push(Input::Prepared { session: session.clone(), seq: *seq });
             }
             OutputKind::AbortPreparation { seq, .. } => self.prepares.retain(|p| p.1 != *seq),
             OutputKind::StartStep { step } => {
                 self.steps.push(step.clone());
                 self.history.push(Input::Step {
                     step: step.clone(),
-                    event: StepEvent::Finished {
-                        reason: FinishReason::Stop,
-                    },
+                    event: StepEvent::Finished { reason: FinishReason::Stop },
                 });
             }
             OutputKind::AbortStep { step } => self.steps.retain(|s| s != step),
             OutputKind::RunTool { call, name, .. } => {
                 self.tools.push((call.clone(), name.clone()));
-                self.history.push(Input::ToolResult {
-                    call: call.clone(),
-                    result: ToolOutput::ok("late"),
-                });
+                self.history
+                    .push(Input::ToolResult { call: call.clone(), result: ToolOutput::ok("late") });
             }
-            OutputKind::SetTimer {
-                timer, deadline, ..
-            } => {
+            OutputKind::SetTimer { timer, deadline, .. } => {
                 self.timers.insert(*timer, *deadline);
                 self.history.push(Input::TimerFired { timer: *timer });
             }
@@ -213,12 +191,7 @@ impl Host {
             .iter()
             .find(|p| p.1 == seq)
             .map(|p| p.0.clone())
-            .or_else(|| {
-                self.steps
-                    .iter()
-                    .find(|s| s.seq == seq)
-                    .map(|s| s.session.clone())
-            })
+            .or_else(|| self.steps.iter().find(|s| s.seq == seq).map(|s| s.session.clone()))
             .unwrap_or_else(|| panic!("no pending IO for {seq}"))
     }
 
@@ -229,11 +202,7 @@ impl Host {
 
     pub fn fail_preparation(&mut self, seq: Seq, error: &str) -> Vec<Output> {
         let session = self.session_of(seq);
-        self.send(Input::PreparationFailed {
-            session,
-            seq,
-            error: error.to_owned(),
-        })
+        self.send(Input::PreparationFailed { session, seq, error: error.to_owned() })
     }
 
     /// The live step of the turn owned by `seq`.
@@ -251,12 +220,7 @@ impl Host {
     }
 
     pub fn text(&mut self, seq: Seq, text: &str) -> Vec<Output> {
-        self.stream(
-            seq,
-            StepEvent::TextDelta {
-                text: text.to_owned(),
-            },
-        )
+        self.stream(seq, StepEvent::TextDelta { text: text.to_owned() })
     }
 
     pub fn tool_call(&mut self, seq: Seq, id: &str, name: &str) -> Vec<Output> {
@@ -275,11 +239,7 @@ impl Host {
     }
 
     pub fn fail_step(&mut self, seq: Seq, class: ErrorClass) -> Vec<Output> {
-        let error = ProviderError {
-            class,
-            title: None,
-            message: "boom".to_owned(),
-        };
+        let error = ProviderError { class, title: None, message: "boom".to_owned() };
         self.stream(seq, StepEvent::Failed { error })
     }
 
@@ -320,15 +280,10 @@ impl Host {
             } else if let Some(step) = self.steps.first().cloned() {
                 self.send(Input::Step {
                     step,
-                    event: StepEvent::Finished {
-                        reason: FinishReason::Stop,
-                    },
+                    event: StepEvent::Finished { reason: FinishReason::Stop },
                 });
             } else if let Some((call, _)) = self.tools.first().cloned() {
-                self.send(Input::ToolResult {
-                    call,
-                    result: ToolOutput::ok("ok"),
-                });
+                self.send(Input::ToolResult { call, result: ToolOutput::ok("ok") });
             } else if !self.timers.is_empty() {
                 self.fire_next_timer();
             } else {
@@ -351,9 +306,7 @@ pub fn short(k: &OutputKind) -> String {
     match k {
         OutputKind::Reply(r) => format!(
             "reply {}",
-            serde_json::to_value(r).expect("json")["reply"]
-                .as_str()
-                .unwrap_or("?")
+            serde_json::to_value(r).expect("json")["reply"].as_str().unwrap_or("?")
         ),
         OutputKind::Store(op) => {
             let v = serde_json::to_value(op).expect("json");
@@ -364,11 +317,7 @@ pub fn short(k: &OutputKind) -> String {
             "finished #{} {:?}{}",
             c.seq(),
             c.outcome(),
-            if c.is_run_complete() {
-                " +RunComplete"
-            } else {
-                ""
-            }
+            if c.is_run_complete() { " +RunComplete" } else { "" }
         ),
         OutputKind::Prepare { seq, .. } | OutputKind::AbortPreparation { seq, .. } => {
             format!("{ty} #{seq}")

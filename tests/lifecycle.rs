@@ -37,19 +37,13 @@ fn active(h: &mut Host, session: &str, prompt: &str) -> Seq {
 fn validation_rejects_in_spec_order_with_exact_strings_and_consumes_no_sequence() {
     let mut h = host();
     assert_eq!(rejected(&mut h, Submit::new("", "")), "prompt is empty");
-    assert_eq!(
-        rejected(&mut h, Submit::new("", "hi")),
-        "session id is missing"
-    );
+    assert_eq!(rejected(&mut h, Submit::new("", "hi")), "session id is missing");
     assert_eq!(
         rejected(&mut h, Submit::new("m1$$call", "hi")),
         "cannot continue an agent tool session: m1$$call"
     );
-    let binary = Attachment {
-        name: "a.png".into(),
-        media_type: "image/png".into(),
-        content: "AAAA".into(),
-    };
+    let binary =
+        Attachment { name: "a.png".into(), media_type: "image/png".into(), content: "AAAA".into() };
     let mut s = Submit::new("s", "");
     s.attachments.push(binary);
     assert_eq!(rejected(&mut h, s.clone()), "prompt is empty");
@@ -63,24 +57,14 @@ fn validation_rejects_in_spec_order_with_exact_strings_and_consumes_no_sequence(
         Seq(1),
         "an empty prompt with a text attachment is accepted; rejections used no sequence"
     );
-    assert_eq!(
-        h.submit(Submit::new("s", " ")),
-        Seq(2),
-        "whitespace counts as text"
-    );
+    assert_eq!(h.submit(Submit::new("s", " ")), Seq(2), "whitespace counts as text");
     h.send(Input::Shutdown);
-    assert_eq!(
-        rejected(&mut h, Submit::new("s", "late")),
-        "workspace closing"
-    );
+    assert_eq!(rejected(&mut h, Submit::new("s", "late")), "workspace closing");
 }
 
 #[test]
 fn sequences_continue_above_the_ledger_after_a_restart() {
-    let start = Start {
-        next_seq: Some(Seq(41)),
-        ..Start::default()
-    };
+    let start = Start { next_seq: Some(Seq(41)), ..Start::default() };
     let mut h = Host::with_start(Config::default(), start);
     assert_eq!(h.submit(Submit::new("s", "a")), Seq(41));
     assert_eq!(h.submit(Submit::new("t", "b")), Seq(42));
@@ -89,24 +73,10 @@ fn sequences_continue_above_the_ledger_after_a_restart() {
 #[test]
 fn a_run_id_forces_own_turn_and_the_default_mode_is_fold() {
     let mut h = host();
-    let out = h.send(Input::Submit(
-        Submit::new("s", "a").with_run_id("r").with_mode(Mode::Fold),
-    ));
-    assert!(matches!(
-        &out[0].kind,
-        OutputKind::Reply(Reply::Accepted {
-            mode: Mode::OwnTurn,
-            ..
-        })
-    ));
+    let out = h.send(Input::Submit(Submit::new("s", "a").with_run_id("r").with_mode(Mode::Fold)));
+    assert!(matches!(&out[0].kind, OutputKind::Reply(Reply::Accepted { mode: Mode::OwnTurn, .. })));
     let out = h.send(Input::Submit(Submit::new("s", "b")));
-    assert!(matches!(
-        &out[0].kind,
-        OutputKind::Reply(Reply::Accepted {
-            mode: Mode::Fold,
-            ..
-        })
-    ));
+    assert!(matches!(&out[0].kind, OutputKind::Reply(Reply::Accepted { mode: Mode::Fold, .. })));
 }
 
 #[test]
@@ -114,11 +84,7 @@ fn run_id_idempotency_returns_the_existing_run_and_rejects_a_different_call() {
     let mut h = host();
     let seq = h.submit(Submit::new("s", "a").with_run_id("r1"));
     let again = h.send(Input::Submit(Submit::new("s", "a").with_run_id("r1")));
-    assert_eq!(
-        kinds(&again),
-        ["reply existing"],
-        "no new sequence, no state change"
-    );
+    assert_eq!(kinds(&again), ["reply existing"], "no new sequence, no state change");
     assert!(
         matches!(&again[0].kind, OutputKind::Reply(Reply::Existing { seq: s, outcome: None, .. }) if *s == seq)
     );
@@ -134,16 +100,10 @@ fn run_id_idempotency_returns_the_existing_run_and_rejects_a_different_call() {
     let done = h.send(Input::Submit(Submit::new("s", "a").with_run_id("r1")));
     assert!(matches!(
         &done[0].kind,
-        OutputKind::Reply(Reply::Existing {
-            outcome: Some(Outcome::Completed),
-            ..
-        })
+        OutputKind::Reply(Reply::Existing { outcome: Some(Outcome::Completed), .. })
     ));
     // A RunId rejected at validation stays free.
-    assert_eq!(
-        rejected(&mut h, Submit::new("", "x").with_run_id("r2")),
-        "session id is missing"
-    );
+    assert_eq!(rejected(&mut h, Submit::new("", "x").with_run_id("r2")), "session id is missing");
     assert_eq!(h.submit(Submit::new("s", "x").with_run_id("r2")), Seq(2));
 }
 
@@ -157,20 +117,13 @@ fn a_finished_run_from_the_ledger_is_never_run_again_after_a_restart() {
         fingerprint: Fingerprint::of(&submit),
         outcome: Outcome::Cancelled,
     };
-    let start = Start {
-        next_seq: Some(Seq(8)),
-        runs: vec![known],
-        ..Start::default()
-    };
+    let start = Start { next_seq: Some(Seq(8)), runs: vec![known], ..Start::default() };
     let mut h = Host::with_start(Config::default(), start);
     let out = h.send(Input::Submit(submit));
     assert!(matches!(&out[..], [o] if matches!(&o.kind,
         OutputKind::Reply(Reply::Existing { seq: Seq(7), outcome: Some(Outcome::Cancelled), .. }))));
-    let bad = Start {
-        next_seq: Some(Seq(3)),
-        runs: h.header.start.runs.clone(),
-        ..Start::default()
-    };
+    let bad =
+        Start { next_seq: Some(Seq(3)), runs: h.header.start.runs.clone(), ..Start::default() };
     assert!(matches!(
         turnstile_core::Engine::new(Config::default(), bad),
         Err(HostError::InvalidStart { .. })
@@ -182,18 +135,12 @@ fn own_turns_start_in_acceptance_order_whatever_order_preparations_finish_in() {
     let mut h = host();
     let a = h.submit(Submit::new("s", "a").with_mode(Mode::OwnTurn));
     let b = h.submit(Submit::new("s", "b").with_mode(Mode::OwnTurn));
-    assert!(
-        h.prepare(b).is_empty(),
-        "a prepared entry behind a preparing one waits (G-16)"
-    );
+    assert!(h.prepare(b).is_empty(), "a prepared entry behind a preparing one waits (G-16)");
     let out = h.prepare(a);
     assert!(kinds(&out).contains(&"store ledger_activated #1".to_owned()));
     let out = h.finish(a, FinishReason::Stop);
     let k = kinds(&out);
-    let done = k
-        .iter()
-        .position(|x| x == "finished #1 Completed")
-        .expect("a completes");
+    let done = k.iter().position(|x| x == "finished #1 Completed").expect("a completes");
     let next = k
         .iter()
         .position(|x| x == "store ledger_activated #2")
@@ -210,23 +157,12 @@ fn a_failed_preparation_fails_only_its_submission_and_the_queue_moves_on() {
     let out = h.fail_preparation(a, "model not found");
     assert_eq!(
         kinds(&out)[..4],
-        [
-            "store ledger_outcome #1",
-            "commit",
-            "finished #1 Failed",
-            "store ledger_activated #2"
-        ]
+        ["store ledger_outcome #1", "commit", "finished #1 Failed", "store ledger_activated #2"]
     );
     let c = &h.finished[&a];
     assert_eq!(c.error().map(|e| e.kind), Some(ErrorKind::Preparation));
-    assert_eq!(
-        c.error().map(|e| e.message.as_str()),
-        Some("model not found")
-    );
-    assert!(
-        c.message_id().is_none(),
-        "never activated: no message (G-14, I9)"
-    );
+    assert_eq!(c.error().map(|e| e.message.as_str()), Some("model not found"));
+    assert!(c.message_id().is_none(), "never activated: no message (G-14, I9)");
     // Nothing sticky (G-24): a later submission runs normally.
     h.drive_to_quiescence(50);
     let d = active(&mut h, "s", "d");
@@ -243,10 +179,7 @@ fn the_prepared_fold_prefix_is_folded_at_every_step_start_in_sequence_order() {
     let d = h.submit(Submit::new("s", "d").with_mode(Mode::OwnTurn));
     let e = h.submit(Submit::new("s", "e"));
     for q in [c, b, d, e] {
-        assert!(
-            h.prepare(q).is_empty(),
-            "nothing happens until the next step starts"
-        );
+        assert!(h.prepare(q).is_empty(), "nothing happens until the next step starts");
     }
     h.tool_call(a, "t1", "ls");
     h.finish(a, FinishReason::ToolCalls);
@@ -280,11 +213,7 @@ fn folding_happens_at_step_zero_too() {
     let k = kinds(&out);
     assert_eq!(
         k[..3],
-        [
-            "store ledger_activated #1",
-            "store user_message #1",
-            "store user_message #2"
-        ]
+        ["store ledger_activated #1", "store user_message #1", "store user_message #2"]
     );
     assert!(k.contains(&"finished #2 Folded".to_owned()));
 }
@@ -301,12 +230,7 @@ fn tools_run_after_the_stream_and_their_results_lead_to_the_next_step() {
     let out = h.finish(a, FinishReason::Stop);
     assert_eq!(
         kinds(&out),
-        [
-            "store message_finished #1",
-            "commit",
-            "run_tool #1 t1",
-            "run_tool #1 t2"
-        ],
+        ["store message_finished #1", "commit", "run_tool #1 t1", "run_tool #1 t2"],
         "calls run whatever the finish"
     );
     h.tool_result(a, "t2", ToolOutput::ok("b"));
@@ -325,21 +249,14 @@ fn a_stop_turn_result_wins_over_everything_else() {
         (StopTurn::PermissionDenied, StopReason::PermissionDenied),
         (StopTurn::HookHalt, StopReason::HookHalt),
     ] {
-        let mut h = Host::new(Config {
-            step_limit: 1,
-            ..Config::default()
-        });
+        let mut h = Host::new(Config { step_limit: 1, ..Config::default() });
         let a = active(&mut h, "s", "a");
         h.tool_call(a, "t1", "bash");
         h.finish(a, FinishReason::ToolCalls);
         h.tool_result(
             a,
             "t1",
-            ToolOutput {
-                content: "denied".into(),
-                is_error: true,
-                stop: Some(stop),
-            },
+            ToolOutput { content: "denied".into(), is_error: true, stop: Some(stop) },
         );
         assert_eq!(h.outcome(a), Some(Outcome::Completed));
         assert_eq!(
@@ -352,10 +269,7 @@ fn a_stop_turn_result_wins_over_everything_else() {
 
 #[test]
 fn the_step_limit_fails_the_submission_with_its_exact_strings() {
-    let mut h = Host::new(Config {
-        step_limit: 2,
-        ..Config::default()
-    });
+    let mut h = Host::new(Config { step_limit: 2, ..Config::default() });
     let a = active(&mut h, "s", "a");
     for call in ["t1", "t2"] {
         h.tool_call(a, call, "ls");
@@ -365,10 +279,7 @@ fn the_step_limit_fails_the_submission_with_its_exact_strings() {
     let c = &h.finished[&a];
     assert_eq!(c.outcome(), Outcome::Failed);
     let e = c.error().expect("an error");
-    assert_eq!(
-        (e.kind, e.title.as_str()),
-        (ErrorKind::StepLimit, "Step Limit Reached")
-    );
+    assert_eq!((e.kind, e.title.as_str()), (ErrorKind::StepLimit, "Step Limit Reached"));
     assert_eq!(e.message, "The turn reached the limit of 2 steps.");
 }
 
@@ -393,16 +304,8 @@ fn finish_reasons_map_to_stop_reasons() {
 fn a_provider_error_fails_the_turn_with_a_classified_error_and_legal_history() {
     for (class, kind, title) in [
         (ErrorClass::Provider, ErrorKind::Provider, "Provider Error"),
-        (
-            ErrorClass::Transport,
-            ErrorKind::Transport,
-            "Stream Transport Error",
-        ),
-        (
-            ErrorClass::Unauthorized,
-            ErrorKind::Unauthorized,
-            "Unauthorized",
-        ),
+        (ErrorClass::Transport, ErrorKind::Transport, "Stream Transport Error"),
+        (ErrorClass::Unauthorized, ErrorKind::Unauthorized, "Unauthorized"),
     ] {
         let mut h = host();
         let a = active(&mut h, "s", "a");
@@ -413,11 +316,7 @@ fn a_provider_error_fails_the_turn_with_a_classified_error_and_legal_history() {
         let k = kinds(&out);
         assert_eq!(
             k[..3],
-            [
-                "store message_finished #1",
-                "store tool_result #1",
-                "store flush"
-            ],
+            ["store message_finished #1", "store tool_result #1", "store flush"],
             "finish, then the synthetic result"
         );
         let e = h.finished[&a].error().cloned().expect("error");
@@ -440,10 +339,7 @@ fn cancel_covers_exactly_what_was_accepted_before_it() {
     let c = h.submit(Submit::new("s", "c"));
     h.prepare(b);
     let other = active(&mut h, "t", "elsewhere");
-    let out = h.send(Input::Cancel {
-        session: SessionId::new("s"),
-        up_to: None,
-    });
+    let out = h.send(Input::Cancel { session: SessionId::new("s"), up_to: None });
     assert_eq!(
         kinds(&out),
         [
@@ -463,47 +359,22 @@ fn cancel_covers_exactly_what_was_accepted_before_it() {
         ],
         "aborts first, then outcomes ascending by sequence (SPEC 7)"
     );
-    assert_eq!(
-        (h.outcome(a), h.outcome(b)),
-        (Some(Outcome::Cancelled), Some(Outcome::Cancelled))
-    );
+    assert_eq!((h.outcome(a), h.outcome(b)), (Some(Outcome::Cancelled), Some(Outcome::Cancelled)));
     assert_eq!(h.outcome(other), None, "another session is untouched");
-    let late = Input::Prepared {
-        session: SessionId::new("s"),
-        seq: c,
-    };
-    assert!(
-        h.send(late).is_empty(),
-        "a preparation reply after the cancel is ignored"
-    );
+    let late = Input::Prepared { session: SessionId::new("s"), seq: c };
+    assert!(h.send(late).is_empty(), "a preparation reply after the cancel is ignored");
     let d = active(&mut h, "s", "d");
     h.finish(d, FinishReason::Stop);
-    assert_eq!(
-        h.outcome(d),
-        Some(Outcome::Completed),
-        "a later submission is never affected (I4)"
-    );
+    assert_eq!(h.outcome(d), Some(Outcome::Completed), "a later submission is never affected (I4)");
 }
 
 #[test]
 fn an_idle_cancel_changes_nothing() {
     let mut h = host();
-    assert!(
-        h.send(Input::Cancel {
-            session: SessionId::new("s"),
-            up_to: None
-        })
-        .is_empty()
-    );
+    assert!(h.send(Input::Cancel { session: SessionId::new("s"), up_to: None }).is_empty());
     let a = active(&mut h, "s", "a");
     h.finish(a, FinishReason::Stop);
-    assert!(
-        h.send(Input::Cancel {
-            session: SessionId::new("s"),
-            up_to: None
-        })
-        .is_empty()
-    );
+    assert!(h.send(Input::Cancel { session: SessionId::new("s"), up_to: None }).is_empty());
     let b = active(&mut h, "s", "b");
     h.finish(b, FinishReason::Stop);
     assert_eq!(
@@ -520,26 +391,14 @@ fn a_cancel_with_running_tools_waits_for_them_within_the_grace() {
     h.tool_call(a, "t1", "bash");
     h.tool_call(a, "t2", "bash");
     h.finish(a, FinishReason::ToolCalls);
-    let out = h.send(Input::Cancel {
-        session: SessionId::new("s"),
-        up_to: None,
-    });
-    assert_eq!(
-        kinds(&out),
-        ["abort_tool #1 t1", "abort_tool #1 t2", "set_timer"]
-    );
-    assert!(
-        h.engine.is_busy(&SessionId::new("s")),
-        "a turn in clean-up keeps the session busy"
-    );
+    let out = h.send(Input::Cancel { session: SessionId::new("s"), up_to: None });
+    assert_eq!(kinds(&out), ["abort_tool #1 t1", "abort_tool #1 t2", "set_timer"]);
+    assert!(h.engine.is_busy(&SessionId::new("s")), "a turn in clean-up keeps the session busy");
     let late_but_in_time = h.tool_result(a, "t1", ToolOutput::ok("it ran"));
     assert!(
         matches!(
             &late_but_in_time[0].kind,
-            OutputKind::Store(StoreOp::ToolResult {
-                synthetic: false,
-                ..
-            })
+            OutputKind::Store(StoreOp::ToolResult { synthetic: false, .. })
         ),
         "a tool that really ran is recorded as it reported"
     );
@@ -560,10 +419,7 @@ fn the_grace_timer_cleans_up_with_synthetic_results_and_later_results_are_ignore
     h.tool_call(a, "t1", "bash");
     h.finish(a, FinishReason::ToolCalls);
     let call = h.tools[0].0.clone();
-    h.send(Input::Cancel {
-        session: SessionId::new("s"),
-        up_to: None,
-    });
+    h.send(Input::Cancel { session: SessionId::new("s"), up_to: None });
     assert!(!h.fire_next_timer().is_empty());
     let synthetic = h.log.iter().any(|o| {
         matches!(&o.kind, OutputKind::Store(StoreOp::ToolResult { content, synthetic: true, .. })
@@ -572,11 +428,7 @@ fn the_grace_timer_cleans_up_with_synthetic_results_and_later_results_are_ignore
     assert!(synthetic);
     assert_eq!(h.outcome(a), Some(Outcome::Cancelled));
     assert!(
-        h.send(Input::ToolResult {
-            call,
-            result: ToolOutput::ok("too late")
-        })
-        .is_empty(),
+        h.send(Input::ToolResult { call, result: ToolOutput::ok("too late") }).is_empty(),
         "never written after clean-up"
     );
 }
@@ -587,15 +439,9 @@ fn a_timer_reported_early_is_host_misuse_and_changes_nothing() {
     let a = active(&mut h, "s", "a");
     h.tool_call(a, "t1", "bash");
     h.finish(a, FinishReason::ToolCalls);
-    h.send(Input::Cancel {
-        session: SessionId::new("s"),
-        up_to: None,
-    });
+    h.send(Input::Cancel { session: SessionId::new("s"), up_to: None });
     let timer = *h.timers.keys().next().expect("timer");
-    let err = h
-        .engine
-        .handle(Millis(1), Input::TimerFired { timer })
-        .expect_err("early");
+    let err = h.engine.handle(Millis(1), Input::TimerFired { timer }).expect_err("early");
     assert!(matches!(err, HostError::TimerNotDue { .. }));
     assert!(h.engine.poll_output().is_none());
     assert!(
@@ -612,17 +458,9 @@ fn time_going_backwards_is_host_misuse_and_changes_nothing() {
     h.advance(10);
     h.submit(Submit::new("s", "a"));
     let before = h.engine.unfinished();
-    let err = h
-        .engine
-        .handle(Millis(5), Input::Submit(Submit::new("s", "b")))
-        .expect_err("backwards");
-    assert_eq!(
-        err,
-        HostError::TimeWentBackwards {
-            last: Millis(10),
-            now: Millis(5)
-        }
-    );
+    let err =
+        h.engine.handle(Millis(5), Input::Submit(Submit::new("s", "b"))).expect_err("backwards");
+    assert_eq!(err, HostError::TimeWentBackwards { last: Millis(10), now: Millis(5) });
     assert!(h.engine.poll_output().is_none());
     assert_eq!(h.engine.unfinished(), before);
 }
@@ -635,34 +473,20 @@ fn cancel_run_cancels_exactly_its_run() {
     let c = h.submit(Submit::new("s", "c").with_run_id("rc"));
     h.prepare(a);
     h.prepare(b);
-    let out = h.send(Input::CancelRun {
-        run_id: RunId::new("rb"),
-    });
+    let out = h.send(Input::CancelRun { run_id: RunId::new("rb") });
     assert_eq!(
         kinds(&out),
-        [
-            "store ledger_outcome #2",
-            "commit",
-            "finished #2 Cancelled +RunComplete"
-        ]
+        ["store ledger_outcome #2", "commit", "finished #2 Cancelled +RunComplete"]
     );
-    let out = h.send(Input::CancelRun {
-        run_id: RunId::new("ra"),
-    });
+    let out = h.send(Input::CancelRun { run_id: RunId::new("ra") });
     assert!(kinds(&out).contains(&"finished #1 Cancelled +RunComplete".to_owned()));
     assert_eq!(h.outcome(c), None);
     assert!(
-        h.send(Input::CancelRun {
-            run_id: RunId::new("ra")
-        })
-        .is_empty(),
+        h.send(Input::CancelRun { run_id: RunId::new("ra") }).is_empty(),
         "a finished run: no-op"
     );
     assert!(
-        h.send(Input::CancelRun {
-            run_id: RunId::new("nope")
-        })
-        .is_empty(),
+        h.send(Input::CancelRun { run_id: RunId::new("nope") }).is_empty(),
         "an unknown run: no-op"
     );
     h.prepare(c);
@@ -677,14 +501,9 @@ fn clear_queue_ends_waiting_submissions_and_leaves_the_active_turn() {
     let b = h.submit(Submit::new("s", "b"));
     let c = h.submit(Submit::new("s", "c").with_run_id("rc"));
     h.prepare(c);
-    let out = h.send(Input::ClearQueue {
-        session: SessionId::new("s"),
-    });
+    let out = h.send(Input::ClearQueue { session: SessionId::new("s") });
     assert_eq!(kinds(&out)[0], "abort_preparation #2");
-    assert_eq!(
-        (h.outcome(b), h.outcome(c)),
-        (Some(Outcome::Cancelled), Some(Outcome::Cancelled))
-    );
+    assert_eq!((h.outcome(b), h.outcome(c)), (Some(Outcome::Cancelled), Some(Outcome::Cancelled)));
     assert_eq!(h.outcome(a), None);
     h.finish(a, FinishReason::Stop);
     assert_eq!(h.outcome(a), Some(Outcome::Completed));
@@ -703,37 +522,18 @@ fn shutdown_interrupts_everything_and_every_run_gets_its_run_complete() {
     let k = kinds(&out);
     assert_eq!(
         k[..3],
-        [
-            "abort_tool #1 t1",
-            "abort_preparation #2",
-            "abort_step #3 turn 2 step 0 attempt 0"
-        ]
+        ["abort_tool #1 t1", "abort_preparation #2", "abort_step #3 turn 2 step 0 attempt 0"]
     );
-    assert_eq!(
-        k.last().map(String::as_str),
-        Some("set_timer"),
-        "the shutdown deadline"
-    );
+    assert_eq!(k.last().map(String::as_str), Some("set_timer"), "the shutdown deadline");
     assert_eq!(h.outcome(b), Some(Outcome::Interrupted));
     assert_eq!(h.outcome(c), Some(Outcome::Interrupted));
-    assert_eq!(
-        h.outcome(a),
-        None,
-        "the active turn waits for its tool or the deadline"
-    );
+    assert_eq!(h.outcome(a), None, "the active turn waits for its tool or the deadline");
     let out = h.fire_next_timer();
     assert_eq!(kinds(&out).last().map(String::as_str), Some("stopped"));
-    let e = h.finished[&a]
-        .error()
-        .cloned()
-        .expect("interrupted carries an error");
+    let e = h.finished[&a].error().cloned().expect("interrupted carries an error");
     assert_eq!(
         (e.kind, e.title.as_str(), e.message.as_str()),
-        (
-            ErrorKind::Interrupted,
-            "Interrupted",
-            "Interrupted by shutdown"
-        )
+        (ErrorKind::Interrupted, "Interrupted", "Interrupted by shutdown")
     );
     assert!(h.engine.is_stopped());
     assert!(h.send(Input::Shutdown).is_empty(), "shutdown is idempotent");
@@ -753,29 +553,14 @@ fn an_external_acceptors_watermark_cancels_late_arrivals_and_then_is_dropped() {
     s5.seq = Some(Seq(5));
     let mut s6 = Submit::new("s", "six");
     s6.seq = Some(Seq(6));
-    assert!(
-        h.send(Input::Cancel {
-            session: SessionId::new("s"),
-            up_to: Some(Seq(5))
-        })
-        .is_empty()
-    );
+    assert!(h.send(Input::Cancel { session: SessionId::new("s"), up_to: Some(Seq(5)) }).is_empty());
     let out = h.send(Input::Submit(s5));
     assert_eq!(
         kinds(&out),
-        [
-            "reply accepted",
-            "store ledger_outcome #5",
-            "commit",
-            "finished #5 Cancelled"
-        ]
+        ["reply accepted", "store ledger_outcome #5", "commit", "finished #5 Cancelled"]
     );
     let out = h.send(Input::Submit(s6));
-    assert_eq!(
-        kinds(&out),
-        ["reply accepted", "prepare #6"],
-        "above the watermark: untouched"
-    );
+    assert_eq!(kinds(&out), ["reply accepted", "prepare #6"], "above the watermark: untouched");
     let mut s4 = Submit::new("s", "four");
     s4.seq = Some(Seq(4));
     assert!(matches!(
@@ -789,16 +574,9 @@ fn a_reply_for_an_aborted_attempt_is_ignored() {
     let mut h = host();
     let a = active(&mut h, "s", "a");
     let step = h.step_of(a);
-    h.send(Input::Cancel {
-        session: SessionId::new("s"),
-        up_to: None,
-    });
-    let stale = Input::Step {
-        step,
-        event: turnstile_core::StepEvent::TextDelta {
-            text: "ghost".into(),
-        },
-    };
+    h.send(Input::Cancel { session: SessionId::new("s"), up_to: None });
+    let stale =
+        Input::Step { step, event: turnstile_core::StepEvent::TextDelta { text: "ghost".into() } };
     assert!(h.send(stale).is_empty());
 }
 
@@ -811,10 +589,7 @@ fn the_same_inputs_give_byte_identical_outputs() {
         h.tool_call(a, "t", "x");
         h.finish(a, FinishReason::ToolCalls);
         h.prepare(b);
-        h.send(Input::Cancel {
-            session: SessionId::new("s"),
-            up_to: None,
-        });
+        h.send(Input::Cancel { session: SessionId::new("s"), up_to: None });
         h.fire_next_timer();
         let c = active(&mut h, "s", "c");
         h.finish(c, FinishReason::Stop);

@@ -13,55 +13,20 @@ use turnstile_tests::harness::Host;
 /// An abstract host action; `pick` chooses among whatever IO is pending when it runs.
 #[derive(Clone, Debug)]
 enum Act {
-    Submit {
-        session: u8,
-        run: Option<u8>,
-        own: bool,
-        empty: bool,
-    },
-    Cancel {
-        session: u8,
-        up_to_newest_minus: Option<u8>,
-    },
-    CancelRun {
-        run: u8,
-    },
-    Clear {
-        session: u8,
-    },
+    Submit { session: u8, run: Option<u8>, own: bool, empty: bool },
+    Cancel { session: u8, up_to_newest_minus: Option<u8> },
+    CancelRun { run: u8 },
+    Clear { session: u8 },
     Shutdown,
-    Prepare {
-        pick: usize,
-        fail: bool,
-    },
-    Text {
-        pick: usize,
-    },
-    Call {
-        pick: usize,
-        id: u8,
-    },
-    Finish {
-        pick: usize,
-        reason: u8,
-    },
-    FailStep {
-        pick: usize,
-        class: u8,
-    },
-    ToolResult {
-        pick: usize,
-        stop: u8,
-    },
-    Timer {
-        pick: usize,
-    },
-    Stale {
-        pick: usize,
-    },
-    Advance {
-        ms: u16,
-    },
+    Prepare { pick: usize, fail: bool },
+    Text { pick: usize },
+    Call { pick: usize, id: u8 },
+    Finish { pick: usize, reason: u8 },
+    FailStep { pick: usize, class: u8 },
+    ToolResult { pick: usize, stop: u8 },
+    Timer { pick: usize },
+    Stale { pick: usize },
+    Advance { ms: u16 },
 }
 
 fn act() -> impl Strategy<Value = Act> {
@@ -96,52 +61,30 @@ fn pick<T: Clone>(v: &[T], i: usize) -> Option<T> {
 /// Applies one action; returns false when it had nothing to act on.
 fn apply(h: &mut Host, a: &Act) -> bool {
     let input = match a {
-        Act::Submit {
-            session: s,
-            run,
-            own,
-            empty,
-        } => {
+        Act::Submit { session: s, run, own, empty } => {
             // The prompt depends on the run, so a repeated run id is sometimes the same call
             // (idempotent) and sometimes a different one (a conflict).
-            let prompt = if *empty {
-                String::new()
-            } else {
-                format!("p{}", run.map_or(9, |r| r % 2))
-            };
+            let prompt =
+                if *empty { String::new() } else { format!("p{}", run.map_or(9, |r| r % 2)) };
             let mut sub = Submit::new(session(*s).as_str(), prompt);
             sub.run_id = run.map(|r| RunId::new(format!("r{r}")));
             sub.mode = own.then_some(Mode::OwnTurn);
             Input::Submit(sub)
         }
-        Act::Cancel {
-            session: s,
-            up_to_newest_minus,
-        } => {
+        Act::Cancel { session: s, up_to_newest_minus } => {
             let newest = h.replies.len() as u64; // a bound; the exact newest is not needed
             let up_to = up_to_newest_minus.map(|m| Seq(newest.saturating_sub(u64::from(m))));
-            Input::Cancel {
-                session: session(*s),
-                up_to,
-            }
+            Input::Cancel { session: session(*s), up_to }
         }
-        Act::CancelRun { run } => Input::CancelRun {
-            run_id: RunId::new(format!("r{run}")),
-        },
-        Act::Clear { session: s } => Input::ClearQueue {
-            session: session(*s),
-        },
+        Act::CancelRun { run } => Input::CancelRun { run_id: RunId::new(format!("r{run}")) },
+        Act::Clear { session: s } => Input::ClearQueue { session: session(*s) },
         Act::Shutdown => Input::Shutdown,
         Act::Prepare { pick: i, fail } => {
             let Some((session, seq)) = pick(&h.prepares, *i) else {
                 return false;
             };
             if *fail {
-                Input::PreparationFailed {
-                    session,
-                    seq,
-                    error: "no model".into(),
-                }
+                Input::PreparationFailed { session, seq, error: "no model".into() }
             } else {
                 Input::Prepared { session, seq }
             }
@@ -150,12 +93,7 @@ fn apply(h: &mut Host, a: &Act) -> bool {
             let Some(step) = pick(&h.steps, *i) else {
                 return false;
             };
-            Input::Step {
-                step,
-                event: StepEvent::TextDelta {
-                    text: "\ntext".into(),
-                },
-            }
+            Input::Step { step, event: StepEvent::TextDelta { text: "\ntext".into() } }
         }
         Act::Call { pick: i, id } => {
             let Some(step) = pick(&h.steps, *i) else {
@@ -179,29 +117,17 @@ fn apply(h: &mut Host, a: &Act) -> bool {
                 4 => FinishReason::ContentFilter,
                 _ => FinishReason::Other,
             };
-            Input::Step {
-                step,
-                event: StepEvent::Finished { reason },
-            }
+            Input::Step { step, event: StepEvent::Finished { reason } }
         }
         Act::FailStep { pick: i, class } => {
             let Some(step) = pick(&h.steps, *i) else {
                 return false;
             };
-            let class = [
-                ErrorClass::Provider,
-                ErrorClass::Transport,
-                ErrorClass::Unauthorized,
-            ][usize::from(*class)];
-            let error = ProviderError {
-                class,
-                title: Some("overloaded".into()),
-                message: "x".into(),
-            };
-            Input::Step {
-                step,
-                event: StepEvent::Failed { error },
-            }
+            let class = [ErrorClass::Provider, ErrorClass::Transport, ErrorClass::Unauthorized]
+                [usize::from(*class)];
+            let error =
+                ProviderError { class, title: Some("overloaded".into()), message: "x".into() };
+            Input::Step { step, event: StepEvent::Failed { error } }
         }
         Act::ToolResult { pick: i, stop } => {
             let Some((call, _)) = pick(&h.tools, *i) else {
@@ -214,11 +140,7 @@ fn apply(h: &mut Host, a: &Act) -> bool {
             };
             Input::ToolResult {
                 call,
-                result: ToolOutput {
-                    content: "r".into(),
-                    is_error: false,
-                    stop,
-                },
+                result: ToolOutput { content: "r".into(), is_error: false, stop },
             }
         }
         Act::Timer { pick: i } => {
@@ -254,10 +176,7 @@ fn apply(h: &mut Host, a: &Act) -> bool {
 }
 
 fn config() -> Config {
-    Config {
-        step_limit: 6,
-        ..Config::default()
-    }
+    Config { step_limit: 6, ..Config::default() }
 }
 
 fn run(acts: &[Act]) -> Host {

@@ -41,12 +41,8 @@ impl Scenario {
         t.header.name = Some(self.name.to_owned());
         t.header.rule = Some(self.rule.to_owned());
         t.header.origin = Some(serde_json::json!({ "scenario": self.name }));
-        t.header.expect_outcomes = Some(
-            self.outcomes
-                .iter()
-                .map(|(s, o)| (Seq(*s), *o))
-                .collect::<BTreeMap<_, _>>(),
-        );
+        t.header.expect_outcomes =
+            Some(self.outcomes.iter().map(|(s, o)| (Seq(*s), *o)).collect::<BTreeMap<_, _>>());
         t
     }
 }
@@ -60,10 +56,7 @@ fn own(session: &str, prompt: &str) -> Submit {
 }
 
 fn cancel(h: &mut Host, session: &str) {
-    h.send(Input::Cancel {
-        session: s(session),
-        up_to: None,
-    });
+    h.send(Input::Cancel { session: s(session), up_to: None });
 }
 
 fn tool_step(h: &mut Host, seq: Seq, call: &str) {
@@ -121,10 +114,7 @@ pub fn all() -> Vec<Scenario> {
             name: "acceptance-sequence-continues-after-restart",
             rule: "SPEC 3: sequences continue above the ledger's maximum after a restart",
             config: default_config,
-            start: || Start {
-                next_seq: Some(Seq(100)),
-                ..Start::default()
-            },
+            start: || Start { next_seq: Some(Seq(100)), ..Start::default() },
             run: |h| {
                 let a = h.submit(Submit::new("s", "a"));
                 h.prepare(a);
@@ -172,17 +162,11 @@ pub fn all() -> Vec<Scenario> {
                     fingerprint: Fingerprint::of(&submit),
                     outcome: Outcome::Completed,
                 };
-                Start {
-                    next_seq: Some(Seq(8)),
-                    runs: vec![known],
-                    ..Start::default()
-                }
+                Start { next_seq: Some(Seq(8)), runs: vec![known], ..Start::default() }
             },
             run: |h| {
                 h.send(Input::Submit(Submit::new("s", "a").with_run_id("r1")));
-                h.send(Input::CancelRun {
-                    run_id: RunId::new("r1"),
-                });
+                h.send(Input::CancelRun { run_id: RunId::new("r1") });
             },
             outcomes: &[],
         },
@@ -301,10 +285,7 @@ pub fn all() -> Vec<Scenario> {
         Scenario {
             name: "turn-end-step-limit",
             rule: "SPEC 4.6 case 2: the step limit fails the submission with kind step_limit",
-            config: || Config {
-                step_limit: 2,
-                ..Config::default()
-            },
+            config: || Config { step_limit: 2, ..Config::default() },
             start: no_start,
             run: |h| {
                 let a = h.submit(own("s", "a").with_run_id("r"));
@@ -337,10 +318,7 @@ pub fn all() -> Vec<Scenario> {
             |h| {
                 let a = h.submit(Submit::new("s", "a").with_run_id("r"));
                 cancel(h, "s");
-                h.send(Input::Prepared {
-                    session: s("s"),
-                    seq: a,
-                });
+                h.send(Input::Prepared { session: s("s"), seq: a });
             }
         ),
         scenario!(
@@ -416,10 +394,7 @@ pub fn all() -> Vec<Scenario> {
                 let call = h.tools[0].0.clone();
                 cancel(h, "s");
                 h.fire_next_timer();
-                h.send(Input::ToolResult {
-                    call,
-                    result: ToolOutput::ok("too late"),
-                });
+                h.send(Input::ToolResult { call, result: ToolOutput::ok("too late") });
             }
         ),
         scenario!(
@@ -433,28 +408,17 @@ pub fn all() -> Vec<Scenario> {
                 h.prepare(a);
                 h.prepare(b);
                 h.prepare(c);
-                h.send(Input::CancelRun {
-                    run_id: RunId::new("rb"),
-                });
+                h.send(Input::CancelRun { run_id: RunId::new("rb") });
                 h.finish(a, FinishReason::Stop);
-                h.send(Input::CancelRun {
-                    run_id: RunId::new("ra"),
-                });
-                h.send(Input::CancelRun {
-                    run_id: RunId::new("unknown"),
-                });
+                h.send(Input::CancelRun { run_id: RunId::new("ra") });
+                h.send(Input::CancelRun { run_id: RunId::new("unknown") });
                 h.finish(c, FinishReason::Stop);
             }
         ),
         scenario!(
             "clear-queue-leaves-active-turn-g07",
             "SPEC 4.10, G-07: clear_queue ends every waiting submission and touches neither the active turn nor later ones",
-            &[
-                (1, Completed),
-                (2, Cancelled),
-                (3, Cancelled),
-                (4, Completed)
-            ],
+            &[(1, Completed), (2, Cancelled), (3, Cancelled), (4, Completed)],
             |h| {
                 let a = h.submit(own("s", "a"));
                 h.prepare(a);
@@ -463,10 +427,7 @@ pub fn all() -> Vec<Scenario> {
                 h.prepare(c);
                 h.send(Input::ClearQueue { session: s("s") });
                 let d = h.submit(own("s", "d"));
-                h.send(Input::Prepared {
-                    session: s("s"),
-                    seq: b,
-                });
+                h.send(Input::Prepared { session: s("s"), seq: b });
                 h.prepare(d);
                 h.finish(a, FinishReason::Stop);
                 h.finish(d, FinishReason::Stop);
@@ -534,30 +495,17 @@ pub fn all() -> Vec<Scenario> {
                 cancel(h, "s");
                 h.send(Input::Step {
                     step: step.clone(),
-                    event: StepEvent::TextDelta {
-                        text: "ghost".into(),
-                    },
+                    event: StepEvent::TextDelta { text: "ghost".into() },
                 });
                 h.send(Input::Step {
                     step,
-                    event: StepEvent::Finished {
-                        reason: FinishReason::Stop,
-                    },
+                    event: StepEvent::Finished { reason: FinishReason::Stop },
                 });
-                h.send(Input::Prepared {
-                    session: s("s"),
-                    seq: a,
-                });
-                h.send(Input::Prepared {
-                    session: s("s"),
-                    seq: Seq(99),
-                });
+                h.send(Input::Prepared { session: s("s"), seq: a });
+                h.send(Input::Prepared { session: s("s"), seq: Seq(99) });
                 let b = h.submit(own("s", "b"));
                 h.prepare(b);
-                h.send(Input::Prepared {
-                    session: s("s"),
-                    seq: b,
-                });
+                h.send(Input::Prepared { session: s("s"), seq: b });
                 h.finish(b, FinishReason::Stop);
             }
         ),
@@ -566,10 +514,7 @@ pub fn all() -> Vec<Scenario> {
             "SPEC 4.10, G-08: a submission that reaches the core after a cancel covering it ends cancelled on entry; one above is untouched",
             &[(5, Cancelled), (6, Completed)],
             |h| {
-                h.send(Input::Cancel {
-                    session: s("s"),
-                    up_to: Some(Seq(5)),
-                });
+                h.send(Input::Cancel { session: s("s"), up_to: Some(Seq(5)) });
                 let mut five = Submit::new("s", "five");
                 five.seq = Some(Seq(5));
                 h.send(Input::Submit(five));
@@ -588,10 +533,7 @@ pub fn all() -> Vec<Scenario> {
                 let a = h.submit(own("t", "a"));
                 h.prepare(a);
                 let b = h.submit(own("s", "b"));
-                h.send(Input::Cancel {
-                    session: s("s"),
-                    up_to: Some(Seq(2)),
-                });
+                h.send(Input::Cancel { session: s("s"), up_to: Some(Seq(2)) });
                 let c = h.submit(own("s", "c"));
                 h.prepare(c);
                 h.finish(a, FinishReason::Stop);
@@ -608,9 +550,7 @@ pub fn all() -> Vec<Scenario> {
                 h.prepare(a);
                 let b = h.submit(Submit::new("s", "b").with_run_id("rb"));
                 h.prepare(b);
-                h.send(Input::CancelRun {
-                    run_id: RunId::new("rb"),
-                });
+                h.send(Input::CancelRun { run_id: RunId::new("rb") });
                 let c = h.submit(Submit::new("s", "c"));
                 h.prepare(c);
                 tool_step(h, a, "t1");
@@ -643,18 +583,10 @@ pub fn all() -> Vec<Scenario> {
                 let call = h.tools[0].0.clone();
                 let b = h.submit(own("s", "b"));
                 h.prepare(b);
-                h.send(Input::CancelRun {
-                    run_id: RunId::new("none"),
-                });
-                h.send(Input::Cancel {
-                    session: s("s"),
-                    up_to: Some(a),
-                });
+                h.send(Input::CancelRun { run_id: RunId::new("none") });
+                h.send(Input::Cancel { session: s("s"), up_to: Some(a) });
                 h.fire_next_timer();
-                h.send(Input::ToolResult {
-                    call,
-                    result: ToolOutput::ok("late"),
-                });
+                h.send(Input::ToolResult { call, result: ToolOutput::ok("late") });
                 h.finish(b, FinishReason::Stop);
             }
         ),

@@ -53,11 +53,7 @@ fn scenario_traces_are_current() {
 #[test]
 fn every_trace_replays_with_its_expected_outputs_and_outcomes() {
     let files = trace_files(&traces_dir());
-    assert!(
-        files.len() >= 25,
-        "expected at least 25 traces, found {}",
-        files.len()
-    );
+    assert!(files.len() >= 25, "expected at least 25 traces, found {}", files.len());
     for path in files {
         let text = fs::read_to_string(&path).expect("read");
         let trace = Trace::parse(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
@@ -74,12 +70,7 @@ fn every_trace_replays_with_its_expected_outputs_and_outcomes() {
             path.display()
         );
         let stem = path.file_stem().and_then(|s| s.to_str()).map(str::to_owned);
-        assert_eq!(
-            trace.header.name,
-            stem,
-            "{}: a trace is named after its file",
-            path.display()
-        );
+        assert_eq!(trace.header.name, stem, "{}: a trace is named after its file", path.display());
     }
 }
 
@@ -100,10 +91,7 @@ fn a_changed_expectation_is_reported_with_its_line() {
     let expect = l.expect.as_mut().expect("expectations");
     expect[0]["kind"]["type"] = serde_json::json!("stopped");
     let err = replay(&trace).expect_err("must differ").to_string();
-    assert!(
-        err.starts_with(&format!("line {line}: output 0 differs")),
-        "{err}"
-    );
+    assert!(err.starts_with(&format!("line {line}: output 0 differs")), "{err}");
 }
 
 #[test]
@@ -120,10 +108,7 @@ fn a_wrong_expected_outcome_is_reported() {
         .expect("outcomes")
         .insert(turnstile_core::Seq(3), turnstile_core::Outcome::Failed);
     let err = replay(&trace).expect_err("must differ").to_string();
-    assert_eq!(
-        err,
-        "submission 3: expected outcome Failed, got Some(Completed)"
-    );
+    assert_eq!(err, "submission 3: expected outcome Failed, got Some(Completed)");
 }
 
 #[test]
@@ -132,10 +117,7 @@ fn malformed_traces_fail_with_the_line_at_fault() {
     let header = good.lines().next().expect("header");
     let cases = [
         ("", "line 1: empty trace: a header line is required"),
-        (
-            "{\"format\":\"x\",\"version\":1}\n",
-            "line 1: header: format is \"x\"",
-        ),
+        ("{\"format\":\"x\",\"version\":1}\n", "line 1: header: format is \"x\""),
         (
             "{\"format\":\"turnstile-trace\",\"version\":9}\n",
             "line 1: header: version 9 is not supported",
@@ -154,9 +136,7 @@ fn malformed_traces_fail_with_the_line_at_fault() {
     );
     let unknown_field =
         format!("{header}\n{{\"at\":0,\"input\":{{\"type\":\"shutdown\"}},\"extra\":1}}\n");
-    let err = Trace::parse(&unknown_field)
-        .expect_err("unknown field")
-        .to_string();
+    let err = Trace::parse(&unknown_field).expect_err("unknown field").to_string();
     assert!(err.starts_with("line 2: unknown field `extra`"), "{err}");
     let bad_input = format!("{header}\n\n{{\"at\":0,\"input\":{{\"type\":\"launch\"}}}}\n");
     assert!(
@@ -180,10 +160,7 @@ fn main_scenarios_snapshot() {
         "turn-end-provider-error-g01",
         "watermark-external-acceptor-g08",
     ] {
-        let sc = scenarios::all()
-            .into_iter()
-            .find(|s| s.name == name)
-            .expect("scenario");
+        let sc = scenarios::all().into_iter().find(|s| s.name == name).expect("scenario");
         let mut engine = turnstile_core::Engine::new((sc.config)(), (sc.start)()).expect("engine");
         let mut steps = Vec::new();
         for (_, l) in sc.trace().lines {

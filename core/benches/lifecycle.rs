@@ -40,9 +40,7 @@ fn record() -> Vec<(Millis, Input)> {
                         OutputKind::StartStep { step } if step.seq.0 % 3 == 0 => {
                             queue.push(Input::Step {
                                 step,
-                                event: StepEvent::Finished {
-                                    reason: FinishReason::Stop,
-                                },
+                                event: StepEvent::Finished { reason: FinishReason::Stop },
                             });
                         }
                         _ => {}
@@ -70,20 +68,10 @@ fn record() -> Vec<(Millis, Input)> {
             feed(&mut engine, &mut inputs, now, Input::Submit(s));
         }
         let closing = match x % 4 {
-            0 => Input::Cancel {
-                session: session.clone(),
-                up_to: None,
-            },
-            1 => Input::CancelRun {
-                run_id: RunId::new(format!("run-{round}")),
-            },
-            2 => Input::ClearQueue {
-                session: session.clone(),
-            },
-            _ => Input::Cancel {
-                session: SessionId::new("idle"),
-                up_to: None,
-            },
+            0 => Input::Cancel { session: session.clone(), up_to: None },
+            1 => Input::CancelRun { run_id: RunId::new(format!("run-{round}")) },
+            2 => Input::ClearQueue { session: session.clone() },
+            _ => Input::Cancel { session: SessionId::new("idle"), up_to: None },
         };
         feed(&mut engine, &mut inputs, now, closing);
     }
@@ -141,10 +129,8 @@ fn main() {
     let inputs = record();
     let n = inputs.len() as f64;
     // TURNSTILE_BENCH_REPS=1 makes a quick run for profilers.
-    let reps = std::env::var("TURNSTILE_BENCH_REPS")
-        .ok()
-        .and_then(|r| r.parse().ok())
-        .unwrap_or(15);
+    let reps =
+        std::env::var("TURNSTILE_BENCH_REPS").ok().and_then(|r| r.parse().ok()).unwrap_or(15);
     // Interleave the two so both see the same machine load.
     let (mut engine_best, mut base_best) = (Duration::MAX, Duration::MAX);
     for _ in 0..reps.min(3) {
@@ -159,18 +145,7 @@ fn main() {
         SESSIONS,
         ROUNDS
     );
-    println!(
-        "  engine   {:>12.0} events/s  ({:>7.1} ns/event)",
-        engine_rate,
-        1e9 / engine_rate
-    );
-    println!(
-        "  baseline {:>12.0} events/s  ({:>7.1} ns/event)",
-        base_rate,
-        1e9 / base_rate
-    );
-    println!(
-        "  ratio    {:>12.3} of baseline (target >= 0.200)",
-        engine_rate / base_rate
-    );
+    println!("  engine   {:>12.0} events/s  ({:>7.1} ns/event)", engine_rate, 1e9 / engine_rate);
+    println!("  baseline {:>12.0} events/s  ({:>7.1} ns/event)", base_rate, 1e9 / base_rate);
+    println!("  ratio    {:>12.3} of baseline (target >= 0.200)", engine_rate / base_rate);
 }

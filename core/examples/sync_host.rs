@@ -17,11 +17,7 @@ use turnstile_core::{
 /// What the scripted model does on each step of a session: text, tool calls, finish.
 fn model(prompt_step: u32) -> (String, Vec<(&'static str, &'static str)>, FinishReason) {
     match prompt_step {
-        0 => (
-            "Let me list the files.".into(),
-            vec![("call-1", "ls")],
-            FinishReason::ToolCalls,
-        ),
+        0 => ("Let me list the files.".into(), vec![("call-1", "ls")], FinishReason::ToolCalls),
         _ => ("There are two files.".into(), vec![], FinishReason::Stop),
     }
 }
@@ -45,9 +41,7 @@ impl Host {
         self.inbox.push_back(input);
         // Step 1 and 2 of the host protocol: one input, then drain and act, until quiet.
         while let Some(input) = self.inbox.pop_front() {
-            self.engine
-                .handle(self.now, input)
-                .expect("this host follows the protocol");
+            self.engine.handle(self.now, input).expect("this host follows the protocol");
             while let Some(out) = self.engine.poll_output() {
                 self.act(out.kind);
             }
@@ -69,20 +63,13 @@ impl Host {
                 } else {
                     text
                 };
-                let calls = if step.session.as_str() == "ops" {
-                    vec![("call-9", "slow")]
-                } else {
-                    calls
-                };
-                let ev = |event| Input::Step {
-                    step: step.clone(),
-                    event,
-                };
+                let calls =
+                    if step.session.as_str() == "ops" { vec![("call-9", "slow")] } else { calls };
+                let ev = |event| Input::Step { step: step.clone(), event };
                 self.inbox.push_back(ev(StepEvent::TextDelta { text }));
                 for (id, name) in calls {
                     let (id, name, input) = (CallId::new(id), name.to_owned(), "{}".to_owned());
-                    self.inbox
-                        .push_back(ev(StepEvent::ToolCall { id, name, input }));
+                    self.inbox.push_back(ev(StepEvent::ToolCall { id, name, input }));
                 }
                 self.inbox.push_back(ev(StepEvent::Finished { reason }));
             }
@@ -90,9 +77,7 @@ impl Host {
                 Some(result) => self.inbox.push_back(Input::ToolResult { call, result }),
                 None => writeln!(self.log, "{:>6} ms  tool {name} hangs", self.now.0).unwrap(),
             },
-            OutputKind::SetTimer {
-                timer, deadline, ..
-            } => {
+            OutputKind::SetTimer { timer, deadline, .. } => {
                 self.timers.insert(timer, deadline);
             }
             OutputKind::CancelTimer { timer } => {
@@ -110,11 +95,7 @@ impl Host {
                 "{:>6} ms  #{} {} {:?} {:?} text={:?}",
                 self.now.0,
                 c.seq(),
-                if c.is_run_complete() {
-                    "RunComplete"
-                } else {
-                    "outcome"
-                },
+                if c.is_run_complete() { "RunComplete" } else { "outcome" },
                 c.outcome(),
                 c.stop_reason(),
                 c.text().unwrap_or("")
@@ -146,18 +127,13 @@ pub fn transcript() -> String {
         log: String::new(),
     };
     // The follow-up is submitted while the first turn's tool result is pending, so it folds.
-    h.inbox.push_back(Input::Submit(
-        Submit::new("dev", "What files are here?").with_run_id("run-1"),
-    ));
+    h.inbox
+        .push_back(Input::Submit(Submit::new("dev", "What files are here?").with_run_id("run-1")));
     h.send(Input::Submit(Submit::new("dev", "And be brief.")));
     h.now = Millis(100);
-    h.send(Input::Submit(
-        Submit::new("ops", "Run the slow check.").with_run_id("run-2"),
-    ));
+    h.send(Input::Submit(Submit::new("ops", "Run the slow check.").with_run_id("run-2")));
     h.now = Millis(200);
-    h.send(Input::CancelRun {
-        run_id: RunId::new("run-2"),
-    });
+    h.send(Input::CancelRun { run_id: RunId::new("run-2") });
     h.fire_timers();
     h.send(Input::Shutdown);
     writeln!(

@@ -28,6 +28,11 @@ fn validate(st: &State, submit: &Submit) -> Result<(), Rejection> {
 /// `Submit`: reply first (SPEC 7 step 1), then either the preparation request, or, when a cancel
 /// watermark already covers the sequence (an external acceptor, SPEC 4.10), `cancelled` at once.
 pub(crate) fn on_submit(st: &mut State, tx: &mut Tx, submit: Submit) {
+    debug_assert!(st.outcomes_decided <= st.accepted, "I1: no more outcomes than submissions");
+    debug_assert!(
+        st.watermarks.values().all(|wm| *wm >= st.next_seq),
+        "watermarks cover only what can arrive"
+    );
     if let Err(error) = validate(st, &submit) {
         tx.reply(OutputKind::Reply(Reply::Rejected { error }));
         return;
@@ -45,40 +50,21 @@ pub(crate) fn on_submit(st: &mut State, tx: &mut Tx, submit: Submit) {
                 outcome: known.outcome,
             }
         } else {
-            Reply::Rejected {
-                error: Rejection::RunIdConflict(run_id.clone()),
-            }
+            Reply::Rejected { error: Rejection::RunIdConflict(run_id.clone()) }
         };
         tx.reply(OutputKind::Reply(reply));
         return;
     }
-    debug_assert!(
-        submit.seq.is_none_or(|q| q >= st.next_seq),
-        "checked by the engine"
-    );
+    debug_assert!(submit.seq.is_none_or(|q| q >= st.next_seq), "checked by the engine");
 
     let seq = submit.seq.unwrap_or(st.next_seq);
     st.next_seq = Seq(seq.0 + 1);
     st.accepted += 1;
-    let mode = if submit.run_id.is_some() {
-        Mode::OwnTurn
-    } else {
-        submit.mode.unwrap_or(Mode::Fold)
-    };
-    let Submit {
-        session,
-        prompt,
-        attachments,
-        run_id,
-        ..
-    } = submit;
+    let mode =
+        if submit.run_id.is_some() { Mode::OwnTurn } else { submit.mode.unwrap_or(Mode::Fold) };
+    let Submit { session, prompt, attachments, run_id, .. } = submit;
     if let (Some(run_id), Some(fingerprint)) = (&run_id, fingerprint) {
-        let entry = RunEntry {
-            session: session.clone(),
-            seq,
-            fingerprint,
-            outcome: None,
-        };
+        let entry = RunEntry { session: session.clone(), seq, fingerprint, outcome: None };
         st.runs.insert(run_id.clone(), entry);
     }
     tx.reply(OutputKind::Reply(Reply::Accepted {
@@ -87,14 +73,7 @@ pub(crate) fn on_submit(st: &mut State, tx: &mut Tx, submit: Submit) {
         run_id: run_id.clone(),
         mode,
     }));
-    let sub = Submission {
-        seq,
-        session: session.clone(),
-        run_id,
-        mode,
-        prompt,
-        attachments,
-    };
+    let sub = Submission { seq, session: session.clone(), run_id, mode, prompt, attachments };
     let covered = st.watermarks.get(&session).is_some_and(|wm| seq <= *wm);
     // A watermark is dropped as soon as nothing it covers can still arrive (SPEC 4.10).
     let next = st.next_seq;
@@ -104,10 +83,7 @@ pub(crate) fn on_submit(st: &mut State, tx: &mut Tx, submit: Submit) {
         return;
     }
     st.with_session(&session, true, |_, s| {
-        s.queue.push_back(Waiting {
-            sub,
-            prep: Prep::Preparing,
-        });
+        s.queue.push_back(Waiting { sub, prep: Prep::Preparing });
     });
     tx.handoff(seq, OutputKind::Prepare { session, seq });
 }

@@ -27,11 +27,7 @@ pub(crate) fn hand_off(st: &mut State, tx: &mut Tx, s: &mut Session) {
     let turn = st.new_turn();
     tx.handoff(
         seq,
-        OutputKind::Store(StoreOp::LedgerActivated {
-            session: s.id.clone(),
-            seq,
-            turn,
-        }),
+        OutputKind::Store(StoreOp::LedgerActivated { session: s.id.clone(), seq, turn }),
     );
     let id = st.new_message();
     tx.handoff(
@@ -88,12 +84,7 @@ pub(crate) fn start_step(st: &mut State, tx: &mut Tx, s: &mut Session) {
     for c in folded {
         tx.handoff(seq, OutputKind::Finished(c));
     }
-    let step = crate::input::StepIo {
-        session: s.id.clone(),
-        seq,
-        turn: t.id,
-        step: t.step,
-        attempt: 0,
-    };
+    let step =
+        crate::input::StepIo { session: s.id.clone(), seq, turn: t.id, step: t.step, attempt: 0 };
     tx.handoff(seq, OutputKind::StartStep { step });
 }

@@ -22,6 +22,14 @@ pub(crate) fn on_cancel(
     session: &SessionId,
     up_to: Option<Seq>,
 ) {
+    debug_assert!(
+        st.watermarks.values().all(|wm| *wm >= st.next_seq),
+        "stale watermarks are dropped (G-08)"
+    );
+    debug_assert!(
+        st.sessions.get(session).is_none_or(|s| !s.is_idle()),
+        "idle sessions are forgotten"
+    );
     let newest = Seq(st.next_seq.0.saturating_sub(1));
     let wm = up_to.unwrap_or(newest);
     if wm >= st.next_seq {
@@ -43,6 +51,8 @@ pub(crate) fn on_cancel_run(st: &mut State, tx: &mut Tx, now: Millis, run_id: &R
         return;
     }
     let (session, target) = (run.session.clone(), run.seq);
+    debug_assert!(target < st.next_seq, "a run's sequence was assigned");
+    debug_assert!(st.sessions.contains_key(&session), "an unfinished run's session has work");
     st.with_session(&session, false, |st, s| {
         cover(st, tx, now, s, &|seq| seq == target, Verdict::Cancelled)
     });
@@ -51,7 +61,11 @@ pub(crate) fn on_cancel_run(st: &mut State, tx: &mut Tx, now: Millis, run_id: &R
 /// `ClearQueue`: every waiting submission ends `cancelled`; the active turn is untouched.
 pub(crate) fn on_clear_queue(st: &mut State, tx: &mut Tx, session: &SessionId) {
     st.with_session(session, false, |st, s| {
-        end_waiting(st, tx, s, &|_| true, &Verdict::Cancelled)
+        debug_assert!(s.queue.iter().all(|w| w.sub.session == s.id), "filed under its session");
+        debug_assert!(s.queue.iter().is_sorted_by_key(|w| w.sub.seq), "I7: acceptance order");
+        let idle_before = matches!(s.lane, Lane::Idle);
+        end_waiting(st, tx, s, &|_| true, &Verdict::Cancelled);
+        debug_assert_eq!(idle_before, matches!(s.lane, Lane::Idle), "the active turn is untouched");
     });
 }
 
@@ -70,22 +84,15 @@ pub(crate) fn end_waiting(
     let ended = if covered == s.queue.len() {
         std::mem::take(&mut s.queue)
     } else {
-        let (ended, kept) = std::mem::take(&mut s.queue)
-            .into_iter()
-            .partition(|w| covers(w.sub.seq));
+        let (ended, kept) =
+            std::mem::take(&mut s.queue).into_iter().partition(|w| covers(w.sub.seq));
         s.queue = kept;
         ended
     };
     for w in ended {
         let seq = w.sub.seq;
         if w.prep == Prep::Preparing {
-            tx.abort(
-                seq,
-                OutputKind::AbortPreparation {
-                    session: s.id.clone(),
-                    seq,
-                },
-            );
+            tx.abort(seq, OutputKind::AbortPreparation { session: s.id.clone(), seq });
         }
         outcome::decide(st, tx, w.sub, verdict.clone(), None);
     }
@@ -121,13 +128,7 @@ pub(crate) fn abort_turn(st: &mut State, tx: &mut Tx, now: Millis, s: &mut Sessi
     match t.phase {
         Phase::Aborting { .. } => {}
         Phase::Streaming { attempt } => {
-            let step = StepIo {
-                session: s.id.clone(),
-                seq,
-                turn: t.id,
-                step: t.step,
-                attempt,
-            };
+            let step = StepIo { session: s.id.clone(), seq, turn: t.id, step: t.step, attempt };
             tx.abort(seq, OutputKind::AbortStep { step });
             cleanup::end_turn(st, tx, s, TurnEnd::Aborted(cause));
         }
@@ -145,19 +146,9 @@ pub(crate) fn abort_turn(st: &mut State, tx: &mut Tx, now: Millis, s: &mut Sessi
             let grace = match cause {
                 Abort::Cancel => {
                     let deadline = now.plus_ms(st.config.cancel_grace_ms);
-                    let purpose = TimerPurpose::CancelGrace {
-                        session: s.id.clone(),
-                        turn: t.id,
-                    };
+                    let purpose = TimerPurpose::CancelGrace { session: s.id.clone(), turn: t.id };
                     let timer = st.new_timer(deadline, purpose.clone());
-                    tx.handoff(
-                        seq,
-                        OutputKind::SetTimer {
-                            timer,
-                            deadline,
-                            purpose,
-                        },
-                    );
+                    tx.handoff(seq, OutputKind::SetTimer { timer, deadline, purpose });
                     Some(timer)
                 }
                 Abort::Shutdown => None,

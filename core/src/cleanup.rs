@@ -56,11 +56,7 @@ pub(crate) fn provider_error(e: ProviderError) -> ErrorInfo {
         Some(t) if !t.is_empty() && e.class == ErrorClass::Provider => title_case(t),
         _ => default.to_owned(),
     };
-    ErrorInfo {
-        kind,
-        title,
-        message: e.message,
-    }
+    ErrorInfo { kind, title, message: e.message }
 }
 
 /// "rate limit exceeded" → "Rate Limit Exceeded".
@@ -68,9 +64,7 @@ fn title_case(s: &str) -> String {
     s.split(' ')
         .map(|w| {
             let mut c = w.chars();
-            c.next()
-                .map(|f| f.to_uppercase().chain(c).collect::<String>())
-                .unwrap_or_default()
+            c.next().map(|f| f.to_uppercase().chain(c).collect::<String>()).unwrap_or_default()
         })
         .collect::<Vec<_>>()
         .join(" ")
@@ -84,9 +78,7 @@ pub(crate) fn end_turn(st: &mut State, tx: &mut Tx, s: &mut Session, end: TurnEn
     };
     let mut t = *t;
     let seq = t.owner.seq;
-    if let Phase::Aborting {
-        grace: Some(timer), ..
-    } = t.phase
+    if let Phase::Aborting { grace: Some(timer), .. } = t.phase
         && st.timers.remove(&timer).is_some()
     {
         tx.abort(seq, OutputKind::CancelTimer { timer });
@@ -95,43 +87,27 @@ pub(crate) fn end_turn(st: &mut State, tx: &mut Tx, s: &mut Session, end: TurnEn
         TurnEnd::Done(v) => (FAILED_TOOL_RESULT, None, v),
         TurnEnd::Failed(e) => (
             FAILED_TOOL_RESULT,
-            Some(MessageFinish::Error {
-                title: e.title.clone(),
-                message: e.message.clone(),
-            }),
+            Some(MessageFinish::Error { title: e.title.clone(), message: e.message.clone() }),
             Verdict::Failed(e),
         ),
         TurnEnd::Aborted(Abort::Cancel) => (
             CANCELLED_TOOL_RESULT,
-            Some(MessageFinish::Canceled {
-                message: CANCELED_FINISH.to_owned(),
-            }),
+            Some(MessageFinish::Canceled { message: CANCELED_FINISH.to_owned() }),
             Verdict::Cancelled,
         ),
         TurnEnd::Aborted(Abort::Shutdown) => (
             CANCELLED_TOOL_RESULT,
-            Some(MessageFinish::Canceled {
-                message: SHUTDOWN_FINISH.to_owned(),
-            }),
+            Some(MessageFinish::Canceled { message: SHUTDOWN_FINISH.to_owned() }),
             Verdict::Interrupted(shutdown_error()),
         ),
     };
     // A tool result never comes between a call and the message's finish: finish first.
     if let (MessageState::Open, Some(finish)) = (t.message_state, finish) {
-        let op = StoreOp::MessageFinished {
-            session: s.id.clone(),
-            seq,
-            id: t.message,
-            finish,
-        };
+        let op = StoreOp::MessageFinished { session: s.id.clone(), seq, id: t.message, finish };
         tx.decided(seq, OutputKind::Store(op));
         t.message_state = MessageState::Finished;
     }
-    for c in t
-        .calls
-        .iter_mut()
-        .filter(|c| !matches!(c.result, CallResult::Reported { .. }))
-    {
+    for c in t.calls.iter_mut().filter(|c| !matches!(c.result, CallResult::Reported { .. })) {
         c.result = CallResult::Reported { stop: None };
         let op = StoreOp::ToolResult {
             session: s.id.clone(),

@@ -1,4 +1,5 @@
-//! The engine: one input door ([`Engine::handle`]), one output door ([`Engine::poll_output`]).
+//! The engine (SPEC section 2): one input door ([`Engine::handle`]), one output door
+//! ([`Engine::poll_output`]), the host-protocol checks, and the dispatch to the handlers.
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -55,10 +56,7 @@ impl Engine {
                 });
             }
             if runs.get(&r.run_id).is_some() {
-                return Err(HostError::InvalidStart {
-                    run_id: r.run_id,
-                    reason: "listed twice",
-                });
+                return Err(HostError::InvalidStart { run_id: r.run_id, reason: "listed twice" });
             }
             let entry = RunEntry {
                 session: r.session,
@@ -111,9 +109,7 @@ impl Engine {
         if st.outcomes_decided > st.accepted {
             self.tx = Tx::default();
             self.state = Err("more outcomes decided than submissions accepted");
-            return Err(HostError::Internal(
-                "more outcomes decided than submissions accepted",
-            ));
+            return Err(HostError::Internal("more outcomes decided than submissions accepted"));
         }
         let (outputs, next) = (&mut self.outputs, &mut self.next_output);
         self.tx.finish(|kind| {
@@ -142,22 +138,14 @@ impl Engine {
     /// The earliest deadline of an armed timer, if any: the host should wake then.
     #[must_use]
     pub fn next_deadline(&self) -> Option<Millis> {
-        self.state
-            .as_ref()
-            .ok()?
-            .timers
-            .values()
-            .map(|t| t.deadline)
-            .min()
+        self.state.as_ref().ok()?.timers.values().map(|t| t.deadline).min()
     }
 
     /// True while the session has an active turn (including one aborting) or any waiting
     /// submission (SPEC 3 "Busy").
     #[must_use]
     pub fn is_busy(&self, session: &SessionId) -> bool {
-        self.state
-            .as_ref()
-            .is_ok_and(|st| st.sessions.contains_key(session))
+        self.state.as_ref().is_ok_and(|st| st.sessions.contains_key(session))
     }
 
     /// The number of waiting submissions of a session. The core never drops one; a host may
@@ -180,9 +168,7 @@ impl Engine {
     /// True once shutdown completed ([`crate::OutputKind::Stopped`] was emitted).
     #[must_use]
     pub fn is_stopped(&self) -> bool {
-        self.state
-            .as_ref()
-            .is_ok_and(|st| st.closing == Closing::Closed)
+        self.state.as_ref().is_ok_and(|st| st.closing == Closing::Closed)
     }
 
     /// The configuration the engine runs with.
@@ -209,11 +195,9 @@ fn check_protocol(st: &State, last: Millis, now: Millis, input: &Input) -> Resul
     }
     match input {
         Input::TimerFired { timer } => match st.timers.get(timer) {
-            Some(t) if t.deadline > now => Err(HostError::TimerNotDue {
-                timer: *timer,
-                deadline: t.deadline,
-                now,
-            }),
+            Some(t) if t.deadline > now => {
+                Err(HostError::TimerNotDue { timer: *timer, deadline: t.deadline, now })
+            }
             _ => Ok(()),
         },
         Input::Submit(s) => match s.seq {
@@ -236,15 +220,57 @@ fn dispatch(st: &mut State, tx: &mut Tx, now: Millis, input: Input) {
         Input::ClearQueue { session } => cancel::on_clear_queue(st, tx, &session),
         Input::Shutdown => shutdown::on_shutdown(st, tx, now),
         Input::Prepared { session, seq } => preparation::on_prepared(st, tx, &session, seq),
-        Input::PreparationFailed {
-            session,
-            seq,
-            error,
-        } => {
+        Input::PreparationFailed { session, seq, error } => {
             preparation::on_preparation_failed(st, tx, &session, seq, error);
         }
         Input::Step { step, event } => step::on_step(st, tx, step, event),
         Input::ToolResult { call, result } => step::on_tool_result(st, tx, call, result),
-        Input::TimerFired { timer } => shutdown::on_timer(st, tx, timer),
+        Input::TimerFired { timer } => shutdown::on_timer(st, tx, now, timer),
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::expect_used)]
+mod tests {
+    use super::*;
+    use crate::input::Submit;
+    use crate::state::Prep;
+
+    /// STYLE 7: the checker runs after every transition; a state corrupted behind the engine's
+    /// back is caught at the next input (a debug panic), not silently carried on.
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "I7: session s: queue not in acceptance order")]
+    fn a_corrupted_state_is_caught_after_the_next_input() {
+        let mut e = Engine::new(Config::default(), Start::default()).expect("start");
+        for p in ["a", "b", "c"] {
+            e.handle(Millis(0), Input::Submit(Submit::new("s", p))).expect("valid");
+        }
+        // The test-only hook: reach into the state and swap two queue entries.
+        let st = e.state.as_mut().expect("running");
+        let q = &mut st.sessions.get_mut(&SessionId::new("s")).expect("session").queue;
+        q.swap(0, 1);
+        assert_eq!(q[0].prep, Prep::Preparing);
+        // Any input will do; this one changes nothing, so only the corruption is there to find.
+        let _ = e.handle(Millis(1), Input::CancelRun { run_id: crate::ids::RunId::new("none") });
+    }
+
+    #[test]
+    fn the_checker_reports_a_corruption_by_name() {
+        let mut e = Engine::new(Config::default(), Start::default()).expect("start");
+        e.handle(Millis(0), Input::Submit(Submit::new("s", "a"))).expect("valid");
+        assert_eq!(crate::invariants::check_invariants(&e), Ok(()));
+        e.state.as_mut().expect("running").outcomes_decided += 1;
+        let v = crate::invariants::check_invariants(&e).expect_err("corrupted");
+        assert_eq!(v.invariant, "I1");
+    }
+
+    /// STYLE 11: an engine can move to another thread, and outputs stay small.
+    #[test]
+    fn engine_is_send_and_outputs_stay_small() {
+        fn send<T: Send>() {}
+        send::<Engine>();
+        assert!(std::mem::size_of::<Output>() <= 96, "{}", std::mem::size_of::<Output>());
+        assert!(std::mem::size_of::<Input>() <= 96, "{}", std::mem::size_of::<Input>());
     }
 }

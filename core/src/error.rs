@@ -1,4 +1,5 @@
-//! Host misuse and internal failure (STYLE 4): the two things `handle` may return as errors.
+//! Host misuse and internal failure (SPEC section 2, STYLE 4): the two things `handle` may
+//! return as errors.
 //!
 //! Provider, tool and store failures are *inputs* that lead to outcomes, never errors here.
 
@@ -51,26 +52,15 @@ impl fmt::Display for HostError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             HostError::TimeWentBackwards { last, now } => {
-                write!(
-                    f,
-                    "time went backwards: input at {} ms after one at {} ms",
-                    now.0, last.0
-                )
+                write!(f, "time went backwards: input at {} ms after one at {} ms", now.0, last.0)
             }
-            HostError::TimerNotDue {
-                timer,
-                deadline,
-                now,
-            } => write!(
+            HostError::TimerNotDue { timer, deadline, now } => write!(
                 f,
                 "timer {} fired at {} ms before its deadline {} ms",
                 timer.0, now.0, deadline.0
             ),
             HostError::SequenceNotIncreasing { seq, last } => {
-                write!(
-                    f,
-                    "submitted sequence {seq} is not above the newest sequence {last}"
-                )
+                write!(f, "submitted sequence {seq} is not above the newest sequence {last}")
             }
             HostError::InvalidStart { run_id, reason } => {
                 write!(f, "invalid start state at run {run_id}: {reason}")

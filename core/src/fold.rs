@@ -21,20 +21,12 @@ pub(crate) fn fold_prefix(st: &mut State, tx: &mut Tx, s: &mut Session) -> Vec<C
     while matches!(s.queue.front(), Some(w) if w.prep == Prep::Prepared && w.sub.mode == Mode::Fold)
     {
         let Some(w) = s.queue.pop_front() else { break };
-        debug_assert!(
-            w.sub.seq > owner,
-            "the queue holds only later submissions (I7)"
-        );
+        debug_assert!(w.sub.seq > owner, "the queue holds only later submissions (I7)");
         let id = st.new_message();
         let (seq, text) = (w.sub.seq, w.sub.prompt.clone());
         tx.handoff(
             owner,
-            OutputKind::Store(StoreOp::UserMessage {
-                session: s.id.clone(),
-                seq,
-                id,
-                text,
-            }),
+            OutputKind::Store(StoreOp::UserMessage { session: s.id.clone(), seq, id, text }),
         );
         let (op, completion) = outcome::fold(st, w.sub);
         tx.handoff(owner, OutputKind::Store(op));

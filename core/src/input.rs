@@ -279,11 +279,7 @@ impl ToolOutput {
     /// A successful result with this text.
     #[must_use]
     pub fn ok(content: impl Into<String>) -> ToolOutput {
-        ToolOutput {
-            content: content.into(),
-            is_error: false,
-            stop: None,
-        }
+        ToolOutput { content: content.into(), is_error: false, stop: None }
     }
 }
 

@@ -21,7 +21,7 @@ use crate::ids::{CallId, MessageId, RunId, Seq, SessionId, TimerId};
 use crate::input::{CallIo, Input, Mode, StepEvent, StepIo};
 use crate::outcome::Outcome;
 use crate::output::{Output, OutputKind, Reply, StoreOp, TimerPurpose};
-use crate::state::{CallResult, Closing, Lane, MessageState, Phase, Prep, State};
+use crate::state::{CallResult, Closing, Lane, MessageState, Phase, Prep, Session, State};
 
 /// A broken invariant: which one (`"I1"` ... `"I13"`) and what was seen.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -41,10 +41,7 @@ impl fmt::Display for Violation {
 impl std::error::Error for Violation {}
 
 fn fail<T>(invariant: &'static str, detail: impl Into<String>) -> Result<T, Violation> {
-    Err(Violation {
-        invariant,
-        detail: detail.into(),
-    })
+    Err(Violation { invariant, detail: detail.into() })
 }
 
 /// Checks the engine's state. O(size of the state): the engine calls it after every input in
@@ -57,117 +54,76 @@ pub fn check_invariants(engine: &Engine) -> Result<(), Violation> {
         Ok(st) => st,
         Err(what) => return fail("internal", format!("the engine failed: {what}")),
     };
-    let mut unfinished = 0u64;
-    let mut live_runs = 0usize;
+    let (mut unfinished, mut live_runs) = (0u64, 0usize);
     for (id, s) in &st.sessions {
-        if s.id != *id {
-            return fail(
-                "internal",
-                format!("session {id} is filed under another id"),
-            );
-        }
-        if s.is_idle() {
-            return fail("internal", format!("idle session {id} was not forgotten"));
-        }
-        let owner = match &s.lane {
-            Lane::Turn(t) => Some(t.owner.seq),
-            Lane::Idle => None,
-        };
-        let mut prev = owner;
-        for w in &s.queue {
-            if prev.is_some_and(|p| w.sub.seq <= p) {
-                return fail(
-                    "I7",
-                    format!(
-                        "session {id}: queue not in acceptance order at {}",
-                        w.sub.seq
-                    ),
-                );
-            }
-            prev = Some(w.sub.seq);
-            if w.sub.session != *id {
-                return fail(
-                    "internal",
-                    format!("submission {} filed under session {id}", w.sub.seq),
-                );
-            }
-        }
-        if owner.is_none()
-            && st.closing == Closing::Open
-            && s.queue.front().is_some_and(|w| w.prep == Prep::Prepared)
-        {
-            return fail(
-                "I6",
-                format!("session {id} is idle while its prepared head waits (G-16)"),
-            );
-        }
-        if st.closing != Closing::Open && !s.queue.is_empty() {
-            return fail(
-                "I6",
-                format!("session {id} keeps waiting submissions during shutdown (G-20)"),
-            );
-        }
-        let subs = s.queue.iter().map(|w| &w.sub).chain(match &s.lane {
-            Lane::Turn(t) => Some(&t.owner),
-            Lane::Idle => None,
-        });
-        for sub in subs {
-            unfinished += 1;
-            if let Some(r) = &sub.run_id {
-                live_runs += 1;
-                if sub.mode != Mode::OwnTurn {
-                    return fail("internal", format!("run {r} is not own_turn"));
-                }
-                match st.runs.get(r) {
-                    Some(e) if e.seq == sub.seq && e.outcome.is_none() => {}
-                    _ => {
-                        return fail(
-                            "I1",
-                            format!("run {r} is unfinished but the ledger disagrees"),
-                        );
-                    }
-                }
-            }
-        }
-        if let Lane::Turn(t) = &s.lane {
-            check_turn(st, id, t)?;
-        }
+        let (held, runs) = check_session(st, id, s)?;
+        unfinished += held;
+        live_runs += runs;
     }
     if unfinished != st.unfinished() {
-        return fail(
-            "I1",
-            format!(
-                "{unfinished} submissions held, {} unfinished counted",
-                st.unfinished()
-            ),
-        );
+        let counted = st.unfinished();
+        return fail("I1", format!("{unfinished} submissions held, {counted} unfinished counted"));
     }
     let ledger_live = st.runs.iter().filter(|(_, e)| e.outcome.is_none()).count();
     if ledger_live != live_runs {
-        return fail(
-            "I1",
-            format!("{ledger_live} live runs in the ledger, {live_runs} held"),
-        );
+        return fail("I1", format!("{ledger_live} live runs in the ledger, {live_runs} held"));
     }
     check_timers(st)?;
     if st.closing == Closing::Closed && !st.sessions.is_empty() {
         return fail("I6", "shutdown completed with unfinished submissions");
     }
     if let Some((s, wm)) = st.watermarks.iter().find(|(_, wm)| **wm < st.next_seq) {
-        return fail(
-            "internal",
-            format!("watermark {wm} of {s} outlived what it covers (G-08)"),
-        );
+        return fail("internal", format!("watermark {wm} of {s} outlived what it covers (G-08)"));
     }
     Ok(())
 }
 
+/// One session: queue order (I7), no idle gap (I6, G-16), runs consistent with the ledger (I1).
+/// Returns how many unfinished submissions and live runs it holds.
+fn check_session(st: &State, id: &SessionId, s: &Session) -> Result<(u64, usize), Violation> {
+    if s.id != *id || s.is_idle() {
+        return fail("internal", format!("session {id} is misfiled or idle and not forgotten"));
+    }
+    let owner = match &s.lane {
+        Lane::Turn(t) => Some(&t.owner),
+        Lane::Idle => None,
+    };
+    let mut prev = owner.map(|o| o.seq);
+    for w in &s.queue {
+        if prev.is_some_and(|p| w.sub.seq <= p) {
+            let at = w.sub.seq;
+            return fail("I7", format!("session {id}: queue not in acceptance order at {at}"));
+        }
+        prev = Some(w.sub.seq);
+    }
+    let open = st.closing == Closing::Open;
+    if owner.is_none() && open && s.queue.front().is_some_and(|w| w.prep == Prep::Prepared) {
+        return fail("I6", format!("session {id} is idle while its prepared head waits (G-16)"));
+    }
+    if !open && !s.queue.is_empty() {
+        return fail("I6", format!("session {id} keeps waiting submissions in shutdown (G-20)"));
+    }
+    let (mut held, mut runs) = (0u64, 0usize);
+    for sub in s.queue.iter().map(|w| &w.sub).chain(owner) {
+        held += 1;
+        if sub.session != *id {
+            return fail("internal", format!("submission {} filed under session {id}", sub.seq));
+        }
+        let Some(r) = &sub.run_id else { continue };
+        runs += 1;
+        let consistent = st.runs.get(r).is_some_and(|e| e.seq == sub.seq && e.outcome.is_none());
+        if sub.mode != Mode::OwnTurn || !consistent {
+            return fail("I1", format!("run {r} is not own_turn or the ledger disagrees"));
+        }
+    }
+    if let Lane::Turn(t) = &s.lane {
+        check_turn(st, id, t)?;
+    }
+    Ok((held, runs))
+}
+
 fn check_turn(st: &State, id: &SessionId, t: &crate::state::Turn) -> Result<(), Violation> {
-    let running = t
-        .calls
-        .iter()
-        .filter(|c| c.result == CallResult::Running)
-        .count();
+    let running = t.calls.iter().filter(|c| c.result == CallResult::Running).count();
     match t.phase {
         Phase::Streaming { .. } => {
             if t.message_state != MessageState::Open
@@ -181,10 +137,7 @@ fn check_turn(st: &State, id: &SessionId, t: &crate::state::Turn) -> Result<(), 
         }
         Phase::Tools { .. } => {
             if running == 0 {
-                return fail(
-                    "I6",
-                    format!("session {id}: a tool step waits with no tool running"),
-                );
+                return fail("I6", format!("session {id}: a tool step waits with no tool running"));
             }
         }
         Phase::Aborting { grace, .. } => {
@@ -201,24 +154,15 @@ fn check_turn(st: &State, id: &SessionId, t: &crate::state::Turn) -> Result<(), 
                 }
             };
             if !armed {
-                return fail(
-                    "I6",
-                    format!("session {id}: an aborted turn has no timer to end it"),
-                );
+                return fail("I6", format!("session {id}: an aborted turn has no timer to end it"));
             }
         }
     }
     if st.closing != Closing::Open && !matches!(t.phase, Phase::Aborting { .. }) {
-        return fail(
-            "I6",
-            format!("session {id}: a turn still runs during shutdown"),
-        );
+        return fail("I6", format!("session {id}: a turn still runs during shutdown"));
     }
     if t.calls.len() > st.config.calls_per_step_max as usize {
-        return fail(
-            "internal",
-            format!("session {id}: more calls than calls_per_step_max"),
-        );
+        return fail("internal", format!("session {id}: more calls than calls_per_step_max"));
     }
     Ok(())
 }
@@ -319,10 +263,7 @@ impl Auditor {
     /// The first [`Violation`] found.
     pub fn observe(&mut self, input: &Input, outputs: &[Output]) -> Result<(), Violation> {
         if self.is_stale(input) && !outputs.is_empty() {
-            return fail(
-                "I13",
-                format!("a stale reply produced {} outputs", outputs.len()),
-            );
+            return fail("I13", format!("a stale reply produced {} outputs", outputs.len()));
         }
         self.take_reply(input);
         self.claim(input);
@@ -332,10 +273,7 @@ impl Auditor {
         if !self.dirty.is_empty() {
             return fail(
                 "I9",
-                format!(
-                    "writes of {:?} left uncommitted at the end of a transition",
-                    self.dirty
-                ),
+                format!("writes of {:?} left uncommitted at the end of a transition", self.dirty),
             );
         }
         if self.unfinished() > 0 && self.pending_io() == 0 {
@@ -362,10 +300,7 @@ impl Auditor {
             Input::Prepared { seq, .. } | Input::PreparationFailed { seq, .. } => {
                 self.prepares.remove(seq);
             }
-            Input::Step {
-                step,
-                event: StepEvent::Finished { .. } | StepEvent::Failed { .. },
-            } => {
+            Input::Step { step, event: StepEvent::Finished { .. } | StepEvent::Failed { .. } } => {
                 self.steps.remove(step);
             }
             Input::ToolResult { call, .. } => {
@@ -393,10 +328,8 @@ impl Auditor {
             }
             Input::ClearQueue { session } => (Some(session), Box::new(|_, s: &Sub| !s.activated)),
             Input::Shutdown => {
-                for s in self
-                    .subs
-                    .values_mut()
-                    .filter(|s| s.outcome.is_none() && s.claimed.is_none())
+                for s in
+                    self.subs.values_mut().filter(|s| s.outcome.is_none() && s.claimed.is_none())
                 {
                     s.claimed = Some(Outcome::Interrupted);
                 }
@@ -418,10 +351,7 @@ impl Auditor {
     fn sub(&mut self, seq: Seq, what: &str) -> Result<&mut Sub, Violation> {
         match self.subs.get_mut(&seq) {
             Some(s) => Ok(s),
-            None => fail(
-                "I2",
-                format!("{what} for submission {seq}, which was never accepted"),
-            ),
+            None => fail("I2", format!("{what} for submission {seq}, which was never accepted")),
         }
     }
 
@@ -489,20 +419,11 @@ impl Auditor {
     }
 
     fn reply(&mut self, r: &Reply) -> Result<(), Violation> {
-        let Reply::Accepted {
-            session,
-            seq,
-            run_id,
-            ..
-        } = r
-        else {
+        let Reply::Accepted { session, seq, run_id, .. } = r else {
             return Ok(());
         };
         if self.newest.is_some_and(|n| *seq <= n) {
-            return fail(
-                "I7",
-                format!("sequence {seq} assigned after {:?}", self.newest),
-            );
+            return fail("I7", format!("sequence {seq} assigned after {:?}", self.newest));
         }
         self.newest = Some(*seq);
         if let Some(r) = run_id
@@ -528,10 +449,7 @@ impl Auditor {
         if let Some(seq) = op.seq() {
             let s = self.sub(seq, "a write")?;
             if s.outcome.is_some() {
-                return fail(
-                    "I9",
-                    format!("a write for submission {seq} after its completion"),
-                );
+                return fail("I9", format!("a write for submission {seq} after its completion"));
             }
         }
         self.dirty.insert(session.clone());
@@ -567,24 +485,15 @@ impl Auditor {
                 self.sub(*seq, "a user message")?.user_message = true;
             }
             StoreOp::AssistantMessage { seq, id, .. } => {
-                log.push(Record::Assistant {
-                    id: *id,
-                    finished: false,
-                });
+                log.push(Record::Assistant { id: *id, finished: false });
                 self.must_be_activated(*seq)?;
             }
             StoreOp::ToolCall { seq, id, call, .. } => {
-                log.push(Record::Call {
-                    id: *id,
-                    call: call.clone(),
-                });
+                log.push(Record::Call { id: *id, call: call.clone() });
                 self.must_be_activated(*seq)?;
             }
             StoreOp::ToolResult { seq, id, call, .. } => {
-                log.push(Record::Result {
-                    id: *id,
-                    call: call.clone(),
-                });
+                log.push(Record::Result { id: *id, call: call.clone() });
                 self.must_be_activated(*seq)?;
             }
             StoreOp::MessageFinished { seq, id, .. } => {
@@ -595,10 +504,7 @@ impl Auditor {
                 {
                     Some(Record::Assistant { finished, .. }) if !*finished => *finished = true,
                     _ => {
-                        return fail(
-                            "I8",
-                            format!("message {id} finished twice or never created"),
-                        );
+                        return fail("I8", format!("message {id} finished twice or never created"));
                     }
                 }
                 self.must_be_activated(*seq)?;
@@ -633,10 +539,7 @@ impl Auditor {
             return fail("I1", format!("submission {seq} got a second outcome"));
         }
         if s.run_id.as_ref() != c.run_id() || s.session != *c.session() {
-            return fail(
-                "I2",
-                format!("completion of {seq} names another run or session"),
-            );
+            return fail("I2", format!("completion of {seq} names another run or session"));
         }
         if let Some(r) = c.run_id()
             && !self.completed_runs.insert(r.clone())
@@ -669,10 +572,7 @@ impl Auditor {
             );
         }
         if c.message_id().is_some() != s.activated || c.text().is_some() != s.activated {
-            return fail(
-                "I9",
-                format!("submission {seq}: message_id/text present iff activated"),
-            );
+            return fail("I9", format!("submission {seq}: message_id/text present iff activated"));
         }
         let wants_error = matches!(c.outcome(), Outcome::Failed | Outcome::Interrupted);
         if c.error().is_some() != wants_error {
@@ -732,19 +632,12 @@ impl Auditor {
             if results.get(c) != Some(&1) {
                 return fail(
                     "I8",
-                    format!(
-                        "session {session}: call {} has {:?} results",
-                        c.1,
-                        results.get(c)
-                    ),
+                    format!("session {session}: call {} has {:?} results", c.1, results.get(c)),
                 );
             }
         }
         if results.keys().any(|k| !open_calls.contains(k)) {
-            return fail(
-                "I8",
-                format!("session {session}: a result without its call"),
-            );
+            return fail("I8", format!("session {session}: a result without its call"));
         }
         Ok(())
     }

@@ -60,10 +60,7 @@ impl Fingerprint {
     pub fn from_hex(text: &str) -> Result<Fingerprint, String> {
         let bytes = text.as_bytes();
         if bytes.len() != 64 {
-            return Err(format!(
-                "a fingerprint has 64 hex digits, not {}",
-                bytes.len()
-            ));
+            return Err(format!("a fingerprint has 64 hex digits, not {}", bytes.len()));
         }
         let digit = |c: u8| match c {
             b'0'..=b'9' => Ok(c - b'0'),

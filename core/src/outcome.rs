@@ -208,12 +208,7 @@ fn complete(
         Verdict::Failed(e) | Verdict::Interrupted(e) => (None, Some(e)),
         Verdict::Cancelled | Verdict::Folded => (None, None),
     };
-    let Submission {
-        seq,
-        session,
-        run_id,
-        ..
-    } = sub;
+    let Submission { seq, session, run_id, .. } = sub;
     if let Some(run_id) = &run_id {
         st.runs.finish(run_id, outcome);
     }
@@ -243,19 +238,9 @@ pub(crate) fn decide(
     let completion = complete(st, sub, verdict, last);
     let session = completion.0.session.clone();
     if completion.0.message_id.is_some() {
-        tx.decided(
-            seq,
-            OutputKind::Store(StoreOp::Flush {
-                session: session.clone(),
-            }),
-        );
+        tx.decided(seq, OutputKind::Store(StoreOp::Flush { session: session.clone() }));
     }
-    tx.decided(
-        seq,
-        OutputKind::Store(StoreOp::LedgerOutcome {
-            completion: completion.clone(),
-        }),
-    );
+    tx.decided(seq, OutputKind::Store(StoreOp::LedgerOutcome { completion: completion.clone() }));
     tx.decided(seq, OutputKind::Commit { session });
     tx.decided(seq, OutputKind::Finished(completion));
 }
@@ -263,15 +248,7 @@ pub(crate) fn decide(
 /// Ends a folded submission (SPEC 4.3). The caller writes the returned ledger op in the
 /// transaction of the turn it joined and publishes the completion after that commit.
 pub(crate) fn fold(st: &mut State, sub: Submission) -> (StoreOp, Completion) {
-    debug_assert!(
-        sub.run_id.is_none(),
-        "a submission with a RunId is never folded (SPEC 3)"
-    );
+    debug_assert!(sub.run_id.is_none(), "a submission with a RunId is never folded (SPEC 3)");
     let completion = complete(st, sub, Verdict::Folded, None);
-    (
-        StoreOp::LedgerOutcome {
-            completion: completion.clone(),
-        },
-        completion,
-    )
+    (StoreOp::LedgerOutcome { completion: completion.clone() }, completion)
 }

@@ -2,8 +2,9 @@
 
 use crate::admission;
 use crate::ids::{Seq, SessionId};
+use crate::input::Mode;
 use crate::outcome::{self, ErrorInfo, ErrorKind, Verdict};
-use crate::state::{Prep, State};
+use crate::state::{Closing, Prep, State};
 use crate::transition::Tx;
 
 /// The title of a `preparation` failure (SPEC names the kind; the title is ours).
@@ -14,14 +15,16 @@ pub const PREPARATION_TITLE: &str = "Preparation Failed";
 pub(crate) fn on_prepared(st: &mut State, tx: &mut Tx, session: &SessionId, seq: Seq) {
     st.with_session(session, false, |st, s| {
         // Guard (I13): only a preparing entry of this session accepts the reply.
-        let Some(entry) = s
-            .queue
-            .iter_mut()
-            .find(|w| w.sub.seq == seq && w.prep == Prep::Preparing)
+        let Some(entry) =
+            s.queue.iter_mut().find(|w| w.sub.seq == seq && w.prep == Prep::Preparing)
         else {
             return;
         };
         debug_assert_eq!(entry.sub.session, *session);
+        debug_assert!(
+            entry.sub.run_id.is_none() || entry.sub.mode == Mode::OwnTurn,
+            "RunId: own_turn"
+        );
         entry.prep = Prep::Prepared;
         admission::hand_off(st, tx, s);
     });
@@ -37,10 +40,7 @@ pub(crate) fn on_preparation_failed(
     error: String,
 ) {
     st.with_session(session, false, |st, s| {
-        let Some(pos) = s
-            .queue
-            .iter()
-            .position(|w| w.sub.seq == seq && w.prep == Prep::Preparing)
+        let Some(pos) = s.queue.iter().position(|w| w.sub.seq == seq && w.prep == Prep::Preparing)
         else {
             return;
         };
@@ -48,6 +48,7 @@ pub(crate) fn on_preparation_failed(
             return;
         };
         debug_assert_eq!(entry.sub.seq, seq);
+        debug_assert_eq!(st.closing, Closing::Open, "no waiting entry survives shutdown's start");
         let info = ErrorInfo {
             kind: ErrorKind::Preparation,
             title: PREPARATION_TITLE.to_owned(),

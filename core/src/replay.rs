@@ -76,34 +76,21 @@ pub enum ReplayFailure {
 impl fmt::Display for ReplayFailure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let show = |v: &Option<serde_json::Value>| {
-            v.as_ref()
-                .map_or_else(|| "nothing".to_owned(), |v| v.to_string())
+            v.as_ref().map_or_else(|| "nothing".to_owned(), |v| v.to_string())
         };
         match self {
             ReplayFailure::Host { line, error } => write!(f, "line {line}: host error: {error}"),
             ReplayFailure::Violation { line, violation } => {
                 write!(f, "line {line}: invariant {violation}")
             }
-            ReplayFailure::Mismatch {
-                line,
-                index,
-                expected,
-                actual,
-            } => write!(
+            ReplayFailure::Mismatch { line, index, expected, actual } => write!(
                 f,
                 "line {line}: output {index} differs\n  expected: {}\n  actual:   {}",
                 show(expected),
                 show(actual)
             ),
-            ReplayFailure::Outcome {
-                seq,
-                expected,
-                actual,
-            } => {
-                write!(
-                    f,
-                    "submission {seq}: expected outcome {expected:?}, got {actual:?}"
-                )
+            ReplayFailure::Outcome { seq, expected, actual } => {
+                write!(f, "submission {seq}: expected outcome {expected:?}, got {actual:?}")
             }
         }
     }
@@ -140,13 +127,8 @@ pub fn bless(trace: &Trace) -> Result<Trace, ReplayFailure> {
 
 fn run(trace: &Trace) -> Result<(ReplayReport, Vec<Vec<Output>>), ReplayFailure> {
     let header_line = 1;
-    let mut engine =
-        Engine::new(trace.header.config.clone(), trace.header.start.clone()).map_err(|error| {
-            ReplayFailure::Host {
-                line: header_line,
-                error,
-            }
-        })?;
+    let mut engine = Engine::new(trace.header.config.clone(), trace.header.start.clone())
+        .map_err(|error| ReplayFailure::Host { line: header_line, error })?;
     let mut auditor = Auditor::new(&trace.header.start);
     let mut hasher = Sha256::new();
     let mut report = ReplayReport {
@@ -194,11 +176,7 @@ fn run(trace: &Trace) -> Result<(ReplayReport, Vec<Vec<Output>>), ReplayFailure>
     for (seq, expected) in trace.header.expect_outcomes.iter().flatten() {
         let actual = outcomes.get(seq).copied();
         if actual != Some(*expected) {
-            return Err(ReplayFailure::Outcome {
-                seq: *seq,
-                expected: *expected,
-                actual,
-            });
+            return Err(ReplayFailure::Outcome { seq: *seq, expected: *expected, actual });
         }
     }
     report.unfinished = engine.unfinished();

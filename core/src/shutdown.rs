@@ -14,6 +14,11 @@ pub(crate) fn on_shutdown(st: &mut State, tx: &mut Tx, now: Millis) {
     if st.closing != Closing::Open {
         return; // shutdown is idempotent
     }
+    debug_assert!(st.sessions.values().all(|s| !s.is_idle()), "idle sessions are forgotten");
+    debug_assert!(
+        st.timers.values().all(|t| t.purpose != TimerPurpose::ShutdownDeadline),
+        "no deadline before shutdown"
+    );
     st.closing = Closing::Draining { deadline: None };
     let ids: Vec<SessionId> = st.sessions.keys().cloned().collect();
     for id in &ids {
@@ -26,14 +31,8 @@ pub(crate) fn on_shutdown(st: &mut State, tx: &mut Tx, now: Millis) {
     if !st.sessions.is_empty() {
         let deadline = now.plus_ms(st.config.shutdown_deadline_ms);
         let timer = st.new_timer(deadline, TimerPurpose::ShutdownDeadline);
-        tx.tail(OutputKind::SetTimer {
-            timer,
-            deadline,
-            purpose: TimerPurpose::ShutdownDeadline,
-        });
-        st.closing = Closing::Draining {
-            deadline: Some(timer),
-        };
+        tx.tail(OutputKind::SetTimer { timer, deadline, purpose: TimerPurpose::ShutdownDeadline });
+        st.closing = Closing::Draining { deadline: Some(timer) };
     }
 }
 
@@ -56,19 +55,22 @@ pub(crate) fn finish_if_drained(st: &mut State, tx: &mut Tx) {
 
 /// `TimerFired`: a grace timer cleans up its turn; the shutdown deadline cleans up every turn
 /// still aborting. A timer that is not armed is stale and ignored (I13).
-pub(crate) fn on_timer(st: &mut State, tx: &mut Tx, timer: TimerId) {
+pub(crate) fn on_timer(st: &mut State, tx: &mut Tx, now: Millis, timer: TimerId) {
     let Some(t) = st.timers.remove(&timer) else {
         return;
     };
+    debug_assert!(t.deadline <= now, "the engine refuses early firings");
+    debug_assert!(
+        t.purpose != TimerPurpose::ShutdownDeadline
+            || matches!(st.closing, Closing::Draining { .. }),
+        "the deadline exists only while draining"
+    );
     match t.purpose {
         TimerPurpose::CancelGrace { session, turn } => {
             st.with_session(&session, false, |st, s| {
                 let cause = match &s.lane {
                     Lane::Turn(tn) if tn.id == turn => match tn.phase {
-                        Phase::Aborting {
-                            cause,
-                            grace: Some(g),
-                        } if g == timer => cause,
+                        Phase::Aborting { cause, grace: Some(g) } if g == timer => cause,
                         _ => return,
                     },
                     _ => return,

@@ -57,11 +57,7 @@ pub(crate) struct Session {
 impl Session {
     /// An empty session (also the placeholder while [`State::with_session`] holds one).
     fn vacant(id: &SessionId) -> Session {
-        Session {
-            id: id.clone(),
-            queue: VecDeque::new(),
-            lane: Lane::Idle,
-        }
+        Session { id: id.clone(), queue: VecDeque::new(), lane: Lane::Idle }
     }
 
     /// True when the session has nothing unfinished (SPEC 3 "Busy" is the negation).
@@ -114,10 +110,7 @@ pub(crate) enum MessageState {
 impl Turn {
     /// The current step's assistant message and text, for the completion (SPEC 5).
     pub(crate) fn last_message(&self) -> crate::outcome::LastMessage {
-        crate::outcome::LastMessage {
-            id: self.message,
-            text: self.text.clone(),
-        }
+        crate::outcome::LastMessage { id: self.message, text: self.text.clone() }
     }
 }
 
@@ -150,10 +143,7 @@ pub(crate) enum Phase {
     /// mapped finish, needed once the last tool reports (SPEC 4.6).
     Tools { finish: crate::input::FinishReason },
     /// Aborted; clean-up waits for running tools or for the timer.
-    Aborting {
-        cause: Abort,
-        grace: Option<TimerId>,
-    },
+    Aborting { cause: Abort, grace: Option<TimerId> },
 }
 
 /// Why a turn was aborted: decides its outcome and its finish text (SPEC 4.9, 4.10).

@@ -29,10 +29,7 @@ fn streaming_turn<'a>(s: &'a mut Session, io: &StepIo) -> Option<&'a mut Turn> {
             if t.id == io.turn
                 && t.owner.seq == io.seq
                 && t.step == io.step
-                && t.phase
-                    == Phase::Streaming {
-                        attempt: io.attempt,
-                    } =>
+                && t.phase == Phase::Streaming { attempt: io.attempt } =>
         {
             Some(t)
         }
@@ -48,51 +45,23 @@ pub(crate) fn on_step(st: &mut State, tx: &mut Tx, io: StepIo, event: StepEvent)
         let Some(t) = streaming_turn(s, &io) else {
             return;
         };
-        debug_assert_eq!(
-            t.message_state,
-            MessageState::Open,
-            "a streaming message has no finish"
-        );
+        debug_assert_eq!(t.message_state, MessageState::Open, "a streaming message has no finish");
         debug_assert!(t.calls.iter().all(|c| c.result == CallResult::Pending));
         let (seq, id) = (io.seq, t.message);
         match event {
             StepEvent::TextDelta { text } => {
                 t.text.push_str(&text);
-                tx.decided(
-                    seq,
-                    OutputKind::Store(StoreOp::AppendText {
-                        session,
-                        seq,
-                        id,
-                        text,
-                    }),
-                );
+                tx.decided(seq, OutputKind::Store(StoreOp::AppendText { session, seq, id, text }));
                 tx.seal_decided(seq);
             }
-            StepEvent::ToolCall {
-                id: call,
-                name,
-                input,
-            } => {
+            StepEvent::ToolCall { id: call, name, input } => {
                 if t.seen.contains(&call) || t.calls.len() >= calls_max {
                     return; // a repeated id runs once and has one result (SPEC 4.4)
                 }
                 t.seen.insert(call.clone());
                 let (name2, input2) = (name.clone(), input.clone());
-                t.calls.push(Call {
-                    id: call.clone(),
-                    name,
-                    input,
-                    result: CallResult::Pending,
-                });
-                let op = StoreOp::ToolCall {
-                    session,
-                    seq,
-                    id,
-                    call,
-                    name: name2,
-                    input: input2,
-                };
+                t.calls.push(Call { id: call.clone(), name, input, result: CallResult::Pending });
+                let op = StoreOp::ToolCall { session, seq, id, call, name: name2, input: input2 };
                 tx.decided(seq, OutputKind::Store(op));
                 tx.seal_decided(seq);
             }
@@ -110,12 +79,7 @@ fn on_stream_finished(st: &mut State, tx: &mut Tx, s: &mut Session, reason: Fini
     let Lane::Turn(t) = &mut s.lane else { return };
     let seq = t.owner.seq;
     let finish = message_finish(reason);
-    let op = StoreOp::MessageFinished {
-        session: s.id.clone(),
-        seq,
-        id: t.message,
-        finish,
-    };
+    let op = StoreOp::MessageFinished { session: s.id.clone(), seq, id: t.message, finish };
     tx.decided(seq, OutputKind::Store(op));
     tx.seal_decided(seq);
     t.message_state = MessageState::Finished;
@@ -124,21 +88,9 @@ fn on_stream_finished(st: &mut State, tx: &mut Tx, s: &mut Session, reason: Fini
     }
     for c in &mut t.calls {
         c.result = CallResult::Running;
-        let call = CallIo {
-            session: s.id.clone(),
-            seq,
-            turn: t.id,
-            step: t.step,
-            call: c.id.clone(),
-        };
-        tx.handoff(
-            seq,
-            OutputKind::RunTool {
-                call,
-                name: c.name.clone(),
-                input: c.input.clone(),
-            },
-        );
+        let call =
+            CallIo { session: s.id.clone(), seq, turn: t.id, step: t.step, call: c.id.clone() };
+        tx.handoff(seq, OutputKind::RunTool { call, name: c.name.clone(), input: c.input.clone() });
     }
     t.phase = Phase::Tools { finish: reason };
 }
@@ -152,17 +104,13 @@ pub(crate) fn on_tool_result(st: &mut State, tx: &mut Tx, io: CallIo, result: To
         if t.id != io.turn || t.owner.seq != io.seq || t.step != io.step {
             return;
         }
-        let Some(c) = t
-            .calls
-            .iter_mut()
-            .find(|c| c.id == io.call && c.result == CallResult::Running)
+        let Some(c) =
+            t.calls.iter_mut().find(|c| c.id == io.call && c.result == CallResult::Running)
         else {
             return;
         };
-        debug_assert!(matches!(
-            t.phase,
-            Phase::Tools { .. } | Phase::Aborting { .. }
-        ));
+        debug_assert!(matches!(t.phase, Phase::Tools { .. } | Phase::Aborting { .. }));
+        debug_assert_eq!(t.message_state, MessageState::Finished, "tools run after the stream");
         c.result = CallResult::Reported { stop: result.stop };
         let seq = t.owner.seq;
         let op = StoreOp::ToolResult {
@@ -215,12 +163,12 @@ fn after_step(st: &mut State, tx: &mut Tx, s: &mut Session, reason: FinishReason
             FinishReason::Stop => {
                 Some(TurnEnd::Done(Verdict::Completed(Some(StopReason::EndTurn))))
             }
-            FinishReason::Length => Some(TurnEnd::Done(Verdict::Completed(Some(
-                StopReason::MaxTokens,
-            )))),
-            FinishReason::ContentFilter => Some(TurnEnd::Done(Verdict::Completed(Some(
-                StopReason::ContentFilter,
-            )))),
+            FinishReason::Length => {
+                Some(TurnEnd::Done(Verdict::Completed(Some(StopReason::MaxTokens))))
+            }
+            FinishReason::ContentFilter => {
+                Some(TurnEnd::Done(Verdict::Completed(Some(StopReason::ContentFilter))))
+            }
             FinishReason::Other => Some(TurnEnd::Done(Verdict::Completed(None))),
         }
     };

@@ -114,26 +114,19 @@ impl Trace {
     /// A [`TraceError`] naming the first bad line: a missing or malformed header, an unknown
     /// version, a line that is not a valid input (truncated JSON included).
     pub fn parse(text: &str) -> Result<Trace, TraceError> {
-        let mut lines = text
-            .lines()
-            .enumerate()
-            .map(|(i, l)| (i + 1, l))
-            .filter(|(_, l)| !l.trim().is_empty());
+        let mut lines =
+            text.lines().enumerate().map(|(i, l)| (i + 1, l)).filter(|(_, l)| !l.trim().is_empty());
         let Some((n, first)) = lines.next() else {
             return Err(TraceError {
                 line: 1,
                 message: "empty trace: a header line is required".to_owned(),
             });
         };
-        let header: TraceHeader = serde_json::from_str(first).map_err(|e| TraceError {
-            line: n,
-            message: format!("header: {e}"),
-        })?;
+        let header: TraceHeader = serde_json::from_str(first)
+            .map_err(|e| TraceError { line: n, message: format!("header: {e}") })?;
         if header.format != TRACE_FORMAT {
-            let message = format!(
-                "header: format is {:?}, expected {TRACE_FORMAT:?}",
-                header.format
-            );
+            let message =
+                format!("header: format is {:?}, expected {TRACE_FORMAT:?}", header.format);
             return Err(TraceError { line: n, message });
         }
         if header.version != TRACE_VERSION {
@@ -145,10 +138,8 @@ impl Trace {
         }
         let mut out = Vec::new();
         for (n, l) in lines {
-            let line: TraceLine = serde_json::from_str(l).map_err(|e| TraceError {
-                line: n,
-                message: e.to_string(),
-            })?;
+            let line: TraceLine = serde_json::from_str(l)
+                .map_err(|e| TraceError { line: n, message: e.to_string() })?;
             out.push((n, line));
         }
         Ok(Trace { header, lines: out })
@@ -199,13 +190,7 @@ impl Recorder {
     /// As [`Engine::new`].
     pub fn new(header: TraceHeader, with_outputs: bool) -> Result<Recorder, HostError> {
         let engine = Engine::new(header.config.clone(), header.start.clone())?;
-        Ok(Recorder {
-            engine,
-            header,
-            with_outputs,
-            lines: Vec::new(),
-            pending: VecDeque::new(),
-        })
+        Ok(Recorder { engine, header, with_outputs, lines: Vec::new(), pending: VecDeque::new() })
     }
 
     /// As [`Engine::handle`]; the input is recorded only when the engine accepted it.
@@ -221,11 +206,7 @@ impl Recorder {
             }
             self.pending.push_back(o);
         }
-        self.lines.push(TraceLine {
-            at: now,
-            input,
-            expect,
-        });
+        self.lines.push(TraceLine { at: now, input, expect });
         Ok(())
     }
 
@@ -246,13 +227,7 @@ impl Recorder {
     pub fn trace(&self) -> Trace {
         Trace {
             header: self.header.clone(),
-            lines: self
-                .lines
-                .iter()
-                .cloned()
-                .enumerate()
-                .map(|(i, l)| (i + 2, l))
-                .collect(),
+            lines: self.lines.iter().cloned().enumerate().map(|(i, l)| (i + 2, l)).collect(),
         }
     }
 }

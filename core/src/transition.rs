@@ -29,10 +29,7 @@ pub(crate) struct Tx {
 
 impl Tx {
     pub(crate) fn reply(&mut self, out: OutputKind) {
-        debug_assert!(
-            !self.items.iter().any(|i| i.0 == Bucket::Reply),
-            "one reply per transition"
-        );
+        debug_assert!(!self.items.iter().any(|i| i.0 == Bucket::Reply), "one reply per transition");
         self.items.push((Bucket::Reply, Seq(0), out));
     }
 
@@ -67,15 +64,10 @@ impl Tx {
     }
 
     fn seal(&mut self, bucket: Bucket, seq: Seq) {
-        let last = self
-            .items
-            .iter()
-            .rev()
-            .find(|i| i.0 == bucket && i.1 == seq);
+        let last = self.items.iter().rev().find(|i| i.0 == bucket && i.1 == seq);
         if let Some((_, _, OutputKind::Store(op))) = last {
             let session = op.session().clone();
-            self.items
-                .push((bucket, seq, OutputKind::Commit { session }));
+            self.items.push((bucket, seq, OutputKind::Commit { session }));
         }
     }
 

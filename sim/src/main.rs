@@ -114,11 +114,7 @@ fn replay_all(paths: &[PathBuf]) -> ExitCode {
         println!("{unreadable} unreadable");
         return ExitCode::from(2);
     }
-    if failed > 0 {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
-    }
+    if failed > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS }
 }
 
 fn indent(e: &ReplayFailure) -> String {
