@@ -2,9 +2,9 @@
 //! the scripted host (which also runs both invariant checkers after every input).
 
 use turnstile_core::{
-    Attachment, Config, ErrorClass, ErrorKind, Fingerprint, FinishReason, HostError, Input,
-    KnownRun, Millis, Mode, Outcome, OutputKind, Reply, RunId, Seq, SessionId, Start, StopReason,
-    StopTurn, StoreOp, Submit, ToolOutput,
+    Acceptor, Attachment, Config, ErrorClass, ErrorKind, Fingerprint, FinishReason, HostError,
+    Input, KnownRun, Millis, Mode, Outcome, OutputKind, Reply, RunId, Seq, SessionId, Start,
+    StopReason, StopTurn, StoreOp, Submit, ToolOutput,
 };
 use turnstile_tests::harness::{Host, short};
 
@@ -548,7 +548,7 @@ fn shutdown_with_nothing_running_stops_at_once() {
 
 #[test]
 fn an_external_acceptors_watermark_cancels_late_arrivals_and_then_is_dropped() {
-    let mut h = host();
+    let mut h = Host::new(Config { acceptor: Acceptor::External, ..Config::default() });
     let mut s5 = Submit::new("s", "five");
     s5.seq = Some(Seq(5));
     let mut s6 = Submit::new("s", "six");
@@ -567,6 +567,28 @@ fn an_external_acceptors_watermark_cancels_late_arrivals_and_then_is_dropped() {
         h.engine.handle(h.now, Input::Submit(s4)),
         Err(HostError::SequenceNotIncreasing { .. })
     ));
+    assert!(matches!(
+        h.engine.handle(h.now, Input::Submit(Submit::new("s", "no sequence"))),
+        Err(HostError::WrongAcceptor { .. })
+    ));
+}
+
+#[test]
+fn with_the_core_as_acceptor_sequences_and_future_watermarks_are_host_misuse() {
+    let mut h = host();
+    h.submit(Submit::new("s", "a"));
+    let mut with_seq = Submit::new("s", "b");
+    with_seq.seq = Some(Seq(9));
+    assert!(matches!(
+        h.engine.handle(h.now, Input::Submit(with_seq)),
+        Err(HostError::WrongAcceptor { .. })
+    ));
+    let ahead = Input::Cancel { session: SessionId::new("s"), up_to: Some(Seq(2)) };
+    let err = h.engine.handle(h.now, ahead).expect_err("ahead");
+    assert_eq!(err, HostError::WatermarkAhead { up_to: Seq(2), newest: Some(Seq(1)) });
+    assert_eq!(err.to_string(), "cancel watermark 2 is above the newest sequence 1");
+    assert!(h.engine.poll_output().is_none());
+    assert_eq!(h.engine.newest_seq(), Some(Seq(1)));
 }
 
 #[test]

@@ -72,7 +72,7 @@ fn apply(h: &mut Host, a: &Act) -> bool {
             Input::Submit(sub)
         }
         Act::Cancel { session: s, up_to_newest_minus } => {
-            let newest = h.replies.len() as u64; // a bound; the exact newest is not needed
+            let newest = h.engine.newest_seq().map_or(0, |s| s.0);
             let up_to = up_to_newest_minus.map(|m| Seq(newest.saturating_sub(u64::from(m))));
             Input::Cancel { session: session(*s), up_to }
         }

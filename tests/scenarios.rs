@@ -9,8 +9,8 @@ use std::collections::BTreeMap;
 
 use turnstile_core::trace::Trace;
 use turnstile_core::{
-    Attachment, Config, ErrorClass, Fingerprint, FinishReason, Input, KnownRun, Mode, Outcome,
-    RunId, Seq, SessionId, Start, StepEvent, StopTurn, Submit, ToolOutput,
+    Acceptor, Attachment, Config, ErrorClass, Fingerprint, FinishReason, Input, KnownRun, Mode,
+    Outcome, RunId, Seq, SessionId, Start, StepEvent, StopTurn, Submit, ToolOutput,
 };
 
 use crate::harness::Host;
@@ -509,11 +509,13 @@ pub fn all() -> Vec<Scenario> {
                 h.finish(b, FinishReason::Stop);
             }
         ),
-        scenario!(
-            "watermark-external-acceptor-g08",
-            "SPEC 4.10, G-08: a submission that reaches the core after a cancel covering it ends cancelled on entry; one above is untouched",
-            &[(5, Cancelled), (6, Completed)],
-            |h| {
+        Scenario {
+            name: "watermark-external-acceptor-g08",
+            rule: "SPEC 4.10, G-08: a submission that reaches the core after a cancel covering it ends cancelled on entry; one above is untouched",
+            config: || Config { acceptor: Acceptor::External, ..Config::default() },
+            start: no_start,
+            outcomes: &[(5, Cancelled), (6, Completed)],
+            run: |h| {
                 h.send(Input::Cancel { session: s("s"), up_to: Some(Seq(5)) });
                 let mut five = Submit::new("s", "five");
                 five.seq = Some(Seq(5));
@@ -523,8 +525,8 @@ pub fn all() -> Vec<Scenario> {
                 let six = h.submit(six);
                 h.prepare(six);
                 h.finish(six, FinishReason::Stop);
-            }
-        ),
+            },
+        },
         scenario!(
             "watermark-other-session-not-covered-g08",
             "SPEC 4.10, G-08: a watermark covers only its session and is dropped once nothing it covers can arrive",

@@ -17,6 +17,8 @@ pub struct Config {
     pub step_limit: u32,
     /// Tool calls kept per step; later ones are ignored like duplicate ids.
     pub calls_per_step_max: u32,
+    /// Who assigns sequences (SPEC 4.10): the core (default) or an external acceptor.
+    pub acceptor: Acceptor,
     /// Queue length per session above which [`crate::Engine::queue_len`] should make a host push
     /// back. The core never drops an accepted submission to honour it.
     pub queue_max: u32,
@@ -30,8 +32,26 @@ impl Default for Config {
             step_limit: 0,
             calls_per_step_max: 128,
             queue_max: 1_024,
+            acceptor: Acceptor::Core,
         }
     }
+}
+
+/// Who assigns submission sequences.
+///
+/// The choice decides which cancel watermarks make sense, so the engine checks it: with the
+/// core as acceptor, a submission may not bring a sequence and a cancel may not name one above
+/// the newest (it would cancel prompts not yet typed, breaking I10); with an external acceptor
+/// (an HTTP front end, another node) every submission brings its sequence, strictly increasing,
+/// and a cancel's watermark may run ahead of what has reached the core.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Acceptor {
+    /// The core assigns sequences at acceptance.
+    #[default]
+    Core,
+    /// Sequences come with the submissions, from an acceptor outside the core.
+    External,
 }
 
 /// What the store's ledger says when the engine starts (SPEC 4.1, 4.12 recovery).

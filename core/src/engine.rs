@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, VecDeque};
 
 use crate::acceptance;
 use crate::cancel;
-use crate::config::{Config, Start};
+use crate::config::{Acceptor, Config, Start};
 use crate::error::HostError;
 use crate::ids::{Millis, Seq, SessionId};
 use crate::input::Input;
@@ -177,6 +177,13 @@ impl Engine {
         self.state.as_ref().ok().map(|st| &st.config)
     }
 
+    /// The newest sequence assigned or entered, if any (a host with an external acceptor uses
+    /// its own counter instead).
+    #[must_use]
+    pub fn newest_seq(&self) -> Option<Seq> {
+        self.state.as_ref().ok().and_then(newest)
+    }
+
     /// True when the session has an active turn (not merely waiting submissions).
     #[must_use]
     pub fn has_active_turn(&self, session: &SessionId) -> bool {
@@ -200,15 +207,30 @@ fn check_protocol(st: &State, last: Millis, now: Millis, input: &Input) -> Resul
             }
             _ => Ok(()),
         },
-        Input::Submit(s) => match s.seq {
-            Some(seq) if seq < st.next_seq => Err(HostError::SequenceNotIncreasing {
-                seq,
-                last: Seq(st.next_seq.0.saturating_sub(1)),
+        Input::Submit(s) => match (st.config.acceptor, s.seq) {
+            (Acceptor::Core, Some(_)) => Err(HostError::WrongAcceptor {
+                reason: "the core assigns sequences; a submission must not bring one",
             }),
+            (Acceptor::External, None) => Err(HostError::WrongAcceptor {
+                reason: "an external acceptor assigns sequences; the submission has none",
+            }),
+            (Acceptor::External, Some(seq)) if seq < st.next_seq => {
+                Err(HostError::SequenceNotIncreasing { seq, last: newest(st).unwrap_or(Seq(0)) })
+            }
             _ => Ok(()),
         },
+        Input::Cancel { up_to: Some(up_to), .. }
+            if st.config.acceptor == Acceptor::Core && *up_to >= st.next_seq =>
+        {
+            Err(HostError::WatermarkAhead { up_to: *up_to, newest: newest(st) })
+        }
         _ => Ok(()),
     }
+}
+
+/// The newest sequence seen, if any.
+fn newest(st: &State) -> Option<Seq> {
+    st.next_seq.0.checked_sub(1).filter(|n| *n > 0 || st.accepted > 0).map(Seq)
 }
 
 /// Routes an input to its handler (docs/architecture.md has the table).

@@ -37,6 +37,20 @@ pub enum HostError {
         /// The newest sequence seen.
         last: Seq,
     },
+    /// A sequence was given where the configured acceptor assigns it, or missing where it does
+    /// not ([`crate::Acceptor`]).
+    WrongAcceptor {
+        /// What was wrong, in a sentence.
+        reason: &'static str,
+    },
+    /// With the core as acceptor, a cancel named a watermark above the newest sequence: it
+    /// would cancel prompts that do not exist yet (I10).
+    WatermarkAhead {
+        /// The watermark.
+        up_to: Seq,
+        /// The newest sequence assigned, if any.
+        newest: Option<Seq>,
+    },
     /// The start state is inconsistent (a run above `next_seq`, a RunId listed twice).
     InvalidStart {
         /// The run at fault.
@@ -62,6 +76,11 @@ impl fmt::Display for HostError {
             HostError::SequenceNotIncreasing { seq, last } => {
                 write!(f, "submitted sequence {seq} is not above the newest sequence {last}")
             }
+            HostError::WrongAcceptor { reason } => write!(f, "wrong acceptor: {reason}"),
+            HostError::WatermarkAhead { up_to, newest } => match newest {
+                Some(n) => write!(f, "cancel watermark {up_to} is above the newest sequence {n}"),
+                None => write!(f, "cancel watermark {up_to} names a sequence before any exists"),
+            },
             HostError::InvalidStart { run_id, reason } => {
                 write!(f, "invalid start state at run {run_id}: {reason}")
             }

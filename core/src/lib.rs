@@ -116,7 +116,7 @@ mod transition;
 pub use cleanup::{
     CANCELED_FINISH, CANCELLED_TOOL_RESULT, FAILED_TOOL_RESULT, INTERRUPTED_TITLE, SHUTDOWN_FINISH,
 };
-pub use config::{Config, Start};
+pub use config::{Acceptor, Config, Start};
 pub use engine::Engine;
 pub use error::HostError;
 pub use ids::{CallId, MessageId, Millis, RunId, Seq, SessionId, TimerId, TurnId};
