@@ -5,7 +5,7 @@ use crate::input::{Mode, Submit};
 use crate::ledger::{Fingerprint, RunEntry};
 use crate::outcome::{self, Verdict};
 use crate::output::{OutputKind, Rejection, Reply};
-use crate::state::{Closing, Prep, State, Submission, Waiting};
+use crate::state::{Closing, Prep, Sessions, State, Submission, Waiting};
 use crate::transition::Tx;
 
 /// Checks a submission in SPEC 4.1's order; a rejection consumes no sequence.
@@ -27,7 +27,7 @@ fn validate(st: &State, submit: &Submit) -> Result<(), Rejection> {
 
 /// `Submit`: reply first (SPEC 7 step 1), then either the preparation request, or, when a cancel
 /// watermark already covers the sequence (an external acceptor, SPEC 4.10), `cancelled` at once.
-pub(crate) fn on_submit(st: &mut State, tx: &mut Tx, submit: Submit) {
+pub(crate) fn on_submit(st: &mut State, ss: &mut Sessions, tx: &mut Tx, submit: Submit) {
     debug_assert!(st.outcomes_decided <= st.accepted, "I1: no more outcomes than submissions");
     debug_assert!(
         st.watermarks.values().all(|wm| *wm >= st.next_seq),
@@ -82,7 +82,7 @@ pub(crate) fn on_submit(st: &mut State, tx: &mut Tx, submit: Submit) {
         outcome::decide(st, tx, sub, Verdict::Cancelled, None);
         return;
     }
-    st.with_session(&session, true, |_, s| {
+    ss.with(&session, true, |s| {
         s.queue.push_back(Waiting { sub, prep: Prep::Preparing });
     });
     tx.handoff(seq, OutputKind::Prepare { session, seq });

@@ -11,12 +11,13 @@ use crate::ids::{Millis, RunId, Seq, SessionId};
 use crate::input::{CallIo, StepIo};
 use crate::outcome::{self, Verdict};
 use crate::output::{OutputKind, TimerPurpose};
-use crate::state::{Abort, CallResult, Lane, Phase, Prep, Session, State};
+use crate::state::{Abort, CallResult, Lane, Phase, Prep, Session, Sessions, State};
 use crate::transition::Tx;
 
 /// `Cancel`: covers the session's unfinished submissions at or below the watermark.
 pub(crate) fn on_cancel(
     st: &mut State,
+    ss: &mut Sessions,
     tx: &mut Tx,
     now: Millis,
     session: &SessionId,
@@ -26,10 +27,7 @@ pub(crate) fn on_cancel(
         st.watermarks.values().all(|wm| *wm >= st.next_seq),
         "stale watermarks are dropped (G-08)"
     );
-    debug_assert!(
-        st.sessions.get(session).is_none_or(|s| !s.is_idle()),
-        "idle sessions are forgotten"
-    );
+    debug_assert!(ss.get(session).is_none_or(|s| !s.is_idle()), "idle sessions are forgotten");
     let newest = Seq(st.next_seq.0.saturating_sub(1));
     let wm = up_to.unwrap_or(newest);
     if wm >= st.next_seq {
@@ -37,13 +35,17 @@ pub(crate) fn on_cancel(
         let entry = st.watermarks.entry(session.clone()).or_insert(wm);
         *entry = (*entry).max(wm);
     }
-    st.with_session(session, false, |st, s| {
-        cover(st, tx, now, s, &|seq| seq <= wm, Verdict::Cancelled)
-    });
+    ss.with(session, false, |s| cover(st, tx, now, s, &|seq| seq <= wm, Verdict::Cancelled));
 }
 
 /// `CancelRun`: covers exactly the run's submission; a finished or unknown run is a no-op.
-pub(crate) fn on_cancel_run(st: &mut State, tx: &mut Tx, now: Millis, run_id: &RunId) {
+pub(crate) fn on_cancel_run(
+    st: &mut State,
+    ss: &mut Sessions,
+    tx: &mut Tx,
+    now: Millis,
+    run_id: &RunId,
+) {
     let Some(run) = st.runs.get(run_id) else {
         return;
     };
@@ -52,15 +54,13 @@ pub(crate) fn on_cancel_run(st: &mut State, tx: &mut Tx, now: Millis, run_id: &R
     }
     let (session, target) = (run.session.clone(), run.seq);
     debug_assert!(target < st.next_seq, "a run's sequence was assigned");
-    debug_assert!(st.sessions.contains_key(&session), "an unfinished run's session has work");
-    st.with_session(&session, false, |st, s| {
-        cover(st, tx, now, s, &|seq| seq == target, Verdict::Cancelled)
-    });
+    debug_assert!(ss.get(&session).is_some(), "an unfinished run's session has work");
+    ss.with(&session, false, |s| cover(st, tx, now, s, &|seq| seq == target, Verdict::Cancelled));
 }
 
 /// `ClearQueue`: every waiting submission ends `cancelled`; the active turn is untouched.
-pub(crate) fn on_clear_queue(st: &mut State, tx: &mut Tx, session: &SessionId) {
-    st.with_session(session, false, |st, s| {
+pub(crate) fn on_clear_queue(st: &mut State, ss: &mut Sessions, tx: &mut Tx, session: &SessionId) {
+    ss.with(session, false, |s| {
         debug_assert!(s.queue.iter().all(|w| w.sub.session == s.id), "filed under its session");
         debug_assert!(s.queue.iter().is_sorted_by_key(|w| w.sub.seq), "I7: acceptance order");
         let idle_before = matches!(s.lane, Lane::Idle);
@@ -83,6 +83,10 @@ pub(crate) fn end_waiting(
     }
     let ended = if covered == s.queue.len() {
         std::mem::take(&mut s.queue)
+    } else if covered == 1 {
+        // cancel_run of one waiting entry: remove it in place.
+        let pos = s.queue.iter().position(|w| covers(w.sub.seq));
+        pos.and_then(|p| s.queue.remove(p)).into_iter().collect()
     } else {
         let (ended, kept) =
             std::mem::take(&mut s.queue).into_iter().partition(|w| covers(w.sub.seq));

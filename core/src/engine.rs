@@ -13,7 +13,7 @@ use crate::ledger::{RunEntry, RunLedger};
 use crate::output::Output;
 use crate::preparation;
 use crate::shutdown;
-use crate::state::{Closing, Lane, State};
+use crate::state::{Closing, Lane, Sessions, State};
 use crate::step;
 use crate::transition::Tx;
 
@@ -33,6 +33,8 @@ use crate::transition::Tx;
 pub struct Engine {
     /// `Err` once the engine detected a bug in itself: it then refuses every input.
     pub(crate) state: Result<State, &'static str>,
+    /// The sessions with work, beside the rest of the state (see [`Sessions`]).
+    pub(crate) sessions: Sessions,
     now: Millis,
     outputs: VecDeque<Output>,
     next_output: u64,
@@ -72,7 +74,6 @@ impl Engine {
             next_message: start.next_message.map_or(1, |m| m.0),
             next_turn: 1,
             next_timer: 1,
-            sessions: BTreeMap::new(),
             runs,
             watermarks: BTreeMap::new(),
             timers: BTreeMap::new(),
@@ -82,6 +83,7 @@ impl Engine {
         };
         Ok(Engine {
             state: Ok(state),
+            sessions: Sessions::default(),
             now: Millis(0),
             outputs: VecDeque::new(),
             next_output: 0,
@@ -102,9 +104,9 @@ impl Engine {
         let st = self.state.as_mut().map_err(|e| HostError::Internal(e))?;
         check_protocol(st, self.now, now, &input)?;
         self.now = now;
-        let tx = &mut self.tx;
-        dispatch(st, tx, now, input);
-        shutdown::finish_if_drained(st, tx);
+        let (tx, ss) = (&mut self.tx, &mut self.sessions);
+        dispatch(st, ss, tx, now, input);
+        shutdown::finish_if_drained(st, ss, tx);
         // O(1) release check of exactly-once bookkeeping (STYLE 4): a bug fails the engine.
         if st.outcomes_decided > st.accepted {
             self.tx = Tx::default();
@@ -145,18 +147,14 @@ impl Engine {
     /// submission (SPEC 3 "Busy").
     #[must_use]
     pub fn is_busy(&self, session: &SessionId) -> bool {
-        self.state.as_ref().is_ok_and(|st| st.sessions.contains_key(session))
+        self.state.is_ok() && self.sessions.get(session).is_some()
     }
 
     /// The number of waiting submissions of a session. The core never drops one; a host may
     /// refuse new prompts above [`Config::queue_max`].
     #[must_use]
     pub fn queue_len(&self, session: &SessionId) -> usize {
-        self.state
-            .as_ref()
-            .ok()
-            .and_then(|st| st.sessions.get(session))
-            .map_or(0, |s| s.queue.len())
+        self.sessions.get(session).map_or(0, |s| s.queue.len())
     }
 
     /// The number of accepted submissions without an outcome.
@@ -187,11 +185,7 @@ impl Engine {
     /// True when the session has an active turn (not merely waiting submissions).
     #[must_use]
     pub fn has_active_turn(&self, session: &SessionId) -> bool {
-        self.state
-            .as_ref()
-            .ok()
-            .and_then(|st| st.sessions.get(session))
-            .is_some_and(|s| matches!(s.lane, Lane::Turn(_)))
+        self.sessions.get(session).is_some_and(|s| matches!(s.lane, Lane::Turn(_)))
     }
 }
 
@@ -234,20 +228,20 @@ fn newest(st: &State) -> Option<Seq> {
 }
 
 /// Routes an input to its handler (docs/architecture.md has the table).
-fn dispatch(st: &mut State, tx: &mut Tx, now: Millis, input: Input) {
+fn dispatch(st: &mut State, ss: &mut Sessions, tx: &mut Tx, now: Millis, input: Input) {
     match input {
-        Input::Submit(s) => acceptance::on_submit(st, tx, s),
-        Input::Cancel { session, up_to } => cancel::on_cancel(st, tx, now, &session, up_to),
-        Input::CancelRun { run_id } => cancel::on_cancel_run(st, tx, now, &run_id),
-        Input::ClearQueue { session } => cancel::on_clear_queue(st, tx, &session),
-        Input::Shutdown => shutdown::on_shutdown(st, tx, now),
-        Input::Prepared { session, seq } => preparation::on_prepared(st, tx, &session, seq),
+        Input::Submit(s) => acceptance::on_submit(st, ss, tx, s),
+        Input::Cancel { session, up_to } => cancel::on_cancel(st, ss, tx, now, &session, up_to),
+        Input::CancelRun { run_id } => cancel::on_cancel_run(st, ss, tx, now, &run_id),
+        Input::ClearQueue { session } => cancel::on_clear_queue(st, ss, tx, &session),
+        Input::Shutdown => shutdown::on_shutdown(st, ss, tx, now),
+        Input::Prepared { session, seq } => preparation::on_prepared(st, ss, tx, &session, seq),
         Input::PreparationFailed { session, seq, error } => {
-            preparation::on_preparation_failed(st, tx, &session, seq, error);
+            preparation::on_preparation_failed(st, ss, tx, &session, seq, error);
         }
-        Input::Step { step, event } => step::on_step(st, tx, step, event),
-        Input::ToolResult { call, result } => step::on_tool_result(st, tx, call, result),
-        Input::TimerFired { timer } => shutdown::on_timer(st, tx, now, timer),
+        Input::Step { step, event } => step::on_step(st, ss, tx, step, event),
+        Input::ToolResult { call, result } => step::on_tool_result(st, ss, tx, call, result),
+        Input::TimerFired { timer } => shutdown::on_timer(st, ss, tx, now, timer),
     }
 }
 
@@ -270,7 +264,8 @@ mod tests {
         }
         // The test-only hook: reach into the state and swap two queue entries.
         let st = e.state.as_mut().expect("running");
-        let q = &mut st.sessions.get_mut(&SessionId::new("s")).expect("session").queue;
+        let _ = st;
+        let q = &mut e.sessions.get_mut(&SessionId::new("s")).expect("session").queue;
         q.swap(0, 1);
         assert_eq!(q[0].prep, Prep::Preparing);
         // Any input will do; this one changes nothing, so only the corruption is there to find.

@@ -21,7 +21,9 @@ use crate::ids::{CallId, MessageId, RunId, Seq, SessionId, TimerId};
 use crate::input::{CallIo, Input, Mode, StepEvent, StepIo};
 use crate::outcome::Outcome;
 use crate::output::{Output, OutputKind, Reply, StoreOp, TimerPurpose};
-use crate::state::{CallResult, Closing, Lane, MessageState, Phase, Prep, Session, State};
+use crate::state::{
+    CallResult, Closing, Lane, MessageState, Phase, Prep, Session, Sessions, State,
+};
 
 /// A broken invariant: which one (`"I1"` ... `"I13"`) and what was seen.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -55,7 +57,8 @@ pub fn check_invariants(engine: &Engine) -> Result<(), Violation> {
         Err(what) => return fail("internal", format!("the engine failed: {what}")),
     };
     let (mut unfinished, mut live_runs) = (0u64, 0usize);
-    for (id, s) in &st.sessions {
+    let sessions = &engine.sessions;
+    for (id, s) in sessions.iter() {
         let (held, runs) = check_session(st, id, s)?;
         unfinished += held;
         live_runs += runs;
@@ -68,8 +71,8 @@ pub fn check_invariants(engine: &Engine) -> Result<(), Violation> {
     if ledger_live != live_runs {
         return fail("I1", format!("{ledger_live} live runs in the ledger, {live_runs} held"));
     }
-    check_timers(st)?;
-    if st.closing == Closing::Closed && !st.sessions.is_empty() {
+    check_timers(st, sessions)?;
+    if st.closing == Closing::Closed && !sessions.is_empty() {
         return fail("I6", "shutdown completed with unfinished submissions");
     }
     if let Some((s, wm)) = st.watermarks.iter().find(|(_, wm)| **wm < st.next_seq) {
@@ -167,15 +170,13 @@ fn check_turn(st: &State, id: &SessionId, t: &crate::state::Turn) -> Result<(), 
     Ok(())
 }
 
-fn check_timers(st: &State) -> Result<(), Violation> {
+fn check_timers(st: &State, sessions: &Sessions) -> Result<(), Violation> {
     for (timer, t) in &st.timers {
         let ok = match &t.purpose {
-            TimerPurpose::CancelGrace { session, turn } => {
-                st.sessions.get(session).is_some_and(|s| {
-                    matches!(&s.lane, Lane::Turn(tn) if tn.id == *turn
+            TimerPurpose::CancelGrace { session, turn } => sessions.get(session).is_some_and(|s| {
+                matches!(&s.lane, Lane::Turn(tn) if tn.id == *turn
                     && matches!(tn.phase, Phase::Aborting { grace: Some(g), .. } if g == *timer))
-                })
-            }
+            }),
             TimerPurpose::ShutdownDeadline => {
                 matches!(st.closing, Closing::Draining { deadline: Some(d) } if d == *timer)
             }

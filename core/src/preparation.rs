@@ -4,7 +4,7 @@ use crate::admission;
 use crate::ids::{Seq, SessionId};
 use crate::input::Mode;
 use crate::outcome::{self, ErrorInfo, ErrorKind, Verdict};
-use crate::state::{Closing, Prep, State};
+use crate::state::{Closing, Prep, Sessions, State};
 use crate::transition::Tx;
 
 /// The title of a `preparation` failure (SPEC names the kind; the title is ours).
@@ -12,8 +12,14 @@ pub const PREPARATION_TITLE: &str = "Preparation Failed";
 
 /// `Prepared`: the entry becomes `Prepared`; if it heads an idle session's queue it is admitted
 /// in the same transition (SPEC 4.2).
-pub(crate) fn on_prepared(st: &mut State, tx: &mut Tx, session: &SessionId, seq: Seq) {
-    st.with_session(session, false, |st, s| {
+pub(crate) fn on_prepared(
+    st: &mut State,
+    ss: &mut Sessions,
+    tx: &mut Tx,
+    session: &SessionId,
+    seq: Seq,
+) {
+    ss.with(session, false, |s| {
         // Guard (I13): only a preparing entry of this session accepts the reply.
         let Some(entry) =
             s.queue.iter_mut().find(|w| w.sub.seq == seq && w.prep == Prep::Preparing)
@@ -34,12 +40,13 @@ pub(crate) fn on_prepared(st: &mut State, tx: &mut Tx, session: &SessionId, seq:
 /// sticky (G-24), and the queue moves on if it was the head (G-14).
 pub(crate) fn on_preparation_failed(
     st: &mut State,
+    ss: &mut Sessions,
     tx: &mut Tx,
     session: &SessionId,
     seq: Seq,
     error: String,
 ) {
-    st.with_session(session, false, |st, s| {
+    ss.with(session, false, |s| {
         let Some(pos) = s.queue.iter().position(|w| w.sub.seq == seq && w.prep == Prep::Preparing)
         else {
             return;

@@ -2,33 +2,33 @@
 
 use crate::cancel;
 use crate::cleanup::{self, TurnEnd};
-use crate::ids::{Millis, SessionId, TimerId};
+use crate::ids::{Millis, TimerId};
 use crate::outcome::Verdict;
 use crate::output::{OutputKind, TimerPurpose};
-use crate::state::{Abort, Closing, Lane, Phase, State};
+use crate::state::{Abort, Closing, Lane, Phase, Sessions, State};
 use crate::transition::Tx;
 
 /// `Shutdown`: waiting submissions end `interrupted` at once, active turns are aborted and end
 /// `interrupted` after their clean-up or at the deadline, whichever is first.
-pub(crate) fn on_shutdown(st: &mut State, tx: &mut Tx, now: Millis) {
+pub(crate) fn on_shutdown(st: &mut State, ss: &mut Sessions, tx: &mut Tx, now: Millis) {
     if st.closing != Closing::Open {
         return; // shutdown is idempotent
     }
-    debug_assert!(st.sessions.values().all(|s| !s.is_idle()), "idle sessions are forgotten");
+    debug_assert!(ss.iter().all(|(_, s)| !s.is_idle()), "idle sessions are forgotten");
     debug_assert!(
         st.timers.values().all(|t| t.purpose != TimerPurpose::ShutdownDeadline),
         "no deadline before shutdown"
     );
     st.closing = Closing::Draining { deadline: None };
-    let ids: Vec<SessionId> = st.sessions.keys().cloned().collect();
+    let ids = ss.ids();
     for id in &ids {
-        st.with_session(id, false, |st, s| {
+        ss.with(id, false, |s| {
             let error = Verdict::Interrupted(cleanup::shutdown_error());
             cancel::end_waiting(st, tx, s, &|_| true, &error);
             cancel::abort_turn(st, tx, now, s, Abort::Shutdown);
         });
     }
-    if !st.sessions.is_empty() {
+    if !ss.is_empty() {
         let deadline = now.plus_ms(st.config.shutdown_deadline_ms);
         let timer = st.new_timer(deadline, TimerPurpose::ShutdownDeadline);
         tx.tail(OutputKind::SetTimer { timer, deadline, purpose: TimerPurpose::ShutdownDeadline });
@@ -37,11 +37,11 @@ pub(crate) fn on_shutdown(st: &mut State, tx: &mut Tx, now: Millis) {
 }
 
 /// Ends shutdown once nothing is unfinished: disarms the deadline and emits `Stopped` once.
-pub(crate) fn finish_if_drained(st: &mut State, tx: &mut Tx) {
+pub(crate) fn finish_if_drained(st: &mut State, ss: &Sessions, tx: &mut Tx) {
     let Closing::Draining { deadline } = st.closing else {
         return;
     };
-    if !st.sessions.is_empty() {
+    if !ss.is_empty() {
         return;
     }
     if let Some(timer) = deadline
@@ -55,7 +55,13 @@ pub(crate) fn finish_if_drained(st: &mut State, tx: &mut Tx) {
 
 /// `TimerFired`: a grace timer cleans up its turn; the shutdown deadline cleans up every turn
 /// still aborting. A timer that is not armed is stale and ignored (I13).
-pub(crate) fn on_timer(st: &mut State, tx: &mut Tx, now: Millis, timer: TimerId) {
+pub(crate) fn on_timer(
+    st: &mut State,
+    ss: &mut Sessions,
+    tx: &mut Tx,
+    now: Millis,
+    timer: TimerId,
+) {
     let Some(t) = st.timers.remove(&timer) else {
         return;
     };
@@ -67,7 +73,7 @@ pub(crate) fn on_timer(st: &mut State, tx: &mut Tx, now: Millis, timer: TimerId)
     );
     match t.purpose {
         TimerPurpose::CancelGrace { session, turn } => {
-            st.with_session(&session, false, |st, s| {
+            ss.with(&session, false, |s| {
                 let cause = match &s.lane {
                     Lane::Turn(tn) if tn.id == turn => match tn.phase {
                         Phase::Aborting { cause, grace: Some(g) } if g == timer => cause,
@@ -82,9 +88,9 @@ pub(crate) fn on_timer(st: &mut State, tx: &mut Tx, now: Millis, timer: TimerId)
             if let Closing::Draining { .. } = st.closing {
                 st.closing = Closing::Draining { deadline: None };
             }
-            let ids: Vec<SessionId> = st.sessions.keys().cloned().collect();
+            let ids = ss.ids();
             for id in &ids {
-                st.with_session(id, false, |st, s| {
+                ss.with(id, false, |s| {
                     let cause = match &s.lane {
                         Lane::Turn(tn) => match tn.phase {
                             Phase::Aborting { cause, .. } => cause,

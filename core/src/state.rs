@@ -182,8 +182,6 @@ pub(crate) struct State {
     pub(crate) next_message: u64,
     pub(crate) next_turn: u64,
     pub(crate) next_timer: u64,
-    /// Sessions with unfinished work, by id (ordered, so iteration never depends on hashing).
-    pub(crate) sessions: BTreeMap<SessionId, Session>,
     /// Every RunId ever accepted (SPEC 4.1); grows with the ledger.
     pub(crate) runs: RunLedger,
     /// Cancel watermarks that still cover a sequence that can arrive (SPEC 4.10): only those
@@ -222,32 +220,68 @@ impl State {
     pub(crate) fn unfinished(&self) -> u64 {
         self.accepted - self.outcomes_decided
     }
+}
 
-    /// Runs `f` on the session `id`, taken out of the map meanwhile (so `f` may use the rest of
-    /// the state), and puts it back only if it still has unfinished work: a session with none is
-    /// forgotten and recreated by its next submission. `None` when the session is unknown and
-    /// `create` is false.
-    pub(crate) fn with_session<R>(
+/// The sessions with unfinished work, by id. Kept beside [`State`] rather than in it, so a
+/// handler can hold one session and the rest of the state at once.
+#[derive(Debug, Default)]
+pub(crate) struct Sessions {
+    /// Ordered by [`SessionId`]'s deterministic order, so iteration never depends on a random
+    /// seed. Holds only sessions with work: bounded by the unfinished submissions.
+    map: BTreeMap<SessionId, Session>,
+}
+
+impl Sessions {
+    /// Runs `f` on the session `id` (created empty when `create`), then forgets it if it has no
+    /// unfinished work left: it is recreated by its next submission. `None` when the session is
+    /// unknown and `create` is false.
+    pub(crate) fn with<R>(
         &mut self,
         id: &SessionId,
         create: bool,
-        f: impl FnOnce(&mut State, &mut Session) -> R,
+        f: impl FnOnce(&mut Session) -> R,
     ) -> Option<R> {
-        // Take the session out of its slot (two look-ups, no rebalancing, no key clone) rather
-        // than removing and re-inserting it.
-        let mut s = match self.sessions.get_mut(id) {
-            Some(slot) => std::mem::replace(slot, Session::vacant(id)),
-            None if create => Session::vacant(id),
-            None => return None,
-        };
-        let r = f(self, &mut s);
-        if s.is_idle() {
-            self.sessions.remove(id);
-        } else if let Some(slot) = self.sessions.get_mut(id) {
-            *slot = s;
-        } else {
-            self.sessions.insert(id.clone(), s);
+        if let Some(s) = self.map.get_mut(id) {
+            let r = f(s);
+            if s.is_idle() {
+                self.map.remove(id);
+            }
+            return Some(r);
+        }
+        if !create {
+            return None;
+        }
+        let mut s = Session::vacant(id);
+        let r = f(&mut s);
+        if !s.is_idle() {
+            self.map.insert(id.clone(), s);
         }
         Some(r)
+    }
+
+    /// The session, if it has work.
+    pub(crate) fn get(&self, id: &SessionId) -> Option<&Session> {
+        self.map.get(id)
+    }
+
+    /// The ids of all sessions with work, in order (a copy: the caller may change sessions).
+    pub(crate) fn ids(&self) -> Vec<SessionId> {
+        self.map.keys().cloned().collect()
+    }
+
+    /// Every session with work, in order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&SessionId, &Session)> {
+        self.map.iter()
+    }
+
+    /// True when no session has work.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    /// Test-only access for corrupting a session on purpose.
+    #[cfg(test)]
+    pub(crate) fn get_mut(&mut self, id: &SessionId) -> Option<&mut Session> {
+        self.map.get_mut(id)
     }
 }

@@ -5,7 +5,7 @@ use crate::cleanup::{self, TurnEnd};
 use crate::input::{CallIo, FinishReason, StepEvent, StepIo, ToolOutput};
 use crate::outcome::{ErrorInfo, ErrorKind, StopReason, Verdict};
 use crate::output::{MessageFinish, OutputKind, StoreOp};
-use crate::state::{Call, CallResult, Lane, MessageState, Phase, Session, State, Turn};
+use crate::state::{Call, CallResult, Lane, MessageState, Phase, Session, Sessions, State, Turn};
 use crate::transition::Tx;
 
 /// The title of a `step_limit` failure.
@@ -38,9 +38,15 @@ fn streaming_turn<'a>(s: &'a mut Session, io: &StepIo) -> Option<&'a mut Turn> {
 }
 
 /// `Step`: one streaming event of the current attempt.
-pub(crate) fn on_step(st: &mut State, tx: &mut Tx, io: StepIo, event: StepEvent) {
+pub(crate) fn on_step(
+    st: &mut State,
+    ss: &mut Sessions,
+    tx: &mut Tx,
+    io: StepIo,
+    event: StepEvent,
+) {
     let calls_max = st.config.calls_per_step_max as usize;
-    st.with_session(&io.session.clone(), false, |st, s| {
+    ss.with(&io.session.clone(), false, |s| {
         let session = s.id.clone();
         let Some(t) = streaming_turn(s, &io) else {
             return;
@@ -98,8 +104,14 @@ fn on_stream_finished(st: &mut State, tx: &mut Tx, s: &mut Session, reason: Fini
 /// `ToolResult`: written as reported while the turn is running or aborting (a tool that really
 /// ran is never recorded as cancelled, SPEC 4.9); when it was the last running call, the step
 /// is judged, or the aborted turn is cleaned up.
-pub(crate) fn on_tool_result(st: &mut State, tx: &mut Tx, io: CallIo, result: ToolOutput) {
-    st.with_session(&io.session.clone(), false, |st, s| {
+pub(crate) fn on_tool_result(
+    st: &mut State,
+    ss: &mut Sessions,
+    tx: &mut Tx,
+    io: CallIo,
+    result: ToolOutput,
+) {
+    ss.with(&io.session.clone(), false, |s| {
         let Lane::Turn(t) = &mut s.lane else { return };
         if t.id != io.turn || t.owner.seq != io.seq || t.step != io.step {
             return;
