@@ -10,3 +10,8 @@
 
 pub mod harness;
 pub mod scenarios;
+
+/// The README's code blocks compile (run as doctests).
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

@@ -178,3 +178,47 @@ fn main_scenarios_snapshot() {
         insta::assert_yaml_snapshot!(name, steps);
     }
 }
+
+/// The JSON Schema beside the format doc names every input and output type the code has.
+#[test]
+fn the_schema_lists_every_input_and_output_type() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/trace-format.schema.json");
+    let schema: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(path).expect("schema")).expect("json");
+    let inputs: Vec<&str> = schema["$defs"]["Input"]["oneOf"]
+        .as_array()
+        .expect("oneOf")
+        .iter()
+        .map(|v| v["properties"]["type"]["const"].as_str().expect("const"))
+        .collect();
+    let mut seen = std::collections::BTreeSet::new();
+    let mut outputs = std::collections::BTreeSet::new();
+    for path in trace_files(&traces_dir()) {
+        let trace = Trace::parse(&fs::read_to_string(&path).expect("read")).expect("parse");
+        for (_, l) in &trace.lines {
+            seen.insert(
+                serde_json::to_value(&l.input).expect("json")["type"]
+                    .as_str()
+                    .expect("type")
+                    .to_owned(),
+            );
+            for o in l.expect.iter().flatten() {
+                outputs.insert(o["kind"]["type"].as_str().expect("type").to_owned());
+            }
+        }
+    }
+    for t in &seen {
+        assert!(inputs.contains(&t.as_str()), "input type {t} is missing from the schema");
+    }
+    assert_eq!(inputs.len(), 10, "the schema lists {inputs:?}");
+    let out_enum: Vec<&str> = schema["$defs"]["Output"]["properties"]["kind"]["properties"]["type"]
+        ["enum"]
+        .as_array()
+        .expect("enum")
+        .iter()
+        .map(|v| v.as_str().expect("str"))
+        .collect();
+    for t in &outputs {
+        assert!(out_enum.contains(&t.as_str()), "output type {t} is missing from the schema");
+    }
+}
