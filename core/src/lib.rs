@@ -82,7 +82,7 @@
 //! | `ledger` | 4.1 | RunIds and fingerprints |
 //! | `transition` | 7 | canonical output order |
 //! | [`invariants`] | 6 | state checker and stream auditor |
-//! | [`trace`], [`replay`] | 10 | trace files, flight recorder, replay |
+//! | [`trace`], [`mod@replay`] | 10 | trace files, flight recorder, replay |
 //!
 //! Dependencies: `serde` (inputs, outputs and traces are data), `serde_json` (the trace format),
 //! `sha2` (RunId fingerprints, loop signatures).

@@ -1,6 +1,6 @@
 //! The one place that decides a submission's outcome (SPEC section 5, I1).
 //!
-//! [`decide`] takes the submission **by value**: a [`Submission`] is not `Clone`, it lives in
+//! `decide` takes the submission **by value**: a `Submission` is not `Clone`, it lives in
 //! exactly one place (a queue entry, a turn, and later a paused slot) until `decide` consumes
 //! it, so a finished submission no longer exists anywhere it could be finished again. It is the
 //! only code that builds a [`Completion`]; its fields are private, so a host or another module

@@ -146,11 +146,11 @@ pub enum Rejection {
     PromptEmpty,
     /// "session id is missing"
     SessionIdMissing,
-    /// "cannot continue an agent tool session: <id>"
+    /// "cannot continue an agent tool session: `<id>`"
     ChildSession(SessionId),
     /// "workspace closing"
     WorkspaceClosing,
-    /// "run id <id> is already used by a different request"
+    /// "run id `<id>` is already used by a different request"
     RunIdConflict(RunId),
 }
 
