@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 use turnstile_core::trace::{Trace, TraceHeader, TraceLine};
 use turnstile_core::{
     Auditor, CallId, CallIo, Completion, Config, Engine, ErrorClass, FinishReason, Input, Millis,
-    Outcome, Output, OutputKind, ProviderError, Reply, Seq, SessionId, Start, StepEvent, StepIo,
-    Submit, TimerId, ToolOutput, check_invariants,
+    Outcome, Output, OutputKind, ProviderError, Reply, Seq, SessionId, Setup, Start, StepEvent,
+    StepIo, Submit, TimerId, ToolOutput, check_invariants,
 };
 
 /// The engine with its checkers and the host's view of pending IO.
@@ -25,6 +25,10 @@ pub struct Host {
     pub prepares: Vec<(SessionId, Seq)>,
     /// Steps started and not finished or aborted.
     pub steps: Vec<StepIo>,
+    /// Credential refreshes requested and not answered or aborted.
+    pub refreshes: Vec<StepIo>,
+    /// What `prepare` answers with (a standard tool set by default).
+    pub setup: Setup,
     /// Tools started and not answered (aborted ones stay: their result may still arrive).
     pub tools: Vec<(CallIo, String)>,
     /// Armed timers.
@@ -51,6 +55,8 @@ impl Host {
             lines: Vec::new(),
             prepares: Vec::new(),
             steps: Vec::new(),
+            refreshes: Vec::new(),
+            setup: Setup::with_tools(&["ls", "grep", "bash", "view", "write", "edit"]),
             tools: Vec::new(),
             timers: BTreeMap::new(),
             history: Vec::new(),
@@ -124,6 +130,7 @@ impl Host {
                 self.steps.retain(|s| s != step);
             }
             Input::ToolResult { call, .. } => self.tools.retain(|t| t.0 != *call),
+            Input::CredentialsRefreshed { step, .. } => self.refreshes.retain(|s| s != step),
             Input::TimerFired { timer } => {
                 self.timers.remove(timer);
             }
@@ -136,17 +143,26 @@ impl Host {
             OutputKind::Reply(r) => self.replies.push(r.clone()),
             OutputKind::Prepare { session, seq } => {
                 self.prepares.push((session.clone(), *seq));
-                self.history.push(Input::Prepared { session: session.clone(), seq: *seq });
+                self.history.push(Input::Prepared {
+                    session: session.clone(),
+                    seq: *seq,
+                    setup: Default::default(),
+                });
             }
             OutputKind::AbortPreparation { seq, .. } => self.prepares.retain(|p| p.1 != *seq),
             OutputKind::StartStep { step } => {
                 self.steps.push(step.clone());
                 self.history.push(Input::Step {
                     step: step.clone(),
-                    event: StepEvent::Finished { reason: FinishReason::Stop },
+                    event: StepEvent::Finished { reason: FinishReason::Stop, usage: None },
                 });
             }
             OutputKind::AbortStep { step } => self.steps.retain(|s| s != step),
+            OutputKind::RefreshCredentials { step } => {
+                self.refreshes.push(step.clone());
+                self.history.push(Input::CredentialsRefreshed { step: step.clone(), ok: true });
+            }
+            OutputKind::AbortRefresh { step } => self.refreshes.retain(|s| s != step),
             OutputKind::RunTool { call, name, .. } => {
                 self.tools.push((call.clone(), name.clone()));
                 self.history
@@ -168,6 +184,7 @@ impl Host {
                 // A finished submission's IO is gone; leftover tool handles are stale now.
                 self.tools.retain(|t| t.0.seq != c.seq());
                 self.steps.retain(|s| s.seq != c.seq());
+                self.refreshes.retain(|s| s.seq != c.seq());
             }
             _ => {}
         }
@@ -197,7 +214,8 @@ impl Host {
 
     pub fn prepare(&mut self, seq: Seq) -> Vec<Output> {
         let session = self.session_of(seq);
-        self.send(Input::Prepared { session, seq })
+        let setup = self.setup.clone();
+        self.send(Input::Prepared { session, seq, setup })
     }
 
     pub fn fail_preparation(&mut self, seq: Seq, error: &str) -> Vec<Output> {
@@ -235,11 +253,11 @@ impl Host {
     }
 
     pub fn finish(&mut self, seq: Seq, reason: FinishReason) -> Vec<Output> {
-        self.stream(seq, StepEvent::Finished { reason })
+        self.stream(seq, StepEvent::Finished { reason, usage: None })
     }
 
     pub fn fail_step(&mut self, seq: Seq, class: ErrorClass) -> Vec<Output> {
-        let error = ProviderError { class, title: None, message: "boom".to_owned() };
+        let error = ProviderError { class, message: "boom".to_owned(), ..ProviderError::default() };
         self.stream(seq, StepEvent::Failed { error })
     }
 
@@ -276,11 +294,14 @@ impl Host {
     pub fn drive_to_quiescence(&mut self, max: usize) -> bool {
         for _ in 0..max {
             if let Some((session, seq)) = self.prepares.first().cloned() {
-                self.send(Input::Prepared { session, seq });
+                let setup = self.setup.clone();
+                self.send(Input::Prepared { session, seq, setup });
+            } else if let Some(step) = self.refreshes.first().cloned() {
+                self.send(Input::CredentialsRefreshed { step, ok: true });
             } else if let Some(step) = self.steps.first().cloned() {
                 self.send(Input::Step {
                     step,
-                    event: StepEvent::Finished { reason: FinishReason::Stop },
+                    event: StepEvent::Finished { reason: FinishReason::Stop, usage: None },
                 });
             } else if let Some((call, _)) = self.tools.first().cloned() {
                 self.send(Input::ToolResult { call, result: ToolOutput::ok("ok") });

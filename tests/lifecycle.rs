@@ -3,8 +3,8 @@
 
 use turnstile_core::{
     Acceptor, Attachment, Config, ErrorClass, ErrorKind, Fingerprint, FinishReason, HostError,
-    Input, KnownRun, Millis, Mode, Outcome, OutputKind, Reply, RunId, Seq, SessionId, Start,
-    StopReason, StopTurn, StoreOp, Submit, ToolOutput,
+    Input, KnownRun, Millis, Mode, Outcome, OutputKind, ProviderError, Reply, RunId, Seq,
+    SessionId, Start, StepEvent, StopReason, StopTurn, StoreOp, Submit, ToolOutput,
 };
 use turnstile_tests::harness::{Host, short};
 
@@ -302,25 +302,36 @@ fn finish_reasons_map_to_stop_reasons() {
 
 #[test]
 fn a_provider_error_fails_the_turn_with_a_classified_error_and_legal_history() {
-    for (class, kind, title) in [
-        (ErrorClass::Provider, ErrorKind::Provider, "Provider Error"),
-        (ErrorClass::Transport, ErrorKind::Transport, "Stream Transport Error"),
-        (ErrorClass::Unauthorized, ErrorKind::Unauthorized, "Unauthorized"),
+    for (class, title, kind, want) in [
+        (ErrorClass::Provider, None, ErrorKind::Provider, "Provider Error"),
+        (
+            ErrorClass::Provider,
+            Some("invalid request error"),
+            ErrorKind::Provider,
+            "Invalid Request Error",
+        ),
     ] {
         let mut h = host();
         let a = active(&mut h, "s", "a");
         let b = h.submit(Submit::new("s", "b").with_mode(Mode::OwnTurn));
         h.prepare(b);
         h.tool_call(a, "t1", "ls");
-        let out = h.fail_step(a, class);
+        let error = ProviderError {
+            class,
+            status: Some(400),
+            title: title.map(str::to_owned),
+            message: "bad".into(),
+            ..ProviderError::default()
+        };
+        let out = h.stream(a, StepEvent::Failed { error });
         let k = kinds(&out);
         assert_eq!(
             k[..3],
-            ["store message_finished #1", "store tool_result #1", "store flush"],
-            "finish, then the synthetic result"
+            ["store tool_result #1", "store message_finished #1", "store flush"],
+            "SPEC 4.9's order: the synthetic result, then the finish"
         );
         let e = h.finished[&a].error().cloned().expect("error");
-        assert_eq!((e.kind, e.title.as_str()), (kind, title));
+        assert_eq!((e.kind, e.title.as_str()), (kind, want));
         assert!(
             k.contains(&"store ledger_activated #2".to_owned()),
             "a failed turn never strands the queue (G-01)"
@@ -361,7 +372,7 @@ fn cancel_covers_exactly_what_was_accepted_before_it() {
     );
     assert_eq!((h.outcome(a), h.outcome(b)), (Some(Outcome::Cancelled), Some(Outcome::Cancelled)));
     assert_eq!(h.outcome(other), None, "another session is untouched");
-    let late = Input::Prepared { session: SessionId::new("s"), seq: c };
+    let late = Input::Prepared { session: SessionId::new("s"), seq: c, setup: Default::default() };
     assert!(h.send(late).is_empty(), "a preparation reply after the cancel is ignored");
     let d = active(&mut h, "s", "d");
     h.finish(d, FinishReason::Stop);
@@ -608,7 +619,7 @@ fn the_same_inputs_give_byte_identical_outputs() {
         let mut h = host();
         let a = active(&mut h, "s", "a");
         let b = h.submit(Submit::new("s", "b").with_run_id("r"));
-        h.tool_call(a, "t", "x");
+        h.tool_call(a, "t", "ls");
         h.finish(a, FinishReason::ToolCalls);
         h.prepare(b);
         h.send(Input::Cancel { session: SessionId::new("s"), up_to: None });

@@ -86,7 +86,7 @@ fn apply(h: &mut Host, a: &Act) -> bool {
             if *fail {
                 Input::PreparationFailed { session, seq, error: "no model".into() }
             } else {
-                Input::Prepared { session, seq }
+                Input::Prepared { session, seq, setup: Default::default() }
             }
         }
         Act::Text { pick: i } => {
@@ -117,7 +117,7 @@ fn apply(h: &mut Host, a: &Act) -> bool {
                 4 => FinishReason::ContentFilter,
                 _ => FinishReason::Other,
             };
-            Input::Step { step, event: StepEvent::Finished { reason } }
+            Input::Step { step, event: StepEvent::Finished { reason, usage: None } }
         }
         Act::FailStep { pick: i, class } => {
             let Some(step) = pick(&h.steps, *i) else {
@@ -125,8 +125,12 @@ fn apply(h: &mut Host, a: &Act) -> bool {
             };
             let class = [ErrorClass::Provider, ErrorClass::Transport, ErrorClass::Unauthorized]
                 [usize::from(*class)];
-            let error =
-                ProviderError { class, title: Some("overloaded".into()), message: "x".into() };
+            let error = ProviderError {
+                class,
+                title: Some("overloaded".into()),
+                message: "x".into(),
+                ..ProviderError::default()
+            };
             Input::Step { step, event: StepEvent::Failed { error } }
         }
         Act::ToolResult { pick: i, stop } => {

@@ -318,7 +318,7 @@ pub fn all() -> Vec<Scenario> {
             |h| {
                 let a = h.submit(Submit::new("s", "a").with_run_id("r"));
                 cancel(h, "s");
-                h.send(Input::Prepared { session: s("s"), seq: a });
+                h.send(Input::Prepared { session: s("s"), seq: a, setup: Default::default() });
             }
         ),
         scenario!(
@@ -427,7 +427,7 @@ pub fn all() -> Vec<Scenario> {
                 h.prepare(c);
                 h.send(Input::ClearQueue { session: s("s") });
                 let d = h.submit(own("s", "d"));
-                h.send(Input::Prepared { session: s("s"), seq: b });
+                h.send(Input::Prepared { session: s("s"), seq: b, setup: Default::default() });
                 h.prepare(d);
                 h.finish(a, FinishReason::Stop);
                 h.finish(d, FinishReason::Stop);
@@ -499,13 +499,17 @@ pub fn all() -> Vec<Scenario> {
                 });
                 h.send(Input::Step {
                     step,
-                    event: StepEvent::Finished { reason: FinishReason::Stop },
+                    event: StepEvent::Finished { reason: FinishReason::Stop, usage: None },
                 });
-                h.send(Input::Prepared { session: s("s"), seq: a });
-                h.send(Input::Prepared { session: s("s"), seq: Seq(99) });
+                h.send(Input::Prepared { session: s("s"), seq: a, setup: Default::default() });
+                h.send(Input::Prepared {
+                    session: s("s"),
+                    seq: Seq(99),
+                    setup: Default::default(),
+                });
                 let b = h.submit(own("s", "b"));
                 h.prepare(b);
-                h.send(Input::Prepared { session: s("s"), seq: b });
+                h.send(Input::Prepared { session: s("s"), seq: b, setup: Default::default() });
                 h.finish(b, FinishReason::Stop);
             }
         ),

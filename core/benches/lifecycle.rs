@@ -26,28 +26,30 @@ const ROUNDS: u64 = 4_000;
 fn record() -> Vec<(Millis, Input)> {
     let mut engine = Engine::new(Config::default(), Start::default()).expect("start");
     let mut inputs = Vec::new();
-    let feed =
-        |engine: &mut Engine, inputs: &mut Vec<(Millis, Input)>, now: Millis, first: Input| {
-            let mut queue = vec![first];
-            while let Some(input) = queue.pop() {
-                inputs.push((now, input.clone()));
-                engine.handle(now, input).expect("valid");
-                while let Some(o) = engine.poll_output() {
-                    match o.kind {
-                        OutputKind::Prepare { session, seq } => {
-                            queue.push(Input::Prepared { session, seq })
-                        }
-                        OutputKind::StartStep { step } if step.seq.0 % 3 == 0 => {
-                            queue.push(Input::Step {
-                                step,
-                                event: StepEvent::Finished { reason: FinishReason::Stop },
-                            });
-                        }
-                        _ => {}
+    let feed = |engine: &mut Engine,
+                inputs: &mut Vec<(Millis, Input)>,
+                now: Millis,
+                first: Input| {
+        let mut queue = vec![first];
+        while let Some(input) = queue.pop() {
+            inputs.push((now, input.clone()));
+            engine.handle(now, input).expect("valid");
+            while let Some(o) = engine.poll_output() {
+                match o.kind {
+                    OutputKind::Prepare { session, seq } => {
+                        queue.push(Input::Prepared { session, seq, setup: Default::default() })
                     }
+                    OutputKind::StartStep { step } if step.seq.0 % 3 == 0 => {
+                        queue.push(Input::Step {
+                            step,
+                            event: StepEvent::Finished { reason: FinishReason::Stop, usage: None },
+                        });
+                    }
+                    _ => {}
                 }
             }
-        };
+        }
+    };
     let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
     for round in 0..ROUNDS {
         x ^= x << 13;

@@ -10,8 +10,8 @@ use std::collections::{BTreeMap, VecDeque};
 use std::fmt::Write as _;
 
 use turnstile_core::{
-    CallId, Config, Engine, FinishReason, Input, Millis, OutputKind, RunId, Start, StepEvent,
-    StoreOp, Submit, ToolOutput,
+    CallId, Config, Engine, FinishReason, Input, Millis, OutputKind, RunId, Setup, Start,
+    StepEvent, StoreOp, Submit, ToolOutput,
 };
 
 /// What the scripted model does on each step of a session: text, tool calls, finish.
@@ -54,7 +54,8 @@ impl Host {
                 writeln!(self.log, "{:>6} ms  reply {r:?}", self.now.0).unwrap()
             }
             OutputKind::Prepare { session, seq } => {
-                self.inbox.push_back(Input::Prepared { session, seq })
+                let setup = Setup::with_tools(&["ls", "slow"]);
+                self.inbox.push_back(Input::Prepared { session, seq, setup });
             }
             OutputKind::StartStep { step } => {
                 let (text, calls, reason) = model(step.step);
@@ -71,7 +72,7 @@ impl Host {
                     let (id, name, input) = (CallId::new(id), name.to_owned(), "{}".to_owned());
                     self.inbox.push_back(ev(StepEvent::ToolCall { id, name, input }));
                 }
-                self.inbox.push_back(ev(StepEvent::Finished { reason }));
+                self.inbox.push_back(ev(StepEvent::Finished { reason, usage: None }));
             }
             OutputKind::RunTool { call, name, .. } => match tool(&name) {
                 Some(result) => self.inbox.push_back(Input::ToolResult { call, result }),

@@ -5,10 +5,12 @@
 //! reply, a cancel), so a session is never observably idle while a prepared submission waits
 //! (G-01, G-16), and only the queue's head is ever admitted (G-16: nobody overtakes).
 
+use std::collections::VecDeque;
+
 use crate::fold;
 use crate::ids::MessageId;
 use crate::output::{OutputKind, StoreOp};
-use crate::state::{Closing, Lane, MessageState, Phase, Prep, Session, State, Turn};
+use crate::state::{Budget, Closing, Lane, MessageState, Parts, Phase, Prep, Session, State, Turn};
 use crate::transition::Tx;
 
 /// Admits the queue's head if it is prepared and the lane is free.
@@ -16,37 +18,33 @@ pub(crate) fn hand_off(st: &mut State, tx: &mut Tx, s: &mut Session) {
     if !matches!(s.lane, Lane::Idle) || st.closing != Closing::Open {
         return;
     }
-    if !matches!(s.queue.front(), Some(w) if w.prep == Prep::Prepared) {
+    if !s.queue.front().is_some_and(|w| w.prep.is_prepared()) {
         return;
     }
-    let Some(head) = s.queue.pop_front() else {
-        return;
-    };
+    let Some(head) = s.queue.pop_front() else { return };
+    let Prep::Prepared(setup) = head.prep else { return };
     let sub = head.sub;
-    let seq = sub.seq;
+    let (seq, session) = (sub.seq, s.id.clone());
     let turn = st.new_turn();
     tx.handoff(
         seq,
-        OutputKind::Store(StoreOp::LedgerActivated { session: s.id.clone(), seq, turn }),
+        OutputKind::Store(StoreOp::LedgerActivated { session: session.clone(), seq, turn }),
     );
     let id = st.new_message();
-    tx.handoff(
-        seq,
-        OutputKind::Store(StoreOp::UserMessage {
-            session: s.id.clone(),
-            seq,
-            id,
-            text: sub.prompt.clone(),
-        }),
-    );
+    let text = sub.prompt.clone();
+    tx.handoff(seq, OutputKind::Store(StoreOp::UserMessage { session, seq, id, text }));
     let t = Turn {
         owner: sub,
         id: turn,
+        setup,
         step: 0,
         message: MessageId(0),
         text: String::new(),
+        parts: Parts::default(),
         calls: Vec::new(),
         seen: Default::default(),
+        budget: Budget::default(),
+        window: VecDeque::new(),
         phase: Phase::Streaming { attempt: 0 },
         message_state: MessageState::Open,
     };
@@ -67,24 +65,22 @@ pub(crate) fn start_step(st: &mut State, tx: &mut Tx, s: &mut Session) {
     let seq = t.owner.seq;
     t.message = message;
     t.text.clear();
+    t.parts = Parts::default();
     t.calls.clear();
+    t.budget = Budget { attempts: 1, refreshed: false };
     t.phase = Phase::Streaming { attempt: 0 };
     t.message_state = MessageState::Open;
-    tx.handoff(
+    let op = StoreOp::AssistantMessage {
+        session: s.id.clone(),
         seq,
-        OutputKind::Store(StoreOp::AssistantMessage {
-            session: s.id.clone(),
-            seq,
-            id: message,
-            turn: t.id,
-            step: t.step,
-        }),
-    );
+        id: message,
+        turn: t.id,
+        step: t.step,
+    };
+    tx.handoff(seq, OutputKind::Store(op));
     tx.seal_handoff(seq);
     for c in folded {
         tx.handoff(seq, OutputKind::Finished(c));
     }
-    let step =
-        crate::input::StepIo { session: s.id.clone(), seq, turn: t.id, step: t.step, attempt: 0 };
-    tx.handoff(seq, OutputKind::StartStep { step });
+    tx.handoff(seq, OutputKind::StartStep { step: t.step_io(&s.id, 0) });
 }

@@ -8,10 +8,9 @@
 use crate::admission;
 use crate::cleanup::{self, TurnEnd};
 use crate::ids::{Millis, RunId, Seq, SessionId};
-use crate::input::{CallIo, StepIo};
 use crate::outcome::{self, Verdict};
 use crate::output::{OutputKind, TimerPurpose};
-use crate::state::{Abort, CallResult, Lane, Phase, Prep, Session, Sessions, State};
+use crate::state::{Abort, CallState, Lane, Phase, Prep, Session, Sessions, State};
 use crate::transition::Tx;
 
 /// `Cancel`: covers the session's unfinished submissions at or below the watermark.
@@ -123,29 +122,25 @@ fn cover(
     admission::hand_off(st, tx, s);
 }
 
-/// Aborts the lane's turn (SPEC 4.9): the stream and every running tool are aborted; with tools
-/// running, clean-up waits for them or for the grace timer (a cancel) or the shutdown deadline;
-/// with none, it runs now. An already aborting turn keeps its first cause.
+/// Aborts the lane's turn (SPEC 4.9): the stream, a credential refresh, a backoff and every
+/// running tool are aborted; with tools running, clean-up waits for them or for the grace timer
+/// (a cancel) or the shutdown deadline; with none, it runs now (a cancel during a refresh wait
+/// takes effect at once: G-13). An already aborting turn keeps its first cause.
 pub(crate) fn abort_turn(st: &mut State, tx: &mut Tx, now: Millis, s: &mut Session, cause: Abort) {
     let Lane::Turn(t) = &mut s.lane else { return };
     let seq = t.owner.seq;
     match t.phase {
-        Phase::Aborting { .. } => {}
+        Phase::Aborting { .. } => return,
         Phase::Streaming { attempt } => {
-            let step = StepIo { session: s.id.clone(), seq, turn: t.id, step: t.step, attempt };
-            tx.abort(seq, OutputKind::AbortStep { step });
-            cleanup::end_turn(st, tx, s, TurnEnd::Aborted(cause));
+            tx.abort(seq, OutputKind::AbortStep { step: t.step_io(&s.id, attempt) })
         }
+        Phase::Refreshing { attempt } => {
+            tx.abort(seq, OutputKind::AbortRefresh { step: t.step_io(&s.id, attempt) })
+        }
+        Phase::Backoff { .. } => {} // end_turn disarms the timer
         Phase::Tools { .. } => {
-            for c in t.calls.iter().filter(|c| c.result == CallResult::Running) {
-                let call = CallIo {
-                    session: s.id.clone(),
-                    seq,
-                    turn: t.id,
-                    step: t.step,
-                    call: c.id.clone(),
-                };
-                tx.abort(seq, OutputKind::AbortTool { call });
+            for c in t.calls.iter().filter(|c| c.state == CallState::Running) {
+                tx.abort(seq, OutputKind::AbortTool { call: t.call_io(&s.id, &c.id) });
             }
             let grace = match cause {
                 Abort::Cancel => {
@@ -158,6 +153,8 @@ pub(crate) fn abort_turn(st: &mut State, tx: &mut Tx, now: Millis, s: &mut Sessi
                 Abort::Shutdown => None,
             };
             t.phase = Phase::Aborting { cause, grace };
+            return;
         }
     }
+    cleanup::end_turn(st, tx, s, TurnEnd::Aborted(cause));
 }

@@ -7,10 +7,11 @@
 //! after any end (G-01).
 
 use crate::admission;
+use crate::ids::SessionId;
 use crate::input::{ErrorClass, ProviderError};
 use crate::outcome::{self, ErrorInfo, ErrorKind, Verdict};
 use crate::output::{MessageFinish, OutputKind, StoreOp};
-use crate::state::{Abort, CallResult, Lane, MessageState, Phase, Session, State};
+use crate::state::{Abort, CallState, Lane, MessageState, Phase, Reasoning, Session, State, Turn};
 use crate::transition::Tx;
 
 /// The synthetic result of a call that never reported, on cancel or shutdown.
@@ -49,7 +50,9 @@ pub(crate) fn shutdown_error() -> ErrorInfo {
 pub(crate) fn provider_error(e: ProviderError) -> ErrorInfo {
     let (kind, default) = match e.class {
         ErrorClass::Provider => (ErrorKind::Provider, "Provider Error"),
-        ErrorClass::Transport => (ErrorKind::Transport, "Stream Transport Error"),
+        ErrorClass::Transport | ErrorClass::Incomplete => {
+            (ErrorKind::Transport, "Stream Transport Error")
+        }
         ErrorClass::Unauthorized => (ErrorKind::Unauthorized, "Unauthorized"),
     };
     let title = match e.title.as_deref().map(str::trim) {
@@ -78,7 +81,7 @@ pub(crate) fn end_turn(st: &mut State, tx: &mut Tx, s: &mut Session, end: TurnEn
     };
     let mut t = *t;
     let seq = t.owner.seq;
-    if let Phase::Aborting { grace: Some(timer), .. } = t.phase
+    if let Phase::Aborting { grace: Some(timer), .. } | Phase::Backoff { timer, .. } = t.phase
         && st.timers.remove(&timer).is_some()
     {
         tx.abort(seq, OutputKind::CancelTimer { timer });
@@ -101,26 +104,51 @@ pub(crate) fn end_turn(st: &mut State, tx: &mut Tx, s: &mut Session, end: TurnEn
             Verdict::Interrupted(shutdown_error()),
         ),
     };
-    // A tool result never comes between a call and the message's finish: finish first.
-    if let (MessageState::Open, Some(finish)) = (t.message_state, finish) {
-        let op = StoreOp::MessageFinished { session: s.id.clone(), seq, id: t.message, finish };
-        tx.decided(seq, OutputKind::Store(op));
-        t.message_state = MessageState::Finished;
-    }
-    for c in t.calls.iter_mut().filter(|c| !matches!(c.result, CallResult::Reported { .. })) {
-        c.result = CallResult::Reported { stop: None };
-        let op = StoreOp::ToolResult {
-            session: s.id.clone(),
-            seq,
-            id: t.message,
-            call: c.id.clone(),
-            content: result_text.to_owned(),
-            is_error: true,
-            synthetic: true,
-        };
-        tx.decided(seq, OutputKind::Store(op));
-    }
+    clean_up(tx, &s.id, &mut t, result_text, finish);
     let last = t.last_message();
     outcome::decide(st, tx, t.owner, verdict, Some(last));
     admission::hand_off(st, tx, s);
+}
+
+/// The clean-up writes of SPEC 4.9, in its order: close the reasoning section; finish every
+/// unfinished call with `{}`; give every call without a result a synthetic error result,
+/// appended after the existing ones; give the message its finish if it has none.
+fn clean_up(
+    tx: &mut Tx,
+    session: &SessionId,
+    t: &mut Turn,
+    result_text: &str,
+    finish: Option<MessageFinish>,
+) {
+    let (seq, id) = (t.owner.seq, t.message);
+    let write = |tx: &mut Tx, op| tx.decided(seq, OutputKind::Store(op));
+    if t.parts.reasoning == Reasoning::Open {
+        t.parts.reasoning = Reasoning::Ended;
+        write(tx, StoreOp::ReasoningEnded { session: session.clone(), seq, id, signature: None });
+    }
+    for c in t.calls.iter_mut().filter(|c| c.state == CallState::Unfinished) {
+        c.state = CallState::Invalid;
+        let (call, name, input) = (c.id.clone(), c.name.clone(), c.input.clone());
+        write(tx, StoreOp::ToolCall { session: session.clone(), seq, id, call, name, input });
+    }
+    for c in t.calls.iter_mut().filter(|c| !matches!(c.state, CallState::Reported { .. })) {
+        c.state = CallState::Reported { output: result_text.to_owned(), stop: None };
+        let (call, content) = (c.id.clone(), result_text.to_owned());
+        write(
+            tx,
+            StoreOp::ToolResult {
+                session: session.clone(),
+                seq,
+                id,
+                call,
+                content,
+                is_error: true,
+                synthetic: true,
+            },
+        );
+    }
+    if let (MessageState::Open, Some(finish)) = (t.message_state, finish) {
+        t.message_state = MessageState::Finished;
+        write(tx, StoreOp::MessageFinished { session: session.clone(), seq, id, finish });
+    }
 }

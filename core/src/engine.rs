@@ -8,13 +8,15 @@ use crate::cancel;
 use crate::config::{Acceptor, Config, Start};
 use crate::error::HostError;
 use crate::ids::{Millis, Seq, SessionId};
-use crate::input::Input;
+use crate::input::{Input, Submit};
 use crate::ledger::{RunEntry, RunLedger};
 use crate::output::Output;
 use crate::preparation;
+use crate::retry;
 use crate::shutdown;
 use crate::state::{Closing, Lane, Sessions, State};
 use crate::step;
+use crate::stream;
 use crate::transition::Tx;
 
 /// The sans-IO lifecycle engine of one workspace.
@@ -46,19 +48,31 @@ impl Engine {
     /// An engine with this configuration, starting from the store's ledger.
     ///
     /// # Errors
-    /// [`HostError::InvalidStart`] when a run is listed twice or is not below `next_seq`.
+    /// [`HostError::InvalidStart`] when `next_seq` is 0, or a run is listed twice or is not
+    /// below `next_seq`.
     pub fn new(config: Config, start: Start) -> Result<Engine, HostError> {
         let next_seq = start.next_seq.unwrap_or(Seq(1));
+        if next_seq.0 == 0 {
+            // Sequence 0 would make "nothing accepted yet" and "everything up to 0" the same
+            // watermark, and an idle cancel would cancel the first prompt (I10).
+            return Err(HostError::InvalidStart {
+                run_id: None,
+                reason: "next_seq must be at least 1",
+            });
+        }
         let mut runs = RunLedger::default();
         for r in start.runs {
             if r.seq >= next_seq {
                 return Err(HostError::InvalidStart {
-                    run_id: r.run_id,
+                    run_id: Some(r.run_id),
                     reason: "its sequence is not below next_seq",
                 });
             }
             if runs.get(&r.run_id).is_some() {
-                return Err(HostError::InvalidStart { run_id: r.run_id, reason: "listed twice" });
+                return Err(HostError::InvalidStart {
+                    run_id: Some(r.run_id),
+                    reason: "listed twice",
+                });
             }
             let entry = RunEntry {
                 session: r.session,
@@ -201,6 +215,13 @@ fn check_protocol(st: &State, last: Millis, now: Millis, input: &Input) -> Resul
             }
             _ => Ok(()),
         },
+        // An idempotent resubmission is answered with the existing run, whatever it brings.
+        Input::Submit(s) if s.run_id.as_ref().is_some_and(|r| st.runs.get(r).is_some()) => Ok(()),
+        Input::Submit(Submit { seq: Some(seq), .. }) | Input::Cancel { up_to: Some(seq), .. }
+            if seq.0 == u64::MAX =>
+        {
+            Err(HostError::SequenceOutOfRange { seq: *seq })
+        }
         Input::Submit(s) => match (st.config.acceptor, s.seq) {
             (Acceptor::Core, Some(_)) => Err(HostError::WrongAcceptor {
                 reason: "the core assigns sequences; a submission must not bring one",
@@ -235,11 +256,14 @@ fn dispatch(st: &mut State, ss: &mut Sessions, tx: &mut Tx, now: Millis, input: 
         Input::CancelRun { run_id } => cancel::on_cancel_run(st, ss, tx, now, &run_id),
         Input::ClearQueue { session } => cancel::on_clear_queue(st, ss, tx, &session),
         Input::Shutdown => shutdown::on_shutdown(st, ss, tx, now),
-        Input::Prepared { session, seq } => preparation::on_prepared(st, ss, tx, &session, seq),
+        Input::Prepared { session, seq, setup } => {
+            preparation::on_prepared(st, ss, tx, &session, seq, setup)
+        }
         Input::PreparationFailed { session, seq, error } => {
             preparation::on_preparation_failed(st, ss, tx, &session, seq, error);
         }
-        Input::Step { step, event } => step::on_step(st, ss, tx, step, event),
+        Input::Step { step, event } => stream::on_step(st, ss, tx, now, step, event),
+        Input::CredentialsRefreshed { step, ok } => retry::on_refreshed(st, ss, tx, step, ok),
         Input::ToolResult { call, result } => step::on_tool_result(st, ss, tx, call, result),
         Input::TimerFired { timer } => shutdown::on_timer(st, ss, tx, now, timer),
     }
@@ -288,6 +312,6 @@ mod tests {
         fn send<T: Send>() {}
         send::<Engine>();
         assert!(std::mem::size_of::<Output>() <= 96, "{}", std::mem::size_of::<Output>());
-        assert!(std::mem::size_of::<Input>() <= 96, "{}", std::mem::size_of::<Input>());
+        assert!(std::mem::size_of::<Input>() <= 128, "{}", std::mem::size_of::<Input>());
     }
 }

@@ -51,10 +51,16 @@ pub enum HostError {
         /// The newest sequence assigned, if any.
         newest: Option<Seq>,
     },
-    /// The start state is inconsistent (a run above `next_seq`, a RunId listed twice).
+    /// A sequence at the top of the range (`u64::MAX`) was given: nothing could follow it.
+    SequenceOutOfRange {
+        /// The offending sequence.
+        seq: Seq,
+    },
+    /// The start state is inconsistent (`next_seq` 0, a run above `next_seq`, a RunId listed
+    /// twice).
     InvalidStart {
-        /// The run at fault.
-        run_id: RunId,
+        /// The run at fault, if one is.
+        run_id: Option<RunId>,
         /// What is wrong.
         reason: &'static str,
     },
@@ -81,8 +87,12 @@ impl fmt::Display for HostError {
                 Some(n) => write!(f, "cancel watermark {up_to} is above the newest sequence {n}"),
                 None => write!(f, "cancel watermark {up_to} names a sequence before any exists"),
             },
-            HostError::InvalidStart { run_id, reason } => {
+            HostError::SequenceOutOfRange { seq } => write!(f, "sequence {seq} is out of range"),
+            HostError::InvalidStart { run_id: Some(run_id), reason } => {
                 write!(f, "invalid start state at run {run_id}: {reason}")
+            }
+            HostError::InvalidStart { run_id: None, reason } => {
+                write!(f, "invalid start state: {reason}")
             }
             HostError::Internal(what) => write!(f, "engine failed: internal error: {what}"),
         }

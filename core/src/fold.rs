@@ -8,7 +8,7 @@
 use crate::input::Mode;
 use crate::outcome::{self, Completion};
 use crate::output::{OutputKind, StoreOp};
-use crate::state::{Lane, Prep, Session, State};
+use crate::state::{Lane, Session, State};
 use crate::transition::Tx;
 
 /// Folds the prefix and returns the completions to publish after the step's commit.
@@ -18,8 +18,7 @@ pub(crate) fn fold_prefix(st: &mut State, tx: &mut Tx, s: &mut Session) -> Vec<C
     };
     let owner = t.owner.seq;
     let mut done = Vec::new();
-    while matches!(s.queue.front(), Some(w) if w.prep == Prep::Prepared && w.sub.mode == Mode::Fold)
-    {
+    while matches!(s.queue.front(), Some(w) if w.prep.is_prepared() && w.sub.mode == Mode::Fold) {
         let Some(w) = s.queue.pop_front() else { break };
         debug_assert!(w.sub.seq > owner, "the queue holds only later submissions (I7)");
         let id = st.new_message();

@@ -48,6 +48,10 @@ pub enum Input {
         session: SessionId,
         /// The submission.
         seq: Seq,
+        /// What the preparation resolved: the tools, the model's context window, the session's
+        /// stored gauges and title.
+        #[serde(default, skip_serializing_if = "Setup::is_empty")]
+        setup: Setup,
     },
     /// The host could not prepare a submission; it ends `failed` (kind `preparation`).
     PreparationFailed {
@@ -72,6 +76,14 @@ pub enum Input {
         call: CallIo,
         /// The result.
         result: ToolOutput,
+    },
+    /// The credential refresh the core asked for with
+    /// [`crate::OutputKind::RefreshCredentials`] ended (SPEC 4.5).
+    CredentialsRefreshed {
+        /// The step attempt that was refused.
+        step: StepIo,
+        /// True when fresh credentials are in place; false when the refresh failed.
+        ok: bool,
     },
     /// A timer the core armed with [`crate::OutputKind::SetTimer`] reached its deadline.
     TimerFired {
@@ -129,6 +141,65 @@ impl Submit {
         self.mode = Some(mode);
         self
     }
+}
+
+/// What a preparation resolved for a submission (SPEC 4.1): the turn runs with it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Setup {
+    /// The tools the turn may call. A call to any other name gets "tool not found: <name>"
+    /// without running (SPEC 4.4). The `agent` tool starts sub-agents (SPEC 4.11).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<ToolSpec>,
+    /// The resolved model's context window in tokens; 0 when unknown (never summarizes).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub context_window: u64,
+    /// The session's stored `prompt_tokens` gauge.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub prompt_tokens: u64,
+    /// The session's stored `completion_tokens` gauge.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub completion_tokens: u64,
+    /// True when the session already has a title (no title is requested then).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub titled: bool,
+}
+
+impl Setup {
+    /// A setup with these tools (not interactive) and nothing else known.
+    #[must_use]
+    pub fn with_tools(names: &[&str]) -> Setup {
+        let tools =
+            names.iter().map(|n| ToolSpec { name: (*n).to_owned(), interactive: false }).collect();
+        Setup { tools, ..Setup::default() }
+    }
+
+    /// True when nothing was resolved (the serialised form omits it).
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        *self == Setup::default()
+    }
+
+    /// The spec of the tool with this name, if the turn may call it.
+    #[must_use]
+    pub fn tool(&self, name: &str) -> Option<&ToolSpec> {
+        self.tools.iter().find(|t| t.name == name)
+    }
+}
+
+/// A tool the turn may call.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolSpec {
+    /// The tool's name as the model calls it.
+    pub name: String,
+    /// True for a tool that asks a person (sub-agents do not get these, SPEC 4.11).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub interactive: bool,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// A file handed along with a prompt.
@@ -196,12 +267,33 @@ pub struct CallIo {
 #[serde(tag = "kind", rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum StepEvent {
-    /// Streamed assistant text.
+    /// A reasoning section begins.
+    ReasoningStart,
+    /// Streamed reasoning text.
+    ReasoningDelta {
+        /// The text.
+        text: String,
+    },
+    /// The reasoning section ends, with the provider's signature when it gives one.
+    ReasoningEnd {
+        /// The provider's signature of the reasoning, kept for the next request.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        signature: Option<String>,
+    },
+    /// Streamed assistant text. While the message has no content part yet (also right after a
+    /// retry reset), one leading "\n" is removed; after reasoning it is kept.
     TextDelta {
         /// The text.
         text: String,
     },
-    /// A complete tool call streamed by the model.
+    /// A tool call started streaming: it is unfinished until its `tool_call` arrives.
+    ToolInputStart {
+        /// The provider's call id.
+        id: CallId,
+        /// The tool's name.
+        name: String,
+    },
+    /// A complete tool call (replaces the unfinished one with the same id).
     ToolCall {
         /// The provider's call id.
         id: CallId,
@@ -210,16 +302,71 @@ pub enum StepEvent {
         /// The call's arguments, as the model wrote them (JSON text).
         input: String,
     },
-    /// The stream ended with a finish reason.
+    /// The stream ended with a finish reason and, when the provider reported it, usage.
     Finished {
         /// The provider's finish reason, normalised by the host.
         reason: FinishReason,
+        /// Token usage and cost; `None` when the provider reported nothing (the host then
+        /// sends an estimate, see [`Usage::estimate`], or nothing at all).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        usage: Option<Usage>,
     },
-    /// The attempt failed and will not be retried.
+    /// The attempt failed; the core decides whether to retry (SPEC 4.5).
     Failed {
         /// The classified error.
         error: ProviderError,
     },
+}
+
+/// Token usage of one step (SPEC 4.4).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Usage {
+    /// Input tokens.
+    #[serde(default)]
+    pub input_tokens: u64,
+    /// Output tokens.
+    #[serde(default)]
+    pub output_tokens: u64,
+    /// Input tokens read from the provider's cache.
+    #[serde(default)]
+    pub cache_read_tokens: u64,
+    /// Input tokens written to the provider's cache.
+    #[serde(default)]
+    pub cache_creation_tokens: u64,
+    /// The step's cost in millionths of the account's currency unit (the host prices it).
+    #[serde(default)]
+    pub cost_micros: u64,
+    /// True when the host estimated the tokens (no usage reported): such usage costs nothing.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub estimated: bool,
+}
+
+impl Usage {
+    /// The estimate SPEC 4.4 prescribes when a provider reports no usage: over the request's
+    /// strings (role names, texts, reasoning, tool names, inputs, ids, outputs) the sum of
+    /// ceil(bytes / 4) per string, 0 for an empty one; estimated usage costs 0.
+    #[must_use]
+    pub fn estimate<'a>(
+        request: impl IntoIterator<Item = &'a str>,
+        response: impl IntoIterator<Item = &'a str>,
+    ) -> Usage {
+        let tokens = |strings: &mut dyn Iterator<Item = &'a str>| {
+            strings.map(|s| s.len().div_ceil(4) as u64).sum()
+        };
+        Usage {
+            input_tokens: tokens(&mut request.into_iter()),
+            output_tokens: tokens(&mut response.into_iter()),
+            estimated: true,
+            ..Usage::default()
+        }
+    }
+
+    /// The context the step used: input + cache-read + cache-creation tokens.
+    #[must_use]
+    pub fn prompt_tokens(&self) -> u64 {
+        self.input_tokens + self.cache_read_tokens + self.cache_creation_tokens
+    }
 }
 
 /// A provider's finish reason, normalised by the host (SPEC 4.4).
@@ -238,11 +385,25 @@ pub enum FinishReason {
     Other,
 }
 
-/// A provider failure as the host classified it (SPEC 4.5 and 4.6).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// A provider failure as the host saw it (SPEC 4.5 and 4.6). The core decides from it whether
+/// to retry, refresh credentials or fail.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ProviderError {
     /// The class, which decides the error kind of the outcome.
     pub class: ErrorClass,
+    /// The HTTP status, when there was a response.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
+    /// The `x-should-retry` header, when present.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub should_retry: Option<bool>,
+    /// The `retry-after-ms` header, in milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_after_ms: Option<u64>,
+    /// The `retry-after` header converted to milliseconds (seconds or an HTTP date).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_after: Option<u64>,
     /// The provider's title, if it gave one; the core puts it in Title Case.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub title: Option<String>,
@@ -250,16 +411,45 @@ pub struct ProviderError {
     pub message: String,
 }
 
+impl ProviderError {
+    /// True for an authentication failure: HTTP 401 or the provider's auth-error flag (the
+    /// `unauthorized` class); 403 is not one.
+    #[must_use]
+    pub fn is_unauthorized(&self) -> bool {
+        self.class == ErrorClass::Unauthorized || self.status == Some(401)
+    }
+
+    /// True when SPEC 4.5 allows a retry: HTTP 408, 409, 429 or 5xx, `x-should-retry: true`, a
+    /// stream that ended without a finish, or a transport error.
+    #[must_use]
+    pub fn is_retryable(&self) -> bool {
+        matches!(self.status, Some(408 | 409 | 429 | 500..=599))
+            || self.should_retry == Some(true)
+            || matches!(self.class, ErrorClass::Transport | ErrorClass::Incomplete)
+    }
+
+    /// The header delay SPEC 4.5 honours: `retry-after-ms` wins over `retry-after`.
+    #[must_use]
+    pub fn header_delay_ms(&self) -> Option<u64> {
+        self.retry_after_ms.or(self.retry_after)
+    }
+}
+
 /// The class of a provider failure.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorClass {
     /// The provider answered with an error.
+    #[default]
     Provider,
     /// The connection or the stream broke.
     Transport,
     /// The provider refused the credentials.
     Unauthorized,
+    /// The stream ended without a finish (retryable; reported as a transport error).
+    Incomplete,
 }
 
 /// A tool's result as the host reports it.

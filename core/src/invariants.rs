@@ -20,9 +20,10 @@ use crate::engine::Engine;
 use crate::ids::{CallId, MessageId, RunId, Seq, SessionId, TimerId};
 use crate::input::{CallIo, Input, Mode, StepEvent, StepIo};
 use crate::outcome::Outcome;
-use crate::output::{Output, OutputKind, Reply, StoreOp, TimerPurpose};
+use crate::output::{MessageFinish, Output, OutputKind, Reply, StoreOp, TimerPurpose};
 use crate::state::{
-    CallResult, Closing, Lane, MessageState, Phase, Prep, Session, Sessions, State,
+    ATTEMPTS_MAX, CallState, Closing, LOOP_WINDOW_MAX, Lane, MessageState, Phase, Session,
+    Sessions, State, Turn,
 };
 
 /// A broken invariant: which one (`"I1"` ... `"I13"`) and what was seen.
@@ -100,7 +101,7 @@ fn check_session(st: &State, id: &SessionId, s: &Session) -> Result<(u64, usize)
         prev = Some(w.sub.seq);
     }
     let open = st.closing == Closing::Open;
-    if owner.is_none() && open && s.queue.front().is_some_and(|w| w.prep == Prep::Prepared) {
+    if owner.is_none() && open && s.queue.front().is_some_and(|w| w.prep.is_prepared()) {
         return fail("I6", format!("session {id} is idle while its prepared head waits (G-16)"));
     }
     if !open && !s.queue.is_empty() {
@@ -125,47 +126,48 @@ fn check_session(st: &State, id: &SessionId, s: &Session) -> Result<(u64, usize)
     Ok((held, runs))
 }
 
-fn check_turn(st: &State, id: &SessionId, t: &crate::state::Turn) -> Result<(), Violation> {
-    let running = t.calls.iter().filter(|c| c.result == CallResult::Running).count();
-    match t.phase {
-        Phase::Streaming { .. } => {
-            if t.message_state != MessageState::Open
-                || t.calls.iter().any(|c| c.result != CallResult::Pending)
-            {
-                return fail(
-                    "internal",
-                    format!("session {id}: a streaming step has a finish or a started tool"),
-                );
-            }
+fn check_turn(st: &State, id: &SessionId, t: &Turn) -> Result<(), Violation> {
+    let running = t.calls.iter().filter(|c| c.state == CallState::Running).count();
+    let started =
+        t.calls.iter().any(|c| matches!(c.state, CallState::Running | CallState::Reported { .. }));
+    let open = t.message_state == MessageState::Open;
+    let ok = match t.phase {
+        Phase::Streaming { .. } | Phase::Refreshing { .. } => open && !started,
+        Phase::Backoff { timer, .. } => {
+            open && !started
+                && st.timers.get(&timer).is_some_and(|tm| {
+                    tm.purpose == TimerPurpose::Retry { session: id.clone(), turn: t.id }
+                })
         }
-        Phase::Tools { .. } => {
-            if running == 0 {
-                return fail("I6", format!("session {id}: a tool step waits with no tool running"));
-            }
-        }
+        // I6: a tool step waits for a running tool.
+        Phase::Tools { .. } => !open && running > 0,
         Phase::Aborting { grace, .. } => {
-            if running == 0 {
-                return fail(
-                    "I6",
-                    format!("session {id}: an aborted turn waits with no tool running"),
-                );
-            }
             let armed = match grace {
                 Some(g) => st.timers.contains_key(&g),
                 None => {
                     matches!(st.closing, Closing::Draining { deadline: Some(d) } if st.timers.contains_key(&d))
                 }
             };
-            if !armed {
-                return fail("I6", format!("session {id}: an aborted turn has no timer to end it"));
-            }
+            running > 0 && armed
         }
+    };
+    if !ok {
+        return fail(
+            "I6",
+            format!(
+                "session {id}: turn {} in {:?} waits for nothing or is inconsistent",
+                t.id.0, t.phase
+            ),
+        );
     }
     if st.closing != Closing::Open && !matches!(t.phase, Phase::Aborting { .. }) {
         return fail("I6", format!("session {id}: a turn still runs during shutdown"));
     }
-    if t.calls.len() > st.config.calls_per_step_max as usize {
-        return fail("internal", format!("session {id}: more calls than calls_per_step_max"));
+    if t.calls.len() > st.config.calls_per_step_max as usize
+        || t.budget.attempts > ATTEMPTS_MAX
+        || t.window.len() > LOOP_WINDOW_MAX
+    {
+        return fail("internal", format!("session {id}: a bounded collection outgrew its limit"));
     }
     Ok(())
 }
@@ -176,6 +178,10 @@ fn check_timers(st: &State, sessions: &Sessions) -> Result<(), Violation> {
             TimerPurpose::CancelGrace { session, turn } => sessions.get(session).is_some_and(|s| {
                 matches!(&s.lane, Lane::Turn(tn) if tn.id == *turn
                     && matches!(tn.phase, Phase::Aborting { grace: Some(g), .. } if g == *timer))
+            }),
+            TimerPurpose::Retry { session, turn } => sessions.get(session).is_some_and(|s| {
+                matches!(&s.lane, Lane::Turn(tn) if tn.id == *turn
+                    && matches!(tn.phase, Phase::Backoff { timer: t, .. } if t == *timer))
             }),
             TimerPurpose::ShutdownDeadline => {
                 matches!(st.closing, Closing::Draining { deadline: Some(d) } if d == *timer)
@@ -200,6 +206,15 @@ struct Sub {
     claimed: Option<Outcome>,
 }
 
+/// What the auditor knows of an assistant message's finish.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Finish {
+    None,
+    /// `tool_use`: may still become `end_turn` when a result stops the turn (SPEC 4.4).
+    ToolUse,
+    Final,
+}
+
 /// Which unfinished submissions a cancel-like input covers.
 type Covers = Box<dyn Fn(Seq, &Sub) -> bool>;
 
@@ -207,9 +222,78 @@ type Covers = Box<dyn Fn(Seq, &Sub) -> bool>;
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Record {
     User,
-    Assistant { id: MessageId, finished: bool },
-    Call { id: MessageId, call: CallId },
+    Assistant { id: MessageId, finished: Finish, reasoning_open: bool },
+    Call { id: MessageId, call: CallId, finished: bool },
     Result { id: MessageId, call: CallId },
+}
+
+/// Records a message-level write in the session's history for the I8 check at turn end.
+fn record_message(log: &mut Vec<Record>, op: &StoreOp) -> Result<(), Violation> {
+    let find = |log: &mut Vec<Record>, m: MessageId| {
+        log.iter_mut()
+            .rev()
+            .position(|r| matches!(r, Record::Assistant { id, .. } if *id == m))
+            .map(|p| log.len() - 1 - p)
+    };
+    match op {
+        StoreOp::AssistantMessage { id, .. } => {
+            log.push(Record::Assistant { id: *id, finished: Finish::None, reasoning_open: false });
+        }
+        StoreOp::ToolInputStarted { id, call, .. } => {
+            log.push(Record::Call { id: *id, call: call.clone(), finished: false });
+        }
+        StoreOp::ToolCall { id, call, .. } => {
+            let open = log.iter_mut().find(|r| matches!(r, Record::Call { id: m, call: c, finished: false } if m == id && c == call));
+            match open {
+                Some(Record::Call { finished, .. }) => *finished = true,
+                _ => log.push(Record::Call { id: *id, call: call.clone(), finished: true }),
+            }
+        }
+        StoreOp::ToolResult { id, call, .. } => {
+            log.push(Record::Result { id: *id, call: call.clone() })
+        }
+        StoreOp::ReasoningStarted { id, .. } | StoreOp::ReasoningEnded { id, .. } => {
+            let start = matches!(op, StoreOp::ReasoningStarted { .. });
+            match find(log, *id).map(|i| &mut log[i]) {
+                Some(Record::Assistant { reasoning_open, .. }) if *reasoning_open != start => {
+                    *reasoning_open = start
+                }
+                _ => {
+                    return fail(
+                        "I8",
+                        format!("message {id}: reasoning started twice or ended unstarted"),
+                    );
+                }
+            }
+        }
+        StoreOp::MessageReset { id, .. } => {
+            // The attempt's content is gone: its calls and reasoning leave the history.
+            log.retain(|r| !matches!(r, Record::Call { id: m, .. } if m == id));
+            if let Some(Record::Assistant { reasoning_open, finished, .. }) =
+                find(log, *id).map(|i| &mut log[i])
+            {
+                if *finished != Finish::None {
+                    return fail("I8", format!("message {id} reset after its finish"));
+                }
+                *reasoning_open = false;
+            }
+        }
+        StoreOp::MessageFinished { id, finish, .. } => {
+            let new =
+                if *finish == MessageFinish::ToolUse { Finish::ToolUse } else { Finish::Final };
+            match find(log, *id).map(|i| &mut log[i]) {
+                Some(Record::Assistant { finished, .. })
+                    if *finished == Finish::None
+                        || (*finished == Finish::ToolUse && *finish == MessageFinish::EndTurn) =>
+                {
+                    *finished = new;
+                }
+                _ => return fail("I8", format!("message {id} finished twice or never created")),
+            }
+        }
+        _ => {}
+    }
+    Ok(())
 }
 
 /// Checks the input/output stream of one engine against SPEC section 6, knowing nothing of the
@@ -222,8 +306,11 @@ pub struct Auditor {
     completed_runs: BTreeSet<RunId>,
     runs: BTreeMap<RunId, Seq>,
     watermarks: BTreeMap<SessionId, Seq>,
-    prepares: BTreeSet<Seq>,
+    prepares: BTreeSet<(SessionId, Seq)>,
+    /// Sessions flushed in the current transition (SPEC I9: flush before completion).
+    flushed: BTreeSet<SessionId>,
     steps: BTreeSet<StepIo>,
+    refreshes: BTreeSet<StepIo>,
     tools: BTreeSet<CallIo>,
     timers: BTreeSet<TimerId>,
     last_user: BTreeMap<SessionId, Seq>,
@@ -255,7 +342,11 @@ impl Auditor {
     /// unfinished).
     #[must_use]
     pub fn pending_io(&self) -> usize {
-        self.prepares.len() + self.steps.len() + self.tools.len() + self.timers.len()
+        self.prepares.len()
+            + self.steps.len()
+            + self.refreshes.len()
+            + self.tools.len()
+            + self.timers.len()
     }
 
     /// Checks one transition: the input and every output it produced.
@@ -267,9 +358,22 @@ impl Auditor {
             return fail("I13", format!("a stale reply produced {} outputs", outputs.len()));
         }
         self.take_reply(input);
-        self.claim(input);
+        let claimed = self.claim(input);
+        self.flushed.clear();
         for o in outputs {
             self.output(o)?;
+        }
+        // A cancel, clear or shutdown ends the waiting submissions it covers at once (SPEC 4.10).
+        if let Some(seq) = claimed
+            .iter()
+            .find(|q| self.subs.get(q).is_some_and(|s| !s.activated && s.outcome.is_none()))
+        {
+            return fail(
+                "I4",
+                format!(
+                    "waiting submission {seq} was covered but not ended in the same transition"
+                ),
+            );
         }
         if !self.dirty.is_empty() {
             return fail(
@@ -286,9 +390,10 @@ impl Auditor {
     fn is_stale(&self, input: &Input) -> bool {
         match input {
             Input::Prepared { seq, .. } | Input::PreparationFailed { seq, .. } => {
-                !self.prepares.contains(seq)
+                !self.prepares.iter().any(|p| p.1 == *seq && matches!(input, Input::Prepared { session, .. } | Input::PreparationFailed { session, .. } if *session == p.0))
             }
             Input::Step { step, .. } => !self.steps.contains(step),
+            Input::CredentialsRefreshed { step, .. } => !self.refreshes.contains(step),
             Input::ToolResult { call, .. } => !self.tools.contains(call),
             Input::TimerFired { timer } => !self.timers.contains(timer),
             _ => false,
@@ -298,14 +403,18 @@ impl Auditor {
     /// A reply consumes the request it answers.
     fn take_reply(&mut self, input: &Input) {
         match input {
-            Input::Prepared { seq, .. } | Input::PreparationFailed { seq, .. } => {
-                self.prepares.remove(seq);
+            Input::Prepared { session, seq, .. }
+            | Input::PreparationFailed { session, seq, .. } => {
+                self.prepares.remove(&(session.clone(), *seq));
             }
             Input::Step { step, event: StepEvent::Finished { .. } | StepEvent::Failed { .. } } => {
                 self.steps.remove(step);
             }
             Input::ToolResult { call, .. } => {
                 self.tools.remove(call);
+            }
+            Input::CredentialsRefreshed { step, .. } => {
+                self.refreshes.remove(step);
             }
             Input::TimerFired { timer } => {
                 self.timers.remove(timer);
@@ -315,7 +424,8 @@ impl Auditor {
     }
 
     /// Records which submissions a cancel, clear or shutdown decides (I4, I10).
-    fn claim(&mut self, input: &Input) {
+    /// Returns the sequences this input claimed.
+    fn claim(&mut self, input: &Input) -> Vec<Seq> {
         let (session, covers): (Option<&SessionId>, Covers) = match input {
             Input::Cancel { session, up_to } => {
                 let wm = up_to.or(self.newest).unwrap_or(Seq(0));
@@ -329,15 +439,18 @@ impl Auditor {
             }
             Input::ClearQueue { session } => (Some(session), Box::new(|_, s: &Sub| !s.activated)),
             Input::Shutdown => {
-                for s in
-                    self.subs.values_mut().filter(|s| s.outcome.is_none() && s.claimed.is_none())
+                let mut claimed = Vec::new();
+                for (seq, s) in
+                    self.subs.iter_mut().filter(|(_, s)| s.outcome.is_none() && s.claimed.is_none())
                 {
                     s.claimed = Some(Outcome::Interrupted);
+                    claimed.push(*seq);
                 }
-                return;
+                return claimed;
             }
-            _ => return,
+            _ => return Vec::new(),
         };
+        let mut claimed = Vec::new();
         for (seq, s) in &mut self.subs {
             if s.outcome.is_none()
                 && s.claimed.is_none()
@@ -345,8 +458,10 @@ impl Auditor {
                 && covers(*seq, s)
             {
                 s.claimed = Some(Outcome::Cancelled);
+                claimed.push(*seq);
             }
         }
+        claimed
     }
 
     fn sub(&mut self, seq: Seq, what: &str) -> Result<&mut Sub, Violation> {
@@ -359,13 +474,13 @@ impl Auditor {
     fn output(&mut self, o: &Output) -> Result<(), Violation> {
         match &o.kind {
             OutputKind::Reply(r) => self.reply(r),
-            OutputKind::Prepare { seq, .. } => {
+            OutputKind::Prepare { session, seq } => {
                 self.must_be_live(*seq, "a preparation")?;
-                self.prepares.insert(*seq);
+                self.prepares.insert((session.clone(), *seq));
                 Ok(())
             }
-            OutputKind::AbortPreparation { seq, .. } => {
-                self.prepares.remove(seq);
+            OutputKind::AbortPreparation { session, seq } => {
+                self.prepares.remove(&(session.clone(), *seq));
                 Ok(())
             }
             OutputKind::StartStep { step } => {
@@ -375,6 +490,15 @@ impl Auditor {
             }
             OutputKind::AbortStep { step } => {
                 self.steps.remove(step);
+                Ok(())
+            }
+            OutputKind::RefreshCredentials { step } => {
+                self.must_be_live(step.seq, "a credential refresh")?;
+                self.refreshes.insert(step.clone());
+                Ok(())
+            }
+            OutputKind::AbortRefresh { step } => {
+                self.refreshes.remove(step);
                 Ok(())
             }
             OutputKind::RunTool { call, .. } => {
@@ -485,33 +609,16 @@ impl Auditor {
                 self.last_user.insert(session, *seq);
                 self.sub(*seq, "a user message")?.user_message = true;
             }
-            StoreOp::AssistantMessage { seq, id, .. } => {
-                log.push(Record::Assistant { id: *id, finished: false });
-                self.must_be_activated(*seq)?;
+            StoreOp::LedgerOutcome { .. } => {}
+            StoreOp::Flush { session } => {
+                self.flushed.insert(session.clone());
             }
-            StoreOp::ToolCall { seq, id, call, .. } => {
-                log.push(Record::Call { id: *id, call: call.clone() });
-                self.must_be_activated(*seq)?;
-            }
-            StoreOp::ToolResult { seq, id, call, .. } => {
-                log.push(Record::Result { id: *id, call: call.clone() });
-                self.must_be_activated(*seq)?;
-            }
-            StoreOp::MessageFinished { seq, id, .. } => {
-                match log
-                    .iter_mut()
-                    .rev()
-                    .find(|r| matches!(r, Record::Assistant { id: m, .. } if m == id))
-                {
-                    Some(Record::Assistant { finished, .. }) if !*finished => *finished = true,
-                    _ => {
-                        return fail("I8", format!("message {id} finished twice or never created"));
-                    }
+            _ => {
+                record_message(log, op)?;
+                if let Some(seq) = op.seq() {
+                    self.must_be_activated(seq)?;
                 }
-                self.must_be_activated(*seq)?;
             }
-            StoreOp::AppendText { seq, .. } => self.must_be_activated(*seq)?,
-            StoreOp::LedgerOutcome { .. } | StoreOp::Flush { .. } => {}
         }
         Ok(())
     }
@@ -572,6 +679,9 @@ impl Auditor {
                 format!("submission {seq}: folded outcome without exactly a folded user message"),
             );
         }
+        if s.activated && !self.flushed.contains(c.session()) {
+            return fail("I9", format!("completion of {seq} published without the final flush"));
+        }
         if c.message_id().is_some() != s.activated || c.text().is_some() != s.activated {
             return fail("I9", format!("submission {seq}: message_id/text present iff activated"));
         }
@@ -586,8 +696,9 @@ impl Auditor {
             self.check_history(&s.session)?;
         }
         self.steps.retain(|x| x.seq != seq);
+        self.refreshes.retain(|x| x.seq != seq);
         self.tools.retain(|x| x.seq != seq);
-        self.prepares.remove(&seq);
+        self.prepares.retain(|p| p.1 != seq);
         if let Some(sub) = self.subs.get_mut(&seq) {
             sub.outcome = Some(c.outcome());
         }
@@ -604,24 +715,32 @@ impl Auditor {
         for r in &log {
             match r {
                 Record::User => since_user_ok.clear(),
-                Record::Assistant { id, finished } => {
-                    if !finished {
+                Record::Assistant { id, finished, reasoning_open } => {
+                    if *finished == Finish::None || *reasoning_open {
                         return fail(
                             "I8",
-                            format!("session {session}: message {id} has no finish at turn end"),
+                            format!(
+                                "session {session}: message {id} unfinished or reasoning open at turn end"
+                            ),
                         );
                     }
                     since_user_ok.insert(*id);
                 }
-                Record::Call { id, call } => {
+                Record::Call { id, call, finished } => {
+                    if !finished {
+                        return fail(
+                            "I8",
+                            format!("session {session}: call {call} unfinished at turn end"),
+                        );
+                    }
                     open_calls.insert((*id, call));
                 }
                 Record::Result { id, call } => {
-                    if !since_user_ok.contains(id) {
+                    if !since_user_ok.contains(id) || !open_calls.contains(&(*id, call)) {
                         return fail(
                             "I8",
                             format!(
-                                "session {session}: result of {call} is separated from its call"
+                                "session {session}: result of {call} precedes or is separated from its call"
                             ),
                         );
                     }

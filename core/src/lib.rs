@@ -45,10 +45,10 @@
 //!     engine.handle(Millis(0), input)?;
 //!     while let Some(out) = engine.poll_output() {
 //!         match out.kind {
-//!             OutputKind::Prepare { session, seq } => inbox.push(Input::Prepared { session, seq }),
+//!             OutputKind::Prepare { session, seq } => inbox.push(Input::Prepared { session, seq, setup: Default::default() }),
 //!             OutputKind::StartStep { step } => inbox.push(Input::Step {
 //!                 step,
-//!                 event: StepEvent::Finished { reason: FinishReason::Stop },
+//!                 event: StepEvent::Finished { reason: FinishReason::Stop, usage: None },
 //!             }),
 //!             OutputKind::Finished(c) => finished.push(c),
 //!             _ => {} // a real host applies writes, arms timers, ...
@@ -103,13 +103,16 @@ pub mod ids;
 pub mod input;
 pub mod invariants;
 mod ledger;
+mod loops;
 pub mod outcome;
 pub mod output;
 mod preparation;
 pub mod replay;
+mod retry;
 mod shutdown;
 mod state;
 mod step;
+mod stream;
 pub mod trace;
 mod transition;
 
@@ -121,8 +124,8 @@ pub use engine::Engine;
 pub use error::HostError;
 pub use ids::{CallId, MessageId, Millis, RunId, Seq, SessionId, TimerId, TurnId};
 pub use input::{
-    Attachment, CallIo, ErrorClass, FinishReason, Input, Mode, ProviderError, StepEvent, StepIo,
-    StopTurn, Submit, ToolOutput,
+    Attachment, CallIo, ErrorClass, FinishReason, Input, Mode, ProviderError, Setup, StepEvent,
+    StepIo, StopTurn, Submit, ToolOutput, ToolSpec, Usage,
 };
 pub use invariants::{Auditor, Violation, check_invariants};
 pub use ledger::{Fingerprint, KnownRun};
@@ -130,5 +133,7 @@ pub use outcome::{Completion, ErrorInfo, ErrorKind, Outcome, StopReason};
 pub use output::{MessageFinish, Output, OutputKind, Rejection, Reply, StoreOp, TimerPurpose};
 pub use preparation::PREPARATION_TITLE;
 pub use replay::{ReplayFailure, ReplayReport, bless, replay};
-pub use step::STEP_LIMIT_TITLE;
+pub use retry::{UNAUTHORIZED_TITLE, retry_delay_ms};
+pub use step::{LOOP_MESSAGE, LOOP_TITLE, STEP_LIMIT_TITLE};
+pub use stream::{INVALID_JSON_RESULT, unknown_tool_result};
 pub use trace::{Recorder, Trace, TraceError, TraceHeader, TraceLine};

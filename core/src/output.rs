@@ -47,7 +47,8 @@ pub enum OutputKind {
     Store(StoreOp),
     /// The writes of this session since its previous `Commit` form one transaction: commit it
     /// now, before performing any later output that concerns the session (SPEC 4.12). A commit
-    /// whose transaction holds only [`StoreOp::AppendText`] may be deferred by the debounce
+    /// whose transaction holds only [`StoreOp::AppendText`] or [`StoreOp::AppendReasoning`] may
+    /// be deferred by the debounce
     /// window; a [`StoreOp::Flush`] ends any deferral.
     Commit {
         /// The session whose transaction ends here.
@@ -62,6 +63,17 @@ pub enum OutputKind {
     /// Close this step's stream at once; later events for it are ignored.
     AbortStep {
         /// The step.
+        step: StepIo,
+    },
+    /// The provider refused the credentials (HTTP 401): refresh them, waiting up to 5 minutes
+    /// for a person if needed, and answer [`crate::Input::CredentialsRefreshed`] (SPEC 4.5).
+    RefreshCredentials {
+        /// The refused attempt.
+        step: StepIo,
+    },
+    /// Stop waiting for the credential refresh at once (a cancel, SPEC 4.5 and G-13).
+    AbortRefresh {
+        /// The refused attempt.
         step: StepIo,
     },
     /// Run a tool and answer [`crate::Input::ToolResult`].
@@ -98,6 +110,39 @@ pub enum OutputKind {
     Finished(Completion),
     /// Shutdown is complete: no submission is unfinished and no IO is pending. Emitted once.
     Stopped,
+}
+
+impl OutputKind {
+    /// The session this output concerns, if it concerns one.
+    #[must_use]
+    pub fn session(&self) -> Option<&SessionId> {
+        match self {
+            OutputKind::Reply(
+                Reply::Accepted { session, .. } | Reply::Existing { session, .. },
+            ) => Some(session),
+            OutputKind::Prepare { session, .. }
+            | OutputKind::AbortPreparation { session, .. }
+            | OutputKind::Commit { session } => Some(session),
+            OutputKind::Store(op) => Some(op.session()),
+            OutputKind::StartStep { step }
+            | OutputKind::AbortStep { step }
+            | OutputKind::RefreshCredentials { step }
+            | OutputKind::AbortRefresh { step } => Some(&step.session),
+            OutputKind::RunTool { call, .. } | OutputKind::AbortTool { call } => {
+                Some(&call.session)
+            }
+            OutputKind::SetTimer { purpose, .. } => match purpose {
+                TimerPurpose::CancelGrace { session, .. } | TimerPurpose::Retry { session, .. } => {
+                    Some(session)
+                }
+                TimerPurpose::ShutdownDeadline => None,
+            },
+            OutputKind::Finished(c) => Some(c.session()),
+            OutputKind::Reply(Reply::Rejected { .. })
+            | OutputKind::CancelTimer { .. }
+            | OutputKind::Stopped => None,
+        }
+    }
 }
 
 /// The reply to a submission (SPEC 4.1).
@@ -213,6 +258,77 @@ pub enum StoreOp {
         /// The step.
         step: u32,
     },
+    /// A reasoning section begins in an assistant message (structural).
+    ReasoningStarted {
+        /// The session.
+        session: SessionId,
+        /// The submission that owns the turn.
+        seq: Seq,
+        /// The message.
+        id: MessageId,
+    },
+    /// Streamed reasoning appended: coalescible.
+    AppendReasoning {
+        /// The session.
+        session: SessionId,
+        /// The submission that owns the turn.
+        seq: Seq,
+        /// The message.
+        id: MessageId,
+        /// The text to append.
+        text: String,
+    },
+    /// The reasoning section ends, with the provider's signature (structural).
+    ReasoningEnded {
+        /// The session.
+        session: SessionId,
+        /// The submission that owns the turn.
+        seq: Seq,
+        /// The message.
+        id: MessageId,
+        /// The provider's signature, kept for later requests.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        signature: Option<String>,
+    },
+    /// A tool call began streaming: an unfinished call in the message (structural).
+    ToolInputStarted {
+        /// The session.
+        session: SessionId,
+        /// The submission that owns the turn.
+        seq: Seq,
+        /// The assistant message holding the call.
+        id: MessageId,
+        /// The call.
+        call: CallId,
+        /// The tool's name.
+        name: String,
+    },
+    /// The message's streamed content (text, reasoning, tool calls) is cleared before a retry,
+    /// so an attempt is never appended to a failed one (SPEC 4.5; structural).
+    MessageReset {
+        /// The session.
+        session: SessionId,
+        /// The submission that owns the turn.
+        seq: Seq,
+        /// The message.
+        id: MessageId,
+    },
+    /// Field-level update of the session's gauges and cost (SPEC 4.4): each gauge is **set**
+    /// when present, the cost is **added**; never a read-modify-write of the session row.
+    SessionUsage {
+        /// The session.
+        session: SessionId,
+        /// The submission whose step used it.
+        seq: Seq,
+        /// New `prompt_tokens` (input + cache read + cache creation), when non-zero.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        prompt_tokens: Option<u64>,
+        /// New `completion_tokens`, when non-zero.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        completion_tokens: Option<u64>,
+        /// Cost to add, in millionths.
+        cost_micros: u64,
+    },
     /// Streamed text appended to an assistant message: coalescible (debounced by the host).
     AppendText {
         /// The session.
@@ -281,6 +397,12 @@ impl StoreOp {
         match self {
             StoreOp::LedgerOutcome { completion } => completion.session(),
             StoreOp::LedgerActivated { session, .. }
+            | StoreOp::ReasoningStarted { session, .. }
+            | StoreOp::AppendReasoning { session, .. }
+            | StoreOp::ReasoningEnded { session, .. }
+            | StoreOp::ToolInputStarted { session, .. }
+            | StoreOp::MessageReset { session, .. }
+            | StoreOp::SessionUsage { session, .. }
             | StoreOp::UserMessage { session, .. }
             | StoreOp::AssistantMessage { session, .. }
             | StoreOp::AppendText { session, .. }
@@ -297,6 +419,12 @@ impl StoreOp {
         match self {
             StoreOp::LedgerOutcome { completion } => Some(completion.seq()),
             StoreOp::LedgerActivated { seq, .. }
+            | StoreOp::ReasoningStarted { seq, .. }
+            | StoreOp::AppendReasoning { seq, .. }
+            | StoreOp::ReasoningEnded { seq, .. }
+            | StoreOp::ToolInputStarted { seq, .. }
+            | StoreOp::MessageReset { seq, .. }
+            | StoreOp::SessionUsage { seq, .. }
             | StoreOp::UserMessage { seq, .. }
             | StoreOp::AssistantMessage { seq, .. }
             | StoreOp::AppendText { seq, .. }
@@ -348,6 +476,13 @@ pub enum TimerPurpose {
         /// The session.
         session: SessionId,
         /// The aborting turn.
+        turn: TurnId,
+    },
+    /// The backoff before a step's next attempt (SPEC 4.5).
+    Retry {
+        /// The session.
+        session: SessionId,
+        /// The turn whose step retries.
         turn: TurnId,
     },
     /// The shutdown deadline (SPEC 4.10): every turn still aborting is cleaned up when it fires.

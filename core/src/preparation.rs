@@ -2,7 +2,7 @@
 
 use crate::admission;
 use crate::ids::{Seq, SessionId};
-use crate::input::Mode;
+use crate::input::{Mode, Setup};
 use crate::outcome::{self, ErrorInfo, ErrorKind, Verdict};
 use crate::state::{Closing, Prep, Sessions, State};
 use crate::transition::Tx;
@@ -18,6 +18,7 @@ pub(crate) fn on_prepared(
     tx: &mut Tx,
     session: &SessionId,
     seq: Seq,
+    setup: Setup,
 ) {
     ss.with(session, false, |s| {
         // Guard (I13): only a preparing entry of this session accepts the reply.
@@ -31,7 +32,7 @@ pub(crate) fn on_prepared(
             entry.sub.run_id.is_none() || entry.sub.mode == Mode::OwnTurn,
             "RunId: own_turn"
         );
-        entry.prep = Prep::Prepared;
+        entry.prep = Prep::Prepared(Box::new(setup));
         admission::hand_off(st, tx, s);
     });
 }

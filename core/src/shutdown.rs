@@ -5,6 +5,7 @@ use crate::cleanup::{self, TurnEnd};
 use crate::ids::{Millis, TimerId};
 use crate::outcome::Verdict;
 use crate::output::{OutputKind, TimerPurpose};
+use crate::retry;
 use crate::state::{Abort, Closing, Lane, Phase, Sessions, State};
 use crate::transition::Tx;
 
@@ -47,7 +48,7 @@ pub(crate) fn finish_if_drained(st: &mut State, ss: &Sessions, tx: &mut Tx) {
     if let Some(timer) = deadline
         && st.timers.remove(&timer).is_some()
     {
-        tx.tail(OutputKind::CancelTimer { timer });
+        tx.abort(crate::ids::Seq(0), OutputKind::CancelTimer { timer });
     }
     st.closing = Closing::Closed;
     tx.tail(OutputKind::Stopped);
@@ -83,6 +84,9 @@ pub(crate) fn on_timer(
                 };
                 cleanup::end_turn(st, tx, s, TurnEnd::Aborted(cause));
             });
+        }
+        TimerPurpose::Retry { session, .. } => {
+            ss.with(&session, false, |s| retry::on_backoff_done(tx, s, timer));
         }
         TimerPurpose::ShutdownDeadline => {
             if let Closing::Draining { .. } = st.closing {

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use crate::config::Config;
 use crate::ids::{CallId, MessageId, Millis, RunId, Seq, SessionId, TimerId, TurnId};
-use crate::input::{Attachment, Mode, StopTurn};
+use crate::input::{Attachment, Mode, Setup, StopTurn};
 use crate::ledger::RunLedger;
 use crate::output::TimerPurpose;
 
@@ -24,15 +24,23 @@ pub(crate) struct Submission {
     /// Kept for the model request the host builds; bounded by what the caller sent.
     #[allow(dead_code)] // read by the request builder of the second core issue
     pub(crate) attachments: Vec<Attachment>,
+    /// Steps run so far, across resumed turns (the step limit counts them, SPEC 4.6).
+    pub(crate) steps: u32,
 }
 
 /// Where a waiting submission is (SPEC 3 "Waiting").
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Prep {
     /// The host is preparing it.
     Preparing,
-    /// Prepared, behind others or about to be admitted.
-    Prepared,
+    /// Prepared, behind others or about to be admitted, with what the preparation resolved.
+    Prepared(Box<Setup>),
+}
+
+impl Prep {
+    pub(crate) fn is_prepared(&self) -> bool {
+        matches!(self, Prep::Prepared(_))
+    }
 }
 
 /// One entry of a session's queue.
@@ -81,22 +89,72 @@ pub(crate) enum Lane {
 pub(crate) struct Turn {
     pub(crate) owner: Submission,
     pub(crate) id: TurnId,
+    /// What the owner's preparation resolved: tools, context window.
+    pub(crate) setup: Box<Setup>,
     /// The current step, from 0.
     pub(crate) step: u32,
     /// The current step's assistant message (SPEC 5: the last one is reported).
     pub(crate) message: MessageId,
     /// That message's text so far.
     pub(crate) text: String,
+    /// What the message holds besides text (the leading-newline rule and clean-up need it).
+    pub(crate) parts: Parts,
     /// The current step's tool calls in the order the model sent them. Bounded by
     /// [`Config::calls_per_step_max`]: later calls are ignored like duplicates.
     pub(crate) calls: Vec<Call>,
     /// Every call id used in this turn (a repeated id is ignored, SPEC 4.4). Grows with the
     /// turn's calls, at most `calls_per_step_max` per step.
     pub(crate) seen: BTreeSet<CallId>,
+    /// Retries and refreshes used by the current step (SPEC 4.5).
+    pub(crate) budget: Budget,
+    /// Loop-detection signatures of the turn's last steps, oldest first; at most
+    /// [`LOOP_WINDOW_MAX`] (SPEC 4.8). `None` for a step without tool calls.
+    pub(crate) window: VecDeque<Option<[u8; 32]>>,
     pub(crate) phase: Phase,
     /// Whether the current step's assistant message has its finish already.
     pub(crate) message_state: MessageState,
 }
+
+/// The loop-detection window: the last 10 steps of the submission (SPEC 4.8, section 8).
+pub(crate) const LOOP_WINDOW_MAX: usize = 10;
+
+/// What an assistant message holds besides its text.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Parts {
+    /// True once any content part exists (text, reasoning or a tool call): from then on a
+    /// leading "\n" of a text delta is kept (SPEC 4.4).
+    pub(crate) any: bool,
+    /// The reasoning section, which clean-up must close if the stream did not (SPEC 4.9).
+    pub(crate) reasoning: Reasoning,
+}
+
+/// The reasoning section of an assistant message.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) enum Reasoning {
+    /// No reasoning.
+    #[default]
+    None,
+    /// Started and not ended.
+    Open,
+    /// Ended.
+    Ended,
+}
+
+/// Retries and credential refreshes used by the current step (SPEC 4.5).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Budget {
+    /// Attempts made since the step started or since its last refresh (at most
+    /// [`ATTEMPTS_MAX`]).
+    pub(crate) attempts: u32,
+    /// True once the step used its one credential refresh.
+    pub(crate) refreshed: bool,
+}
+
+/// Attempts per step before a retryable error fails the submission (SPEC 8).
+pub(crate) const ATTEMPTS_MAX: u32 = 4;
+/// The backoff before retry 1, 2 and 3 (SPEC 4.5: 5, 10 and 20 s, no jitter).
+pub(crate) const BACKOFF_MS: [u64; 3] = [5_000, 10_000, 20_000];
+const _: () = assert!(BACKOFF_MS.len() as u32 == ATTEMPTS_MAX - 1);
 
 /// Whether an assistant message still needs its finish (clean-up writes one if so, SPEC 4.9).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -112,6 +170,28 @@ impl Turn {
     pub(crate) fn last_message(&self) -> crate::outcome::LastMessage {
         crate::outcome::LastMessage { id: self.message, text: self.text.clone() }
     }
+
+    /// The IO name of the current step's attempt.
+    pub(crate) fn step_io(&self, session: &SessionId, attempt: u32) -> crate::input::StepIo {
+        crate::input::StepIo {
+            session: session.clone(),
+            seq: self.owner.seq,
+            turn: self.id,
+            step: self.step,
+            attempt,
+        }
+    }
+
+    /// The IO name of one of the current step's calls.
+    pub(crate) fn call_io(&self, session: &SessionId, call: &CallId) -> crate::input::CallIo {
+        crate::input::CallIo {
+            session: session.clone(),
+            seq: self.owner.seq,
+            turn: self.id,
+            step: self.step,
+            call: call.clone(),
+        }
+    }
 }
 
 /// A tool call of the current step.
@@ -119,19 +199,24 @@ impl Turn {
 pub(crate) struct Call {
     pub(crate) id: CallId,
     pub(crate) name: String,
+    /// The arguments as stored (`{}` for an unfinished or invalid call).
     pub(crate) input: String,
-    pub(crate) result: CallResult,
+    pub(crate) state: CallState,
 }
 
-/// Whether a call has its result yet.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum CallResult {
-    /// Streamed, not yet started (the stream has not finished).
-    Pending,
+/// Where a tool call is in its life (SPEC 4.4, 4.9).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum CallState {
+    /// Its input is still streaming (a `tool_input_start` without its `tool_call`).
+    Unfinished,
+    /// Complete, with valid JSON arguments; runs when the stream finishes.
+    Complete,
+    /// Complete, but its arguments were not valid JSON: stored as `{}`, never run.
+    Invalid,
     /// Running: a `RunTool` was emitted.
     Running,
-    /// Its result was written; `stop` says whether it asks to stop the turn.
-    Reported { stop: Option<StopTurn> },
+    /// Its result was written: `output` feeds the loop signature, `stop` the turn's end.
+    Reported { output: String, stop: Option<StopTurn> },
 }
 
 /// What a turn is doing.
@@ -139,6 +224,10 @@ pub(crate) enum CallResult {
 pub(crate) enum Phase {
     /// Waiting for the model's stream of this attempt.
     Streaming { attempt: u32 },
+    /// A retryable error: the next attempt starts when `timer` fires (SPEC 4.5).
+    Backoff { next: u32, timer: TimerId },
+    /// A 401: waiting for the host's credential refresh of the refused `attempt` (SPEC 4.5).
+    Refreshing { attempt: u32 },
     /// The stream finished with tool calls; some are still running. `finish` is the step's
     /// mapped finish, needed once the last tool reports (SPEC 4.6).
     Tools { finish: crate::input::FinishReason },

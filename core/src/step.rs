@@ -1,104 +1,45 @@
-//! The step skeleton: streaming events, tool execution, and the ends of a turn (SPEC 4.4, 4.6).
+//! Tool results and the ends of a turn (SPEC 4.4, 4.6).
+//!
+//! After each step, in SPEC 4.6's order of precedence: a stop-turn result ends the submission
+//! `completed` (permission_denied, hook_halt); loop detection or the step limit end it `failed`;
+//! a finish other than `tool_use` ends it `completed`; otherwise the next step starts.
 
 use crate::admission;
 use crate::cleanup::{self, TurnEnd};
-use crate::input::{CallIo, FinishReason, StepEvent, StepIo, ToolOutput};
+use crate::ids::SessionId;
+use crate::input::{CallIo, FinishReason, StopTurn, ToolOutput, Usage};
+use crate::loops;
 use crate::outcome::{ErrorInfo, ErrorKind, StopReason, Verdict};
 use crate::output::{MessageFinish, OutputKind, StoreOp};
-use crate::state::{Call, CallResult, Lane, MessageState, Phase, Session, Sessions, State, Turn};
+use crate::state::{CallState, Lane, MessageState, Phase, Session, Sessions, State};
 use crate::transition::Tx;
 
 /// The title of a `step_limit` failure.
 pub const STEP_LIMIT_TITLE: &str = "Step Limit Reached";
+/// The title of a `loop_detected` failure.
+pub const LOOP_TITLE: &str = "Loop Detected";
+/// The message of a `loop_detected` failure.
+pub const LOOP_MESSAGE: &str =
+    "The same tool interaction was repeated more than 5 times in the last 10 steps.";
 
-/// Maps the host's finish reason to the message's finish (SPEC 4.4).
-fn message_finish(reason: FinishReason) -> MessageFinish {
-    match reason {
-        FinishReason::Stop => MessageFinish::EndTurn,
-        FinishReason::Length => MessageFinish::MaxTokens,
-        FinishReason::ToolCalls => MessageFinish::ToolUse,
-        FinishReason::ContentFilter => MessageFinish::ContentFilter,
-        FinishReason::Other => MessageFinish::Unknown,
-    }
-}
-
-/// The turn in the lane if `io` names its current attempt exactly (I13).
-fn streaming_turn<'a>(s: &'a mut Session, io: &StepIo) -> Option<&'a mut Turn> {
-    match &mut s.lane {
-        Lane::Turn(t)
-            if t.id == io.turn
-                && t.owner.seq == io.seq
-                && t.step == io.step
-                && t.phase == Phase::Streaming { attempt: io.attempt } =>
-        {
-            Some(t)
-        }
-        _ => None,
-    }
-}
-
-/// `Step`: one streaming event of the current attempt.
-pub(crate) fn on_step(
-    st: &mut State,
-    ss: &mut Sessions,
+/// Writes a step's usage as field-level updates (SPEC 4.4): gauges **set** when non-zero, cost
+/// **added**; estimated usage costs nothing.
+pub(crate) fn account_usage(
+    _st: &mut State,
     tx: &mut Tx,
-    io: StepIo,
-    event: StepEvent,
+    session: &SessionId,
+    seq: crate::ids::Seq,
+    u: &Usage,
 ) {
-    let calls_max = st.config.calls_per_step_max as usize;
-    ss.with(&io.session.clone(), false, |s| {
-        let session = s.id.clone();
-        let Some(t) = streaming_turn(s, &io) else {
-            return;
-        };
-        debug_assert_eq!(t.message_state, MessageState::Open, "a streaming message has no finish");
-        debug_assert!(t.calls.iter().all(|c| c.result == CallResult::Pending));
-        let (seq, id) = (io.seq, t.message);
-        match event {
-            StepEvent::TextDelta { text } => {
-                t.text.push_str(&text);
-                tx.decided(seq, OutputKind::Store(StoreOp::AppendText { session, seq, id, text }));
-                tx.seal_decided(seq);
-            }
-            StepEvent::ToolCall { id: call, name, input } => {
-                if t.seen.contains(&call) || t.calls.len() >= calls_max {
-                    return; // a repeated id runs once and has one result (SPEC 4.4)
-                }
-                t.seen.insert(call.clone());
-                let (name2, input2) = (name.clone(), input.clone());
-                t.calls.push(Call { id: call.clone(), name, input, result: CallResult::Pending });
-                let op = StoreOp::ToolCall { session, seq, id, call, name: name2, input: input2 };
-                tx.decided(seq, OutputKind::Store(op));
-                tx.seal_decided(seq);
-            }
-            StepEvent::Finished { reason } => on_stream_finished(st, tx, s, reason),
-            StepEvent::Failed { error } => {
-                cleanup::end_turn(st, tx, s, TurnEnd::Failed(cleanup::provider_error(error)));
-            }
-        }
-    });
-}
-
-/// The stream ended: finish the message, then run every complete call (whatever the finish
-/// reason) or, with none, judge the step.
-fn on_stream_finished(st: &mut State, tx: &mut Tx, s: &mut Session, reason: FinishReason) {
-    let Lane::Turn(t) = &mut s.lane else { return };
-    let seq = t.owner.seq;
-    let finish = message_finish(reason);
-    let op = StoreOp::MessageFinished { session: s.id.clone(), seq, id: t.message, finish };
+    let prompt = u.prompt_tokens();
+    let op = StoreOp::SessionUsage {
+        session: session.clone(),
+        seq,
+        prompt_tokens: (prompt > 0).then_some(prompt),
+        completion_tokens: (u.output_tokens > 0).then_some(u.output_tokens),
+        cost_micros: if u.estimated { 0 } else { u.cost_micros },
+    };
     tx.decided(seq, OutputKind::Store(op));
-    tx.seal_decided(seq);
-    t.message_state = MessageState::Finished;
-    if t.calls.is_empty() {
-        return after_step(st, tx, s, reason);
-    }
-    for c in &mut t.calls {
-        c.result = CallResult::Running;
-        let call =
-            CallIo { session: s.id.clone(), seq, turn: t.id, step: t.step, call: c.id.clone() };
-        tx.handoff(seq, OutputKind::RunTool { call, name: c.name.clone(), input: c.input.clone() });
-    }
-    t.phase = Phase::Tools { finish: reason };
 }
 
 /// `ToolResult`: written as reported while the turn is running or aborting (a tool that really
@@ -116,14 +57,13 @@ pub(crate) fn on_tool_result(
         if t.id != io.turn || t.owner.seq != io.seq || t.step != io.step {
             return;
         }
-        let Some(c) =
-            t.calls.iter_mut().find(|c| c.id == io.call && c.result == CallResult::Running)
+        let Some(c) = t.calls.iter_mut().find(|c| c.id == io.call && c.state == CallState::Running)
         else {
             return;
         };
         debug_assert!(matches!(t.phase, Phase::Tools { .. } | Phase::Aborting { .. }));
         debug_assert_eq!(t.message_state, MessageState::Finished, "tools run after the stream");
-        c.result = CallResult::Reported { stop: result.stop };
+        c.state = CallState::Reported { output: result.content.clone(), stop: result.stop };
         let seq = t.owner.seq;
         let op = StoreOp::ToolResult {
             session: s.id.clone(),
@@ -135,7 +75,7 @@ pub(crate) fn on_tool_result(
             synthetic: false,
         };
         tx.decided(seq, OutputKind::Store(op));
-        if t.calls.iter().any(|c| c.result == CallResult::Running) {
+        if t.calls.iter().any(|c| c.state == CallState::Running) {
             tx.seal_decided(seq);
             return;
         }
@@ -143,46 +83,59 @@ pub(crate) fn on_tool_result(
         match t.phase {
             Phase::Tools { finish } => after_step(st, tx, s, finish),
             Phase::Aborting { cause, .. } => cleanup::end_turn(st, tx, s, TurnEnd::Aborted(cause)),
-            Phase::Streaming { .. } => debug_assert!(false, "no tool runs while streaming"),
+            _ => debug_assert!(false, "no tool runs outside the tools and aborting phases"),
         }
     });
 }
 
-/// After each step, in SPEC 4.6's order of precedence: a stop-turn result, the step limit, the
-/// finish; otherwise the next step.
-fn after_step(st: &mut State, tx: &mut Tx, s: &mut Session, reason: FinishReason) {
+/// After each step, in SPEC 4.6's order of precedence.
+pub(crate) fn after_step(st: &mut State, tx: &mut Tx, s: &mut Session, reason: FinishReason) {
     let Lane::Turn(t) = &mut s.lane else { return };
-    let stop = t.calls.iter().find_map(|c| match c.result {
-        CallResult::Reported { stop } => stop,
+    t.owner.steps += 1;
+    let looped = loops::record(&mut t.window, loops::signature(&t.calls));
+    let stop = t.calls.iter().find_map(|c| match c.state {
+        CallState::Reported { stop, .. } => stop,
         _ => None,
     });
-    let steps_done = t.step + 1;
     let limit = st.config.step_limit;
+    if stop.is_some() && reason == FinishReason::ToolCalls {
+        // `tool_use` becomes `end_turn`: the model will not be called again (SPEC 4.4).
+        let (seq, id) = (t.owner.seq, t.message);
+        let op = StoreOp::MessageFinished {
+            session: s.id.clone(),
+            seq,
+            id,
+            finish: MessageFinish::EndTurn,
+        };
+        tx.decided(seq, OutputKind::Store(op));
+    }
     let end = if let Some(stop) = stop {
         Some(TurnEnd::Done(Verdict::Completed(Some(match stop {
-            crate::input::StopTurn::PermissionDenied => StopReason::PermissionDenied,
-            crate::input::StopTurn::HookHalt => StopReason::HookHalt,
+            StopTurn::PermissionDenied => StopReason::PermissionDenied,
+            StopTurn::HookHalt => StopReason::HookHalt,
         }))))
-    } else if limit > 0 && steps_done >= limit {
+    } else if looped {
+        let e = ErrorInfo {
+            kind: ErrorKind::LoopDetected,
+            title: LOOP_TITLE.to_owned(),
+            message: LOOP_MESSAGE.to_owned(),
+        };
+        Some(TurnEnd::Failed(e))
+    } else if limit > 0 && t.owner.steps >= limit {
         Some(TurnEnd::Failed(ErrorInfo {
             kind: ErrorKind::StepLimit,
             title: STEP_LIMIT_TITLE.to_owned(),
             message: format!("The turn reached the limit of {limit} steps."),
         }))
     } else {
-        match reason {
+        let stop = match reason {
             FinishReason::ToolCalls => None,
-            FinishReason::Stop => {
-                Some(TurnEnd::Done(Verdict::Completed(Some(StopReason::EndTurn))))
-            }
-            FinishReason::Length => {
-                Some(TurnEnd::Done(Verdict::Completed(Some(StopReason::MaxTokens))))
-            }
-            FinishReason::ContentFilter => {
-                Some(TurnEnd::Done(Verdict::Completed(Some(StopReason::ContentFilter))))
-            }
-            FinishReason::Other => Some(TurnEnd::Done(Verdict::Completed(None))),
-        }
+            FinishReason::Stop => Some(Some(StopReason::EndTurn)),
+            FinishReason::Length => Some(Some(StopReason::MaxTokens)),
+            FinishReason::ContentFilter => Some(Some(StopReason::ContentFilter)),
+            FinishReason::Other => Some(None),
+        };
+        stop.map(|s| TurnEnd::Done(Verdict::Completed(s)))
     };
     match end {
         Some(end) => cleanup::end_turn(st, tx, s, end),

@@ -193,12 +193,21 @@ impl Recorder {
         Ok(Recorder { engine, header, with_outputs, lines: Vec::new(), pending: VecDeque::new() })
     }
 
-    /// As [`Engine::handle`]; the input is recorded only when the engine accepted it.
+    /// As [`Engine::handle`]. The input is recorded unless the engine refused it as host misuse
+    /// (which changes nothing); an input that broke the engine is recorded, so the recording
+    /// reproduces the failure.
     ///
     /// # Errors
     /// As [`Engine::handle`].
     pub fn handle(&mut self, now: Millis, input: Input) -> Result<(), HostError> {
-        self.engine.handle(now, input.clone())?;
+        match self.engine.handle(now, input.clone()) {
+            Ok(()) => {}
+            Err(e @ HostError::Internal(_)) => {
+                self.lines.push(TraceLine { at: now, input, expect: None });
+                return Err(e);
+            }
+            Err(e) => return Err(e),
+        }
         let mut expect = self.with_outputs.then(Vec::new);
         while let Some(o) = self.engine.poll_output() {
             if let Some(e) = &mut expect {

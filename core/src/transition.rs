@@ -6,7 +6,9 @@
 //! (the shutdown deadline and `Stopped`). [`Tx::finish`] orders the buckets, so the order of a
 //! transition's outputs is a function of what it decided, never of code paths.
 
-use crate::ids::Seq;
+use std::collections::BTreeMap;
+
+use crate::ids::{Seq, SessionId};
 use crate::output::OutputKind;
 
 /// SPEC 7's categories, in output order.
@@ -72,9 +74,38 @@ impl Tx {
     }
 
     /// Hands the outputs to `sink` in canonical order and leaves the buffer empty for reuse.
+    ///
+    /// Within a bucket, the sessions of the transition go in ascending order of their oldest
+    /// sequence in it (SPEC 7: "several sessions in one transition go in ascending order of
+    /// their oldest unfinished sequence"), then by sequence, then (aborts) by call id.
     pub(crate) fn finish(&mut self, mut sink: impl FnMut(OutputKind)) {
-        if !self.items.is_sorted_by(|a, b| key(a) <= key(b)) {
-            self.items.sort_by(|a, b| key(a).cmp(&key(b)));
+        let first = self.items.iter().find_map(|i| i.2.session());
+        let one_session = self.items.iter().all(|i| i.2.session().is_none_or(|s| Some(s) == first));
+        if one_session {
+            if !self.items.is_sorted_by(|a, b| key(a) <= key(b)) {
+                self.items.sort_by(|a, b| key(a).cmp(&key(b)));
+            }
+        } else {
+            let mut oldest: BTreeMap<SessionId, Seq> = BTreeMap::new();
+            for (bucket, seq, out) in &self.items {
+                if let (Some(s), Bucket::Abort | Bucket::Decided | Bucket::Handoff) =
+                    (out.session(), bucket)
+                {
+                    let e = oldest.entry(s.clone()).or_insert(*seq);
+                    *e = (*e).min(*seq);
+                }
+            }
+            let rank = |i: &(Bucket, Seq, OutputKind)| {
+                i.2.session().and_then(|s| oldest.get(s).copied()).unwrap_or(i.1)
+            };
+            self.items.sort_by(|a, b| {
+                (a.0, rank(a), a.1, aborted_call(&a.2)).cmp(&(
+                    b.0,
+                    rank(b),
+                    b.1,
+                    aborted_call(&b.2),
+                ))
+            });
         }
         for (_, _, out) in self.items.drain(..) {
             sink(out);

@@ -1,0 +1,132 @@
+//! Retries and credential refresh inside a step (SPEC 4.5).
+//!
+//! A step gets at most 4 attempts: 3 retries after 5, 10 and 20 s, a `retry-after-ms` or
+//! `retry-after` header replacing the backoff when it is between 0 and 60 s or below the
+//! backoff. Every retry first resets the message's streamed content (one structural write), so
+//! an attempt is never appended to a failed one. A 401 gets one credential refresh per step;
+//! after it the step is retried with a fresh retry budget and the content reset (G-21). All of
+//! it stays inside one turn with one outcome: no intermediate terminal event (G-02).
+
+use crate::cleanup::{self, TurnEnd};
+use crate::ids::{Millis, TimerId};
+use crate::input::{ProviderError, StepIo};
+use crate::outcome::{ErrorInfo, ErrorKind};
+use crate::output::{OutputKind, StoreOp, TimerPurpose};
+use crate::state::{
+    ATTEMPTS_MAX, BACKOFF_MS, Budget, Lane, Parts, Phase, Session, Sessions, State,
+};
+use crate::stream;
+use crate::transition::Tx;
+
+/// The title of a failed credential refresh or a second 401 (SPEC 4.5).
+pub const UNAUTHORIZED_TITLE: &str = "Unauthorized";
+/// Header delays at or above this are ignored unless below the backoff (SPEC 4.5).
+const HEADER_DELAY_MAX_MS: u64 = 60_000;
+
+/// The delay before retry number `retry` (0-based) of a step, honouring the error's headers.
+#[must_use]
+pub fn retry_delay_ms(retry: usize, error: &ProviderError) -> u64 {
+    let backoff = BACKOFF_MS[retry.min(BACKOFF_MS.len() - 1)];
+    match error.header_delay_ms() {
+        Some(d) if (d > 0 && d < HEADER_DELAY_MAX_MS) || d < backoff => d,
+        _ => backoff,
+    }
+}
+
+/// A failed attempt: refresh on a first 401, retry while the budget lasts, else fail.
+pub(crate) fn on_failed(
+    st: &mut State,
+    tx: &mut Tx,
+    now: Millis,
+    s: &mut Session,
+    error: ProviderError,
+) {
+    let Lane::Turn(t) = &mut s.lane else { return };
+    let Phase::Streaming { attempt } = t.phase else { return };
+    debug_assert!(
+        t.budget.attempts >= 1 && t.budget.attempts <= ATTEMPTS_MAX,
+        "an attempt is running"
+    );
+    debug_assert!(
+        t.calls.iter().all(|c| !matches!(c.state, crate::state::CallState::Running)),
+        "no tool runs yet"
+    );
+    let seq = t.owner.seq;
+    if error.is_unauthorized() {
+        if t.budget.refreshed {
+            return unauthorized(st, tx, s, error.message);
+        }
+        t.phase = Phase::Refreshing { attempt };
+        tx.handoff(seq, OutputKind::RefreshCredentials { step: t.step_io(&s.id, attempt) });
+        return;
+    }
+    if !error.is_retryable() || t.budget.attempts >= ATTEMPTS_MAX {
+        return stream::fail(st, tx, s, error);
+    }
+    let delay = retry_delay_ms(t.budget.attempts as usize - 1, &error);
+    let deadline = now.plus_ms(delay);
+    let purpose = TimerPurpose::Retry { session: s.id.clone(), turn: t.id };
+    let timer = st.new_timer(deadline, purpose.clone());
+    t.phase = Phase::Backoff { next: attempt + 1, timer };
+    tx.handoff(seq, OutputKind::SetTimer { timer, deadline, purpose });
+}
+
+/// The backoff timer fired: reset the message and start the next attempt.
+pub(crate) fn on_backoff_done(tx: &mut Tx, s: &mut Session, timer: TimerId) {
+    let Lane::Turn(t) = &mut s.lane else { return };
+    let Phase::Backoff { next, timer: armed } = t.phase else { return };
+    if armed != timer {
+        return;
+    }
+    debug_assert!(t.budget.attempts < ATTEMPTS_MAX, "a backoff only while the budget lasts");
+    debug_assert_eq!(
+        t.message_state,
+        crate::state::MessageState::Open,
+        "the step has not finished"
+    );
+    restart(tx, s, next);
+}
+
+/// `CredentialsRefreshed`: retry with a fresh budget, or fail `unauthorized`.
+pub(crate) fn on_refreshed(st: &mut State, ss: &mut Sessions, tx: &mut Tx, io: StepIo, ok: bool) {
+    ss.with(&io.session.clone(), false, |s| {
+        let Lane::Turn(t) = &mut s.lane else { return };
+        if t.id != io.turn
+            || t.owner.seq != io.seq
+            || t.step != io.step
+            || t.phase != (Phase::Refreshing { attempt: io.attempt })
+        {
+            return; // stale (I13)
+        }
+        debug_assert!(!t.budget.refreshed, "one refresh per step");
+        debug_assert_eq!(t.message_state, crate::state::MessageState::Open);
+        if !ok {
+            return unauthorized(st, tx, s, "The credential refresh failed.".to_owned());
+        }
+        t.budget = Budget { attempts: 0, refreshed: true };
+        restart(tx, s, io.attempt + 1);
+    });
+}
+
+/// Resets the message's streamed content and starts attempt `attempt` of the current step.
+fn restart(tx: &mut Tx, s: &mut Session, attempt: u32) {
+    let Lane::Turn(t) = &mut s.lane else { return };
+    let (seq, id) = (t.owner.seq, t.message);
+    tx.handoff(seq, OutputKind::Store(StoreOp::MessageReset { session: s.id.clone(), seq, id }));
+    tx.seal_handoff(seq);
+    for c in &t.calls {
+        t.seen.remove(&c.id); // the ids of a discarded attempt may come again
+    }
+    t.calls.clear();
+    t.text.clear();
+    t.parts = Parts::default();
+    t.budget.attempts += 1;
+    t.phase = Phase::Streaming { attempt };
+    tx.handoff(seq, OutputKind::StartStep { step: t.step_io(&s.id, attempt) });
+}
+
+fn unauthorized(st: &mut State, tx: &mut Tx, s: &mut Session, message: String) {
+    let e =
+        ErrorInfo { kind: ErrorKind::Unauthorized, title: UNAUTHORIZED_TITLE.to_owned(), message };
+    cleanup::end_turn(st, tx, s, TurnEnd::Failed(e));
+}
