@@ -23,6 +23,10 @@ enum Act {
     Call { pick: usize, id: u8 },
     Finish { pick: usize, reason: u8 },
     FailStep { pick: usize, class: u8 },
+    Reasoning { pick: usize, which: u8 },
+    InputStart { pick: usize, id: u8 },
+    BadCall { pick: usize, id: u8, unknown: bool },
+    Refresh { pick: usize, ok: bool },
     ToolResult { pick: usize, stop: u8 },
     Timer { pick: usize },
     Stale { pick: usize },
@@ -42,7 +46,11 @@ fn act() -> impl Strategy<Value = Act> {
         3 => any::<usize>().prop_map(|pick| Act::Text { pick }),
         4 => (any::<usize>(), 0u8..4).prop_map(|(pick, id)| Act::Call { pick, id }),
         6 => (any::<usize>(), 0u8..6).prop_map(|(pick, reason)| Act::Finish { pick, reason }),
-        1 => (any::<usize>(), 0u8..3).prop_map(|(pick, class)| Act::FailStep { pick, class }),
+        3 => (any::<usize>(), 0u8..7).prop_map(|(pick, class)| Act::FailStep { pick, class }),
+        2 => (any::<usize>(), 0u8..3).prop_map(|(pick, which)| Act::Reasoning { pick, which }),
+        1 => (any::<usize>(), 0u8..4).prop_map(|(pick, id)| Act::InputStart { pick, id }),
+        1 => (any::<usize>(), 0u8..4, any::<bool>()).prop_map(|(pick, id, unknown)| Act::BadCall { pick, id, unknown }),
+        2 => (any::<usize>(), proptest::bool::weighted(0.8)).prop_map(|(pick, ok)| Act::Refresh { pick, ok }),
         6 => (any::<usize>(), 0u8..8).prop_map(|(pick, stop)| Act::ToolResult { pick, stop }),
         2 => any::<usize>().prop_map(|pick| Act::Timer { pick }),
         3 => any::<usize>().prop_map(|pick| Act::Stale { pick }),
@@ -120,18 +128,48 @@ fn apply(h: &mut Host, a: &Act) -> bool {
             Input::Step { step, event: StepEvent::Finished { reason, usage: None } }
         }
         Act::FailStep { pick: i, class } => {
-            let Some(step) = pick(&h.steps, *i) else {
-                return false;
-            };
-            let class = [ErrorClass::Provider, ErrorClass::Transport, ErrorClass::Unauthorized]
-                [usize::from(*class)];
-            let error = ProviderError {
-                class,
-                title: Some("overloaded".into()),
-                message: "x".into(),
-                ..ProviderError::default()
-            };
+            let Some(step) = pick(&h.steps, *i) else { return false };
+            let (class, status) = [
+                (ErrorClass::Provider, Some(400)),
+                (ErrorClass::Provider, Some(429)),
+                (ErrorClass::Provider, Some(503)),
+                (ErrorClass::Provider, Some(401)),
+                (ErrorClass::Transport, None),
+                (ErrorClass::Incomplete, None),
+                (ErrorClass::Unauthorized, None),
+            ][usize::from(*class)];
+            let error =
+                ProviderError { class, status, message: "x".into(), ..ProviderError::default() };
             Input::Step { step, event: StepEvent::Failed { error } }
+        }
+        Act::Reasoning { pick: i, which } => {
+            let Some(step) = pick(&h.steps, *i) else { return false };
+            let event = match which {
+                0 => StepEvent::ReasoningStart,
+                1 => StepEvent::ReasoningDelta { text: "hmm".into() },
+                _ => StepEvent::ReasoningEnd { signature: Some("sig".into()) },
+            };
+            Input::Step { step, event }
+        }
+        Act::InputStart { pick: i, id } => {
+            let Some(step) = pick(&h.steps, *i) else { return false };
+            let event =
+                StepEvent::ToolInputStart { id: CallId::new(format!("c{id}")), name: "ls".into() };
+            Input::Step { step, event }
+        }
+        Act::BadCall { pick: i, id, unknown } => {
+            let Some(step) = pick(&h.steps, *i) else { return false };
+            let (name, input) = if *unknown { ("teleport", "{}") } else { ("ls", "{oops") };
+            let event = StepEvent::ToolCall {
+                id: CallId::new(format!("c{id}")),
+                name: name.into(),
+                input: input.into(),
+            };
+            Input::Step { step, event }
+        }
+        Act::Refresh { pick: i, ok } => {
+            let Some(step) = pick(&h.refreshes, *i) else { return false };
+            Input::CredentialsRefreshed { step, ok: *ok }
         }
         Act::ToolResult { pick: i, stop } => {
             let Some((call, _)) = pick(&h.tools, *i) else {

@@ -1,0 +1,426 @@
+//! One test per rule of what a turn does and writes (SPEC 4.4 to 4.9), driven through the
+//! scripted host, which runs both invariant checkers after every input.
+
+use turnstile_core::{
+    Acceptor, CallId, Config, ErrorClass, ErrorKind, FinishReason, HostError, Input, MessageFinish,
+    Millis, Mode, Outcome, OutputKind, ProviderError, Seq, SessionId, Start, StepEvent, StopReason,
+    StopTurn, StoreOp, Submit, ToolOutput, Usage,
+};
+use turnstile_tests::harness::{Host, short};
+
+fn kinds(outs: &[turnstile_core::Output]) -> Vec<String> {
+    outs.iter().map(|o| short(&o.kind)).collect()
+}
+
+fn active(h: &mut Host, session: &str) -> Seq {
+    let seq = h.submit(Submit::new(session, "go").with_mode(Mode::OwnTurn));
+    h.prepare(seq);
+    seq
+}
+
+fn ops(outs: &[turnstile_core::Output]) -> Vec<StoreOp> {
+    outs.iter()
+        .filter_map(|o| match &o.kind {
+            OutputKind::Store(op) => Some(op.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn error(status: Option<u16>, class: ErrorClass) -> ProviderError {
+    ProviderError { class, status, message: "failed".into(), ..ProviderError::default() }
+}
+
+fn fail(h: &mut Host, seq: Seq, e: ProviderError) -> Vec<turnstile_core::Output> {
+    h.stream(seq, StepEvent::Failed { error: e })
+}
+
+#[test]
+fn one_leading_newline_is_dropped_only_while_the_message_is_empty() {
+    let mut h = Host::new(Config::default());
+    let a = active(&mut h, "s");
+    assert!(h.text(a, "\n").is_empty(), "a lone newline at the start writes nothing");
+    let out = h.text(a, "\nHello");
+    assert!(matches!(&ops(&out)[0], StoreOp::AppendText { text, .. } if text == "Hello"));
+    let out = h.text(a, "\nworld");
+    assert!(
+        matches!(&ops(&out)[0], StoreOp::AppendText { text, .. } if text == "\nworld"),
+        "kept once text exists"
+    );
+    let b = active(&mut h, "t");
+    h.stream(b, StepEvent::ReasoningStart);
+    h.stream(b, StepEvent::ReasoningEnd { signature: Some("sig".into()) });
+    let out = h.text(b, "\nafter reasoning");
+    assert!(
+        matches!(&ops(&out)[0], StoreOp::AppendText { text, .. } if text == "\nafter reasoning")
+    );
+}
+
+#[test]
+fn reasoning_keeps_its_signature_and_clean_up_closes_an_open_section() {
+    let mut h = Host::new(Config::default());
+    let a = active(&mut h, "s");
+    h.stream(a, StepEvent::ReasoningStart);
+    assert!(h.stream(a, StepEvent::ReasoningStart).is_empty(), "a second start is ignored");
+    h.stream(a, StepEvent::ReasoningDelta { text: "thinking".into() });
+    let out = h.stream(a, StepEvent::ReasoningEnd { signature: Some("sig-1".into()) });
+    assert!(
+        matches!(&ops(&out)[0], StoreOp::ReasoningEnded { signature: Some(s), .. } if s == "sig-1")
+    );
+    let b = active(&mut h, "t");
+    h.stream(b, StepEvent::ReasoningStart);
+    let out = h.send(Input::Cancel { session: SessionId::new("t"), up_to: None });
+    let k = kinds(&out);
+    assert_eq!(k[1..3], ["store reasoning_ended #2", "store message_finished #2"], "{k:?}");
+}
+
+#[test]
+fn unfinished_invalid_unknown_and_repeated_calls_never_run_and_get_results() {
+    let mut h = Host::new(Config::default());
+    let a = active(&mut h, "s");
+    h.stream(a, StepEvent::ToolInputStart { id: CallId::new("cut"), name: "ls".into() });
+    h.stream(a, StepEvent::ToolInputStart { id: CallId::new("ok"), name: "ls".into() });
+    let done = StepEvent::ToolCall {
+        id: CallId::new("ok"),
+        name: "ls".into(),
+        input: "{\"path\":\".\"}".into(),
+    };
+    let out = h.stream(a, done);
+    assert!(
+        matches!(&ops(&out)[0], StoreOp::ToolCall { call, .. } if call.as_str() == "ok"),
+        "replaces the unfinished one"
+    );
+    let bad = StepEvent::ToolCall {
+        id: CallId::new("bad"),
+        name: "ls".into(),
+        input: "{not json".into(),
+    };
+    let out = h.stream(a, bad);
+    assert!(
+        matches!(&ops(&out)[0], StoreOp::ToolCall { input, .. } if input == "{}"),
+        "stored with {{}}"
+    );
+    h.tool_call(a, "nope", "teleport");
+    assert!(h.tool_call(a, "ok", "ls").is_empty(), "a repeated id is ignored");
+    let out = h.finish(a, FinishReason::Length);
+    let results: Vec<(String, String)> = ops(&out)
+        .into_iter()
+        .filter_map(|op| match op {
+            StoreOp::ToolResult { call, content, synthetic: true, .. } => {
+                Some((call.to_string(), content))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        results,
+        [
+            ("cut".to_owned(), turnstile_core::INVALID_JSON_RESULT.to_owned()),
+            ("bad".to_owned(), turnstile_core::INVALID_JSON_RESULT.to_owned()),
+            ("nope".to_owned(), "tool not found: teleport".to_owned()),
+        ]
+    );
+    let k = kinds(&out);
+    assert_eq!(
+        k.iter().filter(|x| x.starts_with("run_tool")).count(),
+        1,
+        "only the valid known call runs: {k:?}"
+    );
+    assert!(
+        matches!(&ops(&out)[0], StoreOp::ToolCall { call, input, .. } if call.as_str() == "cut" && input == "{}")
+    );
+    h.tool_result(a, "ok", ToolOutput::ok("a.rs"));
+    assert_eq!(
+        h.outcome(a),
+        Some(Outcome::Completed),
+        "finish length: the turn ends after its tools"
+    );
+    assert_eq!(h.finished[&a].stop_reason(), Some(StopReason::MaxTokens));
+}
+
+#[test]
+fn usage_sets_the_gauges_and_adds_the_cost_and_estimates_cost_nothing() {
+    let mut h = Host::new(Config::default());
+    let a = active(&mut h, "s");
+    let usage = Usage {
+        input_tokens: 100,
+        cache_read_tokens: 20,
+        cache_creation_tokens: 3,
+        output_tokens: 7,
+        cost_micros: 42,
+        estimated: false,
+    };
+    let out = h.stream(a, StepEvent::Finished { reason: FinishReason::Stop, usage: Some(usage) });
+    assert!(ops(&out).contains(&StoreOp::SessionUsage {
+        session: SessionId::new("s"),
+        seq: a,
+        prompt_tokens: Some(123),
+        completion_tokens: Some(7),
+        cost_micros: 42
+    }));
+    let b = active(&mut h, "t");
+    let estimate = Usage::estimate(["user", "hello world", ""], ["hi"]);
+    assert_eq!(
+        (estimate.input_tokens, estimate.output_tokens),
+        (1 + 3, 1),
+        "ceil(bytes/4) per string, 0 for empty"
+    );
+    let out = h.stream(
+        b,
+        StepEvent::Finished {
+            reason: FinishReason::Stop,
+            usage: Some(Usage { cost_micros: 9, ..estimate }),
+        },
+    );
+    assert!(ops(&out).iter().any(|op| matches!(
+        op,
+        StoreOp::SessionUsage { cost_micros: 0, prompt_tokens: Some(4), .. }
+    )));
+    let c = active(&mut h, "u");
+    let out = h.stream(
+        c,
+        StepEvent::Finished { reason: FinishReason::Stop, usage: Some(Usage::default()) },
+    );
+    assert!(ops(&out).iter().any(|op| matches!(
+        op,
+        StoreOp::SessionUsage { prompt_tokens: None, completion_tokens: None, .. }
+    )));
+}
+
+#[test]
+fn retry_delays_follow_the_backoff_and_the_headers() {
+    let plain = error(Some(429), ErrorClass::Provider);
+    assert_eq!(
+        [0, 1, 2].map(|r| turnstile_core::retry_delay_ms(r, &plain)),
+        [5_000, 10_000, 20_000]
+    );
+    let ms =
+        ProviderError { retry_after_ms: Some(1_500), retry_after: Some(30_000), ..plain.clone() };
+    assert_eq!(turnstile_core::retry_delay_ms(0, &ms), 1_500, "retry-after-ms wins");
+    let long = ProviderError { retry_after: Some(90_000), ..plain.clone() };
+    assert_eq!(
+        turnstile_core::retry_delay_ms(0, &long),
+        5_000,
+        "60 s or more and above the backoff: ignored"
+    );
+    let short = ProviderError { retry_after: Some(59_999), ..plain.clone() };
+    assert_eq!(turnstile_core::retry_delay_ms(2, &short), 59_999);
+    for status in [408, 409, 429, 500, 503] {
+        assert!(error(Some(status), ErrorClass::Provider).is_retryable(), "{status}");
+    }
+    for status in [400, 403, 404] {
+        assert!(!error(Some(status), ErrorClass::Provider).is_retryable(), "{status}");
+    }
+    assert!(
+        ProviderError { should_retry: Some(true), ..error(Some(400), ErrorClass::Provider) }
+            .is_retryable()
+    );
+    assert!(
+        error(None, ErrorClass::Transport).is_retryable()
+            && error(None, ErrorClass::Incomplete).is_retryable()
+    );
+    assert!(
+        !error(Some(403), ErrorClass::Provider).is_unauthorized()
+            && error(Some(401), ErrorClass::Provider).is_unauthorized()
+    );
+}
+
+#[test]
+fn a_step_gets_four_attempts_each_after_a_reset_then_fails() {
+    let mut h = Host::new(Config::default());
+    let a = active(&mut h, "s");
+    for (retry, delay) in [5_000u64, 10_000, 20_000].into_iter().enumerate() {
+        h.text(a, "partial");
+        let out = fail(&mut h, a, error(Some(503), ErrorClass::Provider));
+        assert_eq!(
+            kinds(&out),
+            ["set_timer"],
+            "retry {retry}: a backoff, no terminal event (G-02)"
+        );
+        let before = h.now;
+        let out = h.fire_next_timer();
+        assert_eq!(h.now.0 - before.0, delay);
+        let k = kinds(&out);
+        assert_eq!(
+            k,
+            [
+                "store message_reset #1",
+                "commit",
+                &format!("start_step #1 turn 1 step 0 attempt {}", retry + 1)
+            ]
+        );
+    }
+    let out = fail(&mut h, a, error(Some(503), ErrorClass::Provider));
+    assert!(kinds(&out).contains(&"finished #1 Failed".to_owned()));
+    assert_eq!(h.finished[&a].text(), Some(""), "the reset attempt's text is gone");
+}
+
+#[test]
+fn a_cancel_during_backoff_ends_the_turn_at_once() {
+    let mut h = Host::new(Config::default());
+    let a = active(&mut h, "s");
+    fail(&mut h, a, error(None, ErrorClass::Transport));
+    let out = h.send(Input::Cancel { session: SessionId::new("s"), up_to: None });
+    assert_eq!(kinds(&out)[0], "cancel_timer");
+    assert_eq!(h.outcome(a), Some(Outcome::Cancelled));
+}
+
+#[test]
+fn a_401_refreshes_credentials_once_then_retries_with_a_fresh_budget_and_a_reset() {
+    let mut h = Host::new(Config::default());
+    let a = active(&mut h, "s");
+    fail(&mut h, a, error(Some(500), ErrorClass::Provider));
+    h.fire_next_timer();
+    fail(&mut h, a, error(Some(500), ErrorClass::Provider));
+    h.fire_next_timer();
+    h.text(a, "half");
+    let out = fail(&mut h, a, error(Some(401), ErrorClass::Provider));
+    assert_eq!(kinds(&out), ["refresh_credentials"]);
+    let step = h.refreshes[0].clone();
+    let out = h.send(Input::CredentialsRefreshed { step, ok: true });
+    assert_eq!(
+        kinds(&out),
+        ["store message_reset #1", "commit", "start_step #1 turn 1 step 0 attempt 3"],
+        "G-21"
+    );
+    for _ in 0..3 {
+        fail(&mut h, a, error(Some(500), ErrorClass::Provider));
+        h.fire_next_timer();
+    }
+    assert_eq!(h.outcome(a), None, "a fresh budget of four attempts after the refresh");
+    let out = fail(&mut h, a, error(None, ErrorClass::Unauthorized));
+    assert!(
+        kinds(&out).contains(&"finished #1 Failed".to_owned()),
+        "a second 401 in the step fails"
+    );
+    let e = h.finished[&a].error().cloned().expect("error");
+    assert_eq!((e.kind, e.title.as_str()), (ErrorKind::Unauthorized, "Unauthorized"));
+}
+
+#[test]
+fn a_failed_refresh_fails_and_a_cancel_during_the_wait_takes_effect_at_once() {
+    let mut h = Host::new(Config::default());
+    let a = active(&mut h, "s");
+    fail(&mut h, a, error(Some(401), ErrorClass::Provider));
+    let step = h.refreshes[0].clone();
+    h.send(Input::CredentialsRefreshed { step, ok: false });
+    assert_eq!(h.finished[&a].error().map(|e| e.kind), Some(ErrorKind::Unauthorized));
+    let b = active(&mut h, "s");
+    fail(&mut h, b, error(Some(401), ErrorClass::Provider));
+    let step = h.refreshes[0].clone();
+    let out = h.send(Input::CancelRun { run_id: turnstile_core::RunId::new("none") });
+    assert!(out.is_empty());
+    let out = h.send(Input::Cancel { session: SessionId::new("s"), up_to: None });
+    assert_eq!(kinds(&out)[0], "abort_refresh", "G-13: no waiting for the person");
+    assert_eq!(h.outcome(b), Some(Outcome::Cancelled));
+    assert!(
+        h.send(Input::CredentialsRefreshed { step, ok: true }).is_empty(),
+        "a late refresh is stale"
+    );
+}
+
+#[test]
+fn a_stop_turn_result_rewrites_tool_use_to_end_turn() {
+    let mut h = Host::new(Config::default());
+    let a = active(&mut h, "s");
+    h.tool_call(a, "c1", "bash");
+    h.finish(a, FinishReason::ToolCalls);
+    let result = ToolOutput {
+        content: "denied".into(),
+        is_error: true,
+        stop: Some(StopTurn::PermissionDenied),
+    };
+    let out = h.tool_result(a, "c1", result);
+    assert!(
+        ops(&out).iter().any(|op| matches!(
+            op,
+            StoreOp::MessageFinished { finish: MessageFinish::EndTurn, .. }
+        ))
+    );
+    assert_eq!(h.finished[&a].stop_reason(), Some(StopReason::PermissionDenied));
+}
+
+#[test]
+fn six_identical_tool_steps_in_ten_are_a_loop() {
+    let mut h = Host::new(Config::default());
+    let a = active(&mut h, "s");
+    for i in 0..10 {
+        // Four different steps first, then the same call with the same result again and again.
+        let (input, output) = if i < 4 {
+            (format!("{{\"n\":{i}}}"), format!("r{i}"))
+        } else {
+            ("{}".into(), "same".into())
+        };
+        let call = format!("c{i}");
+        h.stream(a, StepEvent::ToolCall { id: CallId::new(&call), name: "ls".into(), input });
+        h.finish(a, FinishReason::ToolCalls);
+        h.tool_result(a, &call, ToolOutput::ok(output));
+        if i < 9 {
+            assert_eq!(h.outcome(a), None, "step {i}");
+        }
+    }
+    let e = h.finished[&a].error().cloned().expect("a loop fails the submission");
+    assert_eq!(
+        (e.kind, e.title.as_str(), e.message.as_str()),
+        (ErrorKind::LoopDetected, "Loop Detected", turnstile_core::LOOP_MESSAGE)
+    );
+}
+
+#[test]
+fn shutdown_orders_sessions_by_their_oldest_sequence() {
+    let mut h = Host::new(Config::default());
+    active(&mut h, "s");
+    h.submit(Submit::new("t", "b"));
+    h.submit(Submit::new("s", "c"));
+    let out = h.send(Input::Shutdown);
+    let finished: Vec<String> =
+        kinds(&out).into_iter().filter(|k| k.starts_with("finished")).collect();
+    assert_eq!(
+        finished,
+        ["finished #1 Interrupted", "finished #3 Interrupted", "finished #2 Interrupted"]
+    );
+}
+
+#[test]
+fn sequences_at_the_top_of_the_range_and_a_zero_start_are_refused() {
+    let config = Config { acceptor: Acceptor::External, ..Config::default() };
+    let mut h = Host::new(config.clone());
+    let mut s = Submit::new("s", "a");
+    s.seq = Some(Seq(u64::MAX));
+    assert_eq!(
+        h.engine.handle(Millis(0), Input::Submit(s)),
+        Err(HostError::SequenceOutOfRange { seq: Seq(u64::MAX) })
+    );
+    let cancel = Input::Cancel { session: SessionId::new("s"), up_to: Some(Seq(u64::MAX)) };
+    assert!(h.engine.handle(Millis(0), cancel).is_err());
+    let zero = Start { next_seq: Some(Seq(0)), ..Start::default() };
+    assert!(matches!(
+        turnstile_core::Engine::new(config, zero),
+        Err(HostError::InvalidStart { run_id: None, .. })
+    ));
+}
+
+#[test]
+fn an_external_acceptors_idempotent_retry_gets_the_existing_run() {
+    let mut h = Host::new(Config { acceptor: Acceptor::External, ..Config::default() });
+    let mut s = Submit::new("s", "a").with_run_id("r");
+    s.seq = Some(Seq(5));
+    h.submit(s.clone());
+    let out = h.send(Input::Submit(s));
+    assert_eq!(kinds(&out), ["reply existing"]);
+}
+
+#[test]
+fn the_flight_recorder_keeps_what_the_engine_accepted() {
+    let header = turnstile_core::TraceHeader::new(Config::default(), Start::default());
+    let mut r = turnstile_core::Recorder::new(header, true).expect("recorder");
+    r.handle(Millis(5), Input::Submit(Submit::new("s", "a"))).expect("valid");
+    assert!(r.handle(Millis(1), Input::Shutdown).is_err(), "misuse is not recorded");
+    while r.poll_output().is_some() {}
+    let trace = r.trace();
+    assert_eq!(trace.lines.len(), 1);
+    let report =
+        turnstile_core::replay(&turnstile_core::Trace::parse(&trace.to_jsonl()).expect("parse"))
+            .expect("replays");
+    assert_eq!(report.compared, 1);
+}
