@@ -6,9 +6,9 @@ use std::collections::BTreeMap;
 
 use turnstile_core::trace::{Trace, TraceHeader, TraceLine};
 use turnstile_core::{
-    Auditor, CallId, CallIo, Completion, Config, Engine, ErrorClass, FinishReason, Input, Millis,
-    Outcome, Output, OutputKind, ProviderError, Reply, Seq, SessionId, Setup, Start, StepEvent,
-    StepIo, Submit, TimerId, ToolOutput, check_invariants,
+    AttemptIo, Auditor, CallId, CallIo, Completion, Config, Engine, ErrorClass, FinishReason,
+    Input, Millis, Outcome, Output, OutputKind, ProviderError, Reply, Seq, SessionId, Setup, Start,
+    StepEvent, StepIo, Submit, SummaryIo, TimerId, ToolOutput, Usage, check_invariants,
 };
 
 /// The engine with its checkers and the host's view of pending IO.
@@ -26,7 +26,9 @@ pub struct Host {
     /// Steps started and not finished or aborted.
     pub steps: Vec<StepIo>,
     /// Credential refreshes requested and not answered or aborted.
-    pub refreshes: Vec<StepIo>,
+    pub refreshes: Vec<AttemptIo>,
+    /// Summary attempts started and not finished or aborted.
+    pub summaries: Vec<SummaryIo>,
     /// What `prepare` answers with (a standard tool set by default).
     pub setup: Setup,
     /// Tools started and not answered (aborted ones stay: their result may still arrive).
@@ -56,6 +58,7 @@ impl Host {
             prepares: Vec::new(),
             steps: Vec::new(),
             refreshes: Vec::new(),
+            summaries: Vec::new(),
             setup: Setup::with_tools(&["ls", "grep", "bash", "view", "write", "edit"]),
             tools: Vec::new(),
             timers: BTreeMap::new(),
@@ -130,7 +133,10 @@ impl Host {
                 self.steps.retain(|s| s != step);
             }
             Input::ToolResult { call, .. } => self.tools.retain(|t| t.0 != *call),
-            Input::CredentialsRefreshed { step, .. } => self.refreshes.retain(|s| s != step),
+            Input::CredentialsRefreshed { attempt, .. } => self.refreshes.retain(|s| s != attempt),
+            Input::Summary { io, event: StepEvent::Finished { .. } | StepEvent::Failed { .. } } => {
+                self.summaries.retain(|s| s != io);
+            }
             Input::TimerFired { timer } => {
                 self.timers.remove(timer);
             }
@@ -158,11 +164,18 @@ impl Host {
                 });
             }
             OutputKind::AbortStep { step } => self.steps.retain(|s| s != step),
-            OutputKind::RefreshCredentials { step } => {
-                self.refreshes.push(step.clone());
-                self.history.push(Input::CredentialsRefreshed { step: step.clone(), ok: true });
+            OutputKind::RefreshCredentials { attempt } => {
+                self.refreshes.push(attempt.clone());
+                self.history
+                    .push(Input::CredentialsRefreshed { attempt: attempt.clone(), ok: true });
             }
-            OutputKind::AbortRefresh { step } => self.refreshes.retain(|s| s != step),
+            OutputKind::AbortRefresh { attempt } => self.refreshes.retain(|s| s != attempt),
+            OutputKind::StartSummary { io } => {
+                self.summaries.push(io.clone());
+                let event = StepEvent::Finished { reason: FinishReason::Stop, usage: None };
+                self.history.push(Input::Summary { io: io.clone(), event });
+            }
+            OutputKind::AbortSummary { io } => self.summaries.retain(|s| s != io),
             OutputKind::RunTool { call, name, .. } => {
                 self.tools.push((call.clone(), name.clone()));
                 self.history
@@ -184,7 +197,7 @@ impl Host {
                 // A finished submission's IO is gone; leftover tool handles are stale now.
                 self.tools.retain(|t| t.0.seq != c.seq());
                 self.steps.retain(|s| s.seq != c.seq());
-                self.refreshes.retain(|s| s.seq != c.seq());
+                self.refreshes.retain(|s| !matches!(s, AttemptIo::Step(io) if io.seq == c.seq()));
             }
             _ => {}
         }
@@ -296,8 +309,14 @@ impl Host {
             if let Some((session, seq)) = self.prepares.first().cloned() {
                 let setup = self.setup.clone();
                 self.send(Input::Prepared { session, seq, setup });
-            } else if let Some(step) = self.refreshes.first().cloned() {
-                self.send(Input::CredentialsRefreshed { step, ok: true });
+            } else if let Some(attempt) = self.refreshes.first().cloned() {
+                self.send(Input::CredentialsRefreshed { attempt, ok: true });
+            } else if let Some(io) = self.summaries.first().cloned() {
+                let usage = Some(Usage { output_tokens: 100, ..Usage::default() });
+                self.send(Input::Summary {
+                    io,
+                    event: StepEvent::Finished { reason: FinishReason::Stop, usage },
+                });
             } else if let Some(step) = self.steps.first().cloned() {
                 self.send(Input::Step {
                     step,

@@ -169,7 +169,7 @@ fn apply(h: &mut Host, a: &Act) -> bool {
         }
         Act::Refresh { pick: i, ok } => {
             let Some(step) = pick(&h.refreshes, *i) else { return false };
-            Input::CredentialsRefreshed { step, ok: *ok }
+            Input::CredentialsRefreshed { attempt: step, ok: *ok }
         }
         Act::ToolResult { pick: i, stop } => {
             let Some((call, _)) = pick(&h.tools, *i) else {

@@ -153,7 +153,7 @@ fn usage_sets_the_gauges_and_adds_the_cost_and_estimates_cost_nothing() {
     let out = h.stream(a, StepEvent::Finished { reason: FinishReason::Stop, usage: Some(usage) });
     assert!(ops(&out).contains(&StoreOp::SessionUsage {
         session: SessionId::new("s"),
-        seq: a,
+        seq: Some(a),
         prompt_tokens: Some(123),
         completion_tokens: Some(7),
         cost_micros: 42
@@ -277,7 +277,7 @@ fn a_401_refreshes_credentials_once_then_retries_with_a_fresh_budget_and_a_reset
     let out = fail(&mut h, a, error(Some(401), ErrorClass::Provider));
     assert_eq!(kinds(&out), ["refresh_credentials"]);
     let step = h.refreshes[0].clone();
-    let out = h.send(Input::CredentialsRefreshed { step, ok: true });
+    let out = h.send(Input::CredentialsRefreshed { attempt: step, ok: true });
     assert_eq!(
         kinds(&out),
         ["store message_reset #1", "commit", "start_step #1 turn 1 step 0 attempt 3"],
@@ -303,7 +303,7 @@ fn a_failed_refresh_fails_and_a_cancel_during_the_wait_takes_effect_at_once() {
     let a = active(&mut h, "s");
     fail(&mut h, a, error(Some(401), ErrorClass::Provider));
     let step = h.refreshes[0].clone();
-    h.send(Input::CredentialsRefreshed { step, ok: false });
+    h.send(Input::CredentialsRefreshed { attempt: step, ok: false });
     assert_eq!(h.finished[&a].error().map(|e| e.kind), Some(ErrorKind::Unauthorized));
     let b = active(&mut h, "s");
     fail(&mut h, b, error(Some(401), ErrorClass::Provider));
@@ -314,7 +314,7 @@ fn a_failed_refresh_fails_and_a_cancel_during_the_wait_takes_effect_at_once() {
     assert_eq!(kinds(&out)[0], "abort_refresh", "G-13: no waiting for the person");
     assert_eq!(h.outcome(b), Some(Outcome::Cancelled));
     assert!(
-        h.send(Input::CredentialsRefreshed { step, ok: true }).is_empty(),
+        h.send(Input::CredentialsRefreshed { attempt: step, ok: true }).is_empty(),
         "a late refresh is stale"
     );
 }

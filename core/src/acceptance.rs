@@ -73,8 +73,16 @@ pub(crate) fn on_submit(st: &mut State, ss: &mut Sessions, tx: &mut Tx, submit: 
         run_id: run_id.clone(),
         mode,
     }));
-    let sub =
-        Submission { seq, session: session.clone(), run_id, mode, prompt, attachments, steps: 0 };
+    let sub = Submission {
+        seq,
+        session: session.clone(),
+        run_id,
+        mode,
+        prompt,
+        attachments,
+        steps: 0,
+        summaries: 0,
+    };
     let covered = st.watermarks.get(&session).is_some_and(|wm| seq <= *wm);
     // A watermark is dropped as soon as nothing it covers can still arrive (SPEC 4.10).
     let next = st.next_seq;

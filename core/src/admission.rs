@@ -9,8 +9,13 @@ use std::collections::VecDeque;
 
 use crate::fold;
 use crate::ids::MessageId;
+use crate::input::Setup;
 use crate::output::{OutputKind, StoreOp};
-use crate::state::{Budget, Closing, Lane, MessageState, Parts, Phase, Prep, Session, State, Turn};
+use crate::state::{
+    Budget, Closing, Gauges, Lane, MessageState, Parts, Paused, Phase, Prep, Session, State,
+    Submission, Turn,
+};
+use crate::summary;
 use crate::transition::Tx;
 
 /// Admits the queue's head if it is prepared and the lane is free.
@@ -23,7 +28,42 @@ pub(crate) fn hand_off(st: &mut State, tx: &mut Tx, s: &mut Session) {
     }
     let Some(head) = s.queue.pop_front() else { return };
     let Prep::Prepared(setup) = head.prep else { return };
-    let sub = head.sub;
+    let text = head.sub.prompt.clone();
+    if s.gauges.is_none() {
+        s.gauges = Some(Gauges {
+            prompt_tokens: setup.prompt_tokens,
+            completion_tokens: setup.completion_tokens,
+        });
+    }
+    activate(st, tx, s, head.sub, setup, text, false);
+}
+
+/// Resumes a submission whose summarization succeeded, before anything queued (SPEC 4.7,
+/// G-25): a new turn, same sequence and RunId, starting with the synthetic continuation prompt
+/// (always the original prompt, never nested) and a fresh loop-detection window.
+pub(crate) fn resume(st: &mut State, tx: &mut Tx, s: &mut Session, p: Paused) {
+    debug_assert!(matches!(s.lane, Lane::Idle), "the summary left the lane");
+    debug_assert!(
+        s.queue.iter().all(|w| w.sub.seq > p.sub.seq),
+        "the paused submission is the oldest"
+    );
+    if st.closing != Closing::Open {
+        return; // unreachable: shutdown aborts summaries at once; kept for safety
+    }
+    let text = summary::continuation(&p.sub.prompt);
+    activate(st, tx, s, p.sub, p.setup, text, true);
+}
+
+/// Makes `sub` the lane's turn: ledger activation, its user message, then step 0.
+fn activate(
+    st: &mut State,
+    tx: &mut Tx,
+    s: &mut Session,
+    sub: Submission,
+    setup: Box<Setup>,
+    text: String,
+    synthetic: bool,
+) {
     let (seq, session) = (sub.seq, s.id.clone());
     let turn = st.new_turn();
     tx.handoff(
@@ -31,8 +71,7 @@ pub(crate) fn hand_off(st: &mut State, tx: &mut Tx, s: &mut Session) {
         OutputKind::Store(StoreOp::LedgerActivated { session: session.clone(), seq, turn }),
     );
     let id = st.new_message();
-    let text = sub.prompt.clone();
-    tx.handoff(seq, OutputKind::Store(StoreOp::UserMessage { session, seq, id, text }));
+    tx.handoff(seq, OutputKind::Store(StoreOp::UserMessage { session, seq, id, text, synthetic }));
     let t = Turn {
         owner: sub,
         id: turn,

@@ -8,9 +8,11 @@
 use crate::admission;
 use crate::cleanup::{self, TurnEnd};
 use crate::ids::{Millis, RunId, Seq, SessionId};
+use crate::input::AttemptIo;
 use crate::outcome::{self, Verdict};
 use crate::output::{OutputKind, TimerPurpose};
-use crate::state::{Abort, CallState, Lane, Phase, Prep, Session, Sessions, State};
+use crate::state::{Abort, CallState, Lane, Phase, Prep, Purpose, Session, Sessions, State};
+use crate::summary;
 use crate::transition::Tx;
 
 /// `Cancel`: covers the session's unfinished submissions at or below the watermark.
@@ -34,7 +36,7 @@ pub(crate) fn on_cancel(
         let entry = st.watermarks.entry(session.clone()).or_insert(wm);
         *entry = (*entry).max(wm);
     }
-    ss.with(session, false, |s| cover(st, tx, now, s, &|seq| seq <= wm, Verdict::Cancelled));
+    ss.with(session, false, |s| cover(st, tx, now, s, &|seq| seq <= wm, Verdict::Cancelled, true));
 }
 
 /// `CancelRun`: covers exactly the run's submission; a finished or unknown run is a no-op.
@@ -54,7 +56,9 @@ pub(crate) fn on_cancel_run(
     let (session, target) = (run.session.clone(), run.seq);
     debug_assert!(target < st.next_seq, "a run's sequence was assigned");
     debug_assert!(ss.get(&session).is_some(), "an unfinished run's session has work");
-    ss.with(&session, false, |s| cover(st, tx, now, s, &|seq| seq == target, Verdict::Cancelled));
+    ss.with(&session, false, |s| {
+        cover(st, tx, now, s, &|seq| seq == target, Verdict::Cancelled, false)
+    });
 }
 
 /// `ClearQueue`: every waiting submission ends `cancelled`; the active turn is untouched.
@@ -110,10 +114,16 @@ fn cover(
     s: &mut Session,
     covers: &dyn Fn(Seq) -> bool,
     verdict: Verdict,
+    session_wide: bool,
 ) {
     end_waiting(st, tx, s, covers, &verdict);
     let active = match &s.lane {
         Lane::Turn(t) => covers(t.owner.seq),
+        Lane::Summary(sm) => match &sm.purpose {
+            Purpose::Resume(p) => covers(p.sub.seq),
+            // Housekeeping belongs to no submission: a session's cancel stops it, a run's not.
+            Purpose::Housekeeping => session_wide,
+        },
         Lane::Idle => false,
     };
     if active {
@@ -127,6 +137,9 @@ fn cover(
 /// (a cancel) or the shutdown deadline; with none, it runs now (a cancel during a refresh wait
 /// takes effect at once: G-13). An already aborting turn keeps its first cause.
 pub(crate) fn abort_turn(st: &mut State, tx: &mut Tx, now: Millis, s: &mut Session, cause: Abort) {
+    if matches!(s.lane, Lane::Summary(_)) {
+        return summary::abort(st, tx, s, cause);
+    }
     let Lane::Turn(t) = &mut s.lane else { return };
     let seq = t.owner.seq;
     match t.phase {
@@ -134,9 +147,10 @@ pub(crate) fn abort_turn(st: &mut State, tx: &mut Tx, now: Millis, s: &mut Sessi
         Phase::Streaming { attempt } => {
             tx.abort(seq, OutputKind::AbortStep { step: t.step_io(&s.id, attempt) })
         }
-        Phase::Refreshing { attempt } => {
-            tx.abort(seq, OutputKind::AbortRefresh { step: t.step_io(&s.id, attempt) })
-        }
+        Phase::Refreshing { attempt } => tx.abort(
+            seq,
+            OutputKind::AbortRefresh { attempt: AttemptIo::Step(t.step_io(&s.id, attempt)) },
+        ),
         Phase::Backoff { .. } => {} // end_turn disarms the timer
         Phase::Tools { .. } => {
             for c in t.calls.iter().filter(|c| c.state == CallState::Running) {

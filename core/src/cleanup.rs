@@ -73,8 +73,28 @@ fn title_case(s: &str) -> String {
         .join(" ")
 }
 
+/// What follows a turn's end in the same transition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum After {
+    /// The queue's head, if prepared, becomes active (SPEC 4.6).
+    HandOff,
+    /// The context is nearly full: the session summarizes as housekeeping first (SPEC 4.7).
+    Summarize,
+}
+
 /// Ends the lane's turn: clean-up writes, the owner's outcome, then the hand-off.
 pub(crate) fn end_turn(st: &mut State, tx: &mut Tx, s: &mut Session, end: TurnEnd) {
+    end_turn_then(st, tx, s, end, After::HandOff);
+}
+
+/// Ends the lane's turn: clean-up writes, the owner's outcome, then what `after` says.
+pub(crate) fn end_turn_then(
+    st: &mut State,
+    tx: &mut Tx,
+    s: &mut Session,
+    end: TurnEnd,
+    after: After,
+) {
     let Lane::Turn(t) = std::mem::take(&mut s.lane) else {
         debug_assert!(false, "end_turn needs a turn");
         return;
@@ -106,8 +126,14 @@ pub(crate) fn end_turn(st: &mut State, tx: &mut Tx, s: &mut Session, end: TurnEn
     };
     clean_up(tx, &s.id, &mut t, result_text, finish);
     let last = t.last_message();
+    let seq = t.owner.seq;
     outcome::decide(st, tx, t.owner, verdict, Some(last));
-    admission::hand_off(st, tx, s);
+    match after {
+        After::Summarize if st.closing == crate::state::Closing::Open => {
+            crate::summary::start(st, tx, s, crate::state::Purpose::Housekeeping, seq);
+        }
+        _ => admission::hand_off(st, tx, s),
+    }
 }
 
 /// The clean-up writes of SPEC 4.9, in its order: close the reasoning section; finish every

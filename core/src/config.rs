@@ -19,6 +19,10 @@ pub struct Config {
     pub calls_per_step_max: u32,
     /// Who assigns sequences (SPEC 4.10): the core (default) or an external acceptor.
     pub acceptor: Acceptor,
+    /// Summarize automatically when the context is nearly full (SPEC 4.7).
+    pub auto_summarize: bool,
+    /// Tokens left that trigger a summary for windows above 200,000 (SPEC 4.7).
+    pub summarize_buffer_tokens: u64,
     /// Queue length per session above which [`crate::Engine::queue_len`] should make a host push
     /// back. The core never drops an accepted submission to honour it.
     pub queue_max: u32,
@@ -33,6 +37,8 @@ impl Default for Config {
             calls_per_step_max: 128,
             queue_max: 1_024,
             acceptor: Acceptor::Core,
+            auto_summarize: true,
+            summarize_buffer_tokens: 20_000,
         }
     }
 }

@@ -8,7 +8,7 @@ use crate::cancel;
 use crate::config::{Acceptor, Config, Start};
 use crate::error::HostError;
 use crate::ids::{Millis, Seq, SessionId};
-use crate::input::{Input, Submit};
+use crate::input::{AttemptIo, Input, Submit};
 use crate::ledger::{RunEntry, RunLedger};
 use crate::output::Output;
 use crate::preparation;
@@ -17,6 +17,7 @@ use crate::shutdown;
 use crate::state::{Closing, Lane, Sessions, State};
 use crate::step;
 use crate::stream;
+use crate::summary;
 use crate::transition::Tx;
 
 /// The sans-IO lifecycle engine of one workspace.
@@ -263,7 +264,14 @@ fn dispatch(st: &mut State, ss: &mut Sessions, tx: &mut Tx, now: Millis, input: 
             preparation::on_preparation_failed(st, ss, tx, &session, seq, error);
         }
         Input::Step { step, event } => stream::on_step(st, ss, tx, now, step, event),
-        Input::CredentialsRefreshed { step, ok } => retry::on_refreshed(st, ss, tx, step, ok),
+        Input::CredentialsRefreshed { attempt: AttemptIo::Step(io), ok } => {
+            retry::on_refreshed(st, ss, tx, io, ok)
+        }
+        Input::CredentialsRefreshed { attempt: AttemptIo::Summary(io), ok } => {
+            summary::on_refreshed(st, ss, tx, io, ok);
+        }
+        Input::Summarize { session } => summary::on_summarize(st, ss, tx, session),
+        Input::Summary { io, event } => summary::on_summary(st, ss, tx, now, io, event),
         Input::ToolResult { call, result } => step::on_tool_result(st, ss, tx, call, result),
         Input::TimerFired { timer } => shutdown::on_timer(st, ss, tx, now, timer),
     }

@@ -25,7 +25,13 @@ pub(crate) fn fold_prefix(st: &mut State, tx: &mut Tx, s: &mut Session) -> Vec<C
         let (seq, text) = (w.sub.seq, w.sub.prompt.clone());
         tx.handoff(
             owner,
-            OutputKind::Store(StoreOp::UserMessage { session: s.id.clone(), seq, id, text }),
+            OutputKind::Store(StoreOp::UserMessage {
+                session: s.id.clone(),
+                seq,
+                id,
+                text,
+                synthetic: false,
+            }),
         );
         let (op, completion) = outcome::fold(st, w.sub);
         tx.handoff(owner, OutputKind::Store(op));

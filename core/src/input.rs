@@ -80,10 +80,24 @@ pub enum Input {
     /// The credential refresh the core asked for with
     /// [`crate::OutputKind::RefreshCredentials`] ended (SPEC 4.5).
     CredentialsRefreshed {
-        /// The step attempt that was refused.
-        step: StepIo,
+        /// The attempt (of a step or a summary) that was refused.
+        attempt: AttemptIo,
         /// True when fresh credentials are in place; false when the refresh failed.
         ok: bool,
+    },
+    /// A manual request to summarize a session (SPEC 4.7): rejected while the session is busy,
+    /// otherwise the session summarizes as housekeeping.
+    Summarize {
+        /// The session.
+        session: SessionId,
+    },
+    /// Something happened in the summary request the core started with
+    /// [`crate::OutputKind::StartSummary`]: text deltas, the finish, or a failure.
+    Summary {
+        /// Which summary attempt this event belongs to.
+        io: SummaryIo,
+        /// What happened (reasoning and tool events are ignored in a summary).
+        event: StepEvent,
     },
     /// A timer the core armed with [`crate::OutputKind::SetTimer`] reached its deadline.
     TimerFired {
@@ -245,6 +259,38 @@ pub struct StepIo {
     pub step: u32,
     /// The attempt within the step, from 0.
     pub attempt: u32,
+}
+
+/// Names one attempt of a summarization (SPEC I13).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct SummaryIo {
+    /// The session.
+    pub session: SessionId,
+    /// The summarization (numbered like turns).
+    pub summary: TurnId,
+    /// The attempt, from 0.
+    pub attempt: u32,
+}
+
+/// Names the attempt a credential refresh is for: a model step's or a summary's.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(tag = "of", rename_all = "snake_case")]
+pub enum AttemptIo {
+    /// A model step's attempt.
+    Step(StepIo),
+    /// A summary's attempt.
+    Summary(SummaryIo),
+}
+
+impl AttemptIo {
+    /// The session the attempt belongs to.
+    #[must_use]
+    pub fn session(&self) -> &SessionId {
+        match self {
+            AttemptIo::Step(s) => &s.session,
+            AttemptIo::Summary(s) => &s.session,
+        }
+    }
 }
 
 /// Names one tool call of one step (SPEC I13).

@@ -18,12 +18,12 @@ use std::fmt;
 use crate::config::Start;
 use crate::engine::Engine;
 use crate::ids::{CallId, MessageId, RunId, Seq, SessionId, TimerId};
-use crate::input::{CallIo, Input, Mode, StepEvent, StepIo};
+use crate::input::{AttemptIo, CallIo, Input, Mode, StepEvent, StepIo, SummaryIo};
 use crate::outcome::Outcome;
 use crate::output::{MessageFinish, Output, OutputKind, Reply, StoreOp, TimerPurpose};
 use crate::state::{
-    ATTEMPTS_MAX, CallState, Closing, LOOP_WINDOW_MAX, Lane, MessageState, Phase, Session,
-    Sessions, State, Turn,
+    ATTEMPTS_MAX, Attempting, CallState, Closing, LOOP_WINDOW_MAX, Lane, MessageState, Phase,
+    Purpose, Session, Sessions, State, Summary, Turn,
 };
 
 /// A broken invariant: which one (`"I1"` ... `"I13"`) and what was seen.
@@ -90,8 +90,13 @@ fn check_session(st: &State, id: &SessionId, s: &Session) -> Result<(u64, usize)
     }
     let owner = match &s.lane {
         Lane::Turn(t) => Some(&t.owner),
+        Lane::Summary(sm) => match &sm.purpose {
+            Purpose::Resume(p) => Some(&p.sub),
+            Purpose::Housekeeping => None,
+        },
         Lane::Idle => None,
     };
+    let idle = matches!(s.lane, Lane::Idle);
     let mut prev = owner.map(|o| o.seq);
     for w in &s.queue {
         if prev.is_some_and(|p| w.sub.seq <= p) {
@@ -101,7 +106,7 @@ fn check_session(st: &State, id: &SessionId, s: &Session) -> Result<(u64, usize)
         prev = Some(w.sub.seq);
     }
     let open = st.closing == Closing::Open;
-    if owner.is_none() && open && s.queue.front().is_some_and(|w| w.prep.is_prepared()) {
+    if idle && open && s.queue.front().is_some_and(|w| w.prep.is_prepared()) {
         return fail("I6", format!("session {id} is idle while its prepared head waits (G-16)"));
     }
     if !open && !s.queue.is_empty() {
@@ -120,8 +125,10 @@ fn check_session(st: &State, id: &SessionId, s: &Session) -> Result<(u64, usize)
             return fail("I1", format!("run {r} is not own_turn or the ledger disagrees"));
         }
     }
-    if let Lane::Turn(t) = &s.lane {
-        check_turn(st, id, t)?;
+    match &s.lane {
+        Lane::Turn(t) => check_turn(st, id, t)?,
+        Lane::Summary(sm) => check_summary(st, id, sm)?,
+        Lane::Idle => {}
     }
     Ok((held, runs))
 }
@@ -172,6 +179,25 @@ fn check_turn(st: &State, id: &SessionId, t: &Turn) -> Result<(), Violation> {
     Ok(())
 }
 
+/// A summary waits for its stream, its refresh, or an armed backoff timer (I6); none survives
+/// the start of shutdown.
+fn check_summary(st: &State, id: &SessionId, sm: &Summary) -> Result<(), Violation> {
+    let ok = match sm.phase {
+        Attempting::Streaming { .. } | Attempting::Refreshing { .. } => true,
+        Attempting::Backoff { timer, .. } => st
+            .timers
+            .get(&timer)
+            .is_some_and(|t| t.purpose == TimerPurpose::Retry { session: id.clone(), turn: sm.id }),
+    };
+    if !ok || st.closing != Closing::Open || sm.budget.attempts > ATTEMPTS_MAX {
+        return fail(
+            "I6",
+            format!("session {id}: summary {} in {:?} is inconsistent", sm.id.0, sm.phase),
+        );
+    }
+    Ok(())
+}
+
 fn check_timers(st: &State, sessions: &Sessions) -> Result<(), Violation> {
     for (timer, t) in &st.timers {
         let ok = match &t.purpose {
@@ -179,9 +205,12 @@ fn check_timers(st: &State, sessions: &Sessions) -> Result<(), Violation> {
                 matches!(&s.lane, Lane::Turn(tn) if tn.id == *turn
                     && matches!(tn.phase, Phase::Aborting { grace: Some(g), .. } if g == *timer))
             }),
-            TimerPurpose::Retry { session, turn } => sessions.get(session).is_some_and(|s| {
-                matches!(&s.lane, Lane::Turn(tn) if tn.id == *turn
-                    && matches!(tn.phase, Phase::Backoff { timer: t, .. } if t == *timer))
+            TimerPurpose::Retry { session, turn } => sessions.get(session).is_some_and(|s| match &s.lane {
+                Lane::Turn(tn) => tn.id == *turn && matches!(tn.phase, Phase::Backoff { timer: t, .. } if t == *timer),
+                Lane::Summary(sm) => {
+                    sm.id == *turn && matches!(sm.phase, Attempting::Backoff { timer: t, .. } if t == *timer)
+                }
+                Lane::Idle => false,
             }),
             TimerPurpose::ShutdownDeadline => {
                 matches!(st.closing, Closing::Draining { deadline: Some(d) } if d == *timer)
@@ -204,6 +233,8 @@ struct Sub {
     outcome: Option<Outcome>,
     /// The outcome a cancel, clear or shutdown decided for it (I4).
     claimed: Option<Outcome>,
+    /// Paused for a summarization (activated, not running).
+    paused: bool,
 }
 
 /// What the auditor knows of an assistant message's finish.
@@ -310,7 +341,12 @@ pub struct Auditor {
     /// Sessions flushed in the current transition (SPEC I9: flush before completion).
     flushed: BTreeSet<SessionId>,
     steps: BTreeSet<StepIo>,
-    refreshes: BTreeSet<StepIo>,
+    refreshes: BTreeSet<AttemptIo>,
+    summaries: BTreeSet<SummaryIo>,
+    /// Sessions summarizing now (I3 counts a summary like a turn).
+    summarizing: BTreeSet<SessionId>,
+    /// The paused submission of a session, which must be the next one activated there (I11).
+    paused: BTreeMap<SessionId, Seq>,
     tools: BTreeSet<CallIo>,
     timers: BTreeSet<TimerId>,
     last_user: BTreeMap<SessionId, Seq>,
@@ -393,7 +429,8 @@ impl Auditor {
                 !self.prepares.iter().any(|p| p.1 == *seq && matches!(input, Input::Prepared { session, .. } | Input::PreparationFailed { session, .. } if *session == p.0))
             }
             Input::Step { step, .. } => !self.steps.contains(step),
-            Input::CredentialsRefreshed { step, .. } => !self.refreshes.contains(step),
+            Input::CredentialsRefreshed { attempt, .. } => !self.refreshes.contains(attempt),
+            Input::Summary { io, .. } => !self.summaries.contains(io),
             Input::ToolResult { call, .. } => !self.tools.contains(call),
             Input::TimerFired { timer } => !self.timers.contains(timer),
             _ => false,
@@ -413,8 +450,11 @@ impl Auditor {
             Input::ToolResult { call, .. } => {
                 self.tools.remove(call);
             }
-            Input::CredentialsRefreshed { step, .. } => {
-                self.refreshes.remove(step);
+            Input::CredentialsRefreshed { attempt, .. } => {
+                self.refreshes.remove(attempt);
+            }
+            Input::Summary { io, event: StepEvent::Finished { .. } | StepEvent::Failed { .. } } => {
+                self.summaries.remove(io);
             }
             Input::TimerFired { timer } => {
                 self.timers.remove(timer);
@@ -492,13 +532,20 @@ impl Auditor {
                 self.steps.remove(step);
                 Ok(())
             }
-            OutputKind::RefreshCredentials { step } => {
-                self.must_be_live(step.seq, "a credential refresh")?;
-                self.refreshes.insert(step.clone());
+            OutputKind::RefreshCredentials { attempt } => {
+                if let AttemptIo::Step(step) = attempt {
+                    self.must_be_live(step.seq, "a credential refresh")?;
+                }
+                self.refreshes.insert(attempt.clone());
                 Ok(())
             }
-            OutputKind::AbortRefresh { step } => {
-                self.refreshes.remove(step);
+            OutputKind::AbortRefresh { attempt } => {
+                self.refreshes.remove(attempt);
+                Ok(())
+            }
+            OutputKind::StartSummary { io } => self.start_summary(io),
+            OutputKind::AbortSummary { io } => {
+                self.summaries.remove(io);
                 Ok(())
             }
             OutputKind::RunTool { call, .. } => {
@@ -564,6 +611,7 @@ impl Auditor {
             user_message: false,
             outcome: None,
             claimed: covered.then_some(Outcome::Cancelled),
+            paused: false,
         };
         self.subs.insert(*seq, sub);
         Ok(())
@@ -580,23 +628,14 @@ impl Auditor {
         self.dirty.insert(session.clone());
         let log = self.history.entry(session.clone()).or_default();
         match op {
-            StoreOp::LedgerActivated { seq, .. } => {
-                if let Some((other, _)) = self.subs.iter().find(|(q, s)| {
-                    s.session == session && s.activated && s.outcome.is_none() && *q != seq
-                }) {
-                    return fail(
-                        "I3",
-                        format!("session {session} activates {seq} while {other} is active"),
-                    );
-                }
-                if self.last_activation.get(&session).is_some_and(|l| l >= seq) {
-                    return fail(
-                        "I7",
-                        format!("session {session} activates {seq} out of acceptance order"),
-                    );
-                }
-                self.last_activation.insert(session, *seq);
-                self.sub(*seq, "an activation")?.activated = true;
+            StoreOp::LedgerActivated { seq, .. } => self.activated(&session, *seq)?,
+            StoreOp::LedgerPaused { seq, .. } => {
+                self.paused.insert(session, *seq);
+                self.sub(*seq, "a pause")?.paused = true;
+            }
+            StoreOp::UserMessage { seq, synthetic: true, .. } => {
+                log.push(Record::User);
+                self.must_be_activated(*seq)?;
             }
             StoreOp::UserMessage { seq, .. } => {
                 if self.last_user.get(&session).is_some_and(|l| l >= seq) {
@@ -609,6 +648,11 @@ impl Auditor {
                 self.last_user.insert(session, *seq);
                 self.sub(*seq, "a user message")?.user_message = true;
             }
+            StoreOp::SummaryDone { .. }
+            | StoreOp::SummaryFailed { .. }
+            | StoreOp::SummaryDeleted { .. } => {
+                self.summarizing.remove(&session);
+            }
             StoreOp::LedgerOutcome { .. } => {}
             StoreOp::Flush { session } => {
                 self.flushed.insert(session.clone());
@@ -620,6 +664,57 @@ impl Auditor {
                 }
             }
         }
+        Ok(())
+    }
+
+    /// I3 (one turn or summary per session), I7 (own turns in acceptance order) and I11 (a
+    /// paused submission resumes before anything queued) at an activation.
+    fn activated(&mut self, session: &SessionId, seq: Seq) -> Result<(), Violation> {
+        if let Some((other, _)) = self.subs.iter().find(|(q, s)| {
+            s.session == *session && s.activated && s.outcome.is_none() && **q != seq
+        }) {
+            return fail(
+                "I3",
+                format!("session {session} activates {seq} while {other} is active or paused"),
+            );
+        }
+        if self.summarizing.contains(session) {
+            return fail("I3", format!("session {session} activates {seq} while it summarizes"));
+        }
+        match self.paused.get(session).copied() {
+            Some(p) if p != seq => {
+                return fail("I11", format!("session {session} activates {seq} before paused {p}"));
+            }
+            Some(_) => {
+                self.paused.remove(session);
+                self.sub(seq, "a resume")?.paused = false;
+                return Ok(());
+            }
+            None => {}
+        }
+        if self.last_activation.get(session).is_some_and(|l| *l >= seq) {
+            return fail(
+                "I7",
+                format!("session {session} activates {seq} out of acceptance order"),
+            );
+        }
+        self.last_activation.insert(session.clone(), seq);
+        self.sub(seq, "an activation")?.activated = true;
+        Ok(())
+    }
+
+    /// I3: a summary starts only where no turn runs (a paused submission does not run).
+    fn start_summary(&mut self, io: &SummaryIo) -> Result<(), Violation> {
+        let session = &io.session;
+        if let Some((seq, _)) = self
+            .subs
+            .iter()
+            .find(|(_, s)| s.session == *session && s.activated && !s.paused && s.outcome.is_none())
+        {
+            return fail("I3", format!("session {session} summarizes while {seq} is active"));
+        }
+        self.summarizing.insert(session.clone());
+        self.summaries.insert(io.clone());
         Ok(())
     }
 
@@ -695,14 +790,22 @@ impl Auditor {
         if s.activated {
             self.check_history(&s.session)?;
         }
+        self.forget(c.session(), seq, c.outcome());
+        Ok(())
+    }
+
+    /// A finished submission's IO is over and it is no longer paused.
+    fn forget(&mut self, session: &SessionId, seq: Seq, outcome: Outcome) {
         self.steps.retain(|x| x.seq != seq);
-        self.refreshes.retain(|x| x.seq != seq);
+        self.refreshes.retain(|x| !matches!(x, AttemptIo::Step(io) if io.seq == seq));
         self.tools.retain(|x| x.seq != seq);
         self.prepares.retain(|p| p.1 != seq);
-        if let Some(sub) = self.subs.get_mut(&seq) {
-            sub.outcome = Some(c.outcome());
+        if self.paused.get(session) == Some(&seq) {
+            self.paused.remove(session);
         }
-        Ok(())
+        if let Some(sub) = self.subs.get_mut(&seq) {
+            sub.outcome = Some(outcome);
+        }
     }
 
     /// I8 at a turn end: every assistant message finished, every call with exactly one result,

@@ -113,6 +113,7 @@ mod shutdown;
 mod state;
 mod step;
 mod stream;
+mod summary;
 pub mod trace;
 mod transition;
 
@@ -124,8 +125,8 @@ pub use engine::Engine;
 pub use error::HostError;
 pub use ids::{CallId, MessageId, Millis, RunId, Seq, SessionId, TimerId, TurnId};
 pub use input::{
-    Attachment, CallIo, ErrorClass, FinishReason, Input, Mode, ProviderError, Setup, StepEvent,
-    StepIo, StopTurn, Submit, ToolOutput, ToolSpec, Usage,
+    Attachment, AttemptIo, CallIo, ErrorClass, FinishReason, Input, Mode, ProviderError, Setup,
+    StepEvent, StepIo, StopTurn, Submit, SummaryIo, ToolOutput, ToolSpec, Usage,
 };
 pub use invariants::{Auditor, Violation, check_invariants};
 pub use ledger::{Fingerprint, KnownRun};
@@ -136,4 +137,8 @@ pub use replay::{ReplayFailure, ReplayReport, bless, replay};
 pub use retry::{UNAUTHORIZED_TITLE, retry_delay_ms};
 pub use step::{LOOP_MESSAGE, LOOP_TITLE, STEP_LIMIT_TITLE};
 pub use stream::{INVALID_JSON_RESULT, unknown_tool_result};
+pub use summary::{
+    CONTEXT_WINDOW_MESSAGE, CONTEXT_WINDOW_TITLE, SUMMARIZATION_TITLE, SUMMARY_REQUEST,
+    at_threshold, continuation,
+};
 pub use trace::{Recorder, Trace, TraceError, TraceHeader, TraceLine};

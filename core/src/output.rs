@@ -9,7 +9,7 @@ use std::fmt;
 use serde::Serialize;
 
 use crate::ids::{CallId, MessageId, Millis, RunId, Seq, SessionId, TimerId, TurnId};
-use crate::input::{CallIo, Mode, StepIo};
+use crate::input::{AttemptIo, CallIo, Mode, StepIo, SummaryIo};
 use crate::outcome::{Completion, Outcome};
 
 /// One numbered output.
@@ -69,12 +69,24 @@ pub enum OutputKind {
     /// for a person if needed, and answer [`crate::Input::CredentialsRefreshed`] (SPEC 4.5).
     RefreshCredentials {
         /// The refused attempt.
-        step: StepIo,
+        attempt: AttemptIo,
     },
     /// Stop waiting for the credential refresh at once (a cancel, SPEC 4.5 and G-13).
     AbortRefresh {
         /// The refused attempt.
-        step: StepIo,
+        attempt: AttemptIo,
+    },
+    /// Start one attempt of a summarization: request "Provide a detailed summary of our
+    /// conversation above." over the session's history and stream the answer back as
+    /// [`crate::Input::Summary`] events (SPEC 4.7).
+    StartSummary {
+        /// The attempt, named as every reply for it must name it.
+        io: SummaryIo,
+    },
+    /// Close this summary's stream at once; later events for it are ignored.
+    AbortSummary {
+        /// The attempt.
+        io: SummaryIo,
     },
     /// Run a tool and answer [`crate::Input::ToolResult`].
     RunTool {
@@ -118,16 +130,19 @@ impl OutputKind {
     pub fn session(&self) -> Option<&SessionId> {
         match self {
             OutputKind::Reply(
-                Reply::Accepted { session, .. } | Reply::Existing { session, .. },
+                Reply::Accepted { session, .. }
+                | Reply::Existing { session, .. }
+                | Reply::Summarizing { session },
             ) => Some(session),
             OutputKind::Prepare { session, .. }
             | OutputKind::AbortPreparation { session, .. }
             | OutputKind::Commit { session } => Some(session),
             OutputKind::Store(op) => Some(op.session()),
-            OutputKind::StartStep { step }
-            | OutputKind::AbortStep { step }
-            | OutputKind::RefreshCredentials { step }
-            | OutputKind::AbortRefresh { step } => Some(&step.session),
+            OutputKind::StartStep { step } | OutputKind::AbortStep { step } => Some(&step.session),
+            OutputKind::RefreshCredentials { attempt } | OutputKind::AbortRefresh { attempt } => {
+                Some(attempt.session())
+            }
+            OutputKind::StartSummary { io } | OutputKind::AbortSummary { io } => Some(&io.session),
             OutputKind::RunTool { call, .. } | OutputKind::AbortTool { call } => {
                 Some(&call.session)
             }
@@ -175,7 +190,12 @@ pub enum Reply {
         #[serde(skip_serializing_if = "Option::is_none")]
         outcome: Option<Outcome>,
     },
-    /// The submission was rejected; no sequence was consumed.
+    /// A manual `summarize` was accepted: the session summarizes as housekeeping.
+    Summarizing {
+        /// The session.
+        session: SessionId,
+    },
+    /// The submission (or manual summarize) was rejected; no sequence was consumed.
     Rejected {
         /// Why.
         error: Rejection,
@@ -197,6 +217,8 @@ pub enum Rejection {
     WorkspaceClosing,
     /// "run id `<id>` is already used by a different request"
     RunIdConflict(RunId),
+    /// "session is currently processing another request" (a manual summarize while busy)
+    Busy,
 }
 
 impl fmt::Display for Rejection {
@@ -206,6 +228,7 @@ impl fmt::Display for Rejection {
             Rejection::SessionIdMissing => f.write_str("session id is missing"),
             Rejection::ChildSession(id) => write!(f, "cannot continue an agent tool session: {id}"),
             Rejection::WorkspaceClosing => f.write_str("workspace closing"),
+            Rejection::Busy => f.write_str("session is currently processing another request"),
             Rejection::RunIdConflict(id) => {
                 write!(f, "run id {id} is already used by a different request")
             }
@@ -234,7 +257,15 @@ pub enum StoreOp {
         /// The completion record.
         completion: Completion,
     },
-    /// A user message: the submission's prompt, written when it is activated or folded.
+    /// The submission paused for a summarization (SPEC 4.7): not ended, not queued.
+    LedgerPaused {
+        /// The session.
+        session: SessionId,
+        /// The submission.
+        seq: Seq,
+    },
+    /// A user message: the submission's prompt, written when it is activated or folded; or the
+    /// synthetic continuation prompt of a resumed submission.
     UserMessage {
         /// The session.
         session: SessionId,
@@ -244,6 +275,60 @@ pub enum StoreOp {
         id: MessageId,
         /// The text.
         text: String,
+        /// True for the continuation prompt the core wrote on resume (SPEC 4.7).
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        synthetic: bool,
+    },
+    /// A new, empty summary message (SPEC 4.7).
+    SummaryMessage {
+        /// The session.
+        session: SessionId,
+        /// The message.
+        id: MessageId,
+    },
+    /// Streamed summary text appended: coalescible.
+    SummaryText {
+        /// The session.
+        session: SessionId,
+        /// The message.
+        id: MessageId,
+        /// The text to append.
+        text: String,
+    },
+    /// The summary's streamed text is cleared before a retry (structural).
+    SummaryReset {
+        /// The session.
+        session: SessionId,
+        /// The message.
+        id: MessageId,
+    },
+    /// The summary succeeded: it becomes the session's summary pointer (history starts there)
+    /// and the gauges reset: `prompt_tokens` 0, `completion_tokens` the summary's output.
+    SummaryDone {
+        /// The session.
+        session: SessionId,
+        /// The summary message.
+        id: MessageId,
+        /// The summary's output tokens, the new `completion_tokens`.
+        completion_tokens: u64,
+    },
+    /// The summary failed: only the summary message is marked (SPEC 4.7).
+    SummaryFailed {
+        /// The session.
+        session: SessionId,
+        /// The summary message.
+        id: MessageId,
+        /// The classified title.
+        title: String,
+        /// The error text.
+        message: String,
+    },
+    /// A cancelled summary's partial message is deleted (SPEC 4.7).
+    SummaryDeleted {
+        /// The session.
+        session: SessionId,
+        /// The summary message.
+        id: MessageId,
     },
     /// A new, empty assistant message for one step of a turn.
     AssistantMessage {
@@ -318,8 +403,9 @@ pub enum StoreOp {
     SessionUsage {
         /// The session.
         session: SessionId,
-        /// The submission whose step used it.
-        seq: Seq,
+        /// The submission whose step used it (none for a housekeeping summary).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        seq: Option<Seq>,
         /// New `prompt_tokens` (input + cache read + cache creation), when non-zero.
         #[serde(skip_serializing_if = "Option::is_none")]
         prompt_tokens: Option<u64>,
@@ -403,6 +489,13 @@ impl StoreOp {
             | StoreOp::ToolInputStarted { session, .. }
             | StoreOp::MessageReset { session, .. }
             | StoreOp::SessionUsage { session, .. }
+            | StoreOp::LedgerPaused { session, .. }
+            | StoreOp::SummaryMessage { session, .. }
+            | StoreOp::SummaryText { session, .. }
+            | StoreOp::SummaryReset { session, .. }
+            | StoreOp::SummaryDone { session, .. }
+            | StoreOp::SummaryFailed { session, .. }
+            | StoreOp::SummaryDeleted { session, .. }
             | StoreOp::UserMessage { session, .. }
             | StoreOp::AssistantMessage { session, .. }
             | StoreOp::AppendText { session, .. }
@@ -424,14 +517,21 @@ impl StoreOp {
             | StoreOp::ReasoningEnded { seq, .. }
             | StoreOp::ToolInputStarted { seq, .. }
             | StoreOp::MessageReset { seq, .. }
-            | StoreOp::SessionUsage { seq, .. }
+            | StoreOp::LedgerPaused { seq, .. }
             | StoreOp::UserMessage { seq, .. }
             | StoreOp::AssistantMessage { seq, .. }
             | StoreOp::AppendText { seq, .. }
             | StoreOp::ToolCall { seq, .. }
             | StoreOp::ToolResult { seq, .. }
             | StoreOp::MessageFinished { seq, .. } => Some(*seq),
-            StoreOp::Flush { .. } => None,
+            StoreOp::SessionUsage { seq, .. } => *seq,
+            StoreOp::Flush { .. }
+            | StoreOp::SummaryMessage { .. }
+            | StoreOp::SummaryText { .. }
+            | StoreOp::SummaryReset { .. }
+            | StoreOp::SummaryDone { .. }
+            | StoreOp::SummaryFailed { .. }
+            | StoreOp::SummaryDeleted { .. } => None,
         }
     }
 }

@@ -1,21 +1,21 @@
-//! Retries and credential refresh inside a step (SPEC 4.5).
+//! Retries and credential refresh inside a step or a summary (SPEC 4.5).
 //!
 //! A step gets at most 4 attempts: 3 retries after 5, 10 and 20 s, a `retry-after-ms` or
 //! `retry-after` header replacing the backoff when it is between 0 and 60 s or below the
 //! backoff. Every retry first resets the message's streamed content (one structural write), so
 //! an attempt is never appended to a failed one. A 401 gets one credential refresh per step;
 //! after it the step is retried with a fresh retry budget and the content reset (G-21). All of
-//! it stays inside one turn with one outcome: no intermediate terminal event (G-02).
+//! it stays inside one turn with one outcome: no intermediate terminal event (G-02). A summary
+//! follows the same rules ([`on_failure`] decides for both).
 
 use crate::cleanup::{self, TurnEnd};
 use crate::ids::{Millis, TimerId};
-use crate::input::{ProviderError, StepIo};
+use crate::input::{AttemptIo, ProviderError, StepIo};
 use crate::outcome::{ErrorInfo, ErrorKind};
 use crate::output::{OutputKind, StoreOp, TimerPurpose};
 use crate::state::{
     ATTEMPTS_MAX, BACKOFF_MS, Budget, Lane, Parts, Phase, Session, Sessions, State,
 };
-use crate::stream;
 use crate::transition::Tx;
 
 /// The title of a failed credential refresh or a second 401 (SPEC 4.5).
@@ -33,7 +33,39 @@ pub fn retry_delay_ms(retry: usize, error: &ProviderError) -> u64 {
     }
 }
 
-/// A failed attempt: refresh on a first 401, retry while the budget lasts, else fail.
+/// What a failed attempt leads to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum OnFailure {
+    /// A first 401 in the step: ask the host for fresh credentials.
+    Refresh,
+    /// A retryable error within the budget: try again after this delay.
+    Retry { delay_ms: u64 },
+    /// Give up with this error.
+    Fail(ErrorInfo),
+}
+
+/// The one rule of SPEC 4.5, for steps and summaries alike.
+pub(crate) fn on_failure(budget: &Budget, error: ProviderError) -> OnFailure {
+    if error.is_unauthorized() {
+        if budget.refreshed {
+            let e = ErrorInfo {
+                kind: ErrorKind::Unauthorized,
+                title: UNAUTHORIZED_TITLE.to_owned(),
+                message: error.message,
+            };
+            return OnFailure::Fail(e);
+        }
+        return OnFailure::Refresh;
+    }
+    if !error.is_retryable() || budget.attempts >= ATTEMPTS_MAX {
+        return OnFailure::Fail(cleanup::provider_error(error));
+    }
+    OnFailure::Retry {
+        delay_ms: retry_delay_ms(budget.attempts.saturating_sub(1) as usize, &error),
+    }
+}
+
+/// A failed attempt of the lane's turn: refresh, back off, or fail.
 pub(crate) fn on_failed(
     st: &mut State,
     tx: &mut Tx,
@@ -52,23 +84,21 @@ pub(crate) fn on_failed(
         "no tool runs yet"
     );
     let seq = t.owner.seq;
-    if error.is_unauthorized() {
-        if t.budget.refreshed {
-            return unauthorized(st, tx, s, error.message);
+    match on_failure(&t.budget, error) {
+        OnFailure::Refresh => {
+            t.phase = Phase::Refreshing { attempt };
+            let attempt = AttemptIo::Step(t.step_io(&s.id, attempt));
+            tx.handoff(seq, OutputKind::RefreshCredentials { attempt });
         }
-        t.phase = Phase::Refreshing { attempt };
-        tx.handoff(seq, OutputKind::RefreshCredentials { step: t.step_io(&s.id, attempt) });
-        return;
+        OnFailure::Retry { delay_ms } => {
+            let deadline = now.plus_ms(delay_ms);
+            let purpose = TimerPurpose::Retry { session: s.id.clone(), turn: t.id };
+            let timer = st.new_timer(deadline, purpose.clone());
+            t.phase = Phase::Backoff { next: attempt + 1, timer };
+            tx.handoff(seq, OutputKind::SetTimer { timer, deadline, purpose });
+        }
+        OnFailure::Fail(e) => cleanup::end_turn(st, tx, s, TurnEnd::Failed(e)),
     }
-    if !error.is_retryable() || t.budget.attempts >= ATTEMPTS_MAX {
-        return stream::fail(st, tx, s, error);
-    }
-    let delay = retry_delay_ms(t.budget.attempts as usize - 1, &error);
-    let deadline = now.plus_ms(delay);
-    let purpose = TimerPurpose::Retry { session: s.id.clone(), turn: t.id };
-    let timer = st.new_timer(deadline, purpose.clone());
-    t.phase = Phase::Backoff { next: attempt + 1, timer };
-    tx.handoff(seq, OutputKind::SetTimer { timer, deadline, purpose });
 }
 
 /// The backoff timer fired: reset the message and start the next attempt.
@@ -87,7 +117,7 @@ pub(crate) fn on_backoff_done(tx: &mut Tx, s: &mut Session, timer: TimerId) {
     restart(tx, s, next);
 }
 
-/// `CredentialsRefreshed`: retry with a fresh budget, or fail `unauthorized`.
+/// `CredentialsRefreshed` for a step: retry with a fresh budget, or fail `unauthorized`.
 pub(crate) fn on_refreshed(st: &mut State, ss: &mut Sessions, tx: &mut Tx, io: StepIo, ok: bool) {
     ss.with(&io.session.clone(), false, |s| {
         let Lane::Turn(t) = &mut s.lane else { return };
@@ -123,6 +153,12 @@ fn restart(tx: &mut Tx, s: &mut Session, attempt: u32) {
     t.budget.attempts += 1;
     t.phase = Phase::Streaming { attempt };
     tx.handoff(seq, OutputKind::StartStep { step: t.step_io(&s.id, attempt) });
+}
+
+/// The error of a failed refresh.
+pub(crate) fn refresh_failed() -> ErrorInfo {
+    let message = "The credential refresh failed.".to_owned();
+    ErrorInfo { kind: ErrorKind::Unauthorized, title: UNAUTHORIZED_TITLE.to_owned(), message }
 }
 
 fn unauthorized(st: &mut State, tx: &mut Tx, s: &mut Session, message: String) {

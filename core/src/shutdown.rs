@@ -7,6 +7,7 @@ use crate::outcome::Verdict;
 use crate::output::{OutputKind, TimerPurpose};
 use crate::retry;
 use crate::state::{Abort, Closing, Lane, Phase, Sessions, State};
+use crate::summary;
 use crate::transition::Tx;
 
 /// `Shutdown`: waiting submissions end `interrupted` at once, active turns are aborted and end
@@ -86,7 +87,10 @@ pub(crate) fn on_timer(
             });
         }
         TimerPurpose::Retry { session, .. } => {
-            ss.with(&session, false, |s| retry::on_backoff_done(tx, s, timer));
+            ss.with(&session, false, |s| match s.lane {
+                Lane::Summary(_) => summary::on_backoff_done(tx, s, timer),
+                _ => retry::on_backoff_done(tx, s, timer),
+            });
         }
         TimerPurpose::ShutdownDeadline => {
             if let Closing::Draining { .. } = st.closing {
@@ -100,7 +104,7 @@ pub(crate) fn on_timer(
                             Phase::Aborting { cause, .. } => cause,
                             _ => return,
                         },
-                        Lane::Idle => return,
+                        Lane::Summary(_) | Lane::Idle => return, // summaries end at once
                     };
                     cleanup::end_turn(st, tx, s, TurnEnd::Aborted(cause));
                 });

@@ -26,7 +26,13 @@ pub(crate) struct Submission {
     pub(crate) attachments: Vec<Attachment>,
     /// Steps run so far, across resumed turns (the step limit counts them, SPEC 4.6).
     pub(crate) steps: u32,
+    /// Summarizations not separated by a step that ended below the threshold (the no-progress
+    /// guard of SPEC 4.7); at most [`SUMMARIES_WITHOUT_PROGRESS_MAX`].
+    pub(crate) summaries: u32,
 }
+
+/// Summarizations without progress before the submission fails `context_window` (SPEC 8).
+pub(crate) const SUMMARIES_WITHOUT_PROGRESS_MAX: u32 = 2;
 
 /// Where a waiting submission is (SPEC 3 "Waiting").
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -58,14 +64,30 @@ pub(crate) struct Session {
     /// [`Config::queue_max`]: a submission beyond it is still accepted (nothing accepted may be
     /// lost) but is reported by [`crate::Engine::queue_len`] so the host can push back.
     pub(crate) queue: VecDeque<Waiting>,
-    /// The active turn, if any (SPEC I3: at most one).
+    /// The active turn or summarization, if any (SPEC I3: at most one).
     pub(crate) lane: Lane,
+    /// The session's context gauges as the core last wrote them; `None` until a turn brings
+    /// the stored values in its setup (SPEC 4.4, 4.7).
+    pub(crate) gauges: Option<Gauges>,
+}
+
+/// The context a session uses: `prompt_tokens + completion_tokens` (SPEC 4.4).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Gauges {
+    pub(crate) prompt_tokens: u64,
+    pub(crate) completion_tokens: u64,
+}
+
+impl Gauges {
+    pub(crate) fn used(&self) -> u64 {
+        self.prompt_tokens.saturating_add(self.completion_tokens)
+    }
 }
 
 impl Session {
     /// An empty session (also the placeholder while [`State::with_session`] holds one).
     fn vacant(id: &SessionId) -> Session {
-        Session { id: id.clone(), queue: VecDeque::new(), lane: Lane::Idle }
+        Session { id: id.clone(), queue: VecDeque::new(), lane: Lane::Idle, gauges: None }
     }
 
     /// True when the session has nothing unfinished (SPEC 3 "Busy" is the negation).
@@ -82,6 +104,50 @@ pub(crate) enum Lane {
     Idle,
     /// A turn runs or is being aborted.
     Turn(Box<Turn>),
+    /// The session summarizes (SPEC 4.7), as housekeeping or for a paused submission.
+    Summary(Box<Summary>),
+}
+
+/// A summarization in progress (SPEC 4.7).
+#[derive(Debug)]
+pub(crate) struct Summary {
+    /// Numbered like turns; replies name it (I13).
+    pub(crate) id: TurnId,
+    pub(crate) purpose: Purpose,
+    /// The summary message being written.
+    pub(crate) message: MessageId,
+    /// Streaming, backing off or waiting for credentials (the same rules as a step, SPEC 4.5).
+    pub(crate) phase: Attempting,
+    pub(crate) budget: Budget,
+}
+
+/// Why a session summarizes.
+#[derive(Debug)]
+pub(crate) enum Purpose {
+    /// After a submission ended, or on request: no submission depends on it.
+    Housekeeping,
+    /// A submission paused mid-turn; it resumes when the summary succeeds.
+    Resume(Box<Paused>),
+}
+
+/// A submission paused for a summarization: not ended, not queued (SPEC 4.7).
+#[derive(Debug)]
+pub(crate) struct Paused {
+    pub(crate) sub: Submission,
+    pub(crate) setup: Box<Setup>,
+    /// The paused turn's last assistant message, reported if the submission ends while paused.
+    pub(crate) last: crate::outcome::LastMessage,
+}
+
+/// The phases of an attempt that can be retried (a summary's; a turn's are in [`Phase`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Attempting {
+    /// Waiting for the stream of this attempt.
+    Streaming { attempt: u32 },
+    /// The next attempt starts when `timer` fires.
+    Backoff { next: u32, timer: TimerId },
+    /// Waiting for the host's credential refresh of the refused attempt.
+    Refreshing { attempt: u32 },
 }
 
 /// One activation of the agent loop for a submission (SPEC 3 "Turn").

@@ -5,13 +5,17 @@
 //! a finish other than `tool_use` ends it `completed`; otherwise the next step starts.
 
 use crate::admission;
-use crate::cleanup::{self, TurnEnd};
+use crate::cleanup::{self, After, TurnEnd};
 use crate::ids::SessionId;
 use crate::input::{CallIo, FinishReason, StopTurn, ToolOutput, Usage};
 use crate::loops;
 use crate::outcome::{ErrorInfo, ErrorKind, StopReason, Verdict};
 use crate::output::{MessageFinish, OutputKind, StoreOp};
-use crate::state::{CallState, Lane, MessageState, Phase, Session, Sessions, State};
+use crate::state::{
+    CallState, Gauges, Lane, MessageState, Phase, SUMMARIES_WITHOUT_PROGRESS_MAX, Session,
+    Sessions, State, Turn,
+};
+use crate::summary;
 use crate::transition::Tx;
 
 /// The title of a `step_limit` failure.
@@ -23,18 +27,25 @@ pub const LOOP_MESSAGE: &str =
     "The same tool interaction was repeated more than 5 times in the last 10 steps.";
 
 /// Writes a step's usage as field-level updates (SPEC 4.4): gauges **set** when non-zero, cost
-/// **added**; estimated usage costs nothing.
+/// **added**; estimated usage costs nothing. The session's gauges in memory follow.
 pub(crate) fn account_usage(
-    _st: &mut State,
+    gauges: &mut Option<Gauges>,
     tx: &mut Tx,
     session: &SessionId,
     seq: crate::ids::Seq,
     u: &Usage,
 ) {
     let prompt = u.prompt_tokens();
+    let g = gauges.get_or_insert_with(Gauges::default);
+    if prompt > 0 {
+        g.prompt_tokens = prompt;
+    }
+    if u.output_tokens > 0 {
+        g.completion_tokens = u.output_tokens;
+    }
     let op = StoreOp::SessionUsage {
         session: session.clone(),
-        seq,
+        seq: Some(seq),
         prompt_tokens: (prompt > 0).then_some(prompt),
         completion_tokens: (u.output_tokens > 0).then_some(u.output_tokens),
         cost_micros: if u.estimated { 0 } else { u.cost_micros },
@@ -88,60 +99,73 @@ pub(crate) fn on_tool_result(
     });
 }
 
-/// After each step, in SPEC 4.6's order of precedence.
+/// After each step, in SPEC 4.6's order of precedence, and the context check of SPEC 4.7: a
+/// turn that ends at the threshold is followed by a housekeeping summary; one that would go on
+/// pauses for a summary (or fails when summaries stopped helping).
 pub(crate) fn after_step(st: &mut State, tx: &mut Tx, s: &mut Session, reason: FinishReason) {
+    let used = s.gauges.unwrap_or_default().used();
     let Lane::Turn(t) = &mut s.lane else { return };
     t.owner.steps += 1;
     let looped = loops::record(&mut t.window, loops::signature(&t.calls));
+    let full = st.config.auto_summarize
+        && summary::at_threshold(t.setup.context_window, used, st.config.summarize_buffer_tokens);
     let stop = t.calls.iter().find_map(|c| match c.state {
         CallState::Reported { stop, .. } => stop,
         _ => None,
     });
-    let limit = st.config.step_limit;
     if stop.is_some() && reason == FinishReason::ToolCalls {
         // `tool_use` becomes `end_turn`: the model will not be called again (SPEC 4.4).
-        let (seq, id) = (t.owner.seq, t.message);
-        let op = StoreOp::MessageFinished {
-            session: s.id.clone(),
+        let (seq, id, finish) = (t.owner.seq, t.message, MessageFinish::EndTurn);
+        tx.decided(
             seq,
-            id,
-            finish: MessageFinish::EndTurn,
-        };
-        tx.decided(seq, OutputKind::Store(op));
+            OutputKind::Store(StoreOp::MessageFinished { session: s.id.clone(), seq, id, finish }),
+        );
     }
-    let end = if let Some(stop) = stop {
-        Some(TurnEnd::Done(Verdict::Completed(Some(match stop {
-            StopTurn::PermissionDenied => StopReason::PermissionDenied,
-            StopTurn::HookHalt => StopReason::HookHalt,
-        }))))
-    } else if looped {
-        let e = ErrorInfo {
-            kind: ErrorKind::LoopDetected,
-            title: LOOP_TITLE.to_owned(),
-            message: LOOP_MESSAGE.to_owned(),
-        };
-        Some(TurnEnd::Failed(e))
-    } else if limit > 0 && t.owner.steps >= limit {
-        Some(TurnEnd::Failed(ErrorInfo {
-            kind: ErrorKind::StepLimit,
-            title: STEP_LIMIT_TITLE.to_owned(),
-            message: format!("The turn reached the limit of {limit} steps."),
-        }))
-    } else {
-        let stop = match reason {
-            FinishReason::ToolCalls => None,
-            FinishReason::Stop => Some(Some(StopReason::EndTurn)),
-            FinishReason::Length => Some(Some(StopReason::MaxTokens)),
-            FinishReason::ContentFilter => Some(Some(StopReason::ContentFilter)),
-            FinishReason::Other => Some(None),
-        };
-        stop.map(|s| TurnEnd::Done(Verdict::Completed(s)))
-    };
-    match end {
-        Some(end) => cleanup::end_turn(st, tx, s, end),
-        None => {
+    let after = if full { After::Summarize } else { After::HandOff };
+    match judge(st.config.step_limit, t, stop, looped, reason) {
+        Some(end) => cleanup::end_turn_then(st, tx, s, end, after),
+        None if !full => {
+            t.owner.summaries = 0; // a step below the threshold: progress
             t.step += 1;
             admission::start_step(st, tx, s);
         }
+        None if t.owner.summaries >= SUMMARIES_WITHOUT_PROGRESS_MAX => {
+            cleanup::end_turn(st, tx, s, TurnEnd::Failed(summary::no_progress()));
+        }
+        None => summary::pause(st, tx, s),
     }
+}
+
+/// SPEC 4.6's ends of a turn, in order of precedence; `None` when the turn goes on.
+fn judge(
+    limit: u32,
+    t: &Turn,
+    stop: Option<StopTurn>,
+    looped: bool,
+    reason: FinishReason,
+) -> Option<TurnEnd> {
+    if let Some(stop) = stop {
+        let reason = match stop {
+            StopTurn::PermissionDenied => StopReason::PermissionDenied,
+            StopTurn::HookHalt => StopReason::HookHalt,
+        };
+        return Some(TurnEnd::Done(Verdict::Completed(Some(reason))));
+    }
+    if looped {
+        let (title, message) = (LOOP_TITLE.to_owned(), LOOP_MESSAGE.to_owned());
+        return Some(TurnEnd::Failed(ErrorInfo { kind: ErrorKind::LoopDetected, title, message }));
+    }
+    if limit > 0 && t.owner.steps >= limit {
+        let message = format!("The turn reached the limit of {limit} steps.");
+        let title = STEP_LIMIT_TITLE.to_owned();
+        return Some(TurnEnd::Failed(ErrorInfo { kind: ErrorKind::StepLimit, title, message }));
+    }
+    let stop = match reason {
+        FinishReason::ToolCalls => return None,
+        FinishReason::Stop => Some(StopReason::EndTurn),
+        FinishReason::Length => Some(StopReason::MaxTokens),
+        FinishReason::ContentFilter => Some(StopReason::ContentFilter),
+        FinishReason::Other => None,
+    };
+    Some(TurnEnd::Done(Verdict::Completed(stop)))
 }

@@ -8,7 +8,6 @@
 //! "tool not found: <name>". Tools start only after the stream finished, so a retry never runs
 //! a tool twice.
 
-use crate::cleanup::{self, TurnEnd};
 use crate::ids::{CallId, SessionId};
 use crate::input::{FinishReason, StepEvent, StepIo, Usage};
 use crate::output::{MessageFinish, OutputKind, StoreOp};
@@ -202,7 +201,7 @@ fn stream_end(
     write(tx, StoreOp::MessageFinished { session: session.clone(), seq, id, finish });
     t.message_state = MessageState::Finished;
     if let Some(u) = usage {
-        step::account_usage(st, tx, &session, seq, &u);
+        step::account_usage(&mut s.gauges, tx, &session, seq, &u);
     }
     answer_calls(tx, &session, t);
     if t.calls.iter().any(|c| c.state == CallState::Running) {
@@ -254,14 +253,4 @@ fn answer_calls(tx: &mut Tx, session: &SessionId, t: &mut Turn) {
             }
         }
     }
-}
-
-/// Ends the turn with a provider failure that is not retried.
-pub(crate) fn fail(
-    st: &mut State,
-    tx: &mut Tx,
-    s: &mut Session,
-    error: crate::input::ProviderError,
-) {
-    cleanup::end_turn(st, tx, s, TurnEnd::Failed(cleanup::provider_error(error)));
 }
