@@ -6,7 +6,7 @@
 use proptest::prelude::*;
 use turnstile_core::{
     CallId, Config, ErrorClass, FinishReason, Input, Millis, Mode, ProviderError, RunId, Seq,
-    SessionId, StepEvent, StopTurn, Submit, ToolOutput,
+    SessionId, StepEvent, StopTurn, Submit, ToolOutput, Usage,
 };
 use turnstile_tests::harness::Host;
 
@@ -21,7 +21,9 @@ enum Act {
     Prepare { pick: usize, fail: bool },
     Text { pick: usize },
     Call { pick: usize, id: u8 },
-    Finish { pick: usize, reason: u8 },
+    Finish { pick: usize, reason: u8, tokens: u8 },
+    SummaryEvent { pick: usize, kind: u8 },
+    Summarize { session: u8 },
     FailStep { pick: usize, class: u8 },
     Reasoning { pick: usize, which: u8 },
     InputStart { pick: usize, id: u8 },
@@ -45,7 +47,9 @@ fn act() -> impl Strategy<Value = Act> {
         8 => (any::<usize>(), proptest::bool::weighted(0.15)).prop_map(|(pick, fail)| Act::Prepare { pick, fail }),
         3 => any::<usize>().prop_map(|pick| Act::Text { pick }),
         4 => (any::<usize>(), 0u8..4).prop_map(|(pick, id)| Act::Call { pick, id }),
-        6 => (any::<usize>(), 0u8..6).prop_map(|(pick, reason)| Act::Finish { pick, reason }),
+        6 => (any::<usize>(), 0u8..6, 0u8..4).prop_map(|(pick, reason, tokens)| Act::Finish { pick, reason, tokens }),
+        3 => (any::<usize>(), 0u8..6).prop_map(|(pick, kind)| Act::SummaryEvent { pick, kind }),
+        1 => (0u8..3).prop_map(|session| Act::Summarize { session }),
         3 => (any::<usize>(), 0u8..7).prop_map(|(pick, class)| Act::FailStep { pick, class }),
         2 => (any::<usize>(), 0u8..3).prop_map(|(pick, which)| Act::Reasoning { pick, which }),
         1 => (any::<usize>(), 0u8..4).prop_map(|(pick, id)| Act::InputStart { pick, id }),
@@ -114,7 +118,7 @@ fn apply(h: &mut Host, a: &Act) -> bool {
             };
             Input::Step { step, event }
         }
-        Act::Finish { pick: i, reason } => {
+        Act::Finish { pick: i, reason, tokens } => {
             let Some(step) = pick(&h.steps, *i) else {
                 return false;
             };
@@ -125,8 +129,33 @@ fn apply(h: &mut Host, a: &Act) -> bool {
                 4 => FinishReason::ContentFilter,
                 _ => FinishReason::Other,
             };
-            Input::Step { step, event: StepEvent::Finished { reason, usage: None } }
+            // The window is 1,000 tokens: 850 and 990 reach the threshold (a fifth left).
+            let usage = [None, Some(100), Some(850), Some(990)][usize::from(*tokens)]
+                .map(|input_tokens| Usage { input_tokens, output_tokens: 10, ..Usage::default() });
+            Input::Step { step, event: StepEvent::Finished { reason, usage } }
         }
+        Act::SummaryEvent { pick: i, kind } => {
+            let Some(io) = pick(&h.summaries, *i) else { return false };
+            let fail = |status| StepEvent::Failed {
+                error: ProviderError {
+                    status: Some(status),
+                    message: "x".into(),
+                    ..ProviderError::default()
+                },
+            };
+            let event = match kind {
+                0 => StepEvent::TextDelta { text: "summary".into() },
+                1 | 2 => StepEvent::Finished {
+                    reason: FinishReason::Stop,
+                    usage: Some(Usage { output_tokens: 20, ..Usage::default() }),
+                },
+                3 => fail(400),
+                4 => fail(503),
+                _ => fail(401),
+            };
+            Input::Summary { io, event }
+        }
+        Act::Summarize { session: s } => Input::Summarize { session: session(*s) },
         Act::FailStep { pick: i, class } => {
             let Some(step) = pick(&h.steps, *i) else { return false };
             let (class, status) = [
@@ -223,6 +252,7 @@ fn config() -> Config {
 
 fn run(acts: &[Act]) -> Host {
     let mut h = Host::new(config());
+    h.setup.context_window = 1_000;
     for a in acts {
         apply(&mut h, a);
     }

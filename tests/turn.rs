@@ -424,3 +424,219 @@ fn the_flight_recorder_keeps_what_the_engine_accepted() {
             .expect("replays");
     assert_eq!(report.compared, 1);
 }
+
+// ---- Summarization (SPEC 4.7) ----
+
+fn summary_host(window: u64) -> Host {
+    let mut h = Host::new(Config::default());
+    h.setup.context_window = window;
+    h
+}
+
+fn used(tokens: u64) -> Option<Usage> {
+    Some(Usage { input_tokens: tokens, output_tokens: 0, ..Usage::default() })
+}
+
+fn summary_io(h: &Host) -> turnstile_core::SummaryIo {
+    h.summaries.first().cloned().expect("a summary runs")
+}
+
+fn summarize_done(h: &mut Host, output_tokens: u64) -> Vec<turnstile_core::Output> {
+    let io = summary_io(h);
+    let usage = Some(Usage { output_tokens, ..Usage::default() });
+    h.send(Input::Summary { io, event: StepEvent::Finished { reason: FinishReason::Stop, usage } })
+}
+
+#[test]
+fn the_threshold_follows_the_test_vectors() {
+    use turnstile_core::at_threshold;
+    assert!(at_threshold(200_000, 160_000, 20_000), "cw 200,000 triggers at 40,000 left");
+    assert!(!at_threshold(200_000, 159_999, 20_000));
+    assert!(at_threshold(200_001, 180_001, 20_000), "cw 200,001 triggers at 20,000 left");
+    assert!(!at_threshold(200_001, 180_000, 20_000));
+    assert!(at_threshold(1_000_000, 990_000, 20_000) && !at_threshold(1_000_000, 900_000, 20_000));
+    assert!(!at_threshold(0, u64::MAX, 20_000), "an unknown window never triggers");
+    assert!(at_threshold(1_000, 5_000, 20_000), "over the window");
+}
+
+#[test]
+fn a_turn_ending_at_the_threshold_completes_first_then_summarizes_as_housekeeping() {
+    let mut h = summary_host(1_000);
+    let a = active(&mut h, "s");
+    let b = h.submit(Submit::new("s", "next").with_mode(Mode::OwnTurn));
+    h.prepare(b);
+    let out = h.stream(a, StepEvent::Finished { reason: FinishReason::Stop, usage: used(900) });
+    let k = kinds(&out);
+    let done = k.iter().position(|x| x == "finished #1 Completed").expect("completes");
+    let summary = k.iter().position(|x| x == "start_summary").expect("then summarizes");
+    assert!(done < summary, "{k:?}");
+    assert!(
+        !k.iter().any(|x| x.contains("ledger_activated #2")),
+        "the queue waits for the summary: {k:?}"
+    );
+    let out = summarize_done(&mut h, 50);
+    let k = kinds(&out);
+    assert_eq!(k[0], "store summary_done");
+    assert!(k.contains(&"store ledger_activated #2".to_owned()), "then the hand-off: {k:?}");
+}
+
+#[test]
+fn a_turn_that_would_continue_pauses_and_the_same_submission_resumes_first() {
+    let mut h = summary_host(1_000);
+    let a = h.submit(Submit::new("s", "fix the bug").with_run_id("r").with_mode(Mode::OwnTurn));
+    h.prepare(a);
+    let b = h.submit(Submit::new("s", "later").with_mode(Mode::OwnTurn));
+    h.prepare(b);
+    h.tool_call(a, "c1", "ls");
+    h.stream(a, StepEvent::Finished { reason: FinishReason::ToolCalls, usage: used(950) });
+    let out = h.tool_result(a, "c1", ToolOutput::ok("x"));
+    let k = kinds(&out);
+    assert!(
+        k.contains(&"store ledger_paused #1".to_owned()) && k.contains(&"start_summary".to_owned()),
+        "{k:?}"
+    );
+    assert!(
+        !k.iter().any(|x| x.starts_with("finished")),
+        "paused: not ended, no RunComplete (G-02)"
+    );
+    let out = summarize_done(&mut h, 40);
+    let text = ops(&out).into_iter().find_map(|op| match op {
+        StoreOp::UserMessage { seq, text, synthetic: true, .. } if seq == a => Some(text),
+        _ => None,
+    });
+    assert_eq!(
+        text.as_deref(),
+        Some(
+            "The previous session was interrupted because it got too long, the initial user request was: `fix the bug`"
+        )
+    );
+    assert!(
+        kinds(&out).contains(&"store ledger_activated #1".to_owned()),
+        "#1 resumes before #2 (G-25)"
+    );
+    h.finish(a, FinishReason::Stop);
+    assert!(h.finished[&a].is_run_complete() && h.outcome(a) == Some(Outcome::Completed));
+    assert!(h.outcome(b).is_none() && h.steps.iter().any(|s| s.seq == b), "then the queue");
+}
+
+#[test]
+fn a_failed_summary_fails_a_paused_submission_but_only_marks_a_housekeeping_one() {
+    let mut h = summary_host(1_000);
+    let a = active(&mut h, "s");
+    h.tool_call(a, "c1", "ls");
+    h.stream(a, StepEvent::Finished { reason: FinishReason::ToolCalls, usage: used(950) });
+    h.tool_result(a, "c1", ToolOutput::ok("x"));
+    let io = summary_io(&h);
+    let e =
+        ProviderError { status: Some(400), message: "too long".into(), ..ProviderError::default() };
+    h.send(Input::Summary { io, event: StepEvent::Failed { error: e.clone() } });
+    let err = h.finished[&a].error().cloned().expect("failed");
+    assert_eq!(
+        (err.kind, err.title.as_str(), err.message.as_str()),
+        (ErrorKind::Summarization, "Summarization Error", "too long")
+    );
+    let b = active(&mut h, "t");
+    h.stream(b, StepEvent::Finished { reason: FinishReason::Stop, usage: used(990) });
+    let io = summary_io(&h);
+    let out = h.send(Input::Summary { io, event: StepEvent::Failed { error: e } });
+    assert_eq!(kinds(&out)[0], "store summary_failed");
+    assert_eq!(h.outcome(b), Some(Outcome::Completed), "housekeeping fails no submission");
+}
+
+#[test]
+fn cancelling_a_summary_cancels_the_paused_submission_and_deletes_the_partial_summary() {
+    let mut h = summary_host(1_000);
+    let a = h.submit(Submit::new("s", "go").with_run_id("r").with_mode(Mode::OwnTurn));
+    h.prepare(a);
+    h.tool_call(a, "c1", "ls");
+    h.stream(a, StepEvent::Finished { reason: FinishReason::ToolCalls, usage: used(950) });
+    h.tool_result(a, "c1", ToolOutput::ok("x"));
+    let io = summary_io(&h);
+    h.send(Input::Summary {
+        io: io.clone(),
+        event: StepEvent::TextDelta { text: "So far".into() },
+    });
+    let out = h.send(Input::CancelRun { run_id: turnstile_core::RunId::new("r") });
+    let k = kinds(&out);
+    assert_eq!(k[..2], ["abort_summary", "store summary_deleted"], "{k:?}");
+    assert_eq!(h.outcome(a), Some(Outcome::Cancelled), "G-03: the continuation never runs");
+    assert!(
+        h.send(Input::Summary { io, event: StepEvent::TextDelta { text: "late".into() } })
+            .is_empty()
+    );
+}
+
+#[test]
+fn summaries_that_free_nothing_end_the_submission_with_context_window() {
+    let mut h = summary_host(1_000);
+    let a = active(&mut h, "s");
+    for i in 0..3 {
+        let call = format!("c{i}");
+        h.stream(
+            a,
+            StepEvent::ToolCall {
+                id: CallId::new(&call),
+                name: "ls".into(),
+                input: format!("{{\"i\":{i}}}"),
+            },
+        );
+        h.stream(a, StepEvent::Finished { reason: FinishReason::ToolCalls, usage: used(990) });
+        h.tool_result(a, &call, ToolOutput::ok(format!("r{i}")));
+        if i < 2 {
+            assert_eq!(h.outcome(a), None, "summary {i} is allowed");
+            summarize_done(&mut h, 10);
+        }
+    }
+    let e = h.finished[&a].error().cloned().expect("the guard fails it");
+    assert_eq!((e.kind, e.title.as_str()), (ErrorKind::ContextWindow, "Context Window Exceeded"));
+    assert_eq!(e.message, "Summarization did not free enough context to continue.");
+}
+
+#[test]
+fn a_manual_summarize_is_rejected_while_busy_and_runs_as_housekeeping_otherwise() {
+    let mut h = summary_host(1_000);
+    let a = active(&mut h, "s");
+    let out = h.send(Input::Summarize { session: SessionId::new("s") });
+    assert!(
+        matches!(&out[..], [o] if matches!(&o.kind, OutputKind::Reply(turnstile_core::Reply::Rejected { error })
+        if error.to_string() == "session is currently processing another request"))
+    );
+    h.finish(a, FinishReason::Stop);
+    let out = h.send(Input::Summarize { session: SessionId::new("s") });
+    assert_eq!(
+        kinds(&out),
+        ["reply summarizing", "store summary_message", "commit", "start_summary"]
+    );
+    assert!(h.engine.is_busy(&SessionId::new("s")), "a summary makes the session busy");
+    let b = h.submit(Submit::new("s", "next").with_mode(Mode::OwnTurn));
+    h.prepare(b);
+    assert!(!h.engine.has_active_turn(&SessionId::new("s")), "no turn while summarizing (G-05)");
+    summarize_done(&mut h, 5);
+    assert!(h.engine.has_active_turn(&SessionId::new("s")));
+}
+
+#[test]
+fn a_summary_retries_and_refreshes_like_a_step_and_shutdown_interrupts_it() {
+    let mut h = summary_host(1_000);
+    let a = active(&mut h, "s");
+    h.tool_call(a, "c1", "ls");
+    h.stream(a, StepEvent::Finished { reason: FinishReason::ToolCalls, usage: used(950) });
+    h.tool_result(a, "c1", ToolOutput::ok("x"));
+    let io = summary_io(&h);
+    h.send(Input::Summary {
+        io,
+        event: StepEvent::Failed { error: error(Some(529), ErrorClass::Provider) },
+    });
+    let out = h.fire_next_timer();
+    assert_eq!(kinds(&out), ["store summary_reset", "commit", "start_summary"]);
+    let io = summary_io(&h);
+    let out = h.send(Input::Summary {
+        io,
+        event: StepEvent::Failed { error: error(Some(401), ErrorClass::Provider) },
+    });
+    assert_eq!(kinds(&out), ["refresh_credentials"]);
+    let out = h.send(Input::Shutdown);
+    assert_eq!(kinds(&out)[..2], ["abort_refresh", "store summary_deleted"]);
+    assert_eq!(h.outcome(a), Some(Outcome::Interrupted));
+    assert!(h.engine.is_stopped());
+}

@@ -381,6 +381,7 @@ impl Auditor {
         self.prepares.len()
             + self.steps.len()
             + self.refreshes.len()
+            + self.summaries.len()
             + self.tools.len()
             + self.timers.len()
     }
