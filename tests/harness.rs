@@ -8,7 +8,7 @@ use turnstile_core::trace::{Trace, TraceHeader, TraceLine};
 use turnstile_core::{
     AttemptIo, Auditor, CallId, CallIo, Completion, Config, Engine, ErrorClass, FinishReason,
     Input, Millis, Outcome, Output, OutputKind, ProviderError, Reply, Seq, SessionId, Setup, Start,
-    StepEvent, StepIo, Submit, SummaryIo, TimerId, ToolOutput, Usage, check_invariants,
+    StepEvent, StepIo, StoreOp, Submit, SummaryIo, TimerId, ToolOutput, Usage, check_invariants,
 };
 
 /// The engine with its checkers and the host's view of pending IO.
@@ -38,6 +38,8 @@ pub struct Host {
     /// Every IO ever requested, for stale replies.
     pub history: Vec<Input>,
     pub finished: BTreeMap<Seq, Completion>,
+    /// Sub-agent sessions the engine started.
+    pub children: Vec<SessionId>,
     pub replies: Vec<Reply>,
 }
 
@@ -64,6 +66,7 @@ impl Host {
             timers: BTreeMap::new(),
             history: Vec::new(),
             finished: BTreeMap::new(),
+            children: Vec::new(),
             replies: Vec::new(),
         }
     }
@@ -176,6 +179,9 @@ impl Host {
                 self.history.push(Input::Summary { io: io.clone(), event });
             }
             OutputKind::AbortSummary { io } => self.summaries.retain(|s| s != io),
+            OutputKind::Store(StoreOp::ChildAccepted { session, .. }) => {
+                self.children.push(session.clone())
+            }
             OutputKind::RunTool { call, name, .. } => {
                 self.tools.push((call.clone(), name.clone()));
                 self.history

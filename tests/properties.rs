@@ -24,6 +24,8 @@ enum Act {
     Finish { pick: usize, reason: u8, tokens: u8 },
     SummaryEvent { pick: usize, kind: u8 },
     Summarize { session: u8 },
+    AgentCall { pick: usize, id: u8, prompt: bool },
+    CancelChild { pick: usize },
     FailStep { pick: usize, class: u8 },
     Reasoning { pick: usize, which: u8 },
     InputStart { pick: usize, id: u8 },
@@ -50,6 +52,8 @@ fn act() -> impl Strategy<Value = Act> {
         6 => (any::<usize>(), 0u8..6, 0u8..4).prop_map(|(pick, reason, tokens)| Act::Finish { pick, reason, tokens }),
         3 => (any::<usize>(), 0u8..6).prop_map(|(pick, kind)| Act::SummaryEvent { pick, kind }),
         1 => (0u8..3).prop_map(|session| Act::Summarize { session }),
+        2 => (any::<usize>(), 0u8..4, proptest::bool::weighted(0.9)).prop_map(|(pick, id, prompt)| Act::AgentCall { pick, id, prompt }),
+        1 => any::<usize>().prop_map(|pick| Act::CancelChild { pick }),
         3 => (any::<usize>(), 0u8..7).prop_map(|(pick, class)| Act::FailStep { pick, class }),
         2 => (any::<usize>(), 0u8..3).prop_map(|(pick, which)| Act::Reasoning { pick, which }),
         1 => (any::<usize>(), 0u8..4).prop_map(|(pick, id)| Act::InputStart { pick, id }),
@@ -156,6 +160,20 @@ fn apply(h: &mut Host, a: &Act) -> bool {
             Input::Summary { io, event }
         }
         Act::Summarize { session: s } => Input::Summarize { session: session(*s) },
+        Act::AgentCall { pick: i, id, prompt } => {
+            let Some(step) = pick(&h.steps, *i) else { return false };
+            let input = if *prompt { r#"{"prompt":"help"}"# } else { "{}" };
+            let event = StepEvent::ToolCall {
+                id: CallId::new(format!("a{id}")),
+                name: "agent".into(),
+                input: input.into(),
+            };
+            Input::Step { step, event }
+        }
+        Act::CancelChild { pick: i } => {
+            let Some(session) = pick(&h.children, *i) else { return false };
+            Input::Cancel { session, up_to: None }
+        }
         Act::FailStep { pick: i, class } => {
             let Some(step) = pick(&h.steps, *i) else { return false };
             let (class, status) = [
@@ -252,6 +270,7 @@ fn config() -> Config {
 
 fn run(acts: &[Act]) -> Host {
     let mut h = Host::new(config());
+    h.setup = turnstile_core::Setup::with_tools(&["ls", "grep", "bash", "agent"]);
     h.setup.context_window = 1_000;
     for a in acts {
         apply(&mut h, a);

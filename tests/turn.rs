@@ -156,7 +156,8 @@ fn usage_sets_the_gauges_and_adds_the_cost_and_estimates_cost_nothing() {
         seq: Some(a),
         prompt_tokens: Some(123),
         completion_tokens: Some(7),
-        cost_micros: 42
+        cost_micros: 42,
+        ancestor: None
     }));
     let b = active(&mut h, "t");
     let estimate = Usage::estimate(["user", "hello world", ""], ["hi"]);
@@ -639,4 +640,140 @@ fn a_summary_retries_and_refreshes_like_a_step_and_shutdown_interrupts_it() {
     assert_eq!(kinds(&out)[..2], ["abort_refresh", "store summary_deleted"]);
     assert_eq!(h.outcome(a), Some(Outcome::Interrupted));
     assert!(h.engine.is_stopped());
+}
+
+// ---- Sub-agents (SPEC 4.11) ----
+
+fn agent_host() -> Host {
+    let mut h = Host::new(Config::default());
+    h.setup = turnstile_core::Setup::with_tools(&["ls", "agent"]);
+    h
+}
+
+fn child_of(out: &[turnstile_core::Output]) -> (SessionId, Seq) {
+    ops(out)
+        .into_iter()
+        .find_map(|op| match op {
+            StoreOp::ChildAccepted { session, seq, title, .. } => {
+                assert_eq!(title, "New Agent Session");
+                Some((session, seq))
+            }
+            _ => None,
+        })
+        .expect("a child starts")
+}
+
+fn call_agent(h: &mut Host, a: Seq, call: &str, input: &str) -> Vec<turnstile_core::Output> {
+    h.stream(
+        a,
+        StepEvent::ToolCall { id: CallId::new(call), name: "agent".into(), input: input.into() },
+    );
+    h.finish(a, FinishReason::ToolCalls)
+}
+
+#[test]
+fn an_agent_call_runs_a_child_turn_whose_text_is_the_parents_result() {
+    let mut h = agent_host();
+    let a = active(&mut h, "s");
+    let message = h.step_of(a);
+    let out = call_agent(&mut h, a, "call-1", r#"{"prompt":"find the bug"}"#);
+    let (child, c) = child_of(&out);
+    assert_eq!(
+        child.as_str(),
+        format!("m2$$call-1"),
+        "<assistant message id>$$<tool call id> ({message:?})"
+    );
+    assert!(child.is_child());
+    assert!(
+        kinds(&out).contains(&format!("start_step #{c} turn 2 step 0 attempt 0")),
+        "started at once, never queued"
+    );
+    let rejected = h.send(Input::Submit(Submit::new(child.as_str(), "hi")));
+    assert!(matches!(&rejected[0].kind, OutputKind::Reply(turnstile_core::Reply::Rejected { .. })));
+    h.text(c, "It is in main.rs");
+    let usage = Usage { input_tokens: 10, output_tokens: 5, cost_micros: 7, ..Usage::default() };
+    let out = h.stream(c, StepEvent::Finished { reason: FinishReason::Stop, usage: Some(usage) });
+    assert!(ops(&out).iter().any(|op| matches!(op, StoreOp::SessionUsage { ancestor: Some(p), cost_micros: 7, .. } if p.as_str() == "s")),
+        "the child's cost is added to its parent in the same write");
+    let result = ops(&out).into_iter().find_map(|op| match op {
+        StoreOp::ToolResult { call, content, is_error, .. } if call.as_str() == "call-1" => {
+            Some((content, is_error))
+        }
+        _ => None,
+    });
+    assert_eq!(result, Some(("It is in main.rs".to_owned(), false)));
+    assert_eq!(h.outcome(c), Some(Outcome::Completed));
+    assert!(h.steps.iter().any(|s| s.seq == a && s.step == 1), "the parent continues");
+}
+
+#[test]
+fn a_child_without_text_or_failing_gives_its_error_text_and_no_prompt_is_refused() {
+    let mut h = agent_host();
+    let a = active(&mut h, "s");
+    let out = call_agent(&mut h, a, "c1", r#"{"prompt":"go"}"#);
+    let (_, c) = child_of(&out);
+    let out = h.finish(c, FinishReason::Stop);
+    assert!(
+        ops(&out).iter().any(|op| matches!(op, StoreOp::ToolResult { content, is_error: true, .. }
+        if content == "Sub-agent completed but produced no text output."))
+    );
+    let out = call_agent(&mut h, a, "c2", r#"{"prompt":"again"}"#);
+    let (_, c) = child_of(&out);
+    let out = fail(
+        &mut h,
+        c,
+        ProviderError {
+            status: Some(400),
+            message: "bad request".into(),
+            ..ProviderError::default()
+        },
+    );
+    assert!(ops(&out).iter().any(|op| matches!(op, StoreOp::ToolResult { content, .. }
+        if content == "Failed to generate response: bad request")));
+    let out = call_agent(&mut h, a, "c3", r#"{"task":"no prompt"}"#);
+    assert!(!ops(&out).iter().any(|op| matches!(op, StoreOp::ChildAccepted { .. })));
+    assert!(ops(&out).iter().any(
+        |op| matches!(op, StoreOp::ToolResult { content, .. } if content == "prompt is required")
+    ));
+}
+
+#[test]
+fn sub_agents_have_depth_one() {
+    let mut h = agent_host();
+    let a = active(&mut h, "s");
+    let out = call_agent(&mut h, a, "c1", r#"{"prompt":"go"}"#);
+    let (_, c) = child_of(&out);
+    let out = call_agent(&mut h, c, "nested", r#"{"prompt":"deeper"}"#);
+    assert!(ops(&out).iter().any(
+        |op| matches!(op, StoreOp::ToolResult { content, .. } if content == "tool not found: agent")
+    ));
+}
+
+#[test]
+fn cancelling_the_child_cancels_only_the_child_and_the_parent_goes_on() {
+    let mut h = agent_host();
+    let a = active(&mut h, "s");
+    let out = call_agent(&mut h, a, "c1", r#"{"prompt":"go"}"#);
+    let (child, c) = child_of(&out);
+    let out = h.send(Input::Cancel { session: child, up_to: None });
+    assert!(ops(&out).iter().any(|op| matches!(op, StoreOp::ToolResult { content, .. }
+        if content == turnstile_core::CANCELLED_TOOL_RESULT)));
+    assert_eq!((h.outcome(c), h.outcome(a)), (Some(Outcome::Cancelled), None));
+    assert!(h.steps.iter().any(|s| s.seq == a && s.step == 1));
+}
+
+#[test]
+fn cancelling_the_parent_cascades_to_its_sub_agent() {
+    let mut h = agent_host();
+    let a = h.submit(Submit::new("s", "go").with_run_id("r"));
+    h.prepare(a);
+    let out = call_agent(&mut h, a, "c1", r#"{"prompt":"go"}"#);
+    let (_, c) = child_of(&out);
+    let out = h.send(Input::CancelRun { run_id: turnstile_core::RunId::new("r") });
+    let k = kinds(&out);
+    assert!(
+        k.contains(&format!("finished #{c} Cancelled"))
+            && k.contains(&format!("finished #{a} Cancelled +RunComplete")),
+        "{k:?}"
+    );
 }

@@ -54,6 +54,21 @@ pub(crate) fn resume(st: &mut State, tx: &mut Tx, s: &mut Session, p: Paused) {
     activate(st, tx, s, p.sub, p.setup, text, true);
 }
 
+/// Starts a sub-agent's turn at once in its new child session: no preparation, never queued
+/// (SPEC 4.11).
+pub(crate) fn start_child(
+    st: &mut State,
+    tx: &mut Tx,
+    s: &mut Session,
+    sub: Submission,
+    setup: Box<Setup>,
+) {
+    debug_assert!(matches!(s.lane, Lane::Idle) && s.queue.is_empty(), "a child session is new");
+    s.gauges = Some(Gauges::default());
+    let text = sub.prompt.clone();
+    activate(st, tx, s, sub, setup, text, false);
+}
+
 /// Makes `sub` the lane's turn: ledger activation, its user message, then step 0.
 fn activate(
     st: &mut State,

@@ -11,7 +11,9 @@ use crate::ids::{Millis, RunId, Seq, SessionId};
 use crate::input::AttemptIo;
 use crate::outcome::{self, Verdict};
 use crate::output::{OutputKind, TimerPurpose};
-use crate::state::{Abort, CallState, Lane, Phase, Prep, Purpose, Session, Sessions, State};
+use crate::state::{
+    Abort, CallState, Crossing, Lane, Phase, Prep, Purpose, Session, Sessions, State,
+};
 use crate::summary;
 use crate::transition::Tx;
 
@@ -153,8 +155,15 @@ pub(crate) fn abort_turn(st: &mut State, tx: &mut Tx, now: Millis, s: &mut Sessi
         ),
         Phase::Backoff { .. } => {} // end_turn disarms the timer
         Phase::Tools { .. } => {
-            for c in t.calls.iter().filter(|c| c.state == CallState::Running) {
-                tx.abort(seq, OutputKind::AbortTool { call: t.call_io(&s.id, &c.id) });
+            for c in t.calls.iter().filter(|c| c.is_running()) {
+                match &c.state {
+                    // The cancel cascades to the sub-agent (SPEC 4.11, I4).
+                    CallState::Delegated { child } => {
+                        st.crossings
+                            .push_back(Crossing::AbortChild { child: child.clone(), cause });
+                    }
+                    _ => tx.abort(seq, OutputKind::AbortTool { call: t.call_io(&s.id, &c.id) }),
+                }
             }
             let grace = match cause {
                 Abort::Cancel => {

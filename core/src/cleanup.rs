@@ -127,6 +127,10 @@ pub(crate) fn end_turn_then(
     clean_up(tx, &s.id, &mut t, result_text, finish);
     let last = t.last_message();
     let seq = t.owner.seq;
+    if let Some(link) = s.parent.clone() {
+        let result = crate::subagent::child_result(&verdict, &last.text);
+        st.crossings.push_back(crate::state::Crossing::ChildEnded { link, result });
+    }
     outcome::decide(st, tx, t.owner, verdict, Some(last));
     match after {
         After::Summarize if st.closing == crate::state::Closing::Open => {

@@ -17,6 +17,7 @@ use crate::shutdown;
 use crate::state::{Closing, Lane, Sessions, State};
 use crate::step;
 use crate::stream;
+use crate::subagent;
 use crate::summary;
 use crate::transition::Tx;
 
@@ -93,6 +94,7 @@ impl Engine {
             watermarks: BTreeMap::new(),
             timers: BTreeMap::new(),
             closing: Closing::Open,
+            crossings: Default::default(),
             accepted: 0,
             outcomes_decided: 0,
         };
@@ -121,6 +123,9 @@ impl Engine {
         self.now = now;
         let (tx, ss) = (&mut self.tx, &mut self.sessions);
         dispatch(st, ss, tx, now, input);
+        while let Some(c) = st.crossings.pop_front() {
+            subagent::cross(st, ss, tx, now, c);
+        }
         shutdown::finish_if_drained(st, ss, tx);
         // O(1) release check of exactly-once bookkeeping (STYLE 4): a bug fails the engine.
         if st.outcomes_decided > st.accepted {

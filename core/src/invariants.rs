@@ -63,6 +63,7 @@ pub fn check_invariants(engine: &Engine) -> Result<(), Violation> {
         let (held, runs) = check_session(st, id, s)?;
         unfinished += held;
         live_runs += runs;
+        check_children(sessions, id, s)?;
     }
     if unfinished != st.unfinished() {
         let counted = st.unfinished();
@@ -134,9 +135,9 @@ fn check_session(st: &State, id: &SessionId, s: &Session) -> Result<(u64, usize)
 }
 
 fn check_turn(st: &State, id: &SessionId, t: &Turn) -> Result<(), Violation> {
-    let running = t.calls.iter().filter(|c| c.state == CallState::Running).count();
+    let running = t.calls.iter().filter(|c| c.is_running()).count();
     let started =
-        t.calls.iter().any(|c| matches!(c.state, CallState::Running | CallState::Reported { .. }));
+        t.calls.iter().any(|c| c.is_running() || matches!(c.state, CallState::Reported { .. }));
     let open = t.message_state == MessageState::Open;
     let ok = match t.phase {
         Phase::Streaming { .. } | Phase::Refreshing { .. } => open && !started,
@@ -175,6 +176,29 @@ fn check_turn(st: &State, id: &SessionId, t: &Turn) -> Result<(), Violation> {
         || t.window.len() > LOOP_WINDOW_MAX
     {
         return fail("internal", format!("session {id}: a bounded collection outgrew its limit"));
+    }
+    Ok(())
+}
+
+/// I6 across sessions: a call waiting for a sub-agent has a child session whose turn answers
+/// it (SPEC 4.11).
+fn check_children(sessions: &Sessions, id: &SessionId, s: &Session) -> Result<(), Violation> {
+    let Lane::Turn(t) = &s.lane else { return Ok(()) };
+    for c in &t.calls {
+        if let CallState::Delegated { child } = &c.state {
+            let answers = sessions.get(child).and_then(|cs| cs.parent.as_ref()).is_some_and(|l| {
+                l.call.session == *id
+                    && l.call.seq == t.owner.seq
+                    && l.call.turn == t.id
+                    && l.call.call == c.id
+            });
+            if !answers {
+                return fail(
+                    "I6",
+                    format!("session {id}: call {} waits for a sub-agent that is gone", c.id),
+                );
+            }
+        }
     }
     Ok(())
 }
@@ -235,6 +259,8 @@ struct Sub {
     claimed: Option<Outcome>,
     /// Paused for a summarization (activated, not running).
     paused: bool,
+    /// For a sub-agent: the submission whose turn started it.
+    parent_seq: Option<Seq>,
 }
 
 /// What the auditor knows of an assistant message's finish.
@@ -395,7 +421,19 @@ impl Auditor {
             return fail("I13", format!("a stale reply produced {} outputs", outputs.len()));
         }
         self.take_reply(input);
-        let claimed = self.claim(input);
+        let mut claimed = self.claim(input);
+        // A cancel of a turn covers the sub-agents that turn started (SPEC 4.10, I4).
+        if matches!(input, Input::Cancel { .. } | Input::CancelRun { .. }) {
+            for (seq, s) in &mut self.subs {
+                if s.outcome.is_none()
+                    && s.claimed.is_none()
+                    && s.parent_seq.is_some_and(|p| claimed.contains(&p))
+                {
+                    s.claimed = Some(Outcome::Cancelled);
+                    claimed.push(*seq);
+                }
+            }
+        }
         self.flushed.clear();
         for o in outputs {
             self.output(o)?;
@@ -595,6 +633,18 @@ impl Auditor {
         let Reply::Accepted { session, seq, run_id, .. } = r else {
             return Ok(());
         };
+        self.accept(session, *seq, run_id.as_ref(), None)
+    }
+
+    /// A new submission: from a client (a reply) or a sub-agent (a child's ledger row).
+    fn accept(
+        &mut self,
+        session: &SessionId,
+        seq: Seq,
+        run_id: Option<&RunId>,
+        parent_seq: Option<Seq>,
+    ) -> Result<(), Violation> {
+        let seq = &seq;
         if self.newest.is_some_and(|n| *seq <= n) {
             return fail("I7", format!("sequence {seq} assigned after {:?}", self.newest));
         }
@@ -607,12 +657,13 @@ impl Auditor {
         let covered = self.watermarks.get(session).is_some_and(|wm| seq <= wm);
         let sub = Sub {
             session: session.clone(),
-            run_id: run_id.clone(),
+            run_id: run_id.cloned(),
             activated: false,
             user_message: false,
             outcome: None,
             claimed: covered.then_some(Outcome::Cancelled),
             paused: false,
+            parent_seq,
         };
         self.subs.insert(*seq, sub);
         Ok(())
@@ -620,6 +671,9 @@ impl Auditor {
 
     fn store(&mut self, op: &StoreOp) -> Result<(), Violation> {
         let session = op.session().clone();
+        if let StoreOp::ChildAccepted { seq, parent_seq, .. } = op {
+            self.accept(&session, *seq, None, Some(*parent_seq))?;
+        }
         if let Some(seq) = op.seq() {
             let s = self.sub(seq, "a write")?;
             if s.outcome.is_some() {
@@ -654,7 +708,7 @@ impl Auditor {
             | StoreOp::SummaryDeleted { .. } => {
                 self.summarizing.remove(&session);
             }
-            StoreOp::LedgerOutcome { .. } => {}
+            StoreOp::LedgerOutcome { .. } | StoreOp::ChildAccepted { .. } => {}
             StoreOp::Flush { session } => {
                 self.flushed.insert(session.clone());
             }

@@ -113,6 +113,7 @@ mod shutdown;
 mod state;
 mod step;
 mod stream;
+mod subagent;
 mod summary;
 pub mod trace;
 mod transition;
@@ -137,6 +138,9 @@ pub use replay::{ReplayFailure, ReplayReport, bless, replay};
 pub use retry::{UNAUTHORIZED_TITLE, retry_delay_ms};
 pub use step::{LOOP_MESSAGE, LOOP_TITLE, STEP_LIMIT_TITLE};
 pub use stream::{INVALID_JSON_RESULT, unknown_tool_result};
+pub use subagent::{
+    AGENT_TOOL, NEW_AGENT_TITLE, NO_TEXT_OUTPUT, PROMPT_REQUIRED, child_session_id,
+};
 pub use summary::{
     CONTEXT_WINDOW_MESSAGE, CONTEXT_WINDOW_TITLE, SUMMARIZATION_TITLE, SUMMARY_REQUEST,
     at_threshold, continuation,

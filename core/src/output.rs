@@ -257,6 +257,22 @@ pub enum StoreOp {
         /// The completion record.
         completion: Completion,
     },
+    /// A sub-agent's submission and session (SPEC 4.11): the ledger row of the child submission
+    /// (a sequence, no RunId, never queued) and the child session with its title and parent.
+    ChildAccepted {
+        /// The child session, `<assistant message id>$$<tool call id>`.
+        session: SessionId,
+        /// The child submission.
+        seq: Seq,
+        /// The calling session.
+        parent: SessionId,
+        /// The submission whose turn made the call.
+        parent_seq: Seq,
+        /// The prompt the `agent` call gave.
+        prompt: String,
+        /// "New Agent Session".
+        title: &'static str,
+    },
     /// The submission paused for a summarization (SPEC 4.7): not ended, not queued.
     LedgerPaused {
         /// The session.
@@ -414,6 +430,10 @@ pub enum StoreOp {
         completion_tokens: Option<u64>,
         /// Cost to add, in millionths.
         cost_micros: u64,
+        /// For a sub-agent, the session the same cost is added to in the same write: its parent,
+        /// its only ancestor (sub-agents have depth 1, SPEC 4.11).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        ancestor: Option<SessionId>,
     },
     /// Streamed text appended to an assistant message: coalescible (debounced by the host).
     AppendText {
@@ -490,6 +510,7 @@ impl StoreOp {
             | StoreOp::MessageReset { session, .. }
             | StoreOp::SessionUsage { session, .. }
             | StoreOp::LedgerPaused { session, .. }
+            | StoreOp::ChildAccepted { session, .. }
             | StoreOp::SummaryMessage { session, .. }
             | StoreOp::SummaryText { session, .. }
             | StoreOp::SummaryReset { session, .. }
@@ -518,6 +539,7 @@ impl StoreOp {
             | StoreOp::ToolInputStarted { seq, .. }
             | StoreOp::MessageReset { seq, .. }
             | StoreOp::LedgerPaused { seq, .. }
+            | StoreOp::ChildAccepted { seq, .. }
             | StoreOp::UserMessage { seq, .. }
             | StoreOp::AssistantMessage { seq, .. }
             | StoreOp::AppendText { seq, .. }

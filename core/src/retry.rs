@@ -79,10 +79,7 @@ pub(crate) fn on_failed(
         t.budget.attempts >= 1 && t.budget.attempts <= ATTEMPTS_MAX,
         "an attempt is running"
     );
-    debug_assert!(
-        t.calls.iter().all(|c| !matches!(c.state, crate::state::CallState::Running)),
-        "no tool runs yet"
-    );
+    debug_assert!(t.calls.iter().all(|c| !c.is_running()), "no tool runs yet");
     let seq = t.owner.seq;
     match on_failure(&t.budget, error) {
         OnFailure::Refresh => {

@@ -69,6 +69,28 @@ pub(crate) struct Session {
     /// The session's context gauges as the core last wrote them; `None` until a turn brings
     /// the stored values in its setup (SPEC 4.4, 4.7).
     pub(crate) gauges: Option<Gauges>,
+    /// For a sub-agent session: the call of the parent's turn that waits for it (SPEC 4.11).
+    pub(crate) parent: Option<ParentLink>,
+}
+
+/// The parent call a sub-agent session answers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct ParentLink {
+    /// The call, named as a tool result for it would be.
+    pub(crate) call: crate::input::CallIo,
+}
+
+/// Work that crosses from one session to another within a transition (SPEC 4.11): a handler
+/// holds one session at a time, so it queues these and the engine carries them out, in order,
+/// before the transition ends.
+#[derive(Debug)]
+pub(crate) enum Crossing {
+    /// Start the sub-agent of an `agent` call in a new child session.
+    StartChild { link: ParentLink, child: SessionId, seq: Seq, prompt: String, setup: Box<Setup> },
+    /// A sub-agent ended: its parent's call gets this result.
+    ChildEnded { link: ParentLink, result: crate::input::ToolOutput },
+    /// The parent's turn was aborted: so is the sub-agent.
+    AbortChild { child: SessionId, cause: Abort },
 }
 
 /// The context a session uses: `prompt_tokens + completion_tokens` (SPEC 4.4).
@@ -87,7 +109,13 @@ impl Gauges {
 impl Session {
     /// An empty session (also the placeholder while [`State::with_session`] holds one).
     fn vacant(id: &SessionId) -> Session {
-        Session { id: id.clone(), queue: VecDeque::new(), lane: Lane::Idle, gauges: None }
+        Session {
+            id: id.clone(),
+            queue: VecDeque::new(),
+            lane: Lane::Idle,
+            gauges: None,
+            parent: None,
+        }
     }
 
     /// True when the session has nothing unfinished (SPEC 3 "Busy" is the negation).
@@ -281,8 +309,17 @@ pub(crate) enum CallState {
     Invalid,
     /// Running: a `RunTool` was emitted.
     Running,
+    /// An `agent` call: a sub-agent runs in `child` (SPEC 4.11); its end is the result.
+    Delegated { child: SessionId },
     /// Its result was written: `output` feeds the loop signature, `stop` the turn's end.
     Reported { output: String, stop: Option<StopTurn> },
+}
+
+impl Call {
+    /// True while the call waits for its result (a tool or a sub-agent runs).
+    pub(crate) fn is_running(&self) -> bool {
+        matches!(self.state, CallState::Running | CallState::Delegated { .. })
+    }
 }
 
 /// What a turn is doing.
@@ -342,6 +379,8 @@ pub(crate) struct State {
     /// Cancel watermarks that still cover a sequence that can arrive (SPEC 4.10): only those
     /// at or above [`State::next_seq`]; at most one per session.
     pub(crate) watermarks: BTreeMap<SessionId, Seq>,
+    /// Cross-session work of the current transition; empty between transitions.
+    pub(crate) crossings: VecDeque<Crossing>,
     /// Armed timers; at most one per aborting turn plus the shutdown deadline.
     pub(crate) timers: BTreeMap<TimerId, Timer>,
     pub(crate) closing: Closing,

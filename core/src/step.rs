@@ -12,7 +12,7 @@ use crate::loops;
 use crate::outcome::{ErrorInfo, ErrorKind, StopReason, Verdict};
 use crate::output::{MessageFinish, OutputKind, StoreOp};
 use crate::state::{
-    CallState, Gauges, Lane, MessageState, Phase, SUMMARIES_WITHOUT_PROGRESS_MAX, Session,
+    Call, CallState, Gauges, Lane, MessageState, Phase, SUMMARIES_WITHOUT_PROGRESS_MAX, Session,
     Sessions, State, Turn,
 };
 use crate::summary;
@@ -34,6 +34,7 @@ pub(crate) fn account_usage(
     session: &SessionId,
     seq: crate::ids::Seq,
     u: &Usage,
+    ancestor: Option<&SessionId>,
 ) {
     let prompt = u.prompt_tokens();
     let g = gauges.get_or_insert_with(Gauges::default);
@@ -49,6 +50,7 @@ pub(crate) fn account_usage(
         prompt_tokens: (prompt > 0).then_some(prompt),
         completion_tokens: (u.output_tokens > 0).then_some(u.output_tokens),
         cost_micros: if u.estimated { 0 } else { u.cost_micros },
+        ancestor: ancestor.cloned(),
     };
     tx.decided(seq, OutputKind::Store(op));
 }
@@ -63,40 +65,56 @@ pub(crate) fn on_tool_result(
     io: CallIo,
     result: ToolOutput,
 ) {
-    ss.with(&io.session.clone(), false, |s| {
-        let Lane::Turn(t) = &mut s.lane else { return };
-        if t.id != io.turn || t.owner.seq != io.seq || t.step != io.step {
-            return;
-        }
-        let Some(c) = t.calls.iter_mut().find(|c| c.id == io.call && c.state == CallState::Running)
-        else {
-            return;
-        };
-        debug_assert!(matches!(t.phase, Phase::Tools { .. } | Phase::Aborting { .. }));
-        debug_assert_eq!(t.message_state, MessageState::Finished, "tools run after the stream");
-        c.state = CallState::Reported { output: result.content.clone(), stop: result.stop };
-        let seq = t.owner.seq;
-        let op = StoreOp::ToolResult {
-            session: s.id.clone(),
-            seq,
-            id: t.message,
-            call: io.call,
-            content: result.content,
-            is_error: result.is_error,
-            synthetic: false,
-        };
-        tx.decided(seq, OutputKind::Store(op));
-        if t.calls.iter().any(|c| c.state == CallState::Running) {
-            tx.seal_decided(seq);
-            return;
-        }
-        // Otherwise the result joins the transaction of what follows: the next step or the end.
-        match t.phase {
-            Phase::Tools { finish } => after_step(st, tx, s, finish),
-            Phase::Aborting { cause, .. } => cleanup::end_turn(st, tx, s, TurnEnd::Aborted(cause)),
-            _ => debug_assert!(false, "no tool runs outside the tools and aborting phases"),
-        }
-    });
+    debug_assert!(st.crossings.is_empty(), "crossings are carried out within their transition");
+    debug_assert!(st.outcomes_decided <= st.accepted, "I1 bookkeeping");
+    ss.with(&io.session.clone(), false, |s| report(st, tx, s, io, result, false));
+}
+
+/// A call's result, from the host's tool or (`from_child`) from a sub-agent that ended. Stale
+/// when the turn or the call is not the one named, or the call does not wait for this source.
+pub(crate) fn report(
+    st: &mut State,
+    tx: &mut Tx,
+    s: &mut Session,
+    io: CallIo,
+    result: ToolOutput,
+    from_child: bool,
+) {
+    let Lane::Turn(t) = &mut s.lane else { return };
+    if t.id != io.turn || t.owner.seq != io.seq || t.step != io.step {
+        return;
+    }
+    let waits = |c: &Call| match c.state {
+        CallState::Running => !from_child,
+        CallState::Delegated { .. } => from_child,
+        _ => false,
+    };
+    let Some(c) = t.calls.iter_mut().find(|c| c.id == io.call && waits(c)) else { return };
+    debug_assert!(matches!(t.phase, Phase::Tools { .. } | Phase::Aborting { .. }));
+    debug_assert_eq!(t.message_state, MessageState::Finished, "tools run after the stream");
+    c.state = CallState::Reported { output: result.content.clone(), stop: result.stop };
+    let seq = t.owner.seq;
+    let (content, is_error) = (result.content, result.is_error);
+    let op = StoreOp::ToolResult {
+        session: s.id.clone(),
+        seq,
+        id: t.message,
+        call: io.call,
+        content,
+        is_error,
+        synthetic: false,
+    };
+    tx.decided(seq, OutputKind::Store(op));
+    if t.calls.iter().any(|c| c.is_running()) {
+        tx.seal_decided(seq);
+        return;
+    }
+    // Otherwise the result joins the transaction of what follows: the next step or the end.
+    match t.phase {
+        Phase::Tools { finish } => after_step(st, tx, s, finish),
+        Phase::Aborting { cause, .. } => cleanup::end_turn(st, tx, s, TurnEnd::Aborted(cause)),
+        _ => debug_assert!(false, "no tool runs outside the tools and aborting phases"),
+    }
 }
 
 /// After each step, in SPEC 4.6's order of precedence, and the context check of SPEC 4.7: a
@@ -108,6 +126,7 @@ pub(crate) fn after_step(st: &mut State, tx: &mut Tx, s: &mut Session, reason: F
     t.owner.steps += 1;
     let looped = loops::record(&mut t.window, loops::signature(&t.calls));
     let full = st.config.auto_summarize
+        && s.parent.is_none() // sub-agents do not summarize (docs/lifecycle-rules.md)
         && summary::at_threshold(t.setup.context_window, used, st.config.summarize_buffer_tokens);
     let stop = t.calls.iter().find_map(|c| match c.state {
         CallState::Reported { stop, .. } => stop,

@@ -13,9 +13,11 @@ use crate::input::{FinishReason, StepEvent, StepIo, Usage};
 use crate::output::{MessageFinish, OutputKind, StoreOp};
 use crate::retry;
 use crate::state::{
-    Call, CallState, Lane, MessageState, Phase, Reasoning, Session, Sessions, State, Turn,
+    Call, CallState, Lane, MessageState, ParentLink, Phase, Reasoning, Session, Sessions, State,
+    Turn,
 };
 use crate::step;
+use crate::subagent;
 use crate::transition::Tx;
 
 /// The result of a call whose arguments were not valid JSON (SPEC 8).
@@ -70,7 +72,7 @@ pub(crate) fn on_step(
         debug_assert!(
             t.calls
                 .iter()
-                .all(|c| !matches!(c.state, CallState::Running | CallState::Reported { .. }))
+                .all(|c| !c.is_running() || matches!(c.state, CallState::Reported { .. }))
         );
         match event {
             StepEvent::Finished { reason, usage } => stream_end(st, tx, s, reason, usage),
@@ -201,10 +203,11 @@ fn stream_end(
     write(tx, StoreOp::MessageFinished { session: session.clone(), seq, id, finish });
     t.message_state = MessageState::Finished;
     if let Some(u) = usage {
-        step::account_usage(&mut s.gauges, tx, &session, seq, &u);
+        let ancestor = s.parent.as_ref().map(|l| l.call.session.clone());
+        step::account_usage(&mut s.gauges, tx, &session, seq, &u, ancestor.as_ref());
     }
-    answer_calls(tx, &session, t);
-    if t.calls.iter().any(|c| c.state == CallState::Running) {
+    answer_calls(st, tx, &session, t);
+    if t.calls.iter().any(|c| c.is_running()) {
         tx.seal_decided(seq);
         t.phase = Phase::Tools { finish: reason };
     } else {
@@ -214,16 +217,21 @@ fn stream_end(
 
 /// At the stream's end: calls that cannot run get their refusal as a result at once; the others
 /// start.
-fn answer_calls(tx: &mut Tx, session: &SessionId, t: &mut Turn) {
+fn answer_calls(st: &mut State, tx: &mut Tx, session: &SessionId, t: &mut Turn) {
     let (seq, id, turn, step) = (t.owner.seq, t.message, t.id, t.step);
     for c in &mut t.calls {
+        let agent = c.name == subagent::AGENT_TOOL;
+        let prompt = if agent { subagent::agent_prompt(&c.input) } else { None };
         let refusal = match (&c.state, t.setup.tool(&c.name)) {
             (CallState::Invalid, _) => Some(INVALID_JSON_RESULT.to_owned()),
             (_, None) => Some(unknown_tool_result(&c.name)),
+            _ if agent && prompt.is_none() => Some(subagent::PROMPT_REQUIRED.to_owned()),
             _ => None,
         };
-        match refusal {
-            Some(content) => {
+        let call =
+            crate::input::CallIo { session: session.clone(), seq, turn, step, call: c.id.clone() };
+        match (refusal, prompt) {
+            (Some(content), _) => {
                 c.state = CallState::Reported { output: content.clone(), stop: None };
                 let (call, is_error, synthetic) = (c.id.clone(), true, true);
                 let op = StoreOp::ToolResult {
@@ -237,15 +245,12 @@ fn answer_calls(tx: &mut Tx, session: &SessionId, t: &mut Turn) {
                 };
                 tx.decided(seq, OutputKind::Store(op));
             }
-            None => {
+            (None, Some(prompt)) => {
+                let child = subagent::delegate(st, ParentLink { call }, id, prompt, &t.setup);
+                c.state = CallState::Delegated { child };
+            }
+            (None, None) => {
                 c.state = CallState::Running;
-                let call = crate::input::CallIo {
-                    session: session.clone(),
-                    seq,
-                    turn,
-                    step,
-                    call: c.id.clone(),
-                };
                 tx.handoff(
                     seq,
                     OutputKind::RunTool { call, name: c.name.clone(), input: c.input.clone() },

@@ -191,6 +191,7 @@ fn done(st: &mut State, tx: &mut Tx, s: &mut Session, usage: Usage) {
         prompt_tokens: None,
         completion_tokens: None,
         cost_micros,
+        ancestor: None, // sub-agents do not summarize (docs/lifecycle-rules.md)
     };
     tx.decided(k, OutputKind::Store(op));
     tx.seal_decided(k);

@@ -1,0 +1,131 @@
+//! Sub-agents (SPEC 4.11).
+//!
+//! A complete call to the `agent` tool starts a turn in a child session named
+//! `<assistant message id>$$<tool call id>`, titled "New Agent Session", whose parent is the
+//! calling session. The child submission gets a sequence but no RunId, no preparation, and is
+//! never queued. Sub-agents do not get the `agent` tool (depth 1) nor interactive tools. The
+//! child's end becomes the parent's tool result. `cancel(child)` cancels only the child; a
+//! cancel of the parent's turn cascades to its children. Every cost increment of a child is
+//! added, in the same write, to its parent.
+//!
+//! A handler holds one session at a time, so what crosses sessions is queued as a
+//! [`Crossing`] and carried out by [`cross`] before the transition ends.
+
+use crate::admission;
+use crate::cancel;
+use crate::cleanup::CANCELLED_TOOL_RESULT;
+use crate::ids::{CallId, MessageId, Millis, Seq, SessionId};
+use crate::input::{Mode, Setup, ToolOutput};
+use crate::outcome::Verdict;
+use crate::output::{OutputKind, StoreOp};
+use crate::state::{Crossing, ParentLink, Sessions, State, Submission};
+use crate::step;
+use crate::transition::Tx;
+
+/// The tool that starts a sub-agent.
+pub const AGENT_TOOL: &str = "agent";
+/// A sub-agent session's title (SPEC 8).
+pub const NEW_AGENT_TITLE: &str = "New Agent Session";
+/// The result of an `agent` call without a prompt (SPEC 8).
+pub const PROMPT_REQUIRED: &str = "prompt is required";
+/// The result of a sub-agent that completed without text (SPEC 8).
+pub const NO_TEXT_OUTPUT: &str = "Sub-agent completed but produced no text output.";
+
+/// The child session of an `agent` call: `<assistant message id>$$<tool call id>`.
+#[must_use]
+pub fn child_session_id(message: MessageId, call: &CallId) -> SessionId {
+    SessionId::new(format!("{message}$${call}"))
+}
+
+/// The `prompt` of an `agent` call's arguments, when it has a non-empty one.
+pub(crate) fn agent_prompt(input: &str) -> Option<String> {
+    let v: serde_json::Value = serde_json::from_str(input).ok()?;
+    v.get("prompt").and_then(|p| p.as_str()).filter(|p| !p.trim().is_empty()).map(str::to_owned)
+}
+
+/// What a sub-agent may use: the parent's setup without the `agent` tool (depth 1) and without
+/// interactive tools.
+pub(crate) fn child_setup(parent: &Setup) -> Setup {
+    let tools =
+        parent.tools.iter().filter(|t| t.name != AGENT_TOOL && !t.interactive).cloned().collect();
+    Setup {
+        tools,
+        context_window: parent.context_window,
+        prompt_tokens: 0,
+        completion_tokens: 0,
+        titled: true,
+    }
+}
+
+/// Delegates an `agent` call: assigns the child's sequence now and queues its start.
+pub(crate) fn delegate(
+    st: &mut State,
+    link: ParentLink,
+    message: MessageId,
+    prompt: String,
+    setup: &Setup,
+) -> SessionId {
+    let child = child_session_id(message, &link.call.call);
+    let seq = st.next_seq;
+    st.next_seq = Seq(seq.0 + 1);
+    st.accepted += 1;
+    let setup = Box::new(child_setup(setup));
+    st.crossings.push_back(Crossing::StartChild { link, child: child.clone(), seq, prompt, setup });
+    child
+}
+
+/// The parent's tool result for a child that ended with `verdict` (SPEC 4.11).
+pub(crate) fn child_result(verdict: &Verdict, text: &str) -> ToolOutput {
+    let (content, is_error) = match verdict {
+        Verdict::Completed(_) if text.is_empty() => (NO_TEXT_OUTPUT.to_owned(), true),
+        Verdict::Completed(_) => (text.to_owned(), false),
+        Verdict::Failed(e) | Verdict::Interrupted(e) => {
+            (format!("Failed to generate response: {}", e.message), true)
+        }
+        Verdict::Cancelled | Verdict::Folded => (CANCELLED_TOOL_RESULT.to_owned(), true),
+    };
+    ToolOutput { content, is_error, stop: None }
+}
+
+/// Carries out one crossing.
+pub(crate) fn cross(st: &mut State, ss: &mut Sessions, tx: &mut Tx, now: Millis, c: Crossing) {
+    match c {
+        Crossing::StartChild { link, child, seq, prompt, setup } => {
+            ss.with(&child.clone(), true, |s| {
+                debug_assert!(s.is_idle(), "a child session is new");
+                let (parent, parent_seq) = (link.call.session.clone(), link.call.seq);
+                let title = NEW_AGENT_TITLE;
+                let op = StoreOp::ChildAccepted {
+                    session: child.clone(),
+                    seq,
+                    parent,
+                    parent_seq,
+                    prompt: prompt.clone(),
+                    title,
+                };
+                tx.handoff(seq, OutputKind::Store(op));
+                s.parent = Some(link);
+                let attachments = Vec::new();
+                let sub = Submission {
+                    seq,
+                    session: child,
+                    run_id: None,
+                    mode: Mode::OwnTurn,
+                    prompt,
+                    attachments,
+                    steps: 0,
+                    summaries: 0,
+                };
+                admission::start_child(st, tx, s, sub, setup);
+            });
+        }
+        Crossing::ChildEnded { link, result } => {
+            ss.with(&link.call.session.clone(), false, |s| {
+                step::report(st, tx, s, link.call, result, true)
+            });
+        }
+        Crossing::AbortChild { child, cause } => {
+            ss.with(&child, false, |s| cancel::abort_turn(st, tx, now, s, cause));
+        }
+    }
+}
