@@ -29,7 +29,8 @@ pub struct Host {
     pub refreshes: Vec<AttemptIo>,
     /// Summary attempts started and not finished or aborted.
     pub summaries: Vec<SummaryIo>,
-    /// What `prepare` answers with (a standard tool set by default).
+    /// What `prepare` answers with (a standard tool set, and a session that has a title so
+    /// that no title request clutters tests about other rules).
     pub setup: Setup,
     /// Tools started and not answered (aborted ones stay: their result may still arrive).
     pub tools: Vec<(CallIo, String)>,
@@ -38,6 +39,8 @@ pub struct Host {
     /// Every IO ever requested, for stale replies.
     pub history: Vec<Input>,
     pub finished: BTreeMap<Seq, Completion>,
+    /// Title requests not answered.
+    pub titles: Vec<(SessionId, Seq)>,
     /// Sub-agent sessions the engine started.
     pub children: Vec<SessionId>,
     pub replies: Vec<Reply>,
@@ -61,12 +64,16 @@ impl Host {
             steps: Vec::new(),
             refreshes: Vec::new(),
             summaries: Vec::new(),
-            setup: Setup::with_tools(&["ls", "grep", "bash", "view", "write", "edit"]),
+            setup: Setup {
+                titled: true,
+                ..Setup::with_tools(&["ls", "grep", "bash", "view", "write", "edit"])
+            },
             tools: Vec::new(),
             timers: BTreeMap::new(),
             history: Vec::new(),
             finished: BTreeMap::new(),
             children: Vec::new(),
+            titles: Vec::new(),
             replies: Vec::new(),
         }
     }
@@ -137,6 +144,9 @@ impl Host {
             }
             Input::ToolResult { call, .. } => self.tools.retain(|t| t.0 != *call),
             Input::CredentialsRefreshed { attempt, .. } => self.refreshes.retain(|s| s != attempt),
+            Input::TitleGenerated { session, seq, .. } => {
+                self.titles.retain(|t| t != &(session.clone(), *seq))
+            }
             Input::Summary { io, event: StepEvent::Finished { .. } | StepEvent::Failed { .. } } => {
                 self.summaries.retain(|s| s != io);
             }
@@ -181,6 +191,18 @@ impl Host {
             OutputKind::AbortSummary { io } => self.summaries.retain(|s| s != io),
             OutputKind::Store(StoreOp::ChildAccepted { session, .. }) => {
                 self.children.push(session.clone())
+            }
+            OutputKind::RequestTitle { session, seq, .. } => {
+                self.titles.push((session.clone(), *seq));
+                self.history.push(Input::TitleGenerated {
+                    session: session.clone(),
+                    seq: *seq,
+                    title: None,
+                    usage: None,
+                });
+            }
+            OutputKind::AbortTitle { session, seq } => {
+                self.titles.retain(|t| t != &(session.clone(), *seq))
             }
             OutputKind::RunTool { call, name, .. } => {
                 self.tools.push((call.clone(), name.clone()));
@@ -317,6 +339,9 @@ impl Host {
                 self.send(Input::Prepared { session, seq, setup });
             } else if let Some(attempt) = self.refreshes.first().cloned() {
                 self.send(Input::CredentialsRefreshed { attempt, ok: true });
+            } else if let Some((session, seq)) = self.titles.first().cloned() {
+                let title = Some("A generated title".to_owned());
+                self.send(Input::TitleGenerated { session, seq, title, usage: None });
             } else if let Some(io) = self.summaries.first().cloned() {
                 let usage = Some(Usage { output_tokens: 100, ..Usage::default() });
                 self.send(Input::Summary {

@@ -26,6 +26,7 @@ enum Act {
     Summarize { session: u8 },
     AgentCall { pick: usize, id: u8, prompt: bool },
     CancelChild { pick: usize },
+    Title { pick: usize, kind: u8 },
     FailStep { pick: usize, class: u8 },
     Reasoning { pick: usize, which: u8 },
     InputStart { pick: usize, id: u8 },
@@ -54,6 +55,7 @@ fn act() -> impl Strategy<Value = Act> {
         1 => (0u8..3).prop_map(|session| Act::Summarize { session }),
         2 => (any::<usize>(), 0u8..4, proptest::bool::weighted(0.9)).prop_map(|(pick, id, prompt)| Act::AgentCall { pick, id, prompt }),
         1 => any::<usize>().prop_map(|pick| Act::CancelChild { pick }),
+        2 => (any::<usize>(), 0u8..3).prop_map(|(pick, kind)| Act::Title { pick, kind }),
         3 => (any::<usize>(), 0u8..7).prop_map(|(pick, class)| Act::FailStep { pick, class }),
         2 => (any::<usize>(), 0u8..3).prop_map(|(pick, which)| Act::Reasoning { pick, which }),
         1 => (any::<usize>(), 0u8..4).prop_map(|(pick, id)| Act::InputStart { pick, id }),
@@ -169,6 +171,14 @@ fn apply(h: &mut Host, a: &Act) -> bool {
                 input: input.into(),
             };
             Input::Step { step, event }
+        }
+        Act::Title { pick: i, kind } => {
+            let Some((session, seq)) = pick(&h.titles, *i) else { return false };
+            let title = [None, Some("<think>x</think>".to_owned()), Some("Fix the bug".to_owned())]
+                [usize::from(*kind)]
+            .clone();
+            let usage = Some(Usage { cost_micros: 3, ..Usage::default() });
+            Input::TitleGenerated { session, seq, title, usage }
         }
         Act::CancelChild { pick: i } => {
             let Some(session) = pick(&h.children, *i) else { return false };

@@ -777,3 +777,123 @@ fn cancelling_the_parent_cascades_to_its_sub_agent() {
         "{k:?}"
     );
 }
+
+// ---- Titles (SPEC 4.11) ----
+
+fn untitled_host() -> Host {
+    let mut h = Host::new(Config::default());
+    h.setup.titled = false;
+    h
+}
+
+#[test]
+fn a_title_is_requested_once_at_the_first_activation_and_written_as_a_field() {
+    let mut h = untitled_host();
+    let a = h.submit(Submit::new("s", "Fix the login\nbug please").with_mode(Mode::OwnTurn));
+    let out = h.prepare(a);
+    assert_eq!(
+        kinds(&out)[..3],
+        ["store ledger_activated #1", "store user_message #1", "request_title"]
+    );
+    h.finish(a, FinishReason::Stop);
+    let b = active(&mut h, "s");
+    assert!(h.titles.len() == 1, "no second request while one is pending");
+    let usage = Some(Usage { cost_micros: 11, ..Usage::default() });
+    let out = h.send(Input::TitleGenerated {
+        session: SessionId::new("s"),
+        seq: a,
+        title: Some("<think>hm</think> Login fix\n".into()),
+        usage,
+    });
+    assert_eq!(
+        ops(&out),
+        [
+            StoreOp::Title { session: SessionId::new("s"), title: "Login fix".into() },
+            StoreOp::SessionUsage {
+                session: SessionId::new("s"),
+                seq: None,
+                prompt_tokens: None,
+                completion_tokens: None,
+                cost_micros: 11,
+                ancestor: None
+            },
+        ]
+    );
+    assert!(
+        h.send(Input::TitleGenerated {
+            session: SessionId::new("s"),
+            seq: a,
+            title: None,
+            usage: None
+        })
+        .is_empty(),
+        "stale"
+    );
+    assert_eq!(h.outcome(b), None, "not awaited: the turn goes on");
+}
+
+#[test]
+fn a_failed_or_empty_title_falls_back_to_the_prompt() {
+    let mut h = untitled_host();
+    let long = "word ".repeat(20);
+    let a = h.submit(Submit::new("s", long.clone()).with_mode(Mode::OwnTurn));
+    h.prepare(a);
+    let out = h.send(Input::TitleGenerated {
+        session: SessionId::new("s"),
+        seq: a,
+        title: Some("<think>only thinking</think>\n".into()),
+        usage: None,
+    });
+    let want = format!("{}…", &long.trim()[..49]);
+    assert_eq!(ops(&out), [StoreOp::Title { session: SessionId::new("s"), title: want }]);
+    let b = h.submit(Submit::new("t", " \n ").with_mode(Mode::OwnTurn));
+    h.prepare(b);
+    let out = h.send(Input::TitleGenerated {
+        session: SessionId::new("t"),
+        seq: b,
+        title: None,
+        usage: None,
+    });
+    assert_eq!(
+        ops(&out),
+        [StoreOp::Title { session: SessionId::new("t"), title: "Untitled Session".into() }]
+    );
+}
+
+#[test]
+fn shutdown_abandons_a_pending_title_and_writes_the_prompts() {
+    let mut h = untitled_host();
+    let a = h.submit(Submit::new("s", "Refactor the parser").with_mode(Mode::OwnTurn));
+    h.prepare(a);
+    let out = h.send(Input::Shutdown);
+    let k = kinds(&out);
+    assert_eq!(k[0], "abort_title", "{k:?}");
+    assert!(ops(&out).contains(&StoreOp::Title {
+        session: SessionId::new("s"),
+        title: "Refactor the parser".into()
+    }));
+}
+
+#[test]
+fn sub_agents_and_resumed_submissions_request_no_title() {
+    let mut h = untitled_host();
+    h.setup = turnstile_core::Setup {
+        titled: false,
+        context_window: 1_000,
+        ..turnstile_core::Setup::with_tools(&["ls", "agent"])
+    };
+    let a = active(&mut h, "s");
+    assert_eq!(h.titles.len(), 1);
+    let out = call_agent(&mut h, a, "c1", r#"{"prompt":"go"}"#);
+    assert!(!kinds(&out).contains(&"request_title".to_owned()), "a child keeps New Agent Session");
+    let (_, c) = child_of(&out);
+    h.finish(c, FinishReason::Stop);
+    h.tool_call(a, "c2", "ls");
+    h.stream(a, StepEvent::Finished { reason: FinishReason::ToolCalls, usage: used(950) });
+    h.tool_result(a, "c2", ToolOutput::ok("x"));
+    let out = summarize_done(&mut h, 10);
+    assert!(
+        kinds(&out).contains(&"store ledger_activated #1".to_owned())
+            && !kinds(&out).contains(&"request_title".to_owned())
+    );
+}

@@ -16,6 +16,7 @@ use crate::state::{
     Submission, Turn,
 };
 use crate::summary;
+use crate::title;
 use crate::transition::Tx;
 
 /// Admits the queue's head if it is prepared and the lane is free.
@@ -35,7 +36,7 @@ pub(crate) fn hand_off(st: &mut State, tx: &mut Tx, s: &mut Session) {
             completion_tokens: setup.completion_tokens,
         });
     }
-    activate(st, tx, s, head.sub, setup, text, false);
+    activate(st, tx, s, head.sub, setup, text, Activation::First);
 }
 
 /// Resumes a submission whose summarization succeeded, before anything queued (SPEC 4.7,
@@ -51,7 +52,7 @@ pub(crate) fn resume(st: &mut State, tx: &mut Tx, s: &mut Session, p: Paused) {
         return; // unreachable: shutdown aborts summaries at once; kept for safety
     }
     let text = summary::continuation(&p.sub.prompt);
-    activate(st, tx, s, p.sub, p.setup, text, true);
+    activate(st, tx, s, p.sub, p.setup, text, Activation::Resume);
 }
 
 /// Starts a sub-agent's turn at once in its new child session: no preparation, never queued
@@ -66,10 +67,22 @@ pub(crate) fn start_child(
     debug_assert!(matches!(s.lane, Lane::Idle) && s.queue.is_empty(), "a child session is new");
     s.gauges = Some(Gauges::default());
     let text = sub.prompt.clone();
-    activate(st, tx, s, sub, setup, text, false);
+    activate(st, tx, s, sub, setup, text, Activation::Child);
 }
 
-/// Makes `sub` the lane's turn: ledger activation, its user message, then step 0.
+/// How a submission becomes active.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Activation {
+    /// From the queue, for the first time: a title may be requested.
+    First,
+    /// After its summarization, with the synthetic continuation prompt.
+    Resume,
+    /// A sub-agent, at once.
+    Child,
+}
+
+/// Makes `sub` the lane's turn: ledger activation, its user message, the title request of a
+/// first activation, then step 0 (SPEC 7's hand-off order).
 fn activate(
     st: &mut State,
     tx: &mut Tx,
@@ -77,7 +90,7 @@ fn activate(
     sub: Submission,
     setup: Box<Setup>,
     text: String,
-    synthetic: bool,
+    how: Activation,
 ) {
     let (seq, session) = (sub.seq, s.id.clone());
     let turn = st.new_turn();
@@ -86,7 +99,11 @@ fn activate(
         OutputKind::Store(StoreOp::LedgerActivated { session: session.clone(), seq, turn }),
     );
     let id = st.new_message();
+    let synthetic = how == Activation::Resume;
     tx.handoff(seq, OutputKind::Store(StoreOp::UserMessage { session, seq, id, text, synthetic }));
+    if how == Activation::First {
+        title::maybe_request(st, tx, s, seq, setup.titled, &sub.prompt);
+    }
     let t = Turn {
         owner: sub,
         id: turn,

@@ -19,6 +19,7 @@ use crate::step;
 use crate::stream;
 use crate::subagent;
 use crate::summary;
+use crate::title;
 use crate::transition::Tx;
 
 /// The sans-IO lifecycle engine of one workspace.
@@ -95,6 +96,7 @@ impl Engine {
             timers: BTreeMap::new(),
             closing: Closing::Open,
             crossings: Default::default(),
+            titles: Default::default(),
             accepted: 0,
             outcomes_decided: 0,
         };
@@ -276,6 +278,9 @@ fn dispatch(st: &mut State, ss: &mut Sessions, tx: &mut Tx, now: Millis, input: 
             summary::on_refreshed(st, ss, tx, io, ok);
         }
         Input::Summarize { session } => summary::on_summarize(st, ss, tx, session),
+        Input::TitleGenerated { session, seq, title, usage } => {
+            title::on_title(st, tx, session, seq, title, usage)
+        }
         Input::Summary { io, event } => summary::on_summary(st, ss, tx, now, io, event),
         Input::ToolResult { call, result } => step::on_tool_result(st, ss, tx, call, result),
         Input::TimerFired { timer } => shutdown::on_timer(st, ss, tx, now, timer),

@@ -99,6 +99,19 @@ pub enum Input {
         /// What happened (reasoning and tool events are ignored in a summary).
         event: StepEvent,
     },
+    /// The title the core asked for with [`crate::OutputKind::RequestTitle`] (SPEC 4.11).
+    TitleGenerated {
+        /// The session.
+        session: SessionId,
+        /// The submission named by the request.
+        seq: Seq,
+        /// The generated title; `None` when generation failed.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        title: Option<String>,
+        /// What generating it used and cost.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        usage: Option<Usage>,
+    },
     /// A timer the core armed with [`crate::OutputKind::SetTimer`] reached its deadline.
     TimerFired {
         /// The timer.

@@ -74,6 +74,9 @@ pub fn check_invariants(engine: &Engine) -> Result<(), Violation> {
         return fail("I1", format!("{ledger_live} live runs in the ledger, {live_runs} held"));
     }
     check_timers(st, sessions)?;
+    if st.closing != Closing::Open && !st.titles.is_empty() {
+        return fail("I6", "a title request outlived the start of shutdown");
+    }
     if st.closing == Closing::Closed && !sessions.is_empty() {
         return fail("I6", "shutdown completed with unfinished submissions");
     }
@@ -369,6 +372,8 @@ pub struct Auditor {
     steps: BTreeSet<StepIo>,
     refreshes: BTreeSet<AttemptIo>,
     summaries: BTreeSet<SummaryIo>,
+    /// Title requests not answered (not counted as pending IO: no submission waits on them).
+    titles: BTreeSet<(SessionId, Seq)>,
     /// Sessions summarizing now (I3 counts a summary like a turn).
     summarizing: BTreeSet<SessionId>,
     /// The paused submission of a session, which must be the next one activated there (I11).
@@ -470,6 +475,7 @@ impl Auditor {
             Input::Step { step, .. } => !self.steps.contains(step),
             Input::CredentialsRefreshed { attempt, .. } => !self.refreshes.contains(attempt),
             Input::Summary { io, .. } => !self.summaries.contains(io),
+            Input::TitleGenerated { session, seq, .. } => !self.titles.contains(&(session.clone(), *seq)),
             Input::ToolResult { call, .. } => !self.tools.contains(call),
             Input::TimerFired { timer } => !self.timers.contains(timer),
             _ => false,
@@ -491,6 +497,9 @@ impl Auditor {
             }
             Input::CredentialsRefreshed { attempt, .. } => {
                 self.refreshes.remove(attempt);
+            }
+            Input::TitleGenerated { session, seq, .. } => {
+                self.titles.remove(&(session.clone(), *seq));
             }
             Input::Summary { io, event: StepEvent::Finished { .. } | StepEvent::Failed { .. } } => {
                 self.summaries.remove(io);
@@ -551,6 +560,9 @@ impl Auditor {
     }
 
     fn output(&mut self, o: &Output) -> Result<(), Violation> {
+        if self.io_ended(&o.kind) {
+            return Ok(());
+        }
         match &o.kind {
             OutputKind::Reply(r) => self.reply(r),
             OutputKind::Prepare { session, seq } => {
@@ -558,17 +570,9 @@ impl Auditor {
                 self.prepares.insert((session.clone(), *seq));
                 Ok(())
             }
-            OutputKind::AbortPreparation { session, seq } => {
-                self.prepares.remove(&(session.clone(), *seq));
-                Ok(())
-            }
             OutputKind::StartStep { step } => {
                 self.must_be_live(step.seq, "a step")?;
                 self.steps.insert(step.clone());
-                Ok(())
-            }
-            OutputKind::AbortStep { step } => {
-                self.steps.remove(step);
                 Ok(())
             }
             OutputKind::RefreshCredentials { attempt } => {
@@ -578,13 +582,9 @@ impl Auditor {
                 self.refreshes.insert(attempt.clone());
                 Ok(())
             }
-            OutputKind::AbortRefresh { attempt } => {
-                self.refreshes.remove(attempt);
-                Ok(())
-            }
             OutputKind::StartSummary { io } => self.start_summary(io),
-            OutputKind::AbortSummary { io } => {
-                self.summaries.remove(io);
+            OutputKind::RequestTitle { session, seq, .. } => {
+                self.titles.insert((session.clone(), *seq));
                 Ok(())
             }
             OutputKind::RunTool { call, .. } => {
@@ -592,13 +592,8 @@ impl Auditor {
                 self.tools.insert(call.clone());
                 Ok(())
             }
-            OutputKind::AbortTool { .. } => Ok(()), // a result may still arrive before clean-up
             OutputKind::SetTimer { timer, .. } => {
                 self.timers.insert(*timer);
-                Ok(())
-            }
-            OutputKind::CancelTimer { timer } => {
-                self.timers.remove(timer);
                 Ok(())
             }
             OutputKind::Store(op) => self.store(op),
@@ -607,6 +602,13 @@ impl Auditor {
                 Ok(())
             }
             OutputKind::Finished(c) => self.finished(c),
+            OutputKind::AbortPreparation { .. }
+            | OutputKind::AbortStep { .. }
+            | OutputKind::AbortRefresh { .. }
+            | OutputKind::AbortTitle { .. }
+            | OutputKind::AbortSummary { .. }
+            | OutputKind::AbortTool { .. }
+            | OutputKind::CancelTimer { .. } => Ok(()), // handled by io_ended
             OutputKind::Stopped => {
                 if self.stopped || self.unfinished() > 0 {
                     return fail("I6", "Stopped twice or with unfinished submissions");
@@ -615,6 +617,24 @@ impl Auditor {
                 Ok(())
             }
         }
+    }
+
+    /// An abort or a disarmed timer: the IO it names is no longer pending. Returns false for
+    /// any other output.
+    fn io_ended(&mut self, kind: &OutputKind) -> bool {
+        match kind {
+            OutputKind::AbortPreparation { session, seq } => {
+                self.prepares.remove(&(session.clone(), *seq))
+            }
+            OutputKind::AbortStep { step } => self.steps.remove(step),
+            OutputKind::AbortRefresh { attempt } => self.refreshes.remove(attempt),
+            OutputKind::AbortTitle { session, seq } => self.titles.remove(&(session.clone(), *seq)),
+            OutputKind::AbortSummary { io } => self.summaries.remove(io),
+            OutputKind::CancelTimer { timer } => self.timers.remove(timer),
+            OutputKind::AbortTool { .. } => true, // a result may still arrive before clean-up
+            _ => return false,
+        };
+        true
     }
 
     /// I5: nothing starts for a submission that is finished or that a cancel decided.

@@ -115,6 +115,7 @@ mod step;
 mod stream;
 mod subagent;
 mod summary;
+mod title;
 pub mod trace;
 mod transition;
 
@@ -145,4 +146,5 @@ pub use summary::{
     CONTEXT_WINDOW_MESSAGE, CONTEXT_WINDOW_TITLE, SUMMARIZATION_TITLE, SUMMARY_REQUEST,
     at_threshold, continuation,
 };
+pub use title::{UNTITLED, clean_title, title_from_prompt};
 pub use trace::{Recorder, Trace, TraceError, TraceHeader, TraceLine};

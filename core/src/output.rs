@@ -88,6 +88,23 @@ pub enum OutputKind {
         /// The attempt.
         io: SummaryIo,
     },
+    /// Generate a title for the session from this prompt, and answer
+    /// [`crate::Input::TitleGenerated`]. Not awaited: nothing waits for it (SPEC 4.11).
+    RequestTitle {
+        /// The session.
+        session: SessionId,
+        /// The submission whose first activation asked for it.
+        seq: Seq,
+        /// The prompt.
+        prompt: String,
+    },
+    /// Stop generating the title (shutdown); the core wrote the prompt's title instead.
+    AbortTitle {
+        /// The session.
+        session: SessionId,
+        /// The submission named by the request.
+        seq: Seq,
+    },
     /// Run a tool and answer [`crate::Input::ToolResult`].
     RunTool {
         /// The call, named as its result must name it.
@@ -136,6 +153,8 @@ impl OutputKind {
             ) => Some(session),
             OutputKind::Prepare { session, .. }
             | OutputKind::AbortPreparation { session, .. }
+            | OutputKind::RequestTitle { session, .. }
+            | OutputKind::AbortTitle { session, .. }
             | OutputKind::Commit { session } => Some(session),
             OutputKind::Store(op) => Some(op.session()),
             OutputKind::StartStep { step } | OutputKind::AbortStep { step } => Some(&step.session),
@@ -294,6 +313,13 @@ pub enum StoreOp {
         /// True for the continuation prompt the core wrote on resume (SPEC 4.7).
         #[serde(skip_serializing_if = "std::ops::Not::not")]
         synthetic: bool,
+    },
+    /// The session's title: a field update that changes nothing else (SPEC 4.11).
+    Title {
+        /// The session.
+        session: SessionId,
+        /// The title.
+        title: String,
     },
     /// A new, empty summary message (SPEC 4.7).
     SummaryMessage {
@@ -511,6 +537,7 @@ impl StoreOp {
             | StoreOp::SessionUsage { session, .. }
             | StoreOp::LedgerPaused { session, .. }
             | StoreOp::ChildAccepted { session, .. }
+            | StoreOp::Title { session, .. }
             | StoreOp::SummaryMessage { session, .. }
             | StoreOp::SummaryText { session, .. }
             | StoreOp::SummaryReset { session, .. }
@@ -548,6 +575,7 @@ impl StoreOp {
             | StoreOp::MessageFinished { seq, .. } => Some(*seq),
             StoreOp::SessionUsage { seq, .. } => *seq,
             StoreOp::Flush { .. }
+            | StoreOp::Title { .. }
             | StoreOp::SummaryMessage { .. }
             | StoreOp::SummaryText { .. }
             | StoreOp::SummaryReset { .. }

@@ -8,6 +8,7 @@ use crate::output::{OutputKind, TimerPurpose};
 use crate::retry;
 use crate::state::{Abort, Closing, Lane, Phase, Sessions, State};
 use crate::summary;
+use crate::title;
 use crate::transition::Tx;
 
 /// `Shutdown`: waiting submissions end `interrupted` at once, active turns are aborted and end
@@ -22,6 +23,7 @@ pub(crate) fn on_shutdown(st: &mut State, ss: &mut Sessions, tx: &mut Tx, now: M
         "no deadline before shutdown"
     );
     st.closing = Closing::Draining { deadline: None };
+    title::abandon_all(st, tx);
     let ids = ss.ids();
     for id in &ids {
         ss.with(id, false, |s| {

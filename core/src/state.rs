@@ -80,6 +80,15 @@ pub(crate) struct ParentLink {
     pub(crate) call: crate::input::CallIo,
 }
 
+/// A title request waiting for the host's answer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct PendingTitle {
+    /// The submission whose first activation asked for it.
+    pub(crate) seq: Seq,
+    /// Its prompt, the fallback title's source.
+    pub(crate) prompt: String,
+}
+
 /// Work that crosses from one session to another within a transition (SPEC 4.11): a handler
 /// holds one session at a time, so it queues these and the engine carries them out, in order,
 /// before the transition ends.
@@ -379,6 +388,8 @@ pub(crate) struct State {
     /// Cancel watermarks that still cover a sequence that can arrive (SPEC 4.10): only those
     /// at or above [`State::next_seq`]; at most one per session.
     pub(crate) watermarks: BTreeMap<SessionId, Seq>,
+    /// Title requests not answered yet, by session (at most one per session; SPEC 4.11).
+    pub(crate) titles: BTreeMap<SessionId, PendingTitle>,
     /// Cross-session work of the current transition; empty between transitions.
     pub(crate) crossings: VecDeque<Crossing>,
     /// Armed timers; at most one per aborting turn plus the shutdown deadline.
