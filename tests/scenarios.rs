@@ -9,8 +9,9 @@ use std::collections::BTreeMap;
 
 use turnstile_core::trace::Trace;
 use turnstile_core::{
-    Acceptor, Attachment, Config, ErrorClass, Fingerprint, FinishReason, Input, KnownRun, Mode,
-    Outcome, RunId, Seq, SessionId, Start, StepEvent, StopTurn, Submit, ToolOutput,
+    Acceptor, Attachment, CallId, Config, ErrorClass, Fingerprint, FinishReason, Input, KnownRun,
+    Mode, Outcome, ProviderError, RunId, Seq, SessionId, Setup, Start, StepEvent, StopTurn, Submit,
+    ToolOutput, Usage,
 };
 
 use crate::harness::Host;
@@ -62,6 +63,12 @@ fn cancel(h: &mut Host, session: &str) {
 fn tool_step(h: &mut Host, seq: Seq, call: &str) {
     h.tool_call(seq, call, "ls");
     h.finish(seq, FinishReason::ToolCalls);
+}
+
+fn summary_done(h: &mut Host, output_tokens: u64) {
+    let io = h.summaries[0].clone();
+    let usage = Some(Usage { output_tokens, ..Usage::default() });
+    h.send(Input::Summary { io, event: StepEvent::Finished { reason: FinishReason::Stop, usage } });
 }
 
 fn default_config() -> Config {
@@ -593,6 +600,541 @@ pub fn all() -> Vec<Scenario> {
                 h.send(Input::Cancel { session: s("s"), up_to: Some(a) });
                 h.fire_next_timer();
                 h.send(Input::ToolResult { call, result: ToolOutput::ok("late") });
+                h.finish(b, FinishReason::Stop);
+            }
+        ),
+        scenario!(
+            "stream-leading-newline-rule",
+            "SPEC 4.4: one leading newline goes while the message is empty; after reasoning it stays",
+            &[(1, Completed), (2, Completed)],
+            |h| {
+                let a = h.submit(own("s", "a"));
+                h.prepare(a);
+                h.text(a, "\nHello");
+                h.text(a, "\nworld");
+                h.finish(a, FinishReason::Stop);
+                let b = h.submit(own("t", "b"));
+                h.prepare(b);
+                h.stream(b, StepEvent::ReasoningStart);
+                h.stream(b, StepEvent::ReasoningEnd { signature: None });
+                h.text(b, "\nkept");
+                h.finish(b, FinishReason::Stop);
+            }
+        ),
+        scenario!(
+            "stream-reasoning-signature-kept",
+            "SPEC 4.4: reasoning start, deltas and end keep the provider's signature",
+            &[(1, Completed)],
+            |h| {
+                let a = h.submit(own("s", "a"));
+                h.prepare(a);
+                h.stream(a, StepEvent::ReasoningStart);
+                h.stream(a, StepEvent::ReasoningDelta { text: "thinking".into() });
+                h.stream(a, StepEvent::ReasoningEnd { signature: Some("sig-abc".into()) });
+                h.text(a, "done");
+                h.finish(a, FinishReason::Stop);
+            }
+        ),
+        scenario!(
+            "stream-unfinished-call-finished-with-empty-input",
+            "SPEC 4.4: a call cut off by max tokens is finished with {} and gets the invalid-JSON result without running",
+            &[(1, Completed)],
+            |h| {
+                let a = h.submit(own("s", "a"));
+                h.prepare(a);
+                h.stream(
+                    a,
+                    StepEvent::ToolInputStart { id: CallId::new("cut"), name: "ls".into() },
+                );
+                h.finish(a, FinishReason::Length);
+            }
+        ),
+        scenario!(
+            "stream-invalid-json-and-unknown-tool-never-run",
+            "SPEC 4.4: invalid arguments are stored as {} and answered without running; an unknown tool gets tool not found",
+            &[(1, Completed)],
+            |h| {
+                let a = h.submit(own("s", "a"));
+                h.prepare(a);
+                h.stream(
+                    a,
+                    StepEvent::ToolCall {
+                        id: CallId::new("bad"),
+                        name: "ls".into(),
+                        input: "{oops".into(),
+                    },
+                );
+                h.stream(
+                    a,
+                    StepEvent::ToolCall {
+                        id: CallId::new("who"),
+                        name: "teleport".into(),
+                        input: "{}".into(),
+                    },
+                );
+                h.finish(a, FinishReason::ToolCalls);
+                h.finish(a, FinishReason::Stop);
+            }
+        ),
+        scenario!(
+            "stream-repeated-call-id-runs-once",
+            "SPEC 4.4: a second call with an id already used in the turn is ignored: one run, one result",
+            &[(1, Completed)],
+            |h| {
+                let a = h.submit(own("s", "a"));
+                h.prepare(a);
+                tool_step(h, a, "t1");
+                h.tool_result(a, "t1", ToolOutput::ok("x"));
+                h.tool_call(a, "t1", "ls");
+                h.finish(a, FinishReason::Stop);
+            }
+        ),
+        scenario!(
+            "usage-gauges-set-cost-added-g15",
+            "SPEC 4.4, G-15: gauges are set and cost incremented as field-level writes; estimated usage costs nothing",
+            &[(1, Completed)],
+            |h| {
+                let a = h.submit(own("s", "a"));
+                h.prepare(a);
+                h.tool_call(a, "t1", "ls");
+                let usage = Usage {
+                    input_tokens: 100,
+                    cache_read_tokens: 20,
+                    output_tokens: 9,
+                    cost_micros: 40,
+                    ..Usage::default()
+                };
+                h.stream(
+                    a,
+                    StepEvent::Finished { reason: FinishReason::ToolCalls, usage: Some(usage) },
+                );
+                h.tool_result(a, "t1", ToolOutput::ok("x"));
+                let estimate =
+                    Usage { cost_micros: 99, ..Usage::estimate(["user", "a"], ["done"]) };
+                h.stream(
+                    a,
+                    StepEvent::Finished { reason: FinishReason::Stop, usage: Some(estimate) },
+                );
+            }
+        ),
+        scenario!(
+            "retries-one-outcome-g02",
+            "SPEC 4.5, G-02: retries reset the message, emit no intermediate terminal event, and each run gets its own RunComplete",
+            &[(1, Completed), (2, Completed)],
+            |h| {
+                let a = h.submit(own("s", "a").with_run_id("ra"));
+                h.prepare(a);
+                let b = h.submit(own("s", "b").with_run_id("rb"));
+                h.prepare(b);
+                h.text(a, "partial");
+                h.stream(
+                    a,
+                    StepEvent::Failed {
+                        error: ProviderError {
+                            status: Some(529),
+                            message: "overloaded".into(),
+                            ..ProviderError::default()
+                        },
+                    },
+                );
+                h.fire_next_timer();
+                h.text(a, "whole");
+                h.finish(a, FinishReason::Stop);
+                h.finish(b, FinishReason::Stop);
+            }
+        ),
+        scenario!(
+            "retry-after-header-wins",
+            "SPEC 4.5: retry-after-ms wins over retry-after and replaces the backoff below 60 s",
+            &[(1, Completed)],
+            |h| {
+                let a = h.submit(own("s", "a"));
+                h.prepare(a);
+                let e = ProviderError {
+                    status: Some(429),
+                    retry_after_ms: Some(1_200),
+                    retry_after: Some(30_000),
+                    message: "slow down".into(),
+                    ..ProviderError::default()
+                };
+                h.stream(a, StepEvent::Failed { error: e });
+                h.fire_next_timer();
+                h.finish(a, FinishReason::Stop);
+            }
+        ),
+        scenario!(
+            "retry-budget-exhausted",
+            "SPEC 4.5: a step gets at most 4 attempts (retries after 5, 10, 20 s), then fails",
+            &[(1, Failed)],
+            |h| {
+                let a = h.submit(own("s", "a").with_run_id("r"));
+                h.prepare(a);
+                for _ in 0..3 {
+                    h.stream(
+                        a,
+                        StepEvent::Failed {
+                            error: ProviderError {
+                                class: ErrorClass::Transport,
+                                message: "reset".into(),
+                                ..ProviderError::default()
+                            },
+                        },
+                    );
+                    h.fire_next_timer();
+                }
+                h.stream(
+                    a,
+                    StepEvent::Failed {
+                        error: ProviderError {
+                            class: ErrorClass::Transport,
+                            message: "reset".into(),
+                            ..ProviderError::default()
+                        },
+                    },
+                );
+            }
+        ),
+        scenario!(
+            "refresh-then-retry-with-reset-g21",
+            "SPEC 4.5, G-21: a 401 gets one credential refresh, then the step retries with a fresh budget and the content reset",
+            &[(1, Completed)],
+            |h| {
+                let a = h.submit(own("s", "a"));
+                h.prepare(a);
+                h.text(a, "half");
+                h.stream(
+                    a,
+                    StepEvent::Failed {
+                        error: ProviderError {
+                            status: Some(401),
+                            message: "expired".into(),
+                            ..ProviderError::default()
+                        },
+                    },
+                );
+                let attempt = h.refreshes[0].clone();
+                h.send(Input::CredentialsRefreshed { attempt, ok: true });
+                h.text(a, "whole");
+                h.finish(a, FinishReason::Stop);
+            }
+        ),
+        scenario!(
+            "refresh-wait-cancelled-at-once-g13",
+            "SPEC 4.5, G-13: a cancel during the credential wait takes effect at once; the late refresh is ignored",
+            &[(1, Cancelled)],
+            |h| {
+                let a = h.submit(own("s", "a").with_run_id("r"));
+                h.prepare(a);
+                h.stream(
+                    a,
+                    StepEvent::Failed {
+                        error: ProviderError {
+                            class: ErrorClass::Unauthorized,
+                            message: "login".into(),
+                            ..ProviderError::default()
+                        },
+                    },
+                );
+                let attempt = h.refreshes[0].clone();
+                cancel(h, "s");
+                h.send(Input::CredentialsRefreshed { attempt, ok: true });
+            }
+        ),
+        scenario!(
+            "refresh-second-401-fails",
+            "SPEC 4.5: a second 401 in the step ends the submission failed, kind unauthorized, title Unauthorized",
+            &[(1, Failed)],
+            |h| {
+                let a = h.submit(own("s", "a").with_run_id("r"));
+                h.prepare(a);
+                let e = ProviderError {
+                    status: Some(401),
+                    message: "expired".into(),
+                    ..ProviderError::default()
+                };
+                h.stream(a, StepEvent::Failed { error: e.clone() });
+                let attempt = h.refreshes[0].clone();
+                h.send(Input::CredentialsRefreshed { attempt, ok: true });
+                h.stream(a, StepEvent::Failed { error: e });
+            }
+        ),
+        scenario!(
+            "loop-detected",
+            "SPEC 4.8: more than 5 equal tool signatures in the last 10 steps fail the submission loop_detected",
+            &[(1, Failed)],
+            |h| {
+                let a = h.submit(own("s", "a").with_run_id("r"));
+                h.prepare(a);
+                for i in 0..10 {
+                    let (input, out) = if i < 4 {
+                        (format!("{{\"n\":{i}}}"), format!("r{i}"))
+                    } else {
+                        ("{}".to_owned(), "same".to_owned())
+                    };
+                    let call = format!("c{i}");
+                    h.stream(
+                        a,
+                        StepEvent::ToolCall { id: CallId::new(&call), name: "ls".into(), input },
+                    );
+                    h.finish(a, FinishReason::ToolCalls);
+                    h.tool_result(a, &call, ToolOutput::ok(out));
+                }
+            }
+        ),
+        scenario!(
+            "stop-turn-hook-halt-rewrites-tool-use",
+            "SPEC 4.4, 4.6: a hook halt stops the turn; tool_use becomes end_turn; completed with hook_halt",
+            &[(1, Completed)],
+            |h| {
+                let a = h.submit(own("s", "a").with_run_id("r"));
+                h.prepare(a);
+                tool_step(h, a, "t1");
+                h.tool_result(
+                    a,
+                    "t1",
+                    ToolOutput {
+                        content: "Turn halted by hook. Reason: no".into(),
+                        is_error: true,
+                        stop: Some(StopTurn::HookHalt),
+                    },
+                );
+            }
+        ),
+        scenario!(
+            "summary-housekeeping-after-end",
+            "SPEC 4.7: a turn ending at the threshold publishes its RunComplete first, then the session summarizes before the queue moves",
+            &[(1, Completed), (2, Completed)],
+            |h| {
+                h.setup.context_window = 1_000;
+                let a = h.submit(own("s", "a").with_run_id("r"));
+                h.prepare(a);
+                let b = h.submit(own("s", "b"));
+                h.prepare(b);
+                h.stream(
+                    a,
+                    StepEvent::Finished {
+                        reason: FinishReason::Stop,
+                        usage: Some(Usage { input_tokens: 900, ..Usage::default() }),
+                    },
+                );
+                summary_done(h, 30);
+                h.finish(b, FinishReason::Stop);
+            }
+        ),
+        scenario!(
+            "summary-pause-resume-before-queue-g25",
+            "SPEC 4.7, G-25: a turn that would continue pauses; after the summary the same submission resumes before anything queued",
+            &[(1, Completed), (2, Completed)],
+            |h| {
+                h.setup.context_window = 1_000;
+                let a = h.submit(own("s", "fix it").with_run_id("r"));
+                h.prepare(a);
+                let b = h.submit(own("s", "next"));
+                h.prepare(b);
+                h.tool_call(a, "t1", "ls");
+                h.stream(
+                    a,
+                    StepEvent::Finished {
+                        reason: FinishReason::ToolCalls,
+                        usage: Some(Usage { input_tokens: 950, ..Usage::default() }),
+                    },
+                );
+                h.tool_result(a, "t1", ToolOutput::ok("x"));
+                summary_done(h, 30);
+                h.finish(a, FinishReason::Stop);
+                h.finish(b, FinishReason::Stop);
+            }
+        ),
+        scenario!(
+            "summary-cancel-no-continuation-g03",
+            "SPEC 4.7, G-03: cancelling during the summary ends the paused submission cancelled and deletes the partial summary",
+            &[(1, Cancelled)],
+            |h| {
+                h.setup.context_window = 1_000;
+                let a = h.submit(own("s", "a").with_run_id("r"));
+                h.prepare(a);
+                h.tool_call(a, "t1", "ls");
+                h.stream(
+                    a,
+                    StepEvent::Finished {
+                        reason: FinishReason::ToolCalls,
+                        usage: Some(Usage { input_tokens: 950, ..Usage::default() }),
+                    },
+                );
+                h.tool_result(a, "t1", ToolOutput::ok("x"));
+                let io = h.summaries[0].clone();
+                h.send(Input::Summary {
+                    io: io.clone(),
+                    event: StepEvent::TextDelta { text: "So far".into() },
+                });
+                cancel(h, "s");
+                h.send(Input::Summary {
+                    io,
+                    event: StepEvent::Finished { reason: FinishReason::Stop, usage: None },
+                });
+            }
+        ),
+        scenario!(
+            "summary-failure-fails-paused",
+            "SPEC 4.7: a failed summary ends the paused submission failed (summarization, Summarization Error)",
+            &[(1, Failed), (2, Completed)],
+            |h| {
+                h.setup.context_window = 1_000;
+                let a = h.submit(own("s", "a").with_run_id("r"));
+                h.prepare(a);
+                let b = h.submit(own("s", "b"));
+                h.prepare(b);
+                h.tool_call(a, "t1", "ls");
+                h.stream(
+                    a,
+                    StepEvent::Finished {
+                        reason: FinishReason::ToolCalls,
+                        usage: Some(Usage { input_tokens: 950, ..Usage::default() }),
+                    },
+                );
+                h.tool_result(a, "t1", ToolOutput::ok("x"));
+                let io = h.summaries[0].clone();
+                h.send(Input::Summary {
+                    io,
+                    event: StepEvent::Failed {
+                        error: ProviderError {
+                            status: Some(400),
+                            message: "prompt too long".into(),
+                            ..ProviderError::default()
+                        },
+                    },
+                });
+                h.finish(b, FinishReason::Stop);
+            }
+        ),
+        scenario!(
+            "summary-no-progress-guard",
+            "SPEC 4.7: when the first step after the second summary without progress is at the threshold again, the submission fails context_window",
+            &[(1, Failed)],
+            |h| {
+                h.setup.context_window = 1_000;
+                let a = h.submit(own("s", "a").with_run_id("r"));
+                h.prepare(a);
+                for i in 0..3 {
+                    let call = format!("c{i}");
+                    h.stream(
+                        a,
+                        StepEvent::ToolCall {
+                            id: CallId::new(&call),
+                            name: "ls".into(),
+                            input: format!("{{\"i\":{i}}}"),
+                        },
+                    );
+                    h.stream(
+                        a,
+                        StepEvent::Finished {
+                            reason: FinishReason::ToolCalls,
+                            usage: Some(Usage { input_tokens: 990, ..Usage::default() }),
+                        },
+                    );
+                    h.tool_result(a, &call, ToolOutput::ok(format!("r{i}")));
+                    if i < 2 {
+                        summary_done(h, 10);
+                    }
+                }
+            }
+        ),
+        scenario!(
+            "summary-manual-rejected-while-busy-g05",
+            "SPEC 4.7, G-04, G-05: a manual summarize is rejected while busy; when idle it runs as housekeeping and holds the lane",
+            &[(1, Completed), (2, Completed)],
+            |h| {
+                let a = h.submit(own("s", "a"));
+                h.prepare(a);
+                h.send(Input::Summarize { session: s("s") });
+                h.finish(a, FinishReason::Stop);
+                h.send(Input::Summarize { session: s("s") });
+                let b = h.submit(own("s", "b"));
+                h.prepare(b);
+                summary_done(h, 5);
+                h.finish(b, FinishReason::Stop);
+            }
+        ),
+        scenario!(
+            "cleanup-cancelled-prompt-writes-nothing-g10",
+            "SPEC 4.10, G-10: a prompt cancelled while waiting writes no message, so a tool call and its result stay adjacent",
+            &[(1, Cancelled), (2, Cancelled)],
+            |h| {
+                let a = h.submit(own("s", "a"));
+                h.prepare(a);
+                tool_step(h, a, "t1");
+                let b = h.submit(Submit::new("s", "b").with_run_id("rb"));
+                cancel(h, "s");
+                h.tool_result(a, "t1", ToolOutput::ok("ran"));
+                let _ = b;
+            }
+        ),
+        scenario!(
+            "subagent-result-to-parent",
+            "SPEC 4.11: an agent call runs a child session whose text becomes the parent's tool result; its cost reaches the parent",
+            &[(1, Completed), (2, Completed)],
+            |h| {
+                h.setup = Setup { titled: true, ..Setup::with_tools(&["ls", "agent"]) };
+                let a = h.submit(own("s", "a").with_run_id("r"));
+                h.prepare(a);
+                h.stream(
+                    a,
+                    StepEvent::ToolCall {
+                        id: CallId::new("call-1"),
+                        name: "agent".into(),
+                        input: r#"{"prompt":"look"}"#.into(),
+                    },
+                );
+                h.finish(a, FinishReason::ToolCalls);
+                let c = h.steps.iter().find(|st| st.seq != a).map(|st| st.seq).expect("child step");
+                h.text(c, "found it");
+                h.stream(
+                    c,
+                    StepEvent::Finished {
+                        reason: FinishReason::Stop,
+                        usage: Some(Usage { output_tokens: 3, cost_micros: 5, ..Usage::default() }),
+                    },
+                );
+                h.finish(a, FinishReason::Stop);
+            }
+        ),
+        scenario!(
+            "subagent-cancel-cascades",
+            "SPEC 4.11, I4: cancelling the parent's run cancels its sub-agent too",
+            &[(1, Cancelled), (2, Cancelled)],
+            |h| {
+                h.setup = Setup { titled: true, ..Setup::with_tools(&["ls", "agent"]) };
+                let a = h.submit(own("s", "a").with_run_id("r"));
+                h.prepare(a);
+                h.stream(
+                    a,
+                    StepEvent::ToolCall {
+                        id: CallId::new("call-1"),
+                        name: "agent".into(),
+                        input: r#"{"prompt":"look"}"#.into(),
+                    },
+                );
+                h.finish(a, FinishReason::ToolCalls);
+                h.send(Input::CancelRun { run_id: RunId::new("r") });
+            }
+        ),
+        scenario!(
+            "title-first-activation-with-fallback",
+            "SPEC 4.11: a title is requested at a top-level session's first activation, not awaited; a failed generation falls back to the prompt",
+            &[(1, Completed), (2, Completed)],
+            |h| {
+                h.setup = Setup { titled: false, ..Setup::with_tools(&["ls"]) };
+                let a = h.submit(own("s", "Fix the flaky\nlogin test"));
+                h.prepare(a);
+                h.finish(a, FinishReason::Stop);
+                let b = h.submit(own("s", "and the other one"));
+                h.prepare(b);
+                h.send(Input::TitleGenerated {
+                    session: s("s"),
+                    seq: a,
+                    title: Some("<think>hmm</think>".into()),
+                    usage: None,
+                });
                 h.finish(b, FinishReason::Stop);
             }
         ),
