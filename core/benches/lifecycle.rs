@@ -1,5 +1,6 @@
-//! Events per second through the engine for an admission and cancel heavy mix, beside a
-//! baseline measured in the same run: the least any per-session state machine must do per
+//! Events per second through the engine for an admission and cancel heavy mix and for a
+//! streaming heavy mix (text deltas, reasoning, tool calls), each beside a baseline measured in
+//! the same run: the least any per-session state machine must do per
 //! event (look the session up in a hash map, update a counter, push one output).
 //!
 //! Run: `cargo bench -p turnstile-core --bench lifecycle`. The input sequence is recorded once
@@ -14,8 +15,8 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use turnstile_core::{
-    Config, Engine, FinishReason, Input, Millis, Mode, OutputKind, RunId, SessionId, Start,
-    StepEvent, Submit,
+    CallId, Config, Engine, FinishReason, Input, Millis, Mode, OutputKind, RunId, SessionId, Setup,
+    Start, StepEvent, Submit, ToolOutput, Usage,
 };
 
 const SESSIONS: u64 = 64;
@@ -80,6 +81,79 @@ fn record() -> Vec<(Millis, Input)> {
     inputs
 }
 
+/// A streaming heavy mix: every turn streams 3 steps of 24 text deltas and 2 tool calls each
+/// (a reasoning section on the first), runs the tools, and ends; 16 sessions take turns.
+fn record_streaming() -> Vec<(Millis, Input)> {
+    let setup = Setup::with_tools(&["ls", "grep"]);
+    let mut engine = Engine::new(Config::default(), Start::default()).expect("start");
+    let mut inputs = Vec::new();
+    let send =
+        |engine: &mut Engine, inputs: &mut Vec<(Millis, Input)>, input: Input| -> Vec<OutputKind> {
+            inputs.push((Millis(0), input.clone()));
+            engine.handle(Millis(0), input).expect("valid");
+            std::iter::from_fn(|| engine.poll_output()).map(|o| o.kind).collect()
+        };
+    for turn in 0..600u32 {
+        let session = format!("stream-{}", turn % 16);
+        let submit =
+            Input::Submit(Submit::new(&session, format!("task {turn}")).with_mode(Mode::OwnTurn));
+        let mut pending: Vec<OutputKind> = send(&mut engine, &mut inputs, submit);
+        while let Some(out) = pending.pop() {
+            let next: Vec<Input> = match out {
+                OutputKind::Prepare { session, seq } => {
+                    vec![Input::Prepared { session, seq, setup: setup.clone() }]
+                }
+                OutputKind::StartStep { step } => {
+                    let ev = |event| Input::Step { step: step.clone(), event };
+                    let mut evs = Vec::new();
+                    if step.step == 0 {
+                        evs.push(ev(StepEvent::ReasoningStart));
+                        evs.push(ev(StepEvent::ReasoningDelta { text: "thinking it over".into() }));
+                        evs.push(ev(StepEvent::ReasoningEnd { signature: Some("sig".into()) }));
+                    }
+                    for d in 0..24 {
+                        evs.push(ev(StepEvent::TextDelta { text: format!("token {d} ") }));
+                    }
+                    let last = step.step == 2;
+                    if !last {
+                        for c in 0..2 {
+                            let id = CallId::new(format!("call-{}-{c}", step.step));
+                            evs.push(ev(StepEvent::ToolInputStart {
+                                id: id.clone(),
+                                name: "ls".into(),
+                            }));
+                            evs.push(ev(StepEvent::ToolCall {
+                                id,
+                                name: "ls".into(),
+                                input: r#"{"path":"."}"#.into(),
+                            }));
+                        }
+                    }
+                    let reason = if last { FinishReason::Stop } else { FinishReason::ToolCalls };
+                    let usage = Some(Usage {
+                        input_tokens: 1_000,
+                        output_tokens: 50,
+                        cost_micros: 3,
+                        ..Usage::default()
+                    });
+                    evs.push(ev(StepEvent::Finished { reason, usage }));
+                    evs
+                }
+                OutputKind::RunTool { call, .. } => {
+                    vec![Input::ToolResult { call, result: ToolOutput::ok("a.rs b.rs") }]
+                }
+                _ => Vec::new(),
+            };
+            for input in next {
+                let mut outs = send(&mut engine, &mut inputs, input);
+                outs.reverse();
+                pending.extend(outs);
+            }
+        }
+    }
+    inputs
+}
+
 fn engine_run(inputs: &[(Millis, Input)]) -> u64 {
     let mut engine = Engine::new(Config::default(), Start::default()).expect("start");
     let mut outputs = 0u64;
@@ -136,27 +210,33 @@ fn best(reps: u32, f: impl Fn() -> u64) -> Duration {
         .unwrap_or_default()
 }
 
-fn main() {
-    let inputs = record();
+/// Prints one mix's figures: engine and baseline, interleaved so both see the same load.
+fn measure(name: &str, inputs: &[(Millis, Input)], reps: u32) {
     let n = inputs.len() as f64;
-    // TURNSTILE_BENCH_REPS=1 makes a quick run for profilers.
-    let reps =
-        std::env::var("TURNSTILE_BENCH_REPS").ok().and_then(|r| r.parse().ok()).unwrap_or(15);
-    // Interleave the two so both see the same machine load.
     let (mut engine_best, mut base_best) = (Duration::MAX, Duration::MAX);
     for _ in 0..reps.min(3) {
-        engine_best = engine_best.min(best(reps, || engine_run(&inputs)));
-        base_best = base_best.min(best(reps, || baseline_run(&inputs)));
+        engine_best = engine_best.min(best(reps, || engine_run(inputs)));
+        base_best = base_best.min(best(reps, || baseline_run(inputs)));
     }
     let engine_rate = n / engine_best.as_secs_f64();
     let base_rate = n / base_best.as_secs_f64();
-    println!(
-        "admission/cancel mix: {} events ({} sessions, {} rounds)",
-        inputs.len(),
-        SESSIONS,
-        ROUNDS
-    );
+    println!("{name}: {} events", inputs.len());
     println!("  engine   {:>12.0} events/s  ({:>7.1} ns/event)", engine_rate, 1e9 / engine_rate);
     println!("  baseline {:>12.0} events/s  ({:>7.1} ns/event)", base_rate, 1e9 / base_rate);
     println!("  ratio    {:>12.3} of baseline (target >= 0.200)", engine_rate / base_rate);
+}
+
+fn main() {
+    // TURNSTILE_BENCH_REPS=1 makes a quick run for profilers; TURNSTILE_BENCH_MIX=admission or
+    // =streaming runs one mix only.
+    let reps =
+        std::env::var("TURNSTILE_BENCH_REPS").ok().and_then(|r| r.parse().ok()).unwrap_or(15);
+    let only = std::env::var("TURNSTILE_BENCH_MIX").unwrap_or_default();
+    if only.is_empty() || only == "admission" {
+        let name = format!("admission/cancel mix ({SESSIONS} sessions, {ROUNDS} rounds)");
+        measure(&name, &record(), reps);
+    }
+    if only.is_empty() || only == "streaming" {
+        measure("streaming mix (16 sessions, 600 turns of 3 steps)", &record_streaming(), reps);
+    }
 }

@@ -62,7 +62,7 @@ pub(crate) fn start_child(
     tx: &mut Tx,
     s: &mut Session,
     sub: Submission,
-    setup: Box<Setup>,
+    setup: Setup,
 ) {
     debug_assert!(matches!(s.lane, Lane::Idle) && s.queue.is_empty(), "a child session is new");
     s.gauges = Some(Gauges::default());
@@ -88,7 +88,7 @@ fn activate(
     tx: &mut Tx,
     s: &mut Session,
     sub: Submission,
-    setup: Box<Setup>,
+    setup: Setup,
     text: String,
     how: Activation,
 ) {

@@ -10,6 +10,13 @@ use crate::transition::Tx;
 /// The title of a `preparation` failure (SPEC names the kind; the title is ours).
 pub const PREPARATION_TITLE: &str = "Preparation Failed";
 
+/// The queue position of `seq` if it is preparing. The queue is in sequence order (I7), so a
+/// binary search finds it.
+fn preparing(s: &crate::state::Session, seq: Seq) -> Option<usize> {
+    let pos = s.queue.binary_search_by_key(&seq, |w| w.sub.seq).ok()?;
+    (s.queue[pos].prep == Prep::Preparing).then_some(pos)
+}
+
 /// `Prepared`: the entry becomes `Prepared`; if it heads an idle session's queue it is admitted
 /// in the same transition (SPEC 4.2).
 pub(crate) fn on_prepared(
@@ -22,9 +29,7 @@ pub(crate) fn on_prepared(
 ) {
     ss.with(session, false, |s| {
         // Guard (I13): only a preparing entry of this session accepts the reply.
-        let Some(entry) =
-            s.queue.iter_mut().find(|w| w.sub.seq == seq && w.prep == Prep::Preparing)
-        else {
+        let Some(entry) = preparing(s, seq).and_then(|pos| s.queue.get_mut(pos)) else {
             return;
         };
         debug_assert_eq!(entry.sub.session, *session);
@@ -32,7 +37,7 @@ pub(crate) fn on_prepared(
             entry.sub.run_id.is_none() || entry.sub.mode == Mode::OwnTurn,
             "RunId: own_turn"
         );
-        entry.prep = Prep::Prepared(Box::new(setup));
+        entry.prep = Prep::Prepared(setup);
         admission::hand_off(st, tx, s);
     });
 }
@@ -48,8 +53,7 @@ pub(crate) fn on_preparation_failed(
     error: String,
 ) {
     ss.with(session, false, |s| {
-        let Some(pos) = s.queue.iter().position(|w| w.sub.seq == seq && w.prep == Prep::Preparing)
-        else {
+        let Some(pos) = preparing(s, seq) else {
             return;
         };
         let Some(entry) = s.queue.remove(pos) else {

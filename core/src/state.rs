@@ -40,7 +40,7 @@ pub(crate) enum Prep {
     /// The host is preparing it.
     Preparing,
     /// Prepared, behind others or about to be admitted, with what the preparation resolved.
-    Prepared(Box<Setup>),
+    Prepared(Setup),
 }
 
 impl Prep {
@@ -171,7 +171,7 @@ pub(crate) enum Purpose {
 #[derive(Debug)]
 pub(crate) struct Paused {
     pub(crate) sub: Submission,
-    pub(crate) setup: Box<Setup>,
+    pub(crate) setup: Setup,
     /// The paused turn's last assistant message, reported if the submission ends while paused.
     pub(crate) last: crate::outcome::LastMessage,
 }
@@ -193,7 +193,7 @@ pub(crate) struct Turn {
     pub(crate) owner: Submission,
     pub(crate) id: TurnId,
     /// What the owner's preparation resolved: tools, context window.
-    pub(crate) setup: Box<Setup>,
+    pub(crate) setup: Setup,
     /// The current step, from 0.
     pub(crate) step: u32,
     /// The current step's assistant message (SPEC 5: the last one is reported).

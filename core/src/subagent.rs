@@ -116,7 +116,7 @@ pub(crate) fn cross(st: &mut State, ss: &mut Sessions, tx: &mut Tx, now: Millis,
                     steps: 0,
                     summaries: 0,
                 };
-                admission::start_child(st, tx, s, sub, setup);
+                admission::start_child(st, tx, s, sub, *setup);
             });
         }
         Crossing::ChildEnded { link, result } => {

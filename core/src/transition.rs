@@ -79,8 +79,13 @@ impl Tx {
     /// sequence in it (SPEC 7: "several sessions in one transition go in ascending order of
     /// their oldest unfinished sequence"), then by sequence, then (aborts) by call id.
     pub(crate) fn finish(&mut self, mut sink: impl FnMut(OutputKind)) {
-        let first = self.items.iter().find_map(|i| i.2.session());
-        let one_session = self.items.iter().all(|i| i.2.session().is_none_or(|s| Some(s) == first));
+        // Sessions can interleave wrongly only with three items or more; most transitions touch
+        // one session, and ids are shared, so the check is mostly a pointer compare.
+        let one_session = self.items.len() < 3 || {
+            let mut sessions = self.items.iter().filter_map(|i| i.2.session());
+            let first = sessions.next();
+            sessions.all(|s| Some(s) == first)
+        };
         if one_session {
             if !self.items.is_sorted_by(|a, b| key(a) <= key(b)) {
                 self.items.sort_by(|a, b| key(a).cmp(&key(b)));
