@@ -416,9 +416,9 @@ fn a_cancel_with_running_tools_waits_for_them_within_the_grace() {
     let out = h.tool_result(a, "t2", ToolOutput::ok("so did this"));
     let k = kinds(&out);
     assert_eq!(
-        k[..3],
-        ["cancel_timer", "store tool_result #1", "store flush"],
-        "the last result joins the final transaction"
+        k[..4],
+        ["cancel_timer", "store tool_result #1", "store message_finished #1", "store flush"],
+        "the last result joins the final transaction; tool_use becomes canceled (SPEC 4.9)"
     );
     assert!(k.contains(&"finished #1 Cancelled".to_owned()));
 }

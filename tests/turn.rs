@@ -897,3 +897,73 @@ fn sub_agents_and_resumed_submissions_request_no_title() {
             && !kinds(&out).contains(&"request_title".to_owned())
     );
 }
+
+// ---- Fixes from review ----
+
+#[test]
+fn an_external_acceptor_cannot_offer_the_agent_tool() {
+    let mut h = Host::new(Config { acceptor: Acceptor::External, ..Config::default() });
+    let mut s = Submit::new("s", "a");
+    s.seq = Some(Seq(1));
+    h.submit(s);
+    let setup = turnstile_core::Setup::with_tools(&["agent"]);
+    let err = h
+        .engine
+        .handle(h.now, Input::Prepared { session: SessionId::new("s"), seq: Seq(1), setup })
+        .expect_err("refused");
+    assert!(matches!(err, HostError::WrongAcceptor { .. }), "{err}");
+}
+
+#[test]
+fn a_timer_armed_and_disarmed_in_one_transition_is_never_announced() {
+    let mut h = agent_host();
+    let a = h.submit(Submit::new("s", "go").with_run_id("r"));
+    h.prepare(a);
+    let out = call_agent(&mut h, a, "c1", r#"{"prompt":"go"}"#);
+    child_of(&out);
+    let out = h.send(Input::CancelRun { run_id: turnstile_core::RunId::new("r") });
+    let k = kinds(&out);
+    assert!(!k.iter().any(|x| x == "set_timer" || x == "cancel_timer"), "{k:?}");
+}
+
+#[test]
+fn a_title_is_not_requested_again_while_the_session_stays_in_memory() {
+    let mut h = untitled_host();
+    let a = active(&mut h, "s");
+    let b = h.submit(Submit::new("s", "next").with_mode(Mode::OwnTurn));
+    h.prepare(b); // its setup still says untitled
+    h.send(Input::TitleGenerated {
+        session: SessionId::new("s"),
+        seq: a,
+        title: Some("T".into()),
+        usage: None,
+    });
+    let out = h.finish(a, FinishReason::Stop);
+    assert!(!kinds(&out).contains(&"request_title".to_owned()), "{:?}", kinds(&out));
+}
+
+#[test]
+fn a_manual_summarize_of_a_sub_agent_session_is_refused() {
+    let mut h = Host::new(Config::default());
+    let out = h.send(Input::Summarize { session: SessionId::new("m2$$call-1") });
+    assert!(matches!(&out[0].kind, OutputKind::Reply(turnstile_core::Reply::Rejected { error })
+        if error.to_string() == "cannot continue an agent tool session: m2$$call-1"));
+}
+
+#[test]
+fn a_cancel_during_tools_and_a_failure_after_a_step_replace_the_tool_use_finish() {
+    let mut h = Host::new(Config { step_limit: 1, ..Config::default() });
+    let a = active(&mut h, "s");
+    h.tool_call(a, "c1", "ls");
+    h.finish(a, FinishReason::ToolCalls);
+    let out = h.tool_result(a, "c1", ToolOutput::ok("x"));
+    assert!(ops(&out).iter().any(|op| matches!(op, StoreOp::MessageFinished { finish: MessageFinish::Error { title, .. }, .. }
+        if title == "Step Limit Reached")));
+    let b = active(&mut h, "t");
+    h.tool_call(b, "c1", "ls");
+    h.finish(b, FinishReason::ToolCalls);
+    h.send(Input::Cancel { session: SessionId::new("t"), up_to: None });
+    let out = h.fire_next_timer();
+    assert!(ops(&out).iter().any(|op| matches!(op, StoreOp::MessageFinished { finish: MessageFinish::Canceled { message }, .. }
+        if message == "User canceled request")));
+}

@@ -177,8 +177,10 @@ fn clean_up(
             },
         );
     }
-    if let (MessageState::Open, Some(finish)) = (t.message_state, finish) {
-        t.message_state = MessageState::Finished;
+    // A message without its final finish gets the cancel or error finish; `tool_use` is
+    // replaced, since the model will not be called again (SPEC 4.9).
+    if let (MessageState::Open | MessageState::ToolUse, Some(finish)) = (t.message_state, finish) {
+        t.message_state = MessageState::Final;
         write(tx, StoreOp::MessageFinished { session: session.clone(), seq, id, finish });
     }
 }

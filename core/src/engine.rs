@@ -223,6 +223,14 @@ fn check_protocol(st: &State, last: Millis, now: Millis, input: &Input) -> Resul
             }
             _ => Ok(()),
         },
+        Input::Prepared { setup, .. }
+            if st.config.acceptor == Acceptor::External
+                && setup.tool(crate::subagent::AGENT_TOOL).is_some() =>
+        {
+            Err(HostError::WrongAcceptor {
+                reason: "sub-agents take their sequences from the core; with an external acceptor the agent tool is not allowed",
+            })
+        }
         // An idempotent resubmission is answered with the existing run, whatever it brings.
         Input::Submit(s) if s.run_id.as_ref().is_some_and(|r| st.runs.get(r).is_some()) => Ok(()),
         Input::Submit(Submit { seq: Some(seq), .. }) | Input::Cancel { up_to: Some(seq), .. }

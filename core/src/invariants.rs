@@ -17,7 +17,7 @@ use std::fmt;
 
 use crate::config::Start;
 use crate::engine::Engine;
-use crate::ids::{CallId, MessageId, RunId, Seq, SessionId, TimerId};
+use crate::ids::{CallId, MessageId, RunId, Seq, SessionId, TimerId, TurnId};
 use crate::input::{AttemptIo, CallIo, Input, Mode, StepEvent, StepIo, SummaryIo};
 use crate::outcome::Outcome;
 use crate::output::{MessageFinish, Output, OutputKind, Reply, StoreOp, TimerPurpose};
@@ -344,7 +344,7 @@ fn record_message(log: &mut Vec<Record>, op: &StoreOp) -> Result<(), Violation> 
             match find(log, *id).map(|i| &mut log[i]) {
                 Some(Record::Assistant { finished, .. })
                     if *finished == Finish::None
-                        || (*finished == Finish::ToolUse && *finish == MessageFinish::EndTurn) =>
+                        || (*finished == Finish::ToolUse && *finish != MessageFinish::ToolUse) =>
                 {
                     *finished = new;
                 }
@@ -374,8 +374,8 @@ pub struct Auditor {
     summaries: BTreeSet<SummaryIo>,
     /// Title requests not answered (not counted as pending IO: no submission waits on them).
     titles: BTreeSet<(SessionId, Seq)>,
-    /// Sessions summarizing now (I3 counts a summary like a turn).
-    summarizing: BTreeSet<SessionId>,
+    /// Sessions summarizing now, with the summary's id (I3 counts a summary like a turn).
+    summarizing: BTreeMap<SessionId, TurnId>,
     /// The paused submission of a session, which must be the next one activated there (I11).
     paused: BTreeMap<SessionId, Seq>,
     tools: BTreeSet<CallIo>,
@@ -646,6 +646,12 @@ impl Auditor {
                 format!("{what} started for submission {seq} after its outcome was decided"),
             );
         }
+        if s.paused {
+            return fail(
+                "I3",
+                format!("{what} started for submission {seq} while it is paused for a summary"),
+            );
+        }
         Ok(())
     }
 
@@ -753,7 +759,7 @@ impl Auditor {
                 format!("session {session} activates {seq} while {other} is active or paused"),
             );
         }
-        if self.summarizing.contains(session) {
+        if self.summarizing.contains_key(session) {
             return fail("I3", format!("session {session} activates {seq} while it summarizes"));
         }
         match self.paused.get(session).copied() {
@@ -788,7 +794,13 @@ impl Auditor {
         {
             return fail("I3", format!("session {session} summarizes while {seq} is active"));
         }
-        self.summarizing.insert(session.clone());
+        if self
+            .summarizing
+            .insert(session.clone(), io.summary)
+            .is_some_and(|other| other != io.summary)
+        {
+            return fail("I3", format!("session {session} starts a second summary while one runs"));
+        }
         self.summaries.insert(io.clone());
         Ok(())
     }
@@ -902,6 +914,9 @@ impl Auditor {
                             ),
                         );
                     }
+                    // Only the latest assistant message takes results: a new one closes the
+                    // previous one's (SPEC 4.9: results follow their call's message).
+                    since_user_ok.clear();
                     since_user_ok.insert(*id);
                 }
                 Record::Call { id, call, finished } => {

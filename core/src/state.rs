@@ -71,6 +71,18 @@ pub(crate) struct Session {
     pub(crate) gauges: Option<Gauges>,
     /// For a sub-agent session: the call of the parent's turn that waits for it (SPEC 4.11).
     pub(crate) parent: Option<ParentLink>,
+    /// Whether the core asked for this session's title while it has been in memory.
+    pub(crate) title: TitleState,
+}
+
+/// What the core knows of a session's title beyond the host's setup (SPEC 4.11).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum TitleState {
+    /// Nothing: the setup of the activated submission says whether it has one.
+    #[default]
+    Unknown,
+    /// Requested by the core: never again while the session is in memory.
+    Requested,
 }
 
 /// The parent call a sub-agent session answers.
@@ -116,15 +128,10 @@ impl Gauges {
 }
 
 impl Session {
-    /// An empty session (also the placeholder while [`State::with_session`] holds one).
+    /// An empty session.
     fn vacant(id: &SessionId) -> Session {
-        Session {
-            id: id.clone(),
-            queue: VecDeque::new(),
-            lane: Lane::Idle,
-            gauges: None,
-            parent: None,
-        }
+        let (queue, lane, title) = (VecDeque::new(), Lane::Idle, TitleState::Unknown);
+        Session { id: id.clone(), queue, lane, gauges: None, parent: None, title }
     }
 
     /// True when the session has nothing unfinished (SPEC 3 "Busy" is the negation).
@@ -264,8 +271,10 @@ const _: () = assert!(BACKOFF_MS.len() as u32 == ATTEMPTS_MAX - 1);
 pub(crate) enum MessageState {
     /// Streaming into it; no finish yet.
     Open,
-    /// Its finish was written.
-    Finished,
+    /// Finished `tool_use`: still rewritten if the turn ends otherwise (SPEC 4.4, 4.9).
+    ToolUse,
+    /// Its final finish was written.
+    Final,
 }
 
 impl Turn {

@@ -91,7 +91,7 @@ pub(crate) fn report(
     };
     let Some(c) = t.calls.iter_mut().find(|c| c.id == io.call && waits(c)) else { return };
     debug_assert!(matches!(t.phase, Phase::Tools { .. } | Phase::Aborting { .. }));
-    debug_assert_eq!(t.message_state, MessageState::Finished, "tools run after the stream");
+    debug_assert!(t.message_state != MessageState::Open, "tools run after the stream");
     c.state = CallState::Reported { output: result.content.clone(), stop: result.stop };
     let seq = t.owner.seq;
     let (content, is_error) = (result.content, result.is_error);
@@ -134,6 +134,7 @@ pub(crate) fn after_step(st: &mut State, tx: &mut Tx, s: &mut Session, reason: F
     });
     if stop.is_some() && reason == FinishReason::ToolCalls {
         // `tool_use` becomes `end_turn`: the model will not be called again (SPEC 4.4).
+        t.message_state = MessageState::Final;
         let (seq, id, finish) = (t.owner.seq, t.message, MessageFinish::EndTurn);
         tx.decided(
             seq,

@@ -201,7 +201,8 @@ fn stream_end(
     }
     let finish = message_finish(reason);
     write(tx, StoreOp::MessageFinished { session: session.clone(), seq, id, finish });
-    t.message_state = MessageState::Finished;
+    t.message_state =
+        if reason == FinishReason::ToolCalls { MessageState::ToolUse } else { MessageState::Final };
     if let Some(u) = usage {
         let ancestor = s.parent.as_ref().map(|l| l.call.session.clone());
         step::account_usage(&mut s.gauges, tx, &session, seq, &u, ancestor.as_ref());

@@ -323,7 +323,10 @@ fn restart(tx: &mut Tx, session: &SessionId, sm: &mut Summary, attempt: u32) {
 pub(crate) fn on_summarize(st: &mut State, ss: &mut Sessions, tx: &mut Tx, session: SessionId) {
     debug_assert!(st.closing != Closing::Closed || ss.is_empty(), "nothing runs after shutdown");
     debug_assert!(ss.get(&session).is_none_or(|s| !s.is_idle()), "idle sessions are forgotten");
-    let error = if st.closing != Closing::Open {
+    let error = if session.is_child() {
+        // A sub-agent session is the parent's business, like a submission to it (SPEC 4.1).
+        Some(Rejection::ChildSession(session.clone()))
+    } else if st.closing != Closing::Open {
         Some(Rejection::WorkspaceClosing)
     } else if ss.get(&session).is_some() {
         Some(Rejection::Busy)

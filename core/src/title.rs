@@ -10,7 +10,7 @@
 use crate::ids::{Seq, SessionId};
 use crate::input::Usage;
 use crate::output::{OutputKind, StoreOp};
-use crate::state::{PendingTitle, Session, State};
+use crate::state::{PendingTitle, Session, State, TitleState};
 use crate::transition::Tx;
 
 /// The title of a session whose prompt gives none (SPEC 8).
@@ -54,14 +54,19 @@ pub fn title_from_prompt(prompt: &str) -> String {
 pub(crate) fn maybe_request(
     st: &mut State,
     tx: &mut Tx,
-    s: &Session,
+    s: &mut Session,
     seq: Seq,
     titled: bool,
     prompt: &str,
 ) {
-    if titled || s.parent.is_some() || st.titles.contains_key(&s.id) {
+    if titled
+        || s.parent.is_some()
+        || s.title == TitleState::Requested
+        || st.titles.contains_key(&s.id)
+    {
         return;
     }
+    s.title = TitleState::Requested;
     st.titles.insert(s.id.clone(), PendingTitle { seq, prompt: prompt.to_owned() });
     tx.handoff(
         seq,

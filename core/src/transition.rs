@@ -8,7 +8,8 @@
 
 use std::collections::BTreeMap;
 
-use crate::ids::{Seq, SessionId};
+use crate::ids::{Seq, SessionId, TimerId};
+use crate::input::AttemptIo;
 use crate::output::OutputKind;
 
 /// SPEC 7's categories, in output order.
@@ -79,6 +80,7 @@ impl Tx {
     /// sequence in it (SPEC 7: "several sessions in one transition go in ascending order of
     /// their oldest unfinished sequence"), then by sequence, then (aborts) by call id.
     pub(crate) fn finish(&mut self, mut sink: impl FnMut(OutputKind)) {
+        self.drop_timers_set_and_cancelled();
         // Sessions can interleave wrongly only with three items or more; most transitions touch
         // one session, and ids are shared, so the check is mostly a pointer compare.
         let one_session = self.items.len() < 3 || {
@@ -91,30 +93,72 @@ impl Tx {
                 self.items.sort_by(|a, b| key(a).cmp(&key(b)));
             }
         } else {
-            let mut oldest: BTreeMap<SessionId, Seq> = BTreeMap::new();
-            for (bucket, seq, out) in &self.items {
-                if let (Some(s), Bucket::Abort | Bucket::Decided | Bucket::Handoff) =
-                    (out.session(), bucket)
-                {
-                    let e = oldest.entry(s.clone()).or_insert(*seq);
-                    *e = (*e).min(*seq);
-                }
-            }
-            let rank = |i: &(Bucket, Seq, OutputKind)| {
-                i.2.session().and_then(|s| oldest.get(s).copied()).unwrap_or(i.1)
-            };
-            self.items.sort_by(|a, b| {
-                (a.0, rank(a), a.1, aborted_call(&a.2)).cmp(&(
-                    b.0,
-                    rank(b),
-                    b.1,
-                    aborted_call(&b.2),
-                ))
-            });
+            self.sort_sessions();
         }
         for (_, _, out) in self.items.drain(..) {
             sink(out);
         }
+    }
+
+    /// A timer armed and disarmed within one transition produces neither output: the host never
+    /// hears of a timer the engine already forgot.
+    fn drop_timers_set_and_cancelled(&mut self) {
+        let cancelled: Vec<TimerId> = self
+            .items
+            .iter()
+            .filter_map(|i| match i.2 {
+                OutputKind::CancelTimer { timer } => Some(timer),
+                _ => None,
+            })
+            .collect();
+        if cancelled.is_empty() {
+            return;
+        }
+        let set_here = |t: &TimerId| {
+            self.items
+                .iter()
+                .any(|i| matches!(i.2, OutputKind::SetTimer { timer, .. } if timer == *t))
+        };
+        let both: Vec<TimerId> = cancelled.into_iter().filter(set_here).collect();
+        self.items.retain(|i| match &i.2 {
+            OutputKind::SetTimer { timer, .. } | OutputKind::CancelTimer { timer } => {
+                !both.contains(timer)
+            }
+            _ => true,
+        });
+    }
+
+    /// Several sessions: within a bucket, sessions go in ascending order of the oldest submission
+    /// sequence their outputs name (titles and summaries name none), then by sequence.
+    fn sort_sessions(&mut self) {
+        let mut oldest: BTreeMap<SessionId, Seq> = BTreeMap::new();
+        for (_, _, out) in &self.items {
+            if let (Some(s), Some(seq)) = (out.session(), submission_of(out)) {
+                let e = oldest.entry(s.clone()).or_insert(seq);
+                *e = (*e).min(seq);
+            }
+        }
+        let rank = |i: &(Bucket, Seq, OutputKind)| {
+            i.2.session().and_then(|s| oldest.get(s).copied()).unwrap_or(i.1)
+        };
+        self.items.sort_by(|a, b| {
+            (a.0, rank(a), a.1, aborted_call(&a.2)).cmp(&(b.0, rank(b), b.1, aborted_call(&b.2)))
+        });
+    }
+}
+
+/// The submission an output concerns, if it concerns one (titles, summaries, commits and timers
+/// do not).
+fn submission_of(out: &OutputKind) -> Option<Seq> {
+    match out {
+        OutputKind::Store(op) => op.seq(),
+        OutputKind::Prepare { seq, .. } | OutputKind::AbortPreparation { seq, .. } => Some(*seq),
+        OutputKind::StartStep { step } | OutputKind::AbortStep { step } => Some(step.seq),
+        OutputKind::RunTool { call, .. } | OutputKind::AbortTool { call } => Some(call.seq),
+        OutputKind::RefreshCredentials { attempt: AttemptIo::Step(step) }
+        | OutputKind::AbortRefresh { attempt: AttemptIo::Step(step) } => Some(step.seq),
+        OutputKind::Finished(c) => Some(c.seq()),
+        _ => None,
     }
 }
 
