@@ -174,7 +174,7 @@ impl Submit {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Setup {
-    /// The tools the turn may call. A call to any other name gets "tool not found: <name>"
+    /// The tools the turn may call. A call to any other name gets "tool not found: `<name>`"
     /// without running (SPEC 4.4). The `agent` tool starts sub-agents (SPEC 4.11).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tools: Vec<ToolSpec>,

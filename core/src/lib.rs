@@ -12,15 +12,18 @@
 //! The host runs this loop; [`Engine`] has exactly two methods that change it.
 //!
 //! 1. Send one input with [`Engine::handle`]`(now, input)`: a client command (submit, cancel,
-//!    cancel_run, clear_queue, shutdown), a reply to IO an output asked for, or a timer firing.
-//!    `now` never goes backwards.
+//!    cancel_run, clear_queue, summarize, shutdown), a reply to IO an output asked for, or a
+//!    timer firing. `now` never goes backwards.
 //! 2. Drain [`Engine::poll_output`] until `None`, acting on each output in order:
 //!    - [`OutputKind::Reply`]: answer the caller (after making an `Accepted` ledger row durable);
 //!    - [`OutputKind::Store`]: apply the write, in order per session; [`OutputKind::Commit`]
 //!      ends a transaction (a commit of only streamed text may wait for the debounce window);
-//!    - [`OutputKind::Prepare`], [`OutputKind::StartStep`], [`OutputKind::RunTool`]: start the
-//!      IO and, when it reports, send [`Input::Prepared`] / [`Input::PreparationFailed`],
-//!      [`Input::Step`] events, [`Input::ToolResult`], naming the IO exactly as the output did;
+//!    - [`OutputKind::Prepare`], [`OutputKind::StartStep`], [`OutputKind::RunTool`],
+//!      [`OutputKind::RefreshCredentials`], [`OutputKind::StartSummary`],
+//!      [`OutputKind::RequestTitle`]: start the IO and, when it reports, send
+//!      [`Input::Prepared`] / [`Input::PreparationFailed`], [`Input::Step`] events,
+//!      [`Input::ToolResult`], [`Input::CredentialsRefreshed`], [`Input::Summary`] events,
+//!      [`Input::TitleGenerated`], naming the IO exactly as the output did;
 //!    - `Abort*`: stop that IO; replies that still arrive are ignored, so sending them is fine;
 //!    - [`OutputKind::SetTimer`] / [`OutputKind::CancelTimer`]: arm or disarm; send
 //!      [`Input::TimerFired`] at or after the deadline ([`Engine::next_deadline`] is the
@@ -32,7 +35,9 @@
 //! Any input is legal at any time. A reply for IO that was aborted, superseded, already
 //! answered or never requested is ignored without output (I13). Host misuse returns a
 //! [`HostError`] and changes nothing: time going backwards, a timer reported before its
-//! deadline, an externally assigned sequence that is not increasing. A detected internal bug
+//! deadline, a sequence where the core assigns them (or none where an external acceptor does),
+//! a sequence that is not increasing, a cancel watermark naming the future, the `agent` tool
+//! with an external acceptor. A detected internal bug
 //! returns [`HostError::Internal`] and the engine refuses all later input.
 //!
 //! ```
@@ -74,7 +79,13 @@
 //! | `preparation` | 4.1 | prepared, failed |
 //! | `admission` | 4.2, 4.6 | hand-off and step start |
 //! | `fold` | 4.3 | folding the prepared prefix |
-//! | `step` | 4.4, 4.6 | streaming, tools, ends of a turn |
+//! | `stream` | 4.4 | streaming into a step's message, the stream's end |
+//! | `retry` | 4.5 | retries, backoff, credential refresh |
+//! | `step` | 4.4, 4.6 | tool results, usage, the ends of a turn |
+//! | `loops` | 4.8 | loop-detection signatures and window |
+//! | `summary` | 4.7 | summarization: housekeeping, pause and resume, manual |
+//! | `subagent` | 4.11 | sub-agents and cross-session work |
+//! | `title` | 4.11 | session titles |
 //! | `cancel` | 4.10 | cancel watermark, cancel_run, clear_queue, aborts |
 //! | `shutdown` | 4.10 | shutdown, deadline, timers |
 //! | `cleanup` | 4.9 | clean-up writes, end of a turn |

@@ -5,7 +5,7 @@
 //! calls and complete ones. When the stream finishes, every complete call with valid arguments
 //! to a known tool runs; an unfinished call is finished with `{}` and, like a call with invalid
 //! arguments, gets the invalid-JSON result without running; a call to an unknown tool gets
-//! "tool not found: <name>". Tools start only after the stream finished, so a retry never runs
+//! "tool not found: `<name>`". Tools start only after the stream finished, so a retry never runs
 //! a tool twice.
 
 use crate::ids::{CallId, SessionId};
