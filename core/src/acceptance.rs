@@ -25,6 +25,23 @@ fn validate(st: &State, submit: &Submit) -> Result<(), Rejection> {
     Ok(())
 }
 
+/// Idempotency (SPEC 4.1): a known RunId answers with the existing run for the same call and
+/// with a conflict for a different one.
+fn known_run(st: &State, submit: &Submit, fp: Option<&Fingerprint>) -> Option<Reply> {
+    let (run_id, fp) = (submit.run_id.as_ref()?, fp?);
+    let known = st.runs.get(run_id)?;
+    Some(if known.fingerprint == *fp && known.session == submit.session {
+        Reply::Existing {
+            session: known.session.clone(),
+            seq: known.seq,
+            run_id: run_id.clone(),
+            outcome: known.outcome,
+        }
+    } else {
+        Reply::Rejected { error: Rejection::RunIdConflict(run_id.clone()) }
+    })
+}
+
 /// `Submit`: reply first (SPEC 7 step 1), then either the preparation request, or, when a cancel
 /// watermark already covers the sequence (an external acceptor, SPEC 4.10), `cancelled` at once.
 pub(crate) fn on_submit(st: &mut State, ss: &mut Sessions, tx: &mut Tx, submit: Submit) {
@@ -38,20 +55,7 @@ pub(crate) fn on_submit(st: &mut State, ss: &mut Sessions, tx: &mut Tx, submit: 
         return;
     }
     let fingerprint = submit.run_id.as_ref().map(|_| Fingerprint::of(&submit));
-    if let (Some(run_id), Some(fp)) = (&submit.run_id, &fingerprint)
-        && let Some(known) = st.runs.get(run_id)
-    {
-        // Idempotency: the same call is the existing run; a different one is a conflict.
-        let reply = if known.fingerprint == *fp && known.session == submit.session {
-            Reply::Existing {
-                session: known.session.clone(),
-                seq: known.seq,
-                run_id: run_id.clone(),
-                outcome: known.outcome,
-            }
-        } else {
-            Reply::Rejected { error: Rejection::RunIdConflict(run_id.clone()) }
-        };
+    if let Some(reply) = known_run(st, &submit, fingerprint.as_ref()) {
         tx.reply(OutputKind::Reply(reply));
         return;
     }
