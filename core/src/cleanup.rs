@@ -11,7 +11,7 @@ use crate::ids::SessionId;
 use crate::input::{ErrorClass, ProviderError};
 use crate::outcome::{self, ErrorInfo, ErrorKind, Verdict};
 use crate::output::{MessageFinish, OutputKind, StoreOp};
-use crate::state::{Abort, CallState, Lane, MessageState, Phase, Reasoning, Session, State, Turn};
+use crate::state::{Abort, CallState, Lane, MessageState, Phase, Session, State, Turn};
 use crate::transition::Tx;
 
 /// The synthetic result of a call that never reported, on cancel or shutdown.
@@ -152,15 +152,7 @@ fn clean_up(
 ) {
     let (seq, id) = (t.owner.seq, t.message);
     let write = |tx: &mut Tx, op| tx.decided(seq, OutputKind::Store(op));
-    if t.parts.reasoning == Reasoning::Open {
-        t.parts.reasoning = Reasoning::Ended;
-        write(tx, StoreOp::ReasoningEnded { session: session.clone(), seq, id, signature: None });
-    }
-    for c in t.calls.iter_mut().filter(|c| c.state == CallState::Unfinished) {
-        c.state = CallState::Invalid;
-        let (call, name, input) = (c.id.clone(), c.name.clone(), c.input.clone());
-        write(tx, StoreOp::ToolCall { session: session.clone(), seq, id, call, name, input });
-    }
+    crate::stream::close_open_parts(tx, session, t);
     for c in t.calls.iter_mut().filter(|c| !matches!(c.state, CallState::Reported { .. })) {
         c.state = CallState::Reported { output: result_text.to_owned(), stop: None };
         let (call, content) = (c.id.clone(), result_text.to_owned());
