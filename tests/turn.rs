@@ -967,3 +967,30 @@ fn a_cancel_during_tools_and_a_failure_after_a_step_replace_the_tool_use_finish(
     assert!(ops(&out).iter().any(|op| matches!(op, StoreOp::MessageFinished { finish: MessageFinish::Canceled { message }, .. }
         if message == "User canceled request")));
 }
+
+#[test]
+fn an_interrupted_child_gives_the_cancel_text_and_a_double_dollar_call_id_starts_no_child() {
+    let mut h = agent_host();
+    let a = active(&mut h, "s");
+    let out = call_agent(&mut h, a, "a$$b", r#"{"prompt":"go"}"#);
+    assert!(!ops(&out).iter().any(|op| matches!(op, StoreOp::ChildAccepted { .. })));
+    assert!(ops(&out).iter().any(|op| matches!(op, StoreOp::ToolResult { content, .. }
+        if *content == turnstile_core::unusable_call_id(&CallId::new("a$$b")))));
+    let out = call_agent(&mut h, a, "c2", r#"{"prompt":"go"}"#);
+    child_of(&out);
+    let out = h.send(Input::Shutdown);
+    assert!(ops(&out).iter().any(|op| matches!(op, StoreOp::ToolResult { call, content, .. }
+        if call.as_str() == "c2" && content == turnstile_core::CANCELLED_TOOL_RESULT)));
+}
+
+#[test]
+fn a_paused_submission_cancelled_during_its_summary_gets_a_canceled_finish() {
+    let mut h = summary_host(1_000);
+    let a = active(&mut h, "s");
+    h.tool_call(a, "c1", "ls");
+    h.stream(a, StepEvent::Finished { reason: FinishReason::ToolCalls, usage: used(950) });
+    h.tool_result(a, "c1", ToolOutput::ok("x"));
+    let out = h.send(Input::Cancel { session: SessionId::new("s"), up_to: None });
+    assert!(ops(&out).iter().any(|op| matches!(op, StoreOp::MessageFinished { seq, finish: MessageFinish::Canceled { message }, .. }
+        if *seq == a && message == "User canceled request")));
+}

@@ -379,6 +379,10 @@ pub struct Auditor {
     /// The paused submission of a session, which must be the next one activated there (I11).
     paused: BTreeMap<SessionId, Seq>,
     tools: BTreeSet<CallIo>,
+    /// Aborted tools: a result may still arrive (and be written) until clean-up, but nothing
+    /// waits for one, so they do not count as pending IO (the grace timer or the shutdown
+    /// deadline must).
+    aborted_tools: BTreeSet<CallIo>,
     timers: BTreeSet<TimerId>,
     last_user: BTreeMap<SessionId, Seq>,
     last_activation: BTreeMap<SessionId, Seq>,
@@ -476,7 +480,7 @@ impl Auditor {
             Input::CredentialsRefreshed { attempt, .. } => !self.refreshes.contains(attempt),
             Input::Summary { io, .. } => !self.summaries.contains(io),
             Input::TitleGenerated { session, seq, .. } => !self.titles.contains(&(session.clone(), *seq)),
-            Input::ToolResult { call, .. } => !self.tools.contains(call),
+            Input::ToolResult { call, .. } => !self.tools.contains(call) && !self.aborted_tools.contains(call),
             Input::TimerFired { timer } => !self.timers.contains(timer),
             _ => false,
         }
@@ -494,6 +498,7 @@ impl Auditor {
             }
             Input::ToolResult { call, .. } => {
                 self.tools.remove(call);
+                self.aborted_tools.remove(call);
             }
             Input::CredentialsRefreshed { attempt, .. } => {
                 self.refreshes.remove(attempt);
@@ -631,7 +636,13 @@ impl Auditor {
             OutputKind::AbortTitle { session, seq } => self.titles.remove(&(session.clone(), *seq)),
             OutputKind::AbortSummary { io } => self.summaries.remove(io),
             OutputKind::CancelTimer { timer } => self.timers.remove(timer),
-            OutputKind::AbortTool { .. } => true, // a result may still arrive before clean-up
+            OutputKind::AbortTool { call } => {
+                // A result may still arrive before clean-up; nothing waits for it any more.
+                if self.tools.remove(call) {
+                    self.aborted_tools.insert(call.clone());
+                }
+                true
+            }
             _ => return false,
         };
         true
@@ -787,6 +798,15 @@ impl Auditor {
     /// I3: a summary starts only where no turn runs (a paused submission does not run).
     fn start_summary(&mut self, io: &SummaryIo) -> Result<(), Violation> {
         let session = &io.session;
+        if let Some(seq) = self.paused.get(session).copied() {
+            let s = self.sub(seq, "a summary")?;
+            if s.outcome.is_some() || s.claimed.is_some() {
+                return fail(
+                    "I5",
+                    format!("a summary started for paused {seq} after its outcome was decided"),
+                );
+            }
+        }
         if let Some((seq, _)) = self
             .subs
             .iter()
@@ -886,6 +906,7 @@ impl Auditor {
         self.steps.retain(|x| x.seq != seq);
         self.refreshes.retain(|x| !matches!(x, AttemptIo::Step(io) if io.seq == seq));
         self.tools.retain(|x| x.seq != seq);
+        self.aborted_tools.retain(|x| x.seq != seq);
         self.prepares.retain(|p| p.1 != seq);
         if self.paused.get(session) == Some(&seq) {
             self.paused.remove(session);

@@ -234,6 +234,8 @@ fn answer_calls(st: &mut State, tx: &mut Tx, session: &SessionId, t: &mut Turn) 
             (CallState::Invalid, _) => Some(INVALID_JSON_RESULT.to_owned()),
             (_, None) => Some(unknown_tool_result(&c.name)),
             _ if agent && prompt.is_none() => Some(subagent::PROMPT_REQUIRED.to_owned()),
+            // `<message>$$<call>` must split into exactly two parts (SPEC 4.11).
+            _ if agent && c.id.as_str().contains("$$") => Some(subagent::unusable_call_id(&c.id)),
             _ => None,
         };
         let call =

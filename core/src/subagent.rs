@@ -31,6 +31,13 @@ pub const PROMPT_REQUIRED: &str = "prompt is required";
 /// The result of a sub-agent that completed without text (SPEC 8).
 pub const NO_TEXT_OUTPUT: &str = "Sub-agent completed but produced no text output.";
 
+/// The result of an `agent` call whose id contains `$$`: its child session id would not split
+/// into exactly two parts (SPEC 4.11), so no child starts.
+#[must_use]
+pub fn unusable_call_id(call: &CallId) -> String {
+    format!("Tool call failed: the call id {call} contains $$ and cannot name a sub-agent session.")
+}
+
 /// The child session of an `agent` call: `<assistant message id>$$<tool call id>`.
 #[must_use]
 pub fn child_session_id(message: MessageId, call: &CallId) -> SessionId {
@@ -79,10 +86,12 @@ pub(crate) fn child_result(verdict: &Verdict, text: &str) -> ToolOutput {
     let (content, is_error) = match verdict {
         Verdict::Completed(_) if text.is_empty() => (NO_TEXT_OUTPUT.to_owned(), true),
         Verdict::Completed(_) => (text.to_owned(), false),
-        Verdict::Failed(e) | Verdict::Interrupted(e) => {
-            (format!("Failed to generate response: {}", e.message), true)
+        Verdict::Failed(e) => (format!("Failed to generate response: {}", e.message), true),
+        // Interrupted by shutdown: the same text whether the child ended at once or at the
+        // deadline (then the parent's clean-up writes it).
+        Verdict::Cancelled | Verdict::Interrupted(_) | Verdict::Folded => {
+            (CANCELLED_TOOL_RESULT.to_owned(), true)
         }
-        Verdict::Cancelled | Verdict::Folded => (CANCELLED_TOOL_RESULT.to_owned(), true),
     };
     ToolOutput { content, is_error, stop: None }
 }

@@ -11,10 +11,11 @@
 //! while the session is busy (G-04, G-05).
 
 use crate::admission;
+use crate::cleanup::{CANCELED_FINISH, SHUTDOWN_FINISH};
 use crate::ids::{Millis, Seq, SessionId, TimerId};
 use crate::input::{AttemptIo, StepEvent, SummaryIo, Usage};
 use crate::outcome::{self, ErrorInfo, ErrorKind, LastMessage, Verdict};
-use crate::output::{OutputKind, Rejection, Reply, StoreOp, TimerPurpose};
+use crate::output::{MessageFinish, OutputKind, Rejection, Reply, StoreOp, TimerPurpose};
 use crate::retry::{self, OnFailure};
 use crate::state::{
     Abort, Attempting, Budget, Closing, Gauges, Lane, Paused, Purpose, Session, Sessions, State,
@@ -216,8 +217,8 @@ fn failed(st: &mut State, tx: &mut Tx, s: &mut Session, e: ErrorInfo) {
     tx.decided(k, OutputKind::Store(op));
     if let Purpose::Resume(p) = sm.purpose {
         let e = ErrorInfo { kind: ErrorKind::Summarization, title, message };
-        let Paused { sub, last, .. } = *p;
-        outcome::decide(st, tx, sub, Verdict::Failed(e), Some(last));
+        let finish = MessageFinish::Error { title: e.title.clone(), message: e.message.clone() };
+        end_paused(st, tx, &s.id, *p, Verdict::Failed(e), finish);
     } else {
         tx.seal_decided(k);
     }
@@ -249,16 +250,43 @@ pub(crate) fn abort(st: &mut State, tx: &mut Tx, s: &mut Session, cause: Abort) 
         OutputKind::Store(StoreOp::SummaryDeleted { session: s.id.clone(), id: sm.message }),
     );
     if let Purpose::Resume(p) = sm.purpose {
-        let verdict = match cause {
-            Abort::Cancel => Verdict::Cancelled,
-            Abort::Shutdown => Verdict::Interrupted(crate::cleanup::shutdown_error()),
+        let (verdict, text) = match cause {
+            Abort::Cancel => (Verdict::Cancelled, CANCELED_FINISH),
+            Abort::Shutdown => {
+                (Verdict::Interrupted(crate::cleanup::shutdown_error()), SHUTDOWN_FINISH)
+            }
         };
-        let Paused { sub, last, .. } = *p;
-        outcome::decide(st, tx, sub, verdict, Some(last));
+        end_paused(
+            st,
+            tx,
+            &s.id,
+            *p,
+            verdict,
+            MessageFinish::Canceled { message: text.to_owned() },
+        );
     } else {
         tx.seal_decided(k);
     }
     admission::hand_off(st, tx, s);
+}
+
+/// Ends a paused submission without resuming it: its last message (finished `tool_use` when it
+/// paused) gets the cancel or error finish, since the model will not be called again (SPEC 4.9).
+fn end_paused(
+    st: &mut State,
+    tx: &mut Tx,
+    session: &SessionId,
+    p: Paused,
+    verdict: Verdict,
+    finish: MessageFinish,
+) {
+    let Paused { sub, last, .. } = p;
+    let (seq, id) = (sub.seq, last.id);
+    tx.decided(
+        seq,
+        OutputKind::Store(StoreOp::MessageFinished { session: session.clone(), seq, id, finish }),
+    );
+    outcome::decide(st, tx, sub, verdict, Some(last));
 }
 
 /// The summary's backoff timer fired: reset its text and start the next attempt.
