@@ -312,6 +312,16 @@ impl Host {
         self.send(Input::ToolResult { call: io, result })
     }
 
+    /// One tool step whose usage reports `input_tokens` of context: a call to `ls`, the stream's
+    /// `tool_calls` finish with that usage, and the tool's result. With a small context window
+    /// this is how a test reaches the summarization threshold mid-turn.
+    pub fn tool_step_using(&mut self, seq: Seq, call: &str, input_tokens: u64) -> Vec<Output> {
+        self.tool_call(seq, call, "ls");
+        let usage = Some(Usage { input_tokens, ..Usage::default() });
+        self.stream(seq, StepEvent::Finished { reason: FinishReason::ToolCalls, usage });
+        self.tool_result(seq, call, ToolOutput::ok("x"))
+    }
+
     /// Advances to the earliest armed timer and fires it.
     pub fn fire_next_timer(&mut self) -> Vec<Output> {
         let (timer, deadline) = self

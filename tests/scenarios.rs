@@ -931,15 +931,7 @@ pub fn all() -> Vec<Scenario> {
                 h.prepare(a);
                 let b = h.submit(own("s", "next"));
                 h.prepare(b);
-                h.tool_call(a, "t1", "ls");
-                h.stream(
-                    a,
-                    StepEvent::Finished {
-                        reason: FinishReason::ToolCalls,
-                        usage: Some(Usage { input_tokens: 950, ..Usage::default() }),
-                    },
-                );
-                h.tool_result(a, "t1", ToolOutput::ok("x"));
+                h.tool_step_using(a, "t1", 950);
                 summary_done(h, 30);
                 h.finish(a, FinishReason::Stop);
                 h.finish(b, FinishReason::Stop);
@@ -953,15 +945,7 @@ pub fn all() -> Vec<Scenario> {
                 h.setup.context_window = 1_000;
                 let a = h.submit(own("s", "a").with_run_id("r"));
                 h.prepare(a);
-                h.tool_call(a, "t1", "ls");
-                h.stream(
-                    a,
-                    StepEvent::Finished {
-                        reason: FinishReason::ToolCalls,
-                        usage: Some(Usage { input_tokens: 950, ..Usage::default() }),
-                    },
-                );
-                h.tool_result(a, "t1", ToolOutput::ok("x"));
+                h.tool_step_using(a, "t1", 950);
                 let io = h.summaries[0].clone();
                 h.send(Input::Summary {
                     io: io.clone(),
@@ -984,15 +968,7 @@ pub fn all() -> Vec<Scenario> {
                 h.prepare(a);
                 let b = h.submit(own("s", "b"));
                 h.prepare(b);
-                h.tool_call(a, "t1", "ls");
-                h.stream(
-                    a,
-                    StepEvent::Finished {
-                        reason: FinishReason::ToolCalls,
-                        usage: Some(Usage { input_tokens: 950, ..Usage::default() }),
-                    },
-                );
-                h.tool_result(a, "t1", ToolOutput::ok("x"));
+                h.tool_step_using(a, "t1", 950);
                 let io = h.summaries[0].clone();
                 h.send(Input::Summary {
                     io,

@@ -27,6 +27,11 @@ fn ops(outs: &[turnstile_core::Output]) -> Vec<StoreOp> {
         .collect()
 }
 
+/// True when the outputs write a tool result with exactly this content.
+fn has_result(outs: &[turnstile_core::Output], text: &str) -> bool {
+    ops(outs).iter().any(|op| matches!(op, StoreOp::ToolResult { content, .. } if content == text))
+}
+
 fn error(status: Option<u16>, class: ErrorClass) -> ProviderError {
     ProviderError { class, status, message: "failed".into(), ..ProviderError::default() }
 }
@@ -488,9 +493,7 @@ fn a_turn_that_would_continue_pauses_and_the_same_submission_resumes_first() {
     h.prepare(a);
     let b = h.submit(Submit::new("s", "later").with_mode(Mode::OwnTurn));
     h.prepare(b);
-    h.tool_call(a, "c1", "ls");
-    h.stream(a, StepEvent::Finished { reason: FinishReason::ToolCalls, usage: used(950) });
-    let out = h.tool_result(a, "c1", ToolOutput::ok("x"));
+    let out = h.tool_step_using(a, "c1", 950);
     let k = kinds(&out);
     assert!(
         k.contains(&"store ledger_paused #1".to_owned()) && k.contains(&"start_summary".to_owned()),
@@ -524,9 +527,7 @@ fn a_turn_that_would_continue_pauses_and_the_same_submission_resumes_first() {
 fn a_failed_summary_fails_a_paused_submission_but_only_marks_a_housekeeping_one() {
     let mut h = summary_host(1_000);
     let a = active(&mut h, "s");
-    h.tool_call(a, "c1", "ls");
-    h.stream(a, StepEvent::Finished { reason: FinishReason::ToolCalls, usage: used(950) });
-    h.tool_result(a, "c1", ToolOutput::ok("x"));
+    h.tool_step_using(a, "c1", 950);
     let io = summary_io(&h);
     let e =
         ProviderError { status: Some(400), message: "too long".into(), ..ProviderError::default() };
@@ -549,9 +550,7 @@ fn cancelling_a_summary_cancels_the_paused_submission_and_deletes_the_partial_su
     let mut h = summary_host(1_000);
     let a = h.submit(Submit::new("s", "go").with_run_id("r").with_mode(Mode::OwnTurn));
     h.prepare(a);
-    h.tool_call(a, "c1", "ls");
-    h.stream(a, StepEvent::Finished { reason: FinishReason::ToolCalls, usage: used(950) });
-    h.tool_result(a, "c1", ToolOutput::ok("x"));
+    h.tool_step_using(a, "c1", 950);
     let io = summary_io(&h);
     h.send(Input::Summary {
         io: io.clone(),
@@ -620,9 +619,7 @@ fn a_manual_summarize_is_rejected_while_busy_and_runs_as_housekeeping_otherwise(
 fn a_summary_retries_and_refreshes_like_a_step_and_shutdown_interrupts_it() {
     let mut h = summary_host(1_000);
     let a = active(&mut h, "s");
-    h.tool_call(a, "c1", "ls");
-    h.stream(a, StepEvent::Finished { reason: FinishReason::ToolCalls, usage: used(950) });
-    h.tool_result(a, "c1", ToolOutput::ok("x"));
+    h.tool_step_using(a, "c1", 950);
     let io = summary_io(&h);
     h.send(Input::Summary {
         io,
@@ -728,13 +725,10 @@ fn a_child_without_text_or_failing_gives_its_error_text_and_no_prompt_is_refused
             ..ProviderError::default()
         },
     );
-    assert!(ops(&out).iter().any(|op| matches!(op, StoreOp::ToolResult { content, .. }
-        if content == "Failed to generate response: bad request")));
+    assert!(has_result(&out, "Failed to generate response: bad request"));
     let out = call_agent(&mut h, a, "c3", r#"{"task":"no prompt"}"#);
     assert!(!ops(&out).iter().any(|op| matches!(op, StoreOp::ChildAccepted { .. })));
-    assert!(ops(&out).iter().any(
-        |op| matches!(op, StoreOp::ToolResult { content, .. } if content == "prompt is required")
-    ));
+    assert!(has_result(&out, "prompt is required"));
 }
 
 #[test]
@@ -744,9 +738,7 @@ fn sub_agents_have_depth_one() {
     let out = call_agent(&mut h, a, "c1", r#"{"prompt":"go"}"#);
     let (_, c) = child_of(&out);
     let out = call_agent(&mut h, c, "nested", r#"{"prompt":"deeper"}"#);
-    assert!(ops(&out).iter().any(
-        |op| matches!(op, StoreOp::ToolResult { content, .. } if content == "tool not found: agent")
-    ));
+    assert!(has_result(&out, "tool not found: agent"));
 }
 
 #[test]
@@ -756,8 +748,7 @@ fn cancelling_the_child_cancels_only_the_child_and_the_parent_goes_on() {
     let out = call_agent(&mut h, a, "c1", r#"{"prompt":"go"}"#);
     let (child, c) = child_of(&out);
     let out = h.send(Input::Cancel { session: child, up_to: None });
-    assert!(ops(&out).iter().any(|op| matches!(op, StoreOp::ToolResult { content, .. }
-        if content == turnstile_core::CANCELLED_TOOL_RESULT)));
+    assert!(has_result(&out, turnstile_core::CANCELLED_TOOL_RESULT));
     assert_eq!((h.outcome(c), h.outcome(a)), (Some(Outcome::Cancelled), None));
     assert!(h.steps.iter().any(|s| s.seq == a && s.step == 1));
 }
@@ -974,8 +965,7 @@ fn an_interrupted_child_gives_the_cancel_text_and_a_double_dollar_call_id_starts
     let a = active(&mut h, "s");
     let out = call_agent(&mut h, a, "a$$b", r#"{"prompt":"go"}"#);
     assert!(!ops(&out).iter().any(|op| matches!(op, StoreOp::ChildAccepted { .. })));
-    assert!(ops(&out).iter().any(|op| matches!(op, StoreOp::ToolResult { content, .. }
-        if *content == turnstile_core::unusable_call_id(&CallId::new("a$$b")))));
+    assert!(has_result(&out, &turnstile_core::unusable_call_id(&CallId::new("a$$b"))));
     let out = call_agent(&mut h, a, "c2", r#"{"prompt":"go"}"#);
     child_of(&out);
     let out = h.send(Input::Shutdown);
@@ -987,9 +977,7 @@ fn an_interrupted_child_gives_the_cancel_text_and_a_double_dollar_call_id_starts
 fn a_paused_submission_cancelled_during_its_summary_gets_a_canceled_finish() {
     let mut h = summary_host(1_000);
     let a = active(&mut h, "s");
-    h.tool_call(a, "c1", "ls");
-    h.stream(a, StepEvent::Finished { reason: FinishReason::ToolCalls, usage: used(950) });
-    h.tool_result(a, "c1", ToolOutput::ok("x"));
+    h.tool_step_using(a, "c1", 950);
     let out = h.send(Input::Cancel { session: SessionId::new("s"), up_to: None });
     assert!(ops(&out).iter().any(|op| matches!(op, StoreOp::MessageFinished { seq, finish: MessageFinish::Canceled { message }, .. }
         if *seq == a && message == "User canceled request")));
