@@ -982,3 +982,43 @@ fn a_paused_submission_cancelled_during_its_summary_gets_a_canceled_finish() {
     assert!(ops(&out).iter().any(|op| matches!(op, StoreOp::MessageFinished { seq, finish: MessageFinish::Canceled { message }, .. }
         if *seq == a && message == "User canceled request")));
 }
+
+#[test]
+fn unusable_configurations_are_refused_with_the_field() {
+    let err = turnstile_core::Engine::new(
+        Config { calls_per_step_max: 0, ..Config::default() },
+        Start::default(),
+    )
+    .expect_err("refused");
+    assert_eq!(
+        err.to_string(),
+        "invalid configuration: calls_per_step_max must be at least 1; offer no tools to disable them"
+    );
+    assert!(
+        turnstile_core::Engine::new(Config { queue_max: 0, ..Config::default() }, Start::default())
+            .is_err()
+    );
+}
+
+#[test]
+fn a_flight_recording_written_as_it_goes_replays() {
+    let header = turnstile_core::TraceHeader::new(Config::default(), Start::default());
+    let mut r = turnstile_core::Recorder::new(header, true).expect("recorder");
+    let mut file = r.header_jsonl();
+    let a = Submit::new("s", "a").with_mode(Mode::OwnTurn);
+    r.handle(Millis(0), Input::Submit(a)).expect("valid");
+    file.push_str(&r.take_jsonl());
+    let mut prepare = None;
+    while let Some(o) = r.poll_output() {
+        if let OutputKind::Prepare { session, seq } = o.kind {
+            prepare =
+                Some(Input::Prepared { session, seq, setup: turnstile_core::Setup::default() });
+        }
+    }
+    r.handle(Millis(1), prepare.expect("a preparation")).expect("valid");
+    file.push_str(&r.take_jsonl());
+    assert!(r.trace().lines.is_empty(), "taken lines are forgotten");
+    let trace = turnstile_core::Trace::parse(&file).expect("parses");
+    assert_eq!(trace.lines.len(), 2);
+    assert_eq!(turnstile_core::replay(&trace).expect("replays").compared, 2);
+}

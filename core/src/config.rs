@@ -43,6 +43,25 @@ impl Default for Config {
     }
 }
 
+impl Config {
+    /// Checks the values that would make the engine misbehave silently.
+    ///
+    /// # Errors
+    /// [`crate::HostError::InvalidConfig`] naming the field: `calls_per_step_max` 0 (every
+    /// tool call would be dropped unanswered; offer no tools instead) or `queue_max` 0 (no
+    /// prompt could ever wait).
+    pub fn validate(&self) -> Result<(), crate::HostError> {
+        let bad = |field, reason| Err(crate::HostError::InvalidConfig { field, reason });
+        if self.calls_per_step_max == 0 {
+            return bad("calls_per_step_max", "must be at least 1; offer no tools to disable them");
+        }
+        if self.queue_max == 0 {
+            return bad("queue_max", "must be at least 1");
+        }
+        Ok(())
+    }
+}
+
 /// Who assigns submission sequences.
 ///
 /// The choice decides which cancel watermarks make sense, so the engine checks it: with the

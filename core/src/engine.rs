@@ -51,9 +51,10 @@ impl Engine {
     /// An engine with this configuration, starting from the store's ledger.
     ///
     /// # Errors
-    /// [`HostError::InvalidStart`] when `next_seq` is 0, or a run is listed twice or is not
-    /// below `next_seq`.
+    /// [`HostError::InvalidConfig`] (see [`Config::validate`]); [`HostError::InvalidStart`] when
+    /// `next_seq` is 0, or a run is listed twice or is not below `next_seq`.
     pub fn new(config: Config, start: Start) -> Result<Engine, HostError> {
+        config.validate()?;
         let next_seq = start.next_seq.unwrap_or(Seq(1));
         if next_seq.0 == 0 {
             // Sequence 0 would make "nothing accepted yet" and "everything up to 0" the same

@@ -56,6 +56,13 @@ pub enum HostError {
         /// The offending sequence.
         seq: Seq,
     },
+    /// A configuration value is unusable.
+    InvalidConfig {
+        /// The field.
+        field: &'static str,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
     /// The start state is inconsistent (`next_seq` 0, a run above `next_seq`, a RunId listed
     /// twice).
     InvalidStart {
@@ -87,6 +94,9 @@ impl fmt::Display for HostError {
                 Some(n) => write!(f, "cancel watermark {up_to} is above the newest sequence {n}"),
                 None => write!(f, "cancel watermark {up_to} names a sequence before any exists"),
             },
+            HostError::InvalidConfig { field, reason } => {
+                write!(f, "invalid configuration: {field} {reason}")
+            }
             HostError::SequenceOutOfRange { seq } => write!(f, "sequence {seq} is out of range"),
             HostError::InvalidStart { run_id: Some(run_id), reason } => {
                 write!(f, "invalid start state at run {run_id}: {reason}")

@@ -179,6 +179,8 @@ pub struct Recorder {
     header: TraceHeader,
     with_outputs: bool,
     lines: Vec<TraceLine>,
+    /// Lines already handed out by `take_jsonl` (their file line numbers come first).
+    taken: usize,
     pending: VecDeque<Output>,
 }
 
@@ -190,7 +192,14 @@ impl Recorder {
     /// As [`Engine::new`].
     pub fn new(header: TraceHeader, with_outputs: bool) -> Result<Recorder, HostError> {
         let engine = Engine::new(header.config.clone(), header.start.clone())?;
-        Ok(Recorder { engine, header, with_outputs, lines: Vec::new(), pending: VecDeque::new() })
+        Ok(Recorder {
+            engine,
+            header,
+            with_outputs,
+            lines: Vec::new(),
+            taken: 0,
+            pending: VecDeque::new(),
+        })
     }
 
     /// As [`Engine::handle`]. The input is recorded unless the engine refused it as host misuse
@@ -231,12 +240,34 @@ impl Recorder {
         &self.engine
     }
 
-    /// The recording so far as a trace.
+    /// The header line, to start a trace file with (a host that writes as it goes calls this
+    /// once, then [`Recorder::take_jsonl`] after inputs).
+    #[must_use]
+    pub fn header_jsonl(&self) -> String {
+        json_line(&self.header)
+    }
+
+    /// The input lines recorded since the last call, as JSON Lines, and forgets them: a host
+    /// appends them to its trace file so the recorder's memory stays bounded.
+    #[must_use]
+    pub fn take_jsonl(&mut self) -> String {
+        self.taken += self.lines.len();
+        self.lines.drain(..).map(|l| json_line(&l)).collect()
+    }
+
+    /// The recording kept in memory (everything since the last [`Recorder::take_jsonl`]) as a
+    /// trace.
     #[must_use]
     pub fn trace(&self) -> Trace {
         Trace {
             header: self.header.clone(),
-            lines: self.lines.iter().cloned().enumerate().map(|(i, l)| (i + 2, l)).collect(),
+            lines: self
+                .lines
+                .iter()
+                .cloned()
+                .enumerate()
+                .map(|(i, l)| (self.taken + i + 2, l))
+                .collect(),
         }
     }
 }
