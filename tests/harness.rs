@@ -322,6 +322,27 @@ impl Host {
         self.tool_result(seq, call, ToolOutput::ok("x"))
     }
 
+    /// A complete `agent` call with these JSON arguments, and the stream's `tool_calls` finish.
+    pub fn agent_call(&mut self, seq: Seq, call: &str, input: &str) -> Vec<Output> {
+        let event = StepEvent::ToolCall {
+            id: CallId::new(call),
+            name: "agent".into(),
+            input: input.into(),
+        };
+        self.stream(seq, event);
+        self.finish(seq, FinishReason::ToolCalls)
+    }
+
+    /// The first running summary finishes with this many output tokens.
+    pub fn summary_done(&mut self, output_tokens: u64) -> Vec<Output> {
+        let io = self.summaries.first().cloned().expect("a summary runs");
+        let usage = Some(Usage { output_tokens, ..Usage::default() });
+        self.send(Input::Summary {
+            io,
+            event: StepEvent::Finished { reason: FinishReason::Stop, usage },
+        })
+    }
+
     /// Advances to the earliest armed timer and fires it.
     pub fn fire_next_timer(&mut self) -> Vec<Output> {
         let (timer, deadline) = self

@@ -630,3 +630,35 @@ fn the_same_inputs_give_byte_identical_outputs() {
     };
     assert_eq!(run(), run());
 }
+
+#[test]
+fn attachments_are_written_once_with_the_user_message_of_an_activated_or_folded_submission() {
+    let mut h = host();
+    let file = Attachment {
+        name: "notes.txt".into(),
+        media_type: "text/plain".into(),
+        content: "hi".into(),
+    };
+    let mut first = Submit::new("s", "read this").with_mode(Mode::OwnTurn);
+    first.attachments.push(file.clone());
+    let mut follow = Submit::new("s", "and this");
+    follow.attachments.push(file.clone());
+    let a = h.submit(first);
+    let b = h.submit(follow);
+    h.prepare(b);
+    let out = h.prepare(a);
+    let written: Vec<(Seq, usize)> = out
+        .iter()
+        .filter_map(|o| match &o.kind {
+            OutputKind::Store(StoreOp::UserMessage { seq, attachments, .. }) => {
+                Some((*seq, attachments.len()))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        written,
+        [(a, 1), (b, 1)],
+        "the activated prompt and the folded one keep their files"
+    );
+}

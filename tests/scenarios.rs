@@ -65,12 +65,6 @@ fn tool_step(h: &mut Host, seq: Seq, call: &str) {
     h.finish(seq, FinishReason::ToolCalls);
 }
 
-fn summary_done(h: &mut Host, output_tokens: u64) {
-    let io = h.summaries[0].clone();
-    let usage = Some(Usage { output_tokens, ..Usage::default() });
-    h.send(Input::Summary { io, event: StepEvent::Finished { reason: FinishReason::Stop, usage } });
-}
-
 fn default_config() -> Config {
     Config::default()
 }
@@ -917,7 +911,7 @@ pub fn all() -> Vec<Scenario> {
                         usage: Some(Usage { input_tokens: 900, ..Usage::default() }),
                     },
                 );
-                summary_done(h, 30);
+                h.summary_done(30);
                 h.finish(b, FinishReason::Stop);
             }
         ),
@@ -932,7 +926,7 @@ pub fn all() -> Vec<Scenario> {
                 let b = h.submit(own("s", "next"));
                 h.prepare(b);
                 h.tool_step_using(a, "t1", 950);
-                summary_done(h, 30);
+                h.summary_done(30);
                 h.finish(a, FinishReason::Stop);
                 h.finish(b, FinishReason::Stop);
             }
@@ -992,25 +986,9 @@ pub fn all() -> Vec<Scenario> {
                 let a = h.submit(own("s", "a").with_run_id("r"));
                 h.prepare(a);
                 for i in 0..3 {
-                    let call = format!("c{i}");
-                    h.stream(
-                        a,
-                        StepEvent::ToolCall {
-                            id: CallId::new(&call),
-                            name: "ls".into(),
-                            input: format!("{{\"i\":{i}}}"),
-                        },
-                    );
-                    h.stream(
-                        a,
-                        StepEvent::Finished {
-                            reason: FinishReason::ToolCalls,
-                            usage: Some(Usage { input_tokens: 990, ..Usage::default() }),
-                        },
-                    );
-                    h.tool_result(a, &call, ToolOutput::ok(format!("r{i}")));
+                    h.tool_step_using(a, &format!("c{i}"), 990);
                     if i < 2 {
-                        summary_done(h, 10);
+                        h.summary_done(10);
                     }
                 }
             }
@@ -1027,7 +1005,7 @@ pub fn all() -> Vec<Scenario> {
                 h.send(Input::Summarize { session: s("s") });
                 let b = h.submit(own("s", "b"));
                 h.prepare(b);
-                summary_done(h, 5);
+                h.summary_done(5);
                 h.finish(b, FinishReason::Stop);
             }
         ),
@@ -1053,15 +1031,7 @@ pub fn all() -> Vec<Scenario> {
                 h.setup = Setup { titled: true, ..Setup::with_tools(&["ls", "agent"]) };
                 let a = h.submit(own("s", "a").with_run_id("r"));
                 h.prepare(a);
-                h.stream(
-                    a,
-                    StepEvent::ToolCall {
-                        id: CallId::new("call-1"),
-                        name: "agent".into(),
-                        input: r#"{"prompt":"look"}"#.into(),
-                    },
-                );
-                h.finish(a, FinishReason::ToolCalls);
+                h.agent_call(a, "call-1", r#"{"prompt":"look"}"#);
                 let c = h.steps.iter().find(|st| st.seq != a).map(|st| st.seq).expect("child step");
                 h.text(c, "found it");
                 h.stream(
@@ -1082,15 +1052,7 @@ pub fn all() -> Vec<Scenario> {
                 h.setup = Setup { titled: true, ..Setup::with_tools(&["ls", "agent"]) };
                 let a = h.submit(own("s", "a").with_run_id("r"));
                 h.prepare(a);
-                h.stream(
-                    a,
-                    StepEvent::ToolCall {
-                        id: CallId::new("call-1"),
-                        name: "agent".into(),
-                        input: r#"{"prompt":"look"}"#.into(),
-                    },
-                );
-                h.finish(a, FinishReason::ToolCalls);
+                h.agent_call(a, "call-1", r#"{"prompt":"look"}"#);
                 h.send(Input::CancelRun { run_id: RunId::new("r") });
             }
         ),

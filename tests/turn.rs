@@ -447,12 +447,6 @@ fn summary_io(h: &Host) -> turnstile_core::SummaryIo {
     h.summaries.first().cloned().expect("a summary runs")
 }
 
-fn summarize_done(h: &mut Host, output_tokens: u64) -> Vec<turnstile_core::Output> {
-    let io = summary_io(h);
-    let usage = Some(Usage { output_tokens, ..Usage::default() });
-    h.send(Input::Summary { io, event: StepEvent::Finished { reason: FinishReason::Stop, usage } })
-}
-
 #[test]
 fn the_threshold_follows_the_test_vectors() {
     use turnstile_core::at_threshold;
@@ -480,7 +474,7 @@ fn a_turn_ending_at_the_threshold_completes_first_then_summarizes_as_housekeepin
         !k.iter().any(|x| x.contains("ledger_activated #2")),
         "the queue waits for the summary: {k:?}"
     );
-    let out = summarize_done(&mut h, 50);
+    let out = h.summary_done(50);
     let k = kinds(&out);
     assert_eq!(k[0], "store summary_done");
     assert!(k.contains(&"store ledger_activated #2".to_owned()), "then the hand-off: {k:?}");
@@ -503,7 +497,7 @@ fn a_turn_that_would_continue_pauses_and_the_same_submission_resumes_first() {
         !k.iter().any(|x| x.starts_with("finished")),
         "paused: not ended, no RunComplete (G-02)"
     );
-    let out = summarize_done(&mut h, 40);
+    let out = h.summary_done(40);
     let text = ops(&out).into_iter().find_map(|op| match op {
         StoreOp::UserMessage { seq, text, synthetic: true, .. } if seq == a => Some(text),
         _ => None,
@@ -571,20 +565,10 @@ fn summaries_that_free_nothing_end_the_submission_with_context_window() {
     let mut h = summary_host(1_000);
     let a = active(&mut h, "s");
     for i in 0..3 {
-        let call = format!("c{i}");
-        h.stream(
-            a,
-            StepEvent::ToolCall {
-                id: CallId::new(&call),
-                name: "ls".into(),
-                input: format!("{{\"i\":{i}}}"),
-            },
-        );
-        h.stream(a, StepEvent::Finished { reason: FinishReason::ToolCalls, usage: used(990) });
-        h.tool_result(a, &call, ToolOutput::ok(format!("r{i}")));
+        h.tool_step_using(a, &format!("c{i}"), 990);
         if i < 2 {
             assert_eq!(h.outcome(a), None, "summary {i} is allowed");
-            summarize_done(&mut h, 10);
+            h.summary_done(10);
         }
     }
     let e = h.finished[&a].error().cloned().expect("the guard fails it");
@@ -611,7 +595,7 @@ fn a_manual_summarize_is_rejected_while_busy_and_runs_as_housekeeping_otherwise(
     let b = h.submit(Submit::new("s", "next").with_mode(Mode::OwnTurn));
     h.prepare(b);
     assert!(!h.engine.has_active_turn(&SessionId::new("s")), "no turn while summarizing (G-05)");
-    summarize_done(&mut h, 5);
+    h.summary_done(5);
     assert!(h.engine.has_active_turn(&SessionId::new("s")));
 }
 
@@ -660,20 +644,12 @@ fn child_of(out: &[turnstile_core::Output]) -> (SessionId, Seq) {
         .expect("a child starts")
 }
 
-fn call_agent(h: &mut Host, a: Seq, call: &str, input: &str) -> Vec<turnstile_core::Output> {
-    h.stream(
-        a,
-        StepEvent::ToolCall { id: CallId::new(call), name: "agent".into(), input: input.into() },
-    );
-    h.finish(a, FinishReason::ToolCalls)
-}
-
 #[test]
 fn an_agent_call_runs_a_child_turn_whose_text_is_the_parents_result() {
     let mut h = agent_host();
     let a = active(&mut h, "s");
     let message = h.step_of(a);
-    let out = call_agent(&mut h, a, "call-1", r#"{"prompt":"find the bug"}"#);
+    let out = h.agent_call(a, "call-1", r#"{"prompt":"find the bug"}"#);
     let (child, c) = child_of(&out);
     assert_eq!(
         child.as_str(),
@@ -707,14 +683,14 @@ fn an_agent_call_runs_a_child_turn_whose_text_is_the_parents_result() {
 fn a_child_without_text_or_failing_gives_its_error_text_and_no_prompt_is_refused() {
     let mut h = agent_host();
     let a = active(&mut h, "s");
-    let out = call_agent(&mut h, a, "c1", r#"{"prompt":"go"}"#);
+    let out = h.agent_call(a, "c1", r#"{"prompt":"go"}"#);
     let (_, c) = child_of(&out);
     let out = h.finish(c, FinishReason::Stop);
     assert!(
         ops(&out).iter().any(|op| matches!(op, StoreOp::ToolResult { content, is_error: true, .. }
         if content == "Sub-agent completed but produced no text output."))
     );
-    let out = call_agent(&mut h, a, "c2", r#"{"prompt":"again"}"#);
+    let out = h.agent_call(a, "c2", r#"{"prompt":"again"}"#);
     let (_, c) = child_of(&out);
     let out = fail(
         &mut h,
@@ -726,7 +702,7 @@ fn a_child_without_text_or_failing_gives_its_error_text_and_no_prompt_is_refused
         },
     );
     assert!(has_result(&out, "Failed to generate response: bad request"));
-    let out = call_agent(&mut h, a, "c3", r#"{"task":"no prompt"}"#);
+    let out = h.agent_call(a, "c3", r#"{"task":"no prompt"}"#);
     assert!(!ops(&out).iter().any(|op| matches!(op, StoreOp::ChildAccepted { .. })));
     assert!(has_result(&out, "prompt is required"));
 }
@@ -735,9 +711,9 @@ fn a_child_without_text_or_failing_gives_its_error_text_and_no_prompt_is_refused
 fn sub_agents_have_depth_one() {
     let mut h = agent_host();
     let a = active(&mut h, "s");
-    let out = call_agent(&mut h, a, "c1", r#"{"prompt":"go"}"#);
+    let out = h.agent_call(a, "c1", r#"{"prompt":"go"}"#);
     let (_, c) = child_of(&out);
-    let out = call_agent(&mut h, c, "nested", r#"{"prompt":"deeper"}"#);
+    let out = h.agent_call(c, "nested", r#"{"prompt":"deeper"}"#);
     assert!(has_result(&out, "tool not found: agent"));
 }
 
@@ -745,7 +721,7 @@ fn sub_agents_have_depth_one() {
 fn cancelling_the_child_cancels_only_the_child_and_the_parent_goes_on() {
     let mut h = agent_host();
     let a = active(&mut h, "s");
-    let out = call_agent(&mut h, a, "c1", r#"{"prompt":"go"}"#);
+    let out = h.agent_call(a, "c1", r#"{"prompt":"go"}"#);
     let (child, c) = child_of(&out);
     let out = h.send(Input::Cancel { session: child, up_to: None });
     assert!(has_result(&out, turnstile_core::CANCELLED_TOOL_RESULT));
@@ -758,7 +734,7 @@ fn cancelling_the_parent_cascades_to_its_sub_agent() {
     let mut h = agent_host();
     let a = h.submit(Submit::new("s", "go").with_run_id("r"));
     h.prepare(a);
-    let out = call_agent(&mut h, a, "c1", r#"{"prompt":"go"}"#);
+    let out = h.agent_call(a, "c1", r#"{"prompt":"go"}"#);
     let (_, c) = child_of(&out);
     let out = h.send(Input::CancelRun { run_id: turnstile_core::RunId::new("r") });
     let k = kinds(&out);
@@ -875,14 +851,14 @@ fn sub_agents_and_resumed_submissions_request_no_title() {
     };
     let a = active(&mut h, "s");
     assert_eq!(h.titles.len(), 1);
-    let out = call_agent(&mut h, a, "c1", r#"{"prompt":"go"}"#);
+    let out = h.agent_call(a, "c1", r#"{"prompt":"go"}"#);
     assert!(!kinds(&out).contains(&"request_title".to_owned()), "a child keeps New Agent Session");
     let (_, c) = child_of(&out);
     h.finish(c, FinishReason::Stop);
     h.tool_call(a, "c2", "ls");
     h.stream(a, StepEvent::Finished { reason: FinishReason::ToolCalls, usage: used(950) });
     h.tool_result(a, "c2", ToolOutput::ok("x"));
-    let out = summarize_done(&mut h, 10);
+    let out = h.summary_done(10);
     assert!(
         kinds(&out).contains(&"store ledger_activated #1".to_owned())
             && !kinds(&out).contains(&"request_title".to_owned())
@@ -910,7 +886,7 @@ fn a_timer_armed_and_disarmed_in_one_transition_is_never_announced() {
     let mut h = agent_host();
     let a = h.submit(Submit::new("s", "go").with_run_id("r"));
     h.prepare(a);
-    let out = call_agent(&mut h, a, "c1", r#"{"prompt":"go"}"#);
+    let out = h.agent_call(a, "c1", r#"{"prompt":"go"}"#);
     child_of(&out);
     let out = h.send(Input::CancelRun { run_id: turnstile_core::RunId::new("r") });
     let k = kinds(&out);
@@ -963,10 +939,10 @@ fn a_cancel_during_tools_and_a_failure_after_a_step_replace_the_tool_use_finish(
 fn an_interrupted_child_gives_the_cancel_text_and_a_double_dollar_call_id_starts_no_child() {
     let mut h = agent_host();
     let a = active(&mut h, "s");
-    let out = call_agent(&mut h, a, "a$$b", r#"{"prompt":"go"}"#);
+    let out = h.agent_call(a, "a$$b", r#"{"prompt":"go"}"#);
     assert!(!ops(&out).iter().any(|op| matches!(op, StoreOp::ChildAccepted { .. })));
     assert!(has_result(&out, &turnstile_core::unusable_call_id(&CallId::new("a$$b"))));
-    let out = call_agent(&mut h, a, "c2", r#"{"prompt":"go"}"#);
+    let out = h.agent_call(a, "c2", r#"{"prompt":"go"}"#);
     child_of(&out);
     let out = h.send(Input::Shutdown);
     assert!(ops(&out).iter().any(|op| matches!(op, StoreOp::ToolResult { call, content, .. }

@@ -48,9 +48,11 @@ pub(crate) fn resume(st: &mut State, tx: &mut Tx, s: &mut Session, p: Paused) {
         s.queue.iter().all(|w| w.sub.seq > p.sub.seq),
         "the paused submission is the oldest"
     );
-    if st.closing != Closing::Open {
-        return; // unreachable: shutdown aborts summaries at once; kept for safety
-    }
+    debug_assert_eq!(
+        st.closing,
+        Closing::Open,
+        "shutdown aborts summaries at once, so none succeeds"
+    );
     let text = summary::continuation(&p.sub.prompt);
     activate(st, tx, s, p.sub, p.setup, text, Activation::Resume);
 }
@@ -87,7 +89,7 @@ fn activate(
     st: &mut State,
     tx: &mut Tx,
     s: &mut Session,
-    sub: Submission,
+    mut sub: Submission,
     setup: Setup,
     text: String,
     how: Activation,
@@ -100,7 +102,9 @@ fn activate(
     );
     let id = st.new_message();
     let synthetic = how == Activation::Resume;
-    tx.handoff(seq, OutputKind::Store(StoreOp::UserMessage { session, seq, id, text, synthetic }));
+    let attachments = std::mem::take(&mut sub.attachments).into_boxed_slice(); // written once
+    let op = StoreOp::UserMessage { session, seq, id, text, attachments, synthetic };
+    tx.handoff(seq, OutputKind::Store(op));
     if how == Activation::First {
         title::maybe_request(st, tx, s, seq, setup.titled, &sub.prompt);
     }

@@ -22,18 +22,19 @@ pub(crate) fn fold_prefix(st: &mut State, tx: &mut Tx, s: &mut Session) -> Vec<C
         let Some(w) = s.queue.pop_front() else { break };
         debug_assert!(w.sub.seq > owner, "the queue holds only later submissions (I7)");
         let id = st.new_message();
-        let (seq, text) = (w.sub.seq, w.sub.prompt.clone());
-        tx.handoff(
-            owner,
-            OutputKind::Store(StoreOp::UserMessage {
-                session: s.id.clone(),
-                seq,
-                id,
-                text,
-                synthetic: false,
-            }),
-        );
-        let (op, completion) = outcome::fold(st, w.sub);
+        let mut sub = w.sub;
+        let (seq, text, attachments) =
+            (sub.seq, sub.prompt.clone(), std::mem::take(&mut sub.attachments).into_boxed_slice());
+        let op = StoreOp::UserMessage {
+            session: s.id.clone(),
+            seq,
+            id,
+            text,
+            attachments,
+            synthetic: false,
+        };
+        tx.handoff(owner, OutputKind::Store(op));
+        let (op, completion) = outcome::fold(st, sub);
         tx.handoff(owner, OutputKind::Store(op));
         done.push(completion);
     }

@@ -9,7 +9,7 @@ use std::fmt;
 use serde::Serialize;
 
 use crate::ids::{CallId, MessageId, Millis, RunId, Seq, SessionId, TimerId, TurnId};
-use crate::input::{AttemptIo, CallIo, Mode, StepIo, SummaryIo};
+use crate::input::{Attachment, AttemptIo, CallIo, Mode, StepIo, SummaryIo};
 use crate::outcome::{Completion, Outcome};
 
 /// One numbered output.
@@ -310,6 +310,10 @@ pub enum StoreOp {
         id: MessageId,
         /// The text.
         text: String,
+        /// The files the caller handed along with the prompt (none on a continuation). A boxed
+        /// slice keeps every output small.
+        #[serde(skip_serializing_if = "<[Attachment]>::is_empty")]
+        attachments: Box<[Attachment]>,
         /// True for the continuation prompt the core wrote on resume (SPEC 4.7).
         #[serde(skip_serializing_if = "std::ops::Not::not")]
         synthetic: bool,

@@ -21,8 +21,8 @@ pub(crate) struct Submission {
     pub(crate) run_id: Option<RunId>,
     pub(crate) mode: Mode,
     pub(crate) prompt: String,
-    /// Kept for the model request the host builds; bounded by what the caller sent.
-    #[allow(dead_code)] // read by the request builder of the second core issue
+    /// Written with the submission's user message (then emptied); bounded by what the caller
+    /// sent.
     pub(crate) attachments: Vec<Attachment>,
     /// Steps run so far, across resumed turns (the step limit counts them, SPEC 4.6).
     pub(crate) steps: u32,
