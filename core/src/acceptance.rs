@@ -3,6 +3,7 @@
 use crate::ids::Seq;
 use crate::input::{Mode, Submit};
 use crate::ledger::{Fingerprint, RunEntry};
+use crate::mutants::{self, mutant};
 use crate::outcome::{self, Verdict};
 use crate::output::{OutputKind, Rejection, Reply};
 use crate::state::{Closing, Prep, Sessions, State, Submission, Waiting};
@@ -64,8 +65,8 @@ pub(crate) fn on_submit(st: &mut State, ss: &mut Sessions, tx: &mut Tx, submit: 
     let seq = submit.seq.unwrap_or(st.next_seq);
     st.next_seq = Seq(seq.0 + 1);
     st.accepted += 1;
-    let mode =
-        if submit.run_id.is_some() { Mode::OwnTurn } else { submit.mode.unwrap_or(Mode::Fold) };
+    let own = submit.run_id.is_some() && !mutant!(st.config, FoldRunIds);
+    let mode = if own { Mode::OwnTurn } else { submit.mode.unwrap_or(Mode::Fold) };
     let Submit { session, prompt, attachments, run_id, .. } = submit;
     if let (Some(run_id), Some(fingerprint)) = (&run_id, fingerprint) {
         let entry = RunEntry { session: session.clone(), seq, fingerprint, outcome: None };
@@ -98,6 +99,13 @@ pub(crate) fn on_submit(st: &mut State, ss: &mut Sessions, tx: &mut Tx, submit: 
     if covered {
         outcome::decide(st, tx, sub, Verdict::Cancelled, None);
         return;
+    }
+    if mutant!(st.config, StickyPreparationFailure)
+        && let Some(error) = mutants::poisoned(st, &session)
+    {
+        // The bug (G-24): an earlier failure of the session fails this one without preparing.
+        let info = crate::preparation::failure(error);
+        return outcome::decide(st, tx, sub, Verdict::Failed(info), None);
     }
     ss.with(&session, true, |s| {
         s.queue.push_back(Waiting { sub, prep: Prep::Preparing });

@@ -10,6 +10,7 @@ use std::collections::VecDeque;
 use crate::fold;
 use crate::ids::MessageId;
 use crate::input::Setup;
+use crate::mutants::mutant;
 use crate::output::{OutputKind, StoreOp};
 use crate::state::{
     Budget, Closing, Gauges, Lane, MessageState, Parts, Paused, Phase, Prep, Session, State,
@@ -23,6 +24,18 @@ use crate::transition::Tx;
 pub(crate) fn hand_off(st: &mut State, tx: &mut Tx, s: &mut Session) {
     if !matches!(s.lane, Lane::Idle) || st.closing != Closing::Open {
         return;
+    }
+    if mutant!(st.config, RequeueHeadAtBack)
+        && s.queue.front().is_some_and(|w| !w.prep.is_prepared())
+        && s.queue.iter().any(|w| w.prep.is_prepared())
+    {
+        s.queue.rotate_left(1); // the bug (G-16): the preparing head goes to the back
+    }
+    if mutant!(st.config, AdmitInPreparationOrder)
+        && let Some(w) =
+            s.queue.iter().position(|w| w.prep.is_prepared()).and_then(|p| s.queue.remove(p))
+    {
+        s.queue.push_front(w); // the bug (G-16): the first prepared entry overtakes
     }
     if !s.queue.front().is_some_and(|w| w.prep.is_prepared()) {
         return;
@@ -45,7 +58,8 @@ pub(crate) fn hand_off(st: &mut State, tx: &mut Tx, s: &mut Session) {
 pub(crate) fn resume(st: &mut State, tx: &mut Tx, s: &mut Session, p: Paused) {
     debug_assert!(matches!(s.lane, Lane::Idle), "the summary left the lane");
     debug_assert!(
-        s.queue.iter().all(|w| w.sub.seq > p.sub.seq),
+        s.queue.iter().all(|w| w.sub.seq > p.sub.seq)
+            || mutant!(st.config, QueueBeforeResume | RequeueHeadAtBack | AdmitInPreparationOrder),
         "the paused submission is the oldest"
     );
     debug_assert_eq!(

@@ -9,6 +9,7 @@ use crate::admission;
 use crate::cleanup::{self, TurnEnd};
 use crate::ids::{Millis, RunId, Seq, SessionId};
 use crate::input::AttemptIo;
+use crate::mutants::mutant;
 use crate::outcome::{self, Verdict};
 use crate::output::{OutputKind, TimerPurpose};
 use crate::state::{
@@ -33,12 +34,36 @@ pub(crate) fn on_cancel(
     debug_assert!(ss.get(session).is_none_or(|s| !s.is_idle()), "idle sessions are forgotten");
     let newest = Seq(st.next_seq.0.saturating_sub(1));
     let wm = up_to.unwrap_or(newest);
+    if mutant!(st.config, CancelFlag) && ss.get(session).is_none() {
+        // The bug: an idle cancel is a "cancel pending" flag that trips the next submission.
+        st.watermarks.insert(session.clone(), st.next_seq);
+    }
     if wm >= st.next_seq {
         // Covers sequences an external acceptor assigned that have not reached the core yet.
         let entry = st.watermarks.entry(session.clone()).or_insert(wm);
         *entry = (*entry).max(wm);
     }
-    ss.with(session, false, |s| cover(st, tx, now, s, &|seq| seq <= wm, Verdict::Cancelled, true));
+    // The bug `watermark_first_only`: only the oldest covered submission is cancelled.
+    let only = if mutant!(st.config, WatermarkFirstOnly) {
+        ss.get(session).and_then(oldest_unfinished)
+    } else {
+        None
+    };
+    let covers = |seq: Seq| seq <= wm && only.is_none_or(|o| seq == o);
+    ss.with(session, false, |s| cover(st, tx, now, s, &covers, Verdict::Cancelled, true));
+}
+
+/// The session's oldest unfinished submission (for the mutant `watermark_first_only`).
+fn oldest_unfinished(s: &Session) -> Option<Seq> {
+    let owner = match &s.lane {
+        Lane::Turn(t) => Some(t.owner.seq),
+        Lane::Summary(sm) => match &sm.purpose {
+            Purpose::Resume(p) => Some(p.sub.seq),
+            Purpose::Housekeeping => None,
+        },
+        Lane::Idle => None,
+    };
+    owner.or_else(|| s.queue.front().map(|w| w.sub.seq))
 }
 
 /// `CancelRun`: covers exactly the run's submission; a finished or unknown run is a no-op.
@@ -57,7 +82,10 @@ pub(crate) fn on_cancel_run(
     }
     let (session, target) = (run.session.clone(), run.seq);
     debug_assert!(target < st.next_seq, "a run's sequence was assigned");
-    debug_assert!(ss.get(&session).is_some(), "an unfinished run's session has work");
+    debug_assert!(
+        ss.get(&session).is_some() || mutant!(st.config, ShutdownSwallowsWaiting),
+        "an unfinished run's session has work"
+    );
     ss.with(&session, false, |s| {
         cover(st, tx, now, s, &|seq| seq == target, Verdict::Cancelled, false)
     });
@@ -67,9 +95,18 @@ pub(crate) fn on_cancel_run(
 pub(crate) fn on_clear_queue(st: &mut State, ss: &mut Sessions, tx: &mut Tx, session: &SessionId) {
     ss.with(session, false, |s| {
         debug_assert!(s.queue.iter().all(|w| w.sub.session == s.id), "filed under its session");
-        debug_assert!(s.queue.iter().is_sorted_by_key(|w| w.sub.seq), "I7: acceptance order");
+        debug_assert!(
+            s.queue.iter().is_sorted_by_key(|w| w.sub.seq) || mutant!(st.config, RequeueHeadAtBack),
+            "I7: acceptance order"
+        );
         let idle_before = matches!(s.lane, Lane::Idle);
-        end_waiting(st, tx, s, &|_| true, &Verdict::Cancelled);
+        // The bug `clear_skips_preparing` (G-07): entries still preparing survive the clear.
+        let kept: Vec<Seq> = if mutant!(st.config, ClearSkipsPreparing) {
+            s.queue.iter().filter(|w| !w.prep.is_prepared()).map(|w| w.sub.seq).collect()
+        } else {
+            Vec::new()
+        };
+        end_waiting(st, tx, s, &|seq| !kept.contains(&seq), &Verdict::Cancelled);
         debug_assert_eq!(idle_before, matches!(s.lane, Lane::Idle), "the active turn is untouched");
     });
 }
@@ -148,6 +185,11 @@ pub(crate) fn abort_turn(st: &mut State, tx: &mut Tx, now: Millis, s: &mut Sessi
         Phase::Aborting { .. } => return,
         Phase::Streaming { attempt } => {
             tx.abort(seq, OutputKind::AbortStep { step: t.step_io(&s.id, attempt) })
+        }
+        Phase::Refreshing { .. } if mutant!(st.config, RefreshNotAborted) => {
+            // The bug (G-13): the cancel waits for the person to re-authenticate.
+            t.phase = Phase::Aborting { cause, grace: None };
+            return;
         }
         Phase::Refreshing { attempt } => tx.abort(
             seq,

@@ -9,6 +9,7 @@
 use crate::admission;
 use crate::ids::SessionId;
 use crate::input::{ErrorClass, ProviderError};
+use crate::mutants::mutant;
 use crate::outcome::{self, ErrorInfo, ErrorKind, Verdict};
 use crate::output::{MessageFinish, OutputKind, StoreOp};
 use crate::state::{Abort, CallState, Lane, MessageState, Phase, Session, State, Turn};
@@ -106,6 +107,7 @@ pub(crate) fn end_turn_then(
     {
         tx.abort(seq, OutputKind::CancelTimer { timer });
     }
+    let failed = matches!(end, TurnEnd::Failed(_));
     let (result_text, finish, verdict) = match end {
         TurnEnd::Done(v) => (FAILED_TOOL_RESULT, None, v),
         TurnEnd::Failed(e) => (
@@ -124,6 +126,14 @@ pub(crate) fn end_turn_then(
             Verdict::Interrupted(shutdown_error()),
         ),
     };
+    if mutant!(st.config, NoSyntheticResult) {
+        // The bug: a call that has no result is passed over as if it had one.
+        for c in &mut t.calls {
+            if !matches!(c.state, CallState::Reported { .. } | CallState::Unfinished) {
+                c.state = CallState::Reported { output: String::new(), stop: None };
+            }
+        }
+    }
     clean_up(tx, &s.id, &mut t, result_text, finish);
     let last = t.last_message();
     let seq = t.owner.seq;
@@ -136,6 +146,7 @@ pub(crate) fn end_turn_then(
         After::Summarize if st.closing == crate::state::Closing::Open => {
             crate::summary::start(st, tx, s, crate::state::Purpose::Housekeeping, seq);
         }
+        _ if failed && mutant!(st.config, SkipHandoffOnError) => {} // the bug (G-01)
         _ => admission::hand_off(st, tx, s),
     }
 }

@@ -26,6 +26,10 @@ pub struct Config {
     /// Queue length per session above which [`crate::Engine::queue_len`] should make a host push
     /// back. The core never drops an accepted submission to honour it.
     pub queue_max: u32,
+    /// The bug this engine pretends to have (SPEC 10 "Mutants"); test builds only.
+    #[cfg(feature = "mutants")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mutant: Option<crate::mutants::Mutant>,
 }
 
 impl Default for Config {
@@ -39,6 +43,8 @@ impl Default for Config {
             acceptor: Acceptor::Core,
             auto_summarize: true,
             summarize_buffer_tokens: 20_000,
+            #[cfg(feature = "mutants")]
+            mutant: None,
         }
     }
 }

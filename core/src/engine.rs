@@ -100,6 +100,8 @@ impl Engine {
             titles: Default::default(),
             accepted: 0,
             outcomes_decided: 0,
+            #[cfg(feature = "mutants")]
+            poisoned: BTreeMap::new(),
         };
         Ok(Engine {
             state: Ok(state),
@@ -109,6 +111,25 @@ impl Engine {
             next_output: 0,
             tx: Tx::default(),
         })
+    }
+
+    /// An independent copy of the whole engine, for exhaustive checkers that explore every
+    /// continuation of a state (the model's breadth-first search). Only with the `checker`
+    /// feature: a host never needs it, and exactly-once by move holds within each copy, since
+    /// no submission is shared between them. The copy starts with an empty output queue; drain
+    /// the original first.
+    #[cfg(feature = "checker")]
+    #[must_use]
+    pub fn fork(&self) -> Engine {
+        debug_assert!(self.outputs.is_empty(), "fork after draining the outputs");
+        Engine {
+            state: self.state.clone(),
+            sessions: self.sessions.clone(),
+            now: self.now,
+            outputs: VecDeque::new(),
+            next_output: self.next_output,
+            tx: Tx::default(),
+        }
     }
 
     /// Feeds one input at time `now`. Drain [`Engine::poll_output`] afterwards.

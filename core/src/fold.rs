@@ -6,6 +6,7 @@
 //! transaction. An `own_turn` or a preparing entry ends the prefix.
 
 use crate::input::Mode;
+use crate::mutants::mutant;
 use crate::outcome::{self, Completion};
 use crate::output::{OutputKind, StoreOp};
 use crate::state::{Lane, Session, State};
@@ -20,7 +21,10 @@ pub(crate) fn fold_prefix(st: &mut State, tx: &mut Tx, s: &mut Session) -> Vec<C
     let mut done = Vec::new();
     while matches!(s.queue.front(), Some(w) if w.prep.is_prepared() && w.sub.mode == Mode::Fold) {
         let Some(w) = s.queue.pop_front() else { break };
-        debug_assert!(w.sub.seq > owner, "the queue holds only later submissions (I7)");
+        debug_assert!(
+            w.sub.seq > owner || mutant!(st.config, RequeueHeadAtBack | AdmitInPreparationOrder),
+            "the queue holds only later submissions (I7)"
+        );
         let id = st.new_message();
         let mut sub = w.sub;
         let (seq, text, attachments) =

@@ -115,9 +115,12 @@ pub mod input;
 pub mod invariants;
 mod ledger;
 mod loops;
+#[cfg_attr(not(feature = "mutants"), allow(dead_code, unused_macros))]
+mod mutants;
 pub mod outcome;
 pub mod output;
 mod preparation;
+pub mod projection;
 pub mod replay;
 mod retry;
 mod shutdown;
@@ -143,6 +146,8 @@ pub use input::{
 };
 pub use invariants::{Auditor, Violation, check_invariants};
 pub use ledger::{Fingerprint, KnownRun};
+#[cfg(feature = "mutants")]
+pub use mutants::Mutant;
 pub use outcome::{Completion, ErrorInfo, ErrorKind, Outcome, StopReason};
 pub use output::{MessageFinish, Output, OutputKind, Rejection, Reply, StoreOp, TimerPurpose};
 pub use preparation::PREPARATION_TITLE;

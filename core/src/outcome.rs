@@ -16,6 +16,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use crate::ids::{MessageId, RunId, Seq, SessionId};
+use crate::mutants::mutant;
 use crate::output::{OutputKind, StoreOp};
 use crate::state::{State, Submission};
 use crate::transition::Tx;
@@ -235,20 +236,46 @@ pub(crate) fn decide(
     last: Option<LastMessage>,
 ) {
     let seq = sub.seq;
+    let early = mutant!(st.config, CompleteBeforeFlush);
     let completion = complete(st, sub, verdict, last);
     let session = completion.0.session.clone();
+    if early {
+        // The bug: the completion is published before its writes are durable (I9).
+        tx.decided(seq, OutputKind::Finished(completion.clone()));
+    }
     if completion.0.message_id.is_some() {
         tx.decided(seq, OutputKind::Store(StoreOp::Flush { session: session.clone() }));
     }
     tx.decided(seq, OutputKind::Store(StoreOp::LedgerOutcome { completion: completion.clone() }));
     tx.decided(seq, OutputKind::Commit { session });
-    tx.decided(seq, OutputKind::Finished(completion));
+    if !early {
+        tx.decided(seq, OutputKind::Finished(completion));
+    }
+}
+
+/// The mutant `complete_on_pause`: the completion a pausing submission would get if it had
+/// completed, built without consuming it or telling the ledger, so that the real one still
+/// follows when it ends (a second completion, I1, I11).
+pub(crate) fn premature(sub: &Submission, last: &LastMessage) -> Completion {
+    Completion(Arc::new(Fields {
+        session: sub.session.clone(),
+        run_id: sub.run_id.clone(),
+        seq: sub.seq,
+        outcome: Outcome::Completed,
+        stop_reason: None,
+        message_id: Some(last.id),
+        text: Some(last.text.clone()),
+        error: None,
+    }))
 }
 
 /// Ends a folded submission (SPEC 4.3). The caller writes the returned ledger op in the
 /// transaction of the turn it joined and publishes the completion after that commit.
 pub(crate) fn fold(st: &mut State, sub: Submission) -> (StoreOp, Completion) {
-    debug_assert!(sub.run_id.is_none(), "a submission with a RunId is never folded (SPEC 3)");
+    debug_assert!(
+        sub.run_id.is_none() || mutant!(st.config, FoldRunIds),
+        "a submission with a RunId is never folded (SPEC 3)"
+    );
     let completion = complete(st, sub, Verdict::Folded, None);
     (StoreOp::LedgerOutcome { completion: completion.clone() }, completion)
 }

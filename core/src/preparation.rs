@@ -3,6 +3,7 @@
 use crate::admission;
 use crate::ids::{Seq, SessionId};
 use crate::input::{Mode, Setup};
+use crate::mutants::{self, mutant};
 use crate::outcome::{self, ErrorInfo, ErrorKind, Verdict};
 use crate::state::{Closing, Prep, Sessions, State};
 use crate::transition::Tx;
@@ -15,6 +16,11 @@ pub const PREPARATION_TITLE: &str = "Preparation Failed";
 fn preparing(s: &crate::state::Session, seq: Seq) -> Option<usize> {
     let pos = s.queue.binary_search_by_key(&seq, |w| w.sub.seq).ok()?;
     (s.queue[pos].prep == Prep::Preparing).then_some(pos)
+}
+
+/// The error of a failed preparation (kind `preparation`).
+pub(crate) fn failure(message: String) -> ErrorInfo {
+    ErrorInfo { kind: ErrorKind::Preparation, title: PREPARATION_TITLE.to_owned(), message }
 }
 
 /// `Prepared`: the entry becomes `Prepared`; if it heads an idle session's queue it is admitted
@@ -34,7 +40,9 @@ pub(crate) fn on_prepared(
         };
         debug_assert_eq!(entry.sub.session, *session);
         debug_assert!(
-            entry.sub.run_id.is_none() || entry.sub.mode == Mode::OwnTurn,
+            entry.sub.run_id.is_none()
+                || entry.sub.mode == Mode::OwnTurn
+                || mutant!(st.config, FoldRunIds),
             "RunId: own_turn"
         );
         entry.prep = Prep::Prepared(setup);
@@ -61,12 +69,10 @@ pub(crate) fn on_preparation_failed(
         };
         debug_assert_eq!(entry.sub.seq, seq);
         debug_assert_eq!(st.closing, Closing::Open, "no waiting entry survives shutdown's start");
-        let info = ErrorInfo {
-            kind: ErrorKind::Preparation,
-            title: PREPARATION_TITLE.to_owned(),
-            message: error,
-        };
-        outcome::decide(st, tx, entry.sub, Verdict::Failed(info), None);
+        if mutant!(st.config, StickyPreparationFailure) {
+            mutants::poison(st, session, &error); // the bug (G-24): the failure sticks
+        }
+        outcome::decide(st, tx, entry.sub, Verdict::Failed(failure(error)), None);
         admission::hand_off(st, tx, s);
     });
 }

@@ -62,6 +62,16 @@ pub enum ReplayFailure {
         /// What the engine produced (`None`: fewer outputs produced).
         actual: Option<serde_json::Value>,
     },
+    /// The projected outputs (SPEC 7) differ from the line's `expect_projection`: the engine
+    /// disagrees with the specification that wrote the trace.
+    Projection {
+        /// The 1-based line.
+        line: usize,
+        /// What the trace (the specification) expected.
+        expected: Box<crate::projection::Projection>,
+        /// What the engine's outputs project to.
+        actual: Box<crate::projection::Projection>,
+    },
     /// At the end, a submission's outcome differs from the header's `expect_outcomes`.
     Outcome {
         /// The submission.
@@ -89,6 +99,18 @@ impl fmt::Display for ReplayFailure {
                 show(expected),
                 show(actual)
             ),
+            ReplayFailure::Projection { line, expected, actual } => {
+                let json = |p: &crate::projection::Projection| {
+                    serde_json::to_string(p).unwrap_or_else(|e| e.to_string())
+                };
+                write!(
+                    f,
+                    "line {line}: the engine disagrees with the specification\n  expected: {}\n  \
+                     actual:   {}",
+                    json(expected),
+                    json(actual)
+                )
+            }
             ReplayFailure::Outcome { seq, expected, actual } => {
                 write!(f, "submission {seq}: expected outcome {expected:?}, got {actual:?}")
             }
@@ -142,7 +164,8 @@ fn run(trace: &Trace) -> Result<(ReplayReport, Vec<Vec<Output>>), ReplayFailure>
     };
     let mut outcomes: BTreeMap<Seq, Outcome> = BTreeMap::new();
     let mut all = Vec::with_capacity(trace.lines.len());
-    for (line, TraceLine { at, input, expect }) in &trace.lines {
+    let mut projector = crate::projection::Projector::default();
+    for (line, TraceLine { at, input, expect, expect_projection }) in &trace.lines {
         let line = *line;
         step(&mut engine, *at, input.clone())
             .map_err(|error| ReplayFailure::Host { line, error })?;
@@ -156,10 +179,8 @@ fn run(trace: &Trace) -> Result<(ReplayReport, Vec<Vec<Output>>), ReplayFailure>
             .observe(input, &outs)
             .map_err(|violation| ReplayFailure::Violation { line, violation })?;
         let values: Vec<serde_json::Value> = outs.iter().map(output_value).collect();
-        if let Some(expected) = expect {
-            compare(line, expected, &values)?;
-            report.compared += 1;
-        }
+        report.compared +=
+            expectations(line, input, expect, expect_projection, &outs, &values, &mut projector)?;
         for (o, v) in outs.iter().zip(&values) {
             hasher.update(v.to_string().as_bytes());
             hasher.update(b"\n");
@@ -182,6 +203,39 @@ fn run(trace: &Trace) -> Result<(ReplayReport, Vec<Vec<Output>>), ReplayFailure>
     report.unfinished = engine.unfinished();
     report.output_hash = hex(&hasher.finalize());
     Ok((report, all))
+}
+
+/// Compares one line's outputs with what the line expects (outputs and/or their projection);
+/// returns how many comparisons were made.
+fn expectations(
+    line: usize,
+    input: &Input,
+    expect: &Option<Vec<serde_json::Value>>,
+    expect_projection: &Option<crate::projection::Projection>,
+    outs: &[Output],
+    values: &[serde_json::Value],
+    projector: &mut crate::projection::Projector,
+) -> Result<usize, ReplayFailure> {
+    let mut compared = 0;
+    if let Some(expected) = expect {
+        compare(line, expected, values)?;
+        compared += 1;
+    }
+    if let Input::TimerFired { timer } = input {
+        projector.fired(*timer);
+    }
+    let projected = projector.project(outs);
+    if let Some(expected) = expect_projection {
+        if *expected != projected {
+            return Err(ReplayFailure::Projection {
+                line,
+                expected: Box::new(expected.clone()),
+                actual: Box::new(projected),
+            });
+        }
+        compared += 1;
+    }
+    Ok(compared)
 }
 
 fn step(engine: &mut Engine, at: crate::ids::Millis, input: Input) -> Result<(), HostError> {

@@ -11,6 +11,7 @@
 use crate::cleanup::{self, TurnEnd};
 use crate::ids::{Millis, TimerId};
 use crate::input::{AttemptIo, ProviderError, StepIo};
+use crate::mutants::mutant;
 use crate::outcome::{ErrorInfo, ErrorKind};
 use crate::output::{OutputKind, StoreOp, TimerPurpose};
 use crate::state::{
@@ -99,25 +100,33 @@ pub(crate) fn on_failed(
 }
 
 /// The backoff timer fired: reset the message and start the next attempt.
-pub(crate) fn on_backoff_done(tx: &mut Tx, s: &mut Session, timer: TimerId) {
+pub(crate) fn on_backoff_done(st: &State, tx: &mut Tx, s: &mut Session, timer: TimerId) {
     let Lane::Turn(t) = &mut s.lane else { return };
     let Phase::Backoff { next, timer: armed } = t.phase else { return };
     if armed != timer {
         return;
     }
+    debug_assert!(!st.timers.contains_key(&timer), "a fired timer is disarmed first");
     debug_assert!(t.budget.attempts < ATTEMPTS_MAX, "a backoff only while the budget lasts");
     debug_assert_eq!(
         t.message_state,
         crate::state::MessageState::Open,
         "the step has not finished"
     );
-    restart(tx, s, next);
+    restart(tx, s, next, !mutant!(st.config, RetryWithoutReset));
 }
 
 /// `CredentialsRefreshed` for a step: retry with a fresh budget, or fail `unauthorized`.
 pub(crate) fn on_refreshed(st: &mut State, ss: &mut Sessions, tx: &mut Tx, io: StepIo, ok: bool) {
     ss.with(&io.session.clone(), false, |s| {
         let Lane::Turn(t) = &mut s.lane else { return };
+        if mutant!(st.config, RefreshNotAborted)
+            && (t.id, t.step) == (io.turn, io.step)
+            && let Phase::Aborting { cause, grace: None } = t.phase
+        {
+            // The bug (G-13): the cancel took effect only now that the person answered.
+            return cleanup::end_turn(st, tx, s, TurnEnd::Aborted(cause));
+        }
         if t.id != io.turn
             || t.owner.seq != io.seq
             || t.step != io.step
@@ -131,16 +140,20 @@ pub(crate) fn on_refreshed(st: &mut State, ss: &mut Sessions, tx: &mut Tx, io: S
             return unauthorized(st, tx, s, "The credential refresh failed.".to_owned());
         }
         t.budget = Budget { attempts: 0, refreshed: true };
-        restart(tx, s, io.attempt + 1);
+        restart(tx, s, io.attempt + 1, !mutant!(st.config, RefreshWithoutReset));
     });
 }
 
 /// Resets the message's streamed content and starts attempt `attempt` of the current step.
-fn restart(tx: &mut Tx, s: &mut Session, attempt: u32) {
+/// Only a mutant (`retry_without_reset`, `refresh_without_reset`) passes `reset: false`.
+fn restart(tx: &mut Tx, s: &mut Session, attempt: u32, reset: bool) {
     let Lane::Turn(t) = &mut s.lane else { return };
     let (seq, id) = (t.owner.seq, t.message);
-    tx.handoff(seq, OutputKind::Store(StoreOp::MessageReset { session: s.id.clone(), seq, id }));
-    tx.seal_handoff(seq);
+    if reset {
+        let op = StoreOp::MessageReset { session: s.id.clone(), seq, id };
+        tx.handoff(seq, OutputKind::Store(op));
+        tx.seal_handoff(seq);
+    }
     for c in &t.calls {
         t.seen.remove(&c.id); // the ids of a discarded attempt may come again
     }

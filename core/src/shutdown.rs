@@ -3,6 +3,7 @@
 use crate::cancel;
 use crate::cleanup::{self, TurnEnd};
 use crate::ids::{Millis, TimerId};
+use crate::mutants::mutant;
 use crate::outcome::Verdict;
 use crate::output::{OutputKind, TimerPurpose};
 use crate::retry;
@@ -28,6 +29,9 @@ pub(crate) fn on_shutdown(st: &mut State, ss: &mut Sessions, tx: &mut Tx, now: M
     for id in &ids {
         ss.with(id, false, |s| {
             let error = Verdict::Interrupted(cleanup::shutdown_error());
+            if mutant!(st.config, ShutdownSwallowsWaiting) {
+                s.queue.clear(); // the bug (G-20): no outcome, no RunComplete, no abort
+            }
             cancel::end_waiting(st, tx, s, &|_| true, &error);
             cancel::abort_turn(st, tx, now, s, Abort::Shutdown);
         });
@@ -91,7 +95,7 @@ pub(crate) fn on_timer(
         TimerPurpose::Retry { session, .. } => {
             ss.with(&session, false, |s| match s.lane {
                 Lane::Summary(_) => summary::on_backoff_done(tx, s, timer),
-                _ => retry::on_backoff_done(tx, s, timer),
+                _ => retry::on_backoff_done(st, tx, s, timer),
             });
         }
         TimerPurpose::ShutdownDeadline => {

@@ -13,8 +13,10 @@ use crate::ledger::RunLedger;
 use crate::output::TimerPurpose;
 
 /// An accepted, unfinished submission. Deliberately not `Clone`: it lives in exactly one place
-/// until [`crate::outcome`] consumes it (SPEC I1).
+/// until [`crate::outcome`] consumes it (SPEC I1). The `checker` feature clones it only as part
+/// of a whole-engine [`crate::Engine::fork`], where each copy still holds it once.
 #[derive(Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "checker", derive(Clone))]
 pub(crate) struct Submission {
     pub(crate) seq: Seq,
     pub(crate) session: SessionId,
@@ -51,6 +53,7 @@ impl Prep {
 
 /// One entry of a session's queue.
 #[derive(Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "checker", derive(Clone))]
 pub(crate) struct Waiting {
     pub(crate) sub: Submission,
     pub(crate) prep: Prep,
@@ -58,6 +61,7 @@ pub(crate) struct Waiting {
 
 /// A session with unfinished work. Sessions with none are dropped from the engine.
 #[derive(Debug)]
+#[cfg_attr(feature = "checker", derive(Clone))]
 pub(crate) struct Session {
     pub(crate) id: SessionId,
     /// Waiting submissions in strictly ascending sequence order (SPEC 4.2). Bounded by
@@ -105,6 +109,7 @@ pub(crate) struct PendingTitle {
 /// holds one session at a time, so it queues these and the engine carries them out, in order,
 /// before the transition ends.
 #[derive(Debug)]
+#[cfg_attr(feature = "checker", derive(Clone))]
 pub(crate) enum Crossing {
     /// Start the sub-agent of an `agent` call in a new child session.
     StartChild { link: ParentLink, child: SessionId, seq: Seq, prompt: String, setup: Box<Setup> },
@@ -142,6 +147,7 @@ impl Session {
 
 /// What occupies a session's single lane (SPEC I3).
 #[derive(Debug, Default)]
+#[cfg_attr(feature = "checker", derive(Clone))]
 pub(crate) enum Lane {
     /// Nothing runs.
     #[default]
@@ -154,6 +160,7 @@ pub(crate) enum Lane {
 
 /// A summarization in progress (SPEC 4.7).
 #[derive(Debug)]
+#[cfg_attr(feature = "checker", derive(Clone))]
 pub(crate) struct Summary {
     /// Numbered like turns; replies name it (I13).
     pub(crate) id: TurnId,
@@ -167,6 +174,7 @@ pub(crate) struct Summary {
 
 /// Why a session summarizes.
 #[derive(Debug)]
+#[cfg_attr(feature = "checker", derive(Clone))]
 pub(crate) enum Purpose {
     /// After a submission ended, or on request: no submission depends on it.
     Housekeeping,
@@ -176,6 +184,7 @@ pub(crate) enum Purpose {
 
 /// A submission paused for a summarization: not ended, not queued (SPEC 4.7).
 #[derive(Debug)]
+#[cfg_attr(feature = "checker", derive(Clone))]
 pub(crate) struct Paused {
     pub(crate) sub: Submission,
     pub(crate) setup: Setup,
@@ -196,6 +205,7 @@ pub(crate) enum Attempting {
 
 /// One activation of the agent loop for a submission (SPEC 3 "Turn").
 #[derive(Debug)]
+#[cfg_attr(feature = "checker", derive(Clone))]
 pub(crate) struct Turn {
     pub(crate) owner: Submission,
     pub(crate) id: TurnId,
@@ -385,6 +395,7 @@ pub(crate) enum Closing {
 
 /// Everything the engine knows. Owned by [`crate::Engine`].
 #[derive(Debug)]
+#[cfg_attr(feature = "checker", derive(Clone))]
 pub(crate) struct State {
     pub(crate) config: Config,
     /// The next sequence to assign; every sequence seen so far is below it.
@@ -407,6 +418,10 @@ pub(crate) struct State {
     /// Submissions accepted and outcomes decided in this engine's life (for the checker).
     pub(crate) accepted: u64,
     pub(crate) outcomes_decided: u64,
+    /// Mutant `sticky_preparation_failure` only (SPEC 10): sessions whose preparation failed,
+    /// with the error. One entry per such session; test builds only.
+    #[cfg(feature = "mutants")]
+    pub(crate) poisoned: BTreeMap<SessionId, String>,
 }
 
 impl State {
@@ -439,6 +454,7 @@ impl State {
 /// The sessions with unfinished work, by id. Kept beside [`State`] rather than in it, so a
 /// handler can hold one session and the rest of the state at once.
 #[derive(Debug, Default)]
+#[cfg_attr(feature = "checker", derive(Clone))]
 pub(crate) struct Sessions {
     /// Ordered by [`SessionId`]'s deterministic order, so iteration never depends on a random
     /// seed. Holds only sessions with work: bounded by the unfinished submissions.

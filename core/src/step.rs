@@ -6,9 +6,10 @@
 
 use crate::admission;
 use crate::cleanup::{self, After, TurnEnd};
-use crate::ids::SessionId;
+use crate::ids::{MessageId, SessionId};
 use crate::input::{CallIo, FinishReason, StopTurn, ToolOutput, Usage};
 use crate::loops;
+use crate::mutants::mutant;
 use crate::outcome::{ErrorInfo, ErrorKind, StopReason, Verdict};
 use crate::output::{MessageFinish, OutputKind, StoreOp};
 use crate::state::{
@@ -67,7 +68,26 @@ pub(crate) fn on_tool_result(
 ) {
     debug_assert!(st.crossings.is_empty(), "crossings are carried out within their transition");
     debug_assert!(st.outcomes_decided <= st.accepted, "I1 bookkeeping");
+    if mutant!(st.config, LateToolResultWritten) && !turn_lives(ss, &io) {
+        return late_write(tx, io, result);
+    }
     ss.with(&io.session.clone(), false, |s| report(st, tx, s, io, result, false));
+}
+
+/// True while the turn that `io` names runs (for the mutant `late_tool_result_written`).
+fn turn_lives(ss: &Sessions, io: &CallIo) -> bool {
+    ss.get(&io.session).is_some_and(|s| matches!(&s.lane, Lane::Turn(t) if t.id == io.turn))
+}
+
+/// The mutant `late_tool_result_written` (I13): the result of a turn that was already cleaned
+/// up is written anyway. The turn and its message are forgotten, so the write names message 0.
+fn late_write(tx: &mut Tx, io: CallIo, result: ToolOutput) {
+    let CallIo { session, seq, call, .. } = io;
+    let (content, is_error) = (result.content, result.is_error);
+    let id = MessageId(0);
+    let op = StoreOp::ToolResult { session, seq, id, call, content, is_error, synthetic: false };
+    tx.decided(seq, OutputKind::Store(op));
+    tx.seal_decided(seq);
 }
 
 /// A call's result, from the host's tool or (`from_child`) from a sub-agent that ended. Stale

@@ -13,13 +13,14 @@
 use crate::admission;
 use crate::cleanup::{CANCELED_FINISH, SHUTDOWN_FINISH};
 use crate::ids::{Millis, Seq, SessionId, TimerId};
-use crate::input::{AttemptIo, StepEvent, SummaryIo, Usage};
+use crate::input::{AttemptIo, Mode, StepEvent, SummaryIo, Usage};
+use crate::mutants::mutant;
 use crate::outcome::{self, ErrorInfo, ErrorKind, LastMessage, Verdict};
 use crate::output::{MessageFinish, OutputKind, Rejection, Reply, StoreOp, TimerPurpose};
 use crate::retry::{self, OnFailure};
 use crate::state::{
-    Abort, Attempting, Budget, Closing, Gauges, Lane, Paused, Purpose, Session, Sessions, State,
-    Summary, Turn,
+    Abort, Attempting, Budget, Closing, Gauges, Lane, Paused, Prep, Purpose, Session, Sessions,
+    State, Summary, Turn, Waiting,
 };
 use crate::transition::Tx;
 
@@ -85,6 +86,10 @@ pub(crate) fn pause(st: &mut State, tx: &mut Tx, s: &mut Session) {
     tx.decided(seq, OutputKind::Store(StoreOp::LedgerPaused { session: s.id.clone(), seq }));
     tx.seal_decided(seq);
     let last = LastMessage { id: message, text };
+    if mutant!(st.config, CompleteOnPause) {
+        // The bug: the pausing submission is reported complete (its RunComplete) already.
+        tx.decided(seq, OutputKind::Finished(outcome::premature(&owner, &last)));
+    }
     start(st, tx, s, Purpose::Resume(Box::new(Paused { sub: owner, setup, last })), seq);
 }
 
@@ -127,7 +132,11 @@ pub(crate) fn on_summary(
     ss.with(&io.session.clone(), false, |s| {
         let Some(k) = streaming(s, &io) else { return };
         debug_assert!(
-            s.queue.iter().all(|w| w.sub.seq > k),
+            s.queue.iter().all(|w| w.sub.seq > k)
+                || mutant!(
+                    st.config,
+                    QueueBeforeResume | RequeueHeadAtBack | AdmitInPreparationOrder
+                ),
             "a paused submission is older than the queue"
         );
         let Lane::Summary(sm) = &mut s.lane else { return };
@@ -199,8 +208,21 @@ fn done(st: &mut State, tx: &mut Tx, s: &mut Session, usage: Usage) {
     s.gauges = Some(Gauges { prompt_tokens: 0, completion_tokens });
     match sm.purpose {
         Purpose::Housekeeping => admission::hand_off(st, tx, s),
+        Purpose::Resume(p) if mutant!(st.config, QueueBeforeResume) => queue_first(st, tx, s, *p),
         Purpose::Resume(p) => admission::resume(st, tx, s, *p),
     }
+}
+
+/// The mutant `queue_before_resume` (G-25): a prepared queue head is activated first; the
+/// paused submission waits behind it at the queue's front and later starts again.
+fn queue_first(st: &mut State, tx: &mut Tx, s: &mut Session, p: Paused) {
+    admission::hand_off(st, tx, s);
+    if matches!(s.lane, Lane::Idle) {
+        return admission::resume(st, tx, s, p);
+    }
+    let Paused { mut sub, setup, .. } = p;
+    sub.mode = Mode::OwnTurn; // not folded into the turn that overtook it
+    s.queue.push_front(Waiting { sub, prep: Prep::Prepared(setup) });
 }
 
 /// The summary failed for good: only its message is marked; a paused submission fails.
@@ -250,6 +272,12 @@ pub(crate) fn abort(st: &mut State, tx: &mut Tx, s: &mut Session, cause: Abort) 
         OutputKind::Store(StoreOp::SummaryDeleted { session: s.id.clone(), id: sm.message }),
     );
     if let Purpose::Resume(p) = sm.purpose {
+        if cause == Abort::Cancel && mutant!(st.config, SummaryCancelContinues) {
+            // The bug (G-03): the summary stops, but the continuation runs anyway.
+            tx.seal_decided(k);
+            admission::resume(st, tx, s, *p);
+            return;
+        }
         let (verdict, text) = match cause {
             Abort::Cancel => (Verdict::Cancelled, CANCELED_FINISH),
             Abort::Shutdown => {
@@ -356,7 +384,10 @@ pub(crate) fn on_summarize(st: &mut State, ss: &mut Sessions, tx: &mut Tx, sessi
         Some(Rejection::ChildSession(session.clone()))
     } else if st.closing != Closing::Open {
         Some(Rejection::WorkspaceClosing)
-    } else if ss.get(&session).is_some() {
+    } else if ss.get(&session).is_some()
+        && !(mutant!(st.config, SummarizeWhileQueued)
+            && ss.get(&session).is_some_and(|s| matches!(s.lane, Lane::Idle)))
+    {
         Some(Rejection::Busy)
     } else {
         None

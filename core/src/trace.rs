@@ -79,6 +79,10 @@ pub struct TraceLine {
     /// The outputs this input must produce, in order, when present (`[]`: none at all).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expect: Option<Vec<serde_json::Value>>,
+    /// The projection (SPEC 7, [`crate::projection`]) the outputs must have, when present: how
+    /// a model counterexample states what the specification expected.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expect_projection: Option<crate::projection::Projection>,
 }
 
 /// A parsed trace.
@@ -212,7 +216,12 @@ impl Recorder {
         match self.engine.handle(now, input.clone()) {
             Ok(()) => {}
             Err(e @ HostError::Internal(_)) => {
-                self.lines.push(TraceLine { at: now, input, expect: None });
+                self.lines.push(TraceLine {
+                    at: now,
+                    input,
+                    expect: None,
+                    expect_projection: None,
+                });
                 return Err(e);
             }
             Err(e) => return Err(e),
@@ -224,7 +233,7 @@ impl Recorder {
             }
             self.pending.push_back(o);
         }
-        self.lines.push(TraceLine { at: now, input, expect });
+        self.lines.push(TraceLine { at: now, input, expect, expect_projection: None });
         Ok(())
     }
 

@@ -1,7 +1,55 @@
-//! # turnstile-model (empty for now)
+//! # turnstile-model
 //!
-//! Will hold the independent executable specification of SPEC sections 4 to 7 and its
-//! exhaustive breadth-first checker (issue "Model"). Nothing here works yet, and nothing
-//! pretends to: the crate exports no items.
+//! An independent executable specification of the turnstile lifecycle (SPEC sections 4 to 7)
+//! and an exhaustive checker of the core against it (SPEC section 10 "Model").
+//!
+//! - [`spec`]: the specification, a small naive state machine written from SPEC over an
+//!   abstract version of the core's input alphabet; its module docs map every SPEC rule to it.
+//! - [`driver`]: the lockstep host that drives the real core with the concrete inputs.
+//! - [`checker`]: the breadth-first explorer, with conformance, the core's invariants, I6
+//!   liveness, and shortest counterexamples written as trace files.
+//! - [`encode`]: the compact, exact state encoding.
+//! - [`configs`]: the named bounded configurations (`small`, `default`, `nightly`).
+//!
+//! `turnstile-model check` runs it from the command line; `docs/verification.md` explains what
+//! it covers and what it found.
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
+
+pub mod checker;
+pub mod configs;
+pub mod driver;
+pub mod encode;
+#[cfg(feature = "mutants")]
+pub mod mutants;
+pub mod spec;
+
+pub use checker::{Counterexample, Problem, Report, check};
+pub use configs::Bounds;
+
+/// How to run a check.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Drive the core in lockstep and compare (the point of the checker; off only to measure
+    /// the specification's exploration alone).
+    pub conformance: bool,
+    /// Stop after this many distinct states (the report then covers a prefix of the space).
+    pub max_states: Option<u64>,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options { conformance: true, max_states: None }
+    }
+}
+
+/// Where a running check is, for a progress bar.
+#[derive(Clone, Copy, Debug)]
+pub struct Progress {
+    /// Distinct states so far.
+    pub states: u64,
+    /// Transitions so far.
+    pub transitions: u64,
+    /// The current breadth-first level.
+    pub depth: u32,
+}

@@ -1,0 +1,78 @@
+//! How fast the checker explores, beside a baseline measured in the same run (the machine is
+//! shared and noisy, so only the ratio is comparable between runs).
+//!
+//! - **explorer**: the `default` configuration, specification only (no lockstep): distinct
+//!   states per second of the breadth-first search with its exact deduplication.
+//! - **lockstep**: the `small` configuration with the core driven on every transition, the
+//!   core's invariant checkers and the projection comparison.
+//! - **baseline**: the irreducible work of any explicit-state checker of the same size: a
+//!   breadth-first search over 16^5 = 1,048,576 synthetic states with 5 successors each, keyed
+//!   by the same 32-byte keys in the same visited map.
+//!
+//! Run: `cargo bench -p turnstile-model --bench explore` (env `TURNSTILE_BENCH_REPS`, default 3).
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use turnstile_model::encode::BuildKeyHasher;
+use turnstile_model::{Options, check, configs};
+
+fn baseline() -> (u64, f64) {
+    let started = Instant::now();
+    let mut visited: HashMap<[u8; 32], u32, BuildKeyHasher> = HashMap::default();
+    let root = [0u8; 5];
+    let key = |s: &[u8; 5]| {
+        let mut k = [0u8; 32];
+        k[..5].copy_from_slice(s);
+        k
+    };
+    visited.insert(key(&root), 0);
+    let mut frontier = vec![root];
+    while !frontier.is_empty() {
+        let mut next = Vec::new();
+        for s in frontier.drain(..) {
+            for i in 0..5 {
+                if s[i] < 15 {
+                    let mut t = s;
+                    t[i] += 1;
+                    let len = visited.len() as u32;
+                    if *visited.entry(key(&t)).or_insert(len) == len {
+                        next.push(t);
+                    }
+                }
+            }
+        }
+        frontier = next;
+    }
+    (visited.len() as u64, started.elapsed().as_secs_f64())
+}
+
+fn main() {
+    let reps: usize =
+        std::env::var("TURNSTILE_BENCH_REPS").ok().and_then(|v| v.parse().ok()).unwrap_or(3);
+    let default = configs::named("default").expect("default");
+    let small = configs::named("small").expect("small");
+    let explore = Options { conformance: false, max_states: None };
+    println!(
+        "| rep | explorer states/s (default) | lockstep states/s (small) | baseline states/s | explorer / baseline |"
+    );
+    println!("|---|---|---|---|---|");
+    for rep in 1..=reps {
+        let e = check(&default, &explore, &mut |_| {});
+        let l = check(&small, &Options::default(), &mut |_| {});
+        let (b_states, b_secs) = baseline();
+        assert!(e.counterexample.is_none() && l.counterexample.is_none());
+        let b = b_states as f64 / b_secs;
+        println!(
+            "| {rep} | {:.0} ({} states, {:.2} s) | {:.0} ({} states, {:.2} s) | {:.0} | {:.2} |",
+            e.states_per_second(),
+            e.states,
+            e.seconds,
+            l.states_per_second(),
+            l.states,
+            l.seconds,
+            b,
+            e.states_per_second() / b
+        );
+    }
+}

@@ -1,0 +1,141 @@
+//! The named bounded configurations the checker explores (SPEC section 10: "e.g. 2 sessions,
+//! 4 submissions with and without RunId, 2 cancels, a cancel_run, a clear, a summarization, a
+//! retry, a refresh, a preparation failure, late and duplicate replies, all orders of host
+//! replies").
+
+use turnstile_core::Config;
+
+use crate::spec::Budget;
+
+/// A named configuration: the core's configuration and the specification's budgets.
+#[derive(Clone, Debug)]
+pub struct Bounds {
+    /// The name on the command line.
+    pub name: &'static str,
+    /// What it is for.
+    pub about: &'static str,
+    /// The core's configuration (SPEC defaults).
+    pub config: Config,
+    /// How many of each choice the explored runs may make.
+    pub budget: Budget,
+}
+
+const NONE: Budget = Budget {
+    sessions: 2,
+    submits: 0,
+    runs: 0,
+    replays: 0,
+    cancels: 0,
+    cancel_runs: 0,
+    clears: 0,
+    summarizes: 0,
+    shutdowns: 0,
+    prep_failures: 0,
+    tool_calls: 0,
+    stops: 0,
+    highs: 0,
+    retryable: 0,
+    fatal: 0,
+    auth: 0,
+    refresh_failures: 0,
+    stale: 0,
+};
+
+/// Every named configuration.
+#[must_use]
+pub fn all() -> Vec<Bounds> {
+    vec![
+        Bounds {
+            name: "small",
+            about: "seconds: 1 session, 3 submissions (one with a RunId), resubmission, cancel, \
+                    clear, manual summarize, a preparation failure, a tool call, a fatal error",
+            config: Config::default(),
+            budget: Budget {
+                sessions: 1,
+                submits: 3,
+                runs: 1,
+                replays: 1,
+                cancels: 1,
+                clears: 1,
+                summarizes: 1,
+                prep_failures: 1,
+                tool_calls: 1,
+                fatal: 1,
+                ..NONE
+            },
+        },
+        Bounds {
+            name: "faults",
+            about: "seconds: 1 session, 2 submissions (one with a RunId), cancel, cancel_run, \
+                    shutdown, tool calls with a stop, a pause, a retry, a 401 and its refresh \
+                    failing, stale replies",
+            config: Config::default(),
+            budget: Budget {
+                sessions: 1,
+                submits: 2,
+                runs: 1,
+                cancels: 1,
+                cancel_runs: 1,
+                shutdowns: 1,
+                tool_calls: 1,
+                stops: 1,
+                highs: 1,
+                retryable: 1,
+                auth: 1,
+                refresh_failures: 1,
+                stale: 1,
+                ..NONE
+            },
+        },
+        Bounds {
+            name: "default",
+            about: "the README's main job: 2 sessions, 3 submissions (one with a RunId), a \
+                    cancel, a cancel_run, shutdown, a preparation failure, a tool call, a \
+                    summarization, stale replies",
+            config: Config::default(),
+            budget: Budget {
+                submits: 3,
+                runs: 1,
+                cancels: 1,
+                cancel_runs: 1,
+                shutdowns: 1,
+                prep_failures: 1,
+                tool_calls: 1,
+                highs: 1,
+                stale: 1,
+                ..NONE
+            },
+        },
+        Bounds {
+            name: "nightly",
+            about: "larger: 5 submissions, 2 pauses, 2 retries (minutes)",
+            config: Config::default(),
+            budget: Budget {
+                submits: 5,
+                runs: 2,
+                replays: 1,
+                cancels: 2,
+                cancel_runs: 1,
+                clears: 1,
+                summarizes: 1,
+                shutdowns: 1,
+                prep_failures: 1,
+                tool_calls: 3,
+                stops: 1,
+                highs: 2,
+                retryable: 2,
+                fatal: 1,
+                auth: 1,
+                refresh_failures: 1,
+                stale: 1,
+                ..NONE
+            },
+        },
+    ]
+}
+
+/// The configuration with this name.
+#[must_use]
+pub fn named(name: &str) -> Option<Bounds> {
+    all().into_iter().find(|b| b.name == name)
+}

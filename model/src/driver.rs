@@ -1,0 +1,413 @@
+//! The lockstep host: drives the real core with the concrete input that each abstract
+//! [`Action`] stands for, checks the core's own invariant checkers after every input, and
+//! projects the core's outputs (SPEC 7) for comparison with the specification's.
+//!
+//! Like any host, it learns the names of pending IO (step attempts, calls, timers) only from
+//! the core's outputs, so an answer always names IO the core asked for, and a stale answer names
+//! IO the core aborted, superseded or already had answered (SPEC I13).
+
+use turnstile_core::projection::{Projection, Projector};
+use turnstile_core::{
+    AttemptIo, Auditor, CallId, CallIo, Config, Engine, ErrorClass, FinishReason, Input, Millis,
+    Mode, Output, OutputKind, ProviderError, RunId, SessionId, Setup, Start, StepEvent, StepIo,
+    StopTurn, StoreOp, Submit, SummaryIo, TimerId, TimerPurpose, ToolOutput, Usage,
+};
+
+use crate::spec::{Action, Call, Failure, Kind, Lane, SESSION_NAMES, Spec, Timer, call_id};
+
+/// The context window every preparation resolves (SPEC 4.7: the threshold is a fifth of it).
+pub const CONTEXT_WINDOW: u64 = 100_000;
+/// Input tokens of a step at the threshold, and of one below it.
+const HIGH_TOKENS: u64 = 90_000;
+const LOW_TOKENS: u64 = 1_000;
+
+/// What went wrong in lockstep.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Fault {
+    /// The core refused an input as host misuse, or failed.
+    Host(String),
+    /// The core's state or output stream broke an invariant (its public checkers).
+    Violation(String),
+    /// The host view has no IO for an action the specification offers.
+    Unanswerable(String),
+}
+
+/// The names of the IO the core asked for, learned from its outputs.
+#[derive(Clone, Debug, Default)]
+struct View {
+    step: [Option<StepIo>; 2],
+    summary: [Option<SummaryIo>; 2],
+    tool: [Option<CallIo>; 2],
+    refresh: [Option<AttemptIo>; 2],
+    timers: Vec<(TimerId, Millis, Timer)>,
+    stale_step: Option<StepIo>,
+    late_tool: Option<CallIo>,
+    dup_tool: Option<CallIo>,
+    stale_timer: Option<TimerId>,
+}
+
+/// The core, its checkers and the host view, at one state of the exploration.
+pub struct Lockstep {
+    engine: Engine,
+    auditor: Auditor,
+    projector: Projector,
+    view: View,
+    now: Millis,
+}
+
+impl Lockstep {
+    /// A fresh engine with this configuration.
+    ///
+    /// # Panics
+    /// When the configuration is invalid (the checker's own configurations are valid).
+    #[must_use]
+    pub fn new(config: &Config) -> Lockstep {
+        let engine = match Engine::new(config.clone(), Start::default()) {
+            Ok(e) => e,
+            Err(e) => panic!("the checker's engine configuration is invalid: {e}"),
+        };
+        Lockstep {
+            engine,
+            auditor: Auditor::new(&Start::default()),
+            projector: Projector::default(),
+            view: View::default(),
+            now: Millis(0),
+        }
+    }
+
+    /// An independent copy, for exploring another continuation.
+    #[must_use]
+    pub fn fork(&self) -> Lockstep {
+        Lockstep {
+            engine: self.engine.fork(),
+            auditor: self.auditor.clone(),
+            projector: self.projector.clone(),
+            view: self.view.clone(),
+            now: self.now,
+        }
+    }
+
+    /// Performs `action` (offered by `spec`, the state before it) on the core: returns the
+    /// concrete input with its time and the projection of the core's outputs.
+    ///
+    /// # Errors
+    /// A [`Fault`] when the core refuses the input, breaks an invariant, or has no IO to answer.
+    pub fn step(
+        &mut self,
+        spec: &Spec,
+        action: Action,
+    ) -> Result<(Millis, Input, Projection), Fault> {
+        let (at, input) = self.concrete(spec, action)?;
+        // A debug-build engine asserts its own invariants and panics on a broken one (a mutant
+        // does that): that is a violation to report, not a crash of the checker.
+        let handled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.engine.handle(at, input.clone())
+        }));
+        match handled {
+            Err(panic) => {
+                return Err(Fault::Violation(format!(
+                    "the engine panicked: {}",
+                    panic_text(&panic)
+                )));
+            }
+            Ok(r) => r.map_err(|e| Fault::Host(e.to_string()))?,
+        }
+        self.now = at;
+        let mut outs = Vec::new();
+        while let Some(o) = self.engine.poll_output() {
+            outs.push(o);
+        }
+        turnstile_core::check_invariants(&self.engine)
+            .map_err(|v| Fault::Violation(v.to_string()))?;
+        self.auditor.observe(&input, &outs).map_err(|v| Fault::Violation(v.to_string()))?;
+        if let Input::TimerFired { timer } = &input {
+            self.projector.fired(*timer);
+        }
+        let projection = self.projector.project(&outs);
+        self.learn(&input, &outs);
+        Ok((at, input, projection))
+    }
+
+    /// The concrete input (and its time) that `action` stands for in this state, without
+    /// performing it.
+    ///
+    /// # Errors
+    /// [`Fault::Unanswerable`] when the core asked for no IO the action could answer.
+    pub fn concrete(&self, spec: &Spec, action: Action) -> Result<(Millis, Input), Fault> {
+        let input = self.input(spec, action)?;
+        Ok((self.time_for(&input), input))
+    }
+
+    /// Submissions the core still has unfinished.
+    #[must_use]
+    pub fn unfinished(&self) -> u64 {
+        self.engine.unfinished()
+    }
+
+    fn time_for(&self, input: &Input) -> Millis {
+        let next = Millis(self.now.0 + 1);
+        match input {
+            Input::TimerFired { timer } => {
+                let due = self.view.timers.iter().find(|t| t.0 == *timer).map(|t| t.1);
+                due.map_or(next, |d| Millis(d.0.max(next.0)))
+            }
+            _ => next,
+        }
+    }
+
+    fn input(&self, spec: &Spec, action: Action) -> Result<Input, Fault> {
+        let v = &self.view;
+        let missing = |what: &str| Fault::Unanswerable(format!("{action:?}: no {what} pending"));
+        let session = |s: u8| SESSION_NAMES[s as usize];
+        Ok(match action {
+            Action::Submit { session: s, kind } => Input::Submit(match kind {
+                Kind::Fold => Submit::new(session(s), "fold").with_mode(Mode::Fold),
+                Kind::Own => Submit::new(session(s), "own").with_mode(Mode::OwnTurn),
+                Kind::Run(r) => Submit::new(session(s), run_prompt(r)).with_run_id(run_id(r)),
+            }),
+            Action::Resubmit { run } | Action::Conflict { run } => {
+                let s = spec.subs.iter().take(spec.accepted as usize).find(|x| x.run == Some(run));
+                let s = s.ok_or_else(|| missing("run"))?.session;
+                let prompt = if matches!(action, Action::Resubmit { .. }) {
+                    run_prompt(run)
+                } else {
+                    "other".into()
+                };
+                Input::Submit(Submit::new(session(s), prompt).with_run_id(run_id(run)))
+            }
+            Action::Invalid => Input::Submit(Submit::new(session(0), "")),
+            Action::Cancel { session: s } => {
+                Input::Cancel { session: SessionId::new(session(s)), up_to: None }
+            }
+            Action::CancelRun { run } => Input::CancelRun { run_id: RunId::new(run_id(run)) },
+            Action::Clear { session: s } => {
+                Input::ClearQueue { session: SessionId::new(session(s)) }
+            }
+            Action::Summarize { session: s } => {
+                Input::Summarize { session: SessionId::new(session(s)) }
+            }
+            Action::Shutdown => Input::Shutdown,
+            Action::Prepared { seq } | Action::StalePrepared { seq } => Input::Prepared {
+                session: SessionId::new(session(spec.subs[seq as usize - 1].session)),
+                seq: turnstile_core::Seq(u64::from(seq)),
+                setup: setup(),
+            },
+            Action::PrepFailed { seq } => Input::PreparationFailed {
+                session: SessionId::new(session(spec.subs[seq as usize - 1].session)),
+                seq: turnstile_core::Seq(u64::from(seq)),
+                error: "no model".into(),
+            },
+            Action::ToolCall { session: s } => {
+                let step = v.step[s as usize].clone().ok_or_else(|| missing("step"))?;
+                let id = CallId::new(call_id(step_of(spec, s)));
+                let event = StepEvent::ToolCall { id, name: "ls".into(), input: "{}".into() };
+                Input::Step { step, event }
+            }
+            Action::StepDone { session: s, high } => {
+                let step = v.step[s as usize].clone().ok_or_else(|| missing("step"))?;
+                let streamed =
+                    matches!(spec.lanes[s as usize], Lane::Turn(t) if t.call == Call::Streamed);
+                let reason = if streamed { FinishReason::ToolCalls } else { FinishReason::Stop };
+                Input::Step { step, event: finished(reason, high) }
+            }
+            Action::StepFail { session: s, failure } => {
+                let step = v.step[s as usize].clone().ok_or_else(|| missing("step"))?;
+                Input::Step { step, event: StepEvent::Failed { error: provider_error(failure) } }
+            }
+            Action::ToolResult { session: s, stop } => {
+                let call = v.tool[s as usize].clone().ok_or_else(|| missing("tool"))?;
+                Input::ToolResult { call, result: tool_output(stop) }
+            }
+            Action::Refreshed { session: s, ok } => {
+                let attempt = v.refresh[s as usize].clone().ok_or_else(|| missing("refresh"))?;
+                Input::CredentialsRefreshed { attempt, ok }
+            }
+            Action::SummaryDone { session: s } => {
+                let io = v.summary[s as usize].clone().ok_or_else(|| missing("summary"))?;
+                Input::Summary { io, event: finished(FinishReason::Stop, false) }
+            }
+            Action::SummaryFail { session: s, failure } => {
+                let io = v.summary[s as usize].clone().ok_or_else(|| missing("summary"))?;
+                Input::Summary { io, event: StepEvent::Failed { error: provider_error(failure) } }
+            }
+            Action::Fire { timer } => {
+                let t = v.timers.iter().find(|t| t.2 == timer).ok_or_else(|| missing("timer"))?;
+                Input::TimerFired { timer: t.0 }
+            }
+            Action::StaleStep => {
+                let step = v.stale_step.clone().ok_or_else(|| missing("stale step"))?;
+                Input::Step { step, event: finished(FinishReason::Stop, false) }
+            }
+            Action::LateTool => {
+                let call = v.late_tool.clone().ok_or_else(|| missing("abandoned call"))?;
+                Input::ToolResult { call, result: tool_output(false) }
+            }
+            Action::DuplicateTool => {
+                let call = v.dup_tool.clone().ok_or_else(|| missing("answered call"))?;
+                Input::ToolResult { call, result: tool_output(false) }
+            }
+            Action::StaleTimer => {
+                let timer = v.stale_timer.ok_or_else(|| missing("disarmed timer"))?;
+                Input::TimerFired { timer }
+            }
+        })
+    }
+
+    /// Updates the host view from an input sent and the outputs it produced.
+    fn learn(&mut self, input: &Input, outs: &[Output]) {
+        let v = &mut self.view;
+        match input {
+            Input::Step { step, event: StepEvent::Finished { .. } | StepEvent::Failed { .. } } => {
+                let s = index(step.session.as_str());
+                if v.step[s].as_ref() == Some(step) {
+                    v.step[s] = None;
+                    v.stale_step = Some(step.clone());
+                }
+            }
+            Input::ToolResult { call, .. } => {
+                let s = index(call.session.as_str());
+                if v.tool[s].as_ref() == Some(call) {
+                    v.tool[s] = None;
+                    v.dup_tool = Some(call.clone());
+                }
+            }
+            Input::CredentialsRefreshed { attempt, .. } => {
+                v.refresh[index(attempt.session().as_str())] = None;
+            }
+            Input::Summary { io, event: StepEvent::Finished { .. } | StepEvent::Failed { .. } } => {
+                let s = index(io.session.as_str());
+                if v.summary[s].as_ref() == Some(io) {
+                    v.summary[s] = None;
+                }
+            }
+            Input::TimerFired { timer } => {
+                if let Some(i) = v.timers.iter().position(|t| t.0 == *timer) {
+                    v.timers.remove(i);
+                    v.stale_timer = Some(*timer);
+                }
+            }
+            _ => {}
+        }
+        for o in outs {
+            v.learn(&o.kind);
+        }
+    }
+}
+
+impl View {
+    fn learn(&mut self, out: &OutputKind) {
+        match out {
+            OutputKind::StartStep { step } => {
+                let s = index(step.session.as_str());
+                if let Some(old) = self.step[s].replace(step.clone()) {
+                    self.stale_step = Some(old);
+                }
+            }
+            OutputKind::AbortStep { step } => {
+                let s = index(step.session.as_str());
+                if self.step[s].as_ref() == Some(step) {
+                    self.step[s] = None;
+                }
+                self.stale_step = Some(step.clone());
+            }
+            OutputKind::StartSummary { io } => {
+                self.summary[index(io.session.as_str())] = Some(io.clone())
+            }
+            OutputKind::AbortSummary { io } => self.summary[index(io.session.as_str())] = None,
+            OutputKind::RunTool { call, .. } => {
+                self.tool[index(call.session.as_str())] = Some(call.clone())
+            }
+            OutputKind::RefreshCredentials { attempt } => {
+                self.refresh[index(attempt.session().as_str())] = Some(attempt.clone());
+            }
+            OutputKind::AbortRefresh { attempt } => {
+                self.refresh[index(attempt.session().as_str())] = None
+            }
+            OutputKind::SetTimer { timer, deadline, purpose } => {
+                let t = match purpose {
+                    TimerPurpose::Retry { session, .. } => {
+                        Timer::Retry(index(session.as_str()) as u8)
+                    }
+                    TimerPurpose::CancelGrace { session, .. } => {
+                        Timer::Grace(index(session.as_str()) as u8)
+                    }
+                    TimerPurpose::ShutdownDeadline => Timer::Deadline,
+                    _ => return, // a purpose this checker does not model
+                };
+                self.timers.push((*timer, *deadline, t));
+            }
+            OutputKind::CancelTimer { timer } => {
+                self.timers.retain(|t| t.0 != *timer);
+                self.stale_timer = Some(*timer);
+            }
+            OutputKind::Store(StoreOp::ToolResult { session, call, synthetic: true, .. }) => {
+                // Clean-up gave a running call its synthetic result: the tool was abandoned,
+                // and its late result is stale.
+                let s = index(session.as_str());
+                if self.tool[s].as_ref().is_some_and(|c| c.call == *call) {
+                    self.late_tool = self.tool[s].take();
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+fn panic_text(p: &Box<dyn std::any::Any + Send>) -> String {
+    p.downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "(no message)".into())
+}
+
+fn index(session: &str) -> usize {
+    SESSION_NAMES.iter().position(|n| *n == session).unwrap_or(0)
+}
+
+fn step_of(spec: &Spec, s: u8) -> u8 {
+    match spec.lanes[s as usize] {
+        Lane::Turn(t) => t.step,
+        _ => 0,
+    }
+}
+
+/// The RunId of index `r`.
+#[must_use]
+pub fn run_id(r: u8) -> String {
+    format!("r{r}")
+}
+
+fn run_prompt(r: u8) -> String {
+    format!("run {r}")
+}
+
+/// The setup every preparation resolves: one tool, a known context window, a titled session
+/// (titles are not modelled).
+#[must_use]
+pub fn setup() -> Setup {
+    Setup { context_window: CONTEXT_WINDOW, titled: true, ..Setup::with_tools(&["ls"]) }
+}
+
+fn finished(reason: FinishReason, high: bool) -> StepEvent {
+    let input_tokens = if high { HIGH_TOKENS } else { LOW_TOKENS };
+    let usage = Usage { input_tokens, output_tokens: 10, ..Usage::default() };
+    StepEvent::Finished { reason, usage: Some(usage) }
+}
+
+fn provider_error(f: Failure) -> ProviderError {
+    let (class, status) = match f {
+        Failure::Retryable => (ErrorClass::Provider, 503),
+        Failure::Fatal => (ErrorClass::Provider, 400),
+        Failure::Auth => (ErrorClass::Unauthorized, 401),
+    };
+    ProviderError {
+        class,
+        status: Some(status),
+        message: "refused".into(),
+        ..ProviderError::default()
+    }
+}
+
+fn tool_output(stop: bool) -> ToolOutput {
+    ToolOutput { stop: stop.then_some(StopTurn::PermissionDenied), ..ToolOutput::ok("done") }
+}

@@ -1,0 +1,213 @@
+//! The compact state encoding: a specification state packed into 32 bytes, exactly (two states
+//! are equal exactly when their keys are; no hash is trusted for equality).
+//!
+//! Every field gets a fixed number of bits in fixed bytes; a value that does not fit panics, so a larger
+//! configuration cannot silently merge states. `tests` check that the encoding is injective
+//! over a whole explored state space.
+
+use std::hash::{BuildHasherDefault, Hasher};
+
+use turnstile_core::{Mode, Outcome};
+
+use crate::spec::{
+    Attempt, AttemptPhase, Budget, Call, Cause, Closing, Lane, MAX_SUBS, Spec, Status, TurnPhase,
+};
+
+/// A packed state: 32 bytes.
+pub type Key = [u8; 32];
+
+/// Writes small fields into bytes; a value too wide for its field panics (a configuration
+/// larger than the encoding would otherwise merge distinct states).
+struct Pack {
+    bytes: Key,
+    at: usize,
+}
+
+impl Pack {
+    #[inline(always)]
+    fn byte(&mut self, value: u64, what: &str) {
+        if value > 0xff || self.at == self.bytes.len() {
+            too_wide(what, value, 8);
+        }
+        self.bytes[self.at] = value as u8;
+        self.at += 1;
+    }
+
+    /// Two 4-bit fields in one byte.
+    #[inline(always)]
+    fn nibbles(&mut self, hi: u8, lo: u8, what: &str) {
+        if hi > 0xf || lo > 0xf {
+            too_wide(what, u64::from(hi.max(lo)), 4);
+        }
+        self.byte(u64::from(hi << 4 | lo), what);
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn too_wide(what: &str, value: u64, bits: u32) -> ! {
+    panic!("{what} = {value} does not fit in {bits} bits: the configuration is too large")
+}
+
+/// Packs a state.
+#[must_use]
+pub fn encode(s: &Spec) -> Key {
+    let mut p = Pack { bytes: [0; 32], at: 0 };
+    let closing = match s.closing {
+        Closing::Open => 0,
+        Closing::Draining { deadline: false } => 1,
+        Closing::Draining { deadline: true } => 2,
+        Closing::Closed => 3,
+    };
+    let stale = s.stale.iter().enumerate().fold(0u8, |acc, (i, f)| acc | u8::from(*f) << i);
+    p.byte(u64::from(s.accepted) | closing << 4, "accepted");
+    p.byte(u64::from(stale), "stale flags");
+    for sub in s.subs.iter().take(s.accepted as usize) {
+        // session 1 bit, mode 1, run 2, status 4, pauses 2: 10 bits in two bytes.
+        let run = sub.run.map_or(0, |r| u64::from(r) + 1);
+        let head = u64::from(sub.session) | u64::from(sub.mode == Mode::Fold) << 1 | run << 2;
+        p.byte(head | status(sub.status) << 4, "submission");
+        p.byte(u64::from(sub.pauses), "pauses");
+    }
+    // Unused submission slots encode as nothing: `accepted` says how many follow.
+    let _ = MAX_SUBS;
+    for lane in &s.lanes {
+        encode_lane(&mut p, lane);
+    }
+    let b = budget(&s.budget);
+    for pair in b.chunks(2) {
+        p.nibbles(pair[0], pair.get(1).copied().unwrap_or(0), "budget");
+    }
+    p.bytes
+}
+
+fn budget(b: &Budget) -> [u8; 18] {
+    [
+        b.sessions,
+        b.submits,
+        b.runs,
+        b.replays,
+        b.cancels,
+        b.cancel_runs,
+        b.clears,
+        b.summarizes,
+        b.shutdowns,
+        b.prep_failures,
+        b.tool_calls,
+        b.stops,
+        b.highs,
+        b.retryable,
+        b.fatal,
+        b.auth,
+        b.refresh_failures,
+        b.stale,
+    ]
+}
+
+fn status(s: Status) -> u64 {
+    match s {
+        Status::Preparing => 0,
+        Status::Prepared => 1,
+        Status::Active => 2,
+        Status::Paused => 3,
+        Status::Done(o) => {
+            4 + match o {
+                Outcome::Completed => 0,
+                Outcome::Failed => 1,
+                Outcome::Cancelled => 2,
+                Outcome::Interrupted => 3,
+                Outcome::Folded => 4,
+            }
+        }
+    }
+}
+
+/// number 3 bits, used 3, refreshed 1: one byte; the phase goes with the caller's tag.
+fn attempt_byte(a: &Attempt) -> u64 {
+    u64::from(a.number) | u64::from(a.used) << 3 | u64::from(a.refreshed) << 6
+}
+
+fn attempt_phase(a: &Attempt) -> u64 {
+    match a.phase {
+        AttemptPhase::Streaming => 0,
+        AttemptPhase::Backoff => 1,
+        AttemptPhase::Refreshing => 2,
+    }
+}
+
+fn encode_lane(p: &mut Pack, lane: &Lane) {
+    // Three bytes: the tag with the small fields, then two payload bytes. A turn's call state
+    // (2 bits) is split over the free top bits of its first and third bytes.
+    match lane {
+        Lane::Idle => {
+            p.byte(0, "lane");
+            p.byte(0, "lane");
+            p.byte(0, "lane");
+        }
+        Lane::Turn(t) => {
+            let call = match t.call {
+                Call::None => 0,
+                Call::Streamed => 1,
+                Call::Running => 2,
+                Call::Done => 3,
+            };
+            let (phase, extra, attempt) = match &t.phase {
+                TurnPhase::Step(a) => (0, attempt_phase(a), attempt_byte(a)),
+                TurnPhase::Tool => (1, 0, 0),
+                TurnPhase::Aborting { cause, grace } => {
+                    (2, u64::from(*cause == Cause::Shutdown) | u64::from(*grace) << 1, 0)
+                }
+            };
+            let tag = 1 | phase << 2 | extra << 4 | u64::from(t.high) << 6 | (call >> 1) << 7;
+            p.byte(tag, "lane");
+            if t.owner > 15 || t.step > 15 {
+                too_wide("owner or step", u64::from(t.owner.max(t.step)), 4);
+            }
+            p.byte(u64::from(t.owner) | u64::from(t.step) << 4, "owner and step");
+            if attempt > 0x7f {
+                too_wide("attempt", attempt, 7);
+            }
+            p.byte(attempt | (call & 1) << 7, "attempt");
+        }
+        Lane::Summary(sm) => {
+            p.byte(2 | attempt_phase(&sm.attempt) << 2, "lane");
+            p.byte(sm.resume.map_or(0, u64::from), "resume");
+            p.byte(attempt_byte(&sm.attempt), "attempt");
+        }
+    }
+}
+
+/// A fast hasher for packed keys (FxHash's multiply-rotate): the keys are already dense bits,
+/// and the visited set is only ever probed, never iterated, so its order decides nothing.
+#[derive(Default, Clone, Copy)]
+pub struct KeyHasher(u64);
+
+impl Hasher for KeyHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        // A key arrives as its 24 bytes: mix them a word at a time.
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(c);
+            self.write_u64(u64::from_le_bytes(w));
+        }
+        for b in chunks.remainder() {
+            self.write_u64(u64::from(*b));
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+
+    fn write_usize(&mut self, n: usize) {
+        self.write_u64(n as u64);
+    }
+}
+
+/// The hasher for maps keyed by [`Key`].
+pub type BuildKeyHasher = BuildHasherDefault<KeyHasher>;

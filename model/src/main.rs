@@ -1,0 +1,195 @@
+//! `turnstile-model`: exhaustively check the core against the specification.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use indicatif::{ProgressBar, ProgressStyle};
+use turnstile_model::checker::describe;
+use turnstile_model::{Bounds, Options, Progress, Report, check, configs};
+
+/// Exhaustive model checking of the turnstile core (SPEC section 10).
+///
+/// Explores every state of the executable specification within a named configuration's bounds,
+/// drives the real core along every explored transition, and checks conformance (SPEC 7), the
+/// core's invariants (SPEC 6) and liveness (I6). A problem is written as a trace file that
+/// `turnstile-sim replay` reproduces.
+#[derive(Parser)]
+#[command(name = "turnstile-model", version, about, long_about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Explore a configuration and print distinct states, transitions, depth, seconds, states
+    /// per second and the verdict. Exit status: 0 passed, 1 a problem was found (its trace is
+    /// written), 2 bad arguments.
+    Check {
+        /// The configuration (see `turnstile-model list`).
+        #[arg(long, default_value = "default")]
+        config: String,
+        /// Explore the specification alone, without driving the core (measures the explorer).
+        #[arg(long)]
+        no_conformance: bool,
+        /// Stop after this many distinct states.
+        #[arg(long)]
+        max_states: Option<u64>,
+        /// Where to write a counterexample trace.
+        #[arg(long, default_value = "model-counterexample.jsonl")]
+        out: PathBuf,
+        /// Switch on one of the core's test-only mutants (needs `--features mutants`).
+        #[arg(long)]
+        mutant: Option<String>,
+    },
+    /// List the named configurations.
+    List,
+    /// Run the checker against every test-only mutant of the core and print, per mutant:
+    /// found or missed, the configuration that found it, the shortest counterexample's length
+    /// and the time to find it. Exit status 1 when any mutant is missed. Needs a build with
+    /// `--features mutants`.
+    Mutants,
+}
+
+fn main() -> ExitCode {
+    match Cli::parse().command {
+        Command::List => {
+            for b in configs::all() {
+                println!("{:<8} {}", b.name, b.about);
+            }
+            ExitCode::SUCCESS
+        }
+        Command::Mutants => mutants(),
+        Command::Check { config, no_conformance, max_states, out, mutant } => {
+            let Some(mut bounds) = configs::named(&config) else {
+                eprintln!("unknown configuration {config:?}; `turnstile-model list` shows them");
+                return ExitCode::from(2);
+            };
+            if let Err(e) = apply_mutant(&mut bounds, mutant.as_deref()) {
+                eprintln!("{e}");
+                return ExitCode::from(2);
+            }
+            let options = Options { conformance: !no_conformance, max_states };
+            let report = run(&bounds, &options);
+            print_report(&report, options.conformance);
+            finish(&report, &out)
+        }
+    }
+}
+
+#[cfg(feature = "mutants")]
+fn apply_mutant(bounds: &mut Bounds, name: Option<&str>) -> Result<(), String> {
+    let Some(name) = name else { return Ok(()) };
+    let m = turnstile_core::Mutant::ALL.iter().find(|m| m.name() == name);
+    bounds.config.mutant = Some(*m.ok_or_else(|| format!("unknown mutant {name:?}"))?);
+    Ok(())
+}
+
+#[cfg(not(feature = "mutants"))]
+fn apply_mutant(_: &mut Bounds, name: Option<&str>) -> Result<(), String> {
+    match name {
+        None => Ok(()),
+        Some(_) => Err("mutants exist only in a build with `--features mutants`".into()),
+    }
+}
+
+#[cfg(feature = "mutants")]
+fn mutants() -> ExitCode {
+    // A mutant makes a debug-build engine panic on its own assertions; the checker reports
+    // that as a violation, so the panic messages would only be noise here.
+    std::panic::set_hook(Box::new(|_| {}));
+    println!("| mutant | found | by | length | seconds | states | what the checker saw |");
+    println!("|---|---|---|---|---|---|---|");
+    let mut missed = 0;
+    for &m in turnstile_core::Mutant::ALL {
+        let h = turnstile_model::mutants::hunt(m);
+        missed += usize::from(h.found_by.is_none());
+        println!(
+            "| `{}` | {} | {} | {} | {:.2} | {} | {} |",
+            m.name(),
+            if h.found_by.is_some() { "found" } else { "MISSED" },
+            h.found_by.unwrap_or("-"),
+            h.length,
+            h.seconds,
+            h.states,
+            h.problem
+        );
+    }
+    if missed == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) }
+}
+
+#[cfg(not(feature = "mutants"))]
+fn mutants() -> ExitCode {
+    eprintln!("mutants exist only in a build with `--features mutants`");
+    ExitCode::from(2)
+}
+
+fn run(bounds: &Bounds, options: &Options) -> Report {
+    let bar = ProgressBar::new_spinner();
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+    );
+    let mut tick = |p: Progress| {
+        bar.set_message(format!(
+            "{} states, {} transitions, depth {}",
+            p.states, p.transitions, p.depth
+        ));
+        bar.tick();
+    };
+    let report = check(bounds, options, &mut tick);
+    bar.finish_and_clear();
+    report
+}
+
+fn print_report(r: &Report, conformance: bool) {
+    println!("configuration      {}", r.config);
+    println!("conformance        {}", if conformance { "on (core in lockstep)" } else { "off" });
+    println!("distinct states    {}", r.states);
+    println!("transitions        {}", r.transitions);
+    println!("depth              {}", r.depth);
+    println!("seconds            {:.2}", r.seconds);
+    println!("states per second  {:.0}", r.states_per_second());
+    match &r.counterexample {
+        None => println!("verdict            pass"),
+        Some(c) => {
+            println!("verdict            FAIL: {}", describe(&c.problem));
+            println!("shortest path      {} actions", c.path.len());
+        }
+    }
+}
+
+fn finish(r: &Report, out: &Path) -> ExitCode {
+    let Some(c) = &r.counterexample else { return ExitCode::SUCCESS };
+    for (i, a) in c.path.iter().enumerate() {
+        println!("  {:>2}. {a:?}", i + 1);
+    }
+    if let turnstile_model::Problem::Disagreement { expected, actual } = &c.problem {
+        println!("  expected: {}", json(expected));
+        println!("  actual:   {}", json(actual));
+    }
+    match write_trace(&c.trace, out) {
+        Ok(()) => println!(
+            "counterexample     {} (reproduce: cargo run -p turnstile-sim -- replay {})",
+            out.display(),
+            out.display()
+        ),
+        Err(e) => eprintln!("could not write {}: {e}", out.display()),
+    }
+    ExitCode::from(1)
+}
+
+fn json<T: serde::Serialize>(v: &T) -> String {
+    serde_json::to_string(v).unwrap_or_else(|e| e.to_string())
+}
+
+fn write_trace(t: &turnstile_core::trace::Trace, out: &Path) -> std::io::Result<()> {
+    let mut text = serde_json::to_string(&t.header).map_err(std::io::Error::other)?;
+    text.push('\n');
+    for (_, line) in &t.lines {
+        text.push_str(&serde_json::to_string(line).map_err(std::io::Error::other)?);
+        text.push('\n');
+    }
+    std::fs::write(out, text)
+}

@@ -1,0 +1,60 @@
+//! Runs the checker against each of the core's test-only mutants (SPEC section 10
+//! "Mutants"): every mutant must be found. Only with the `mutants` feature.
+
+use std::time::Instant;
+
+use turnstile_core::Mutant;
+
+use crate::checker::describe;
+use crate::{Options, check, configs};
+
+/// The configurations tried, in order, until one finds the mutant: the cheapest first.
+pub const HUNT: [&str; 3] = ["small", "faults", "default"];
+
+/// What hunting one mutant found.
+#[derive(Clone, Debug)]
+pub struct Hunt {
+    /// The mutant.
+    pub mutant: Mutant,
+    /// The configuration that found it, if any did.
+    pub found_by: Option<&'static str>,
+    /// The shortest counterexample's length (inputs).
+    pub length: usize,
+    /// What the checker reported.
+    pub problem: String,
+    /// Time to find it (or to exhaust every configuration), in seconds.
+    pub seconds: f64,
+    /// Distinct states explored, over all configurations tried.
+    pub states: u64,
+}
+
+/// Hunts one mutant through [`HUNT`].
+#[must_use]
+pub fn hunt(mutant: Mutant) -> Hunt {
+    let started = Instant::now();
+    let mut states = 0;
+    for name in HUNT {
+        let Some(mut bounds) = configs::named(name) else { continue };
+        bounds.config.mutant = Some(mutant);
+        let report = check(&bounds, &Options::default(), &mut |_| {});
+        states += report.states;
+        if let Some(c) = report.counterexample {
+            return Hunt {
+                mutant,
+                found_by: Some(name),
+                length: c.path.len(),
+                problem: describe(&c.problem),
+                seconds: started.elapsed().as_secs_f64(),
+                states,
+            };
+        }
+    }
+    Hunt {
+        mutant,
+        found_by: None,
+        length: 0,
+        problem: String::new(),
+        seconds: started.elapsed().as_secs_f64(),
+        states,
+    }
+}

@@ -1,0 +1,1432 @@
+//! The executable specification: SPEC sections 4 and 5 as a small, naive state machine over an
+//! abstract version of the core's input alphabet.
+//!
+//! Written from SPEC, not from the core's code. Message contents, usage numbers and costs are
+//! abstracted away; everything that decides outcomes, RunCompletes and ordering is kept. How
+//! each rule maps here:
+//!
+//! | SPEC | here |
+//! |---|---|
+//! | 4.1 acceptance, RunId idempotency, validation | [`Spec::submit`], [`Spec::resubmit`] |
+//! | 4.1 preparation and its failure | `Prepared` / `PrepFailed` in [`Spec::apply`] |
+//! | 4.2 admission in acceptance order | [`Spec::admit`]: only the queue's head, only when prepared and the lane is idle |
+//! | 4.3 folding at every step start | [`Spec::start_step`] |
+//! | 4.4 steps, one tool call per step | `ToolCall`, `StepDone`, `ToolResult` |
+//! | 4.5 retries (4 attempts) and one refresh per step | [`Attempt`], `StepFail`, `Refreshed`, the retry timer |
+//! | 4.6 ends of a turn and the hand-off | [`Spec::step_ended`], [`Spec::end_turn`] |
+//! | 4.7 summarization, pause, resume, no-progress guard, manual | [`Spec::summary_done`], [`Spec::summary_failed`], `Summarize` |
+//! | 4.9 clean-up and the cancel grace | [`Spec::abort_turn`], [`Spec::cleanup`] |
+//! | 4.10 cancel, cancel_run, clear_queue, shutdown | [`Spec::cancel_sub`], `Clear`, [`Spec::shutdown`] |
+//! | 5 the completion contract | [`Spec::decide`], the only place an outcome is set |
+//! | I13 stale replies | the `Stale*` actions: allowed when such IO exists, and change nothing |
+//!
+//! Not modelled (the core's own tests and traces cover them): sub-agents and titles (SPEC 4.11;
+//! every setup says the session has a title and offers no `agent` tool), loop detection and the
+//! step limit (they need 10 steps), streaming text and reasoning, usage numbers, and the
+//! external acceptor (the core assigns sequences, so a cancel covers everything accepted
+//! before it and its watermark is dropped at once).
+//!
+//! Each transition also says what the core must output, as a [`Projection`] (SPEC 7): the model
+//! writes the records of a session in the order SPEC 4.9, 4.12 and 7 prescribe.
+
+use turnstile_core::projection::{FinishP, Io, Projection, Rec, Record, ReplyP, TimerP, Why};
+use turnstile_core::{ErrorKind, Mode, Outcome, Seq, StopReason};
+
+/// Sessions the model knows, by index; their ids are these names.
+pub const SESSION_NAMES: [&str; 2] = ["a", "b"];
+/// Submissions the model can hold (sequences 1 to this).
+pub const MAX_SUBS: usize = 6;
+/// RunIds the model can use, by index; their ids are `r0`, `r1`, ...
+pub const MAX_RUNS: usize = 3;
+/// Attempts per step or summary before the failure is final (SPEC 4.5, section 8).
+pub const ATTEMPTS: u8 = 4;
+/// Summarizations without progress before a submission fails `context_window` (SPEC 4.7).
+pub const PAUSES_WITHOUT_PROGRESS: u8 = 2;
+
+/// How a client submits (SPEC 3: the mode, and whether a RunId comes with it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Kind {
+    /// No RunId, mode `fold`.
+    Fold,
+    /// No RunId, mode `own_turn`.
+    Own,
+    /// A fresh RunId (by index): always `own_turn`.
+    Run(u8),
+}
+
+/// A provider failure, by what SPEC 4.5 does with it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Failure {
+    /// Retried after a backoff (HTTP 503).
+    Retryable,
+    /// Ends the step at once (HTTP 400).
+    Fatal,
+    /// Credentials refused (HTTP 401): one refresh per step, then a retry.
+    Auth,
+}
+
+/// A timer, by purpose.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Timer {
+    /// The backoff before a retry in this session.
+    Retry(u8),
+    /// The cancel grace of this session's aborting turn.
+    Grace(u8),
+    /// The shutdown deadline.
+    Deadline,
+}
+
+/// The abstract input alphabet: client commands, host replies, and stale replies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Action {
+    /// A client submits to a session.
+    Submit {
+        /// The session.
+        session: u8,
+        /// Mode and RunId.
+        kind: Kind,
+    },
+    /// The same call with a used RunId, byte for byte.
+    Resubmit {
+        /// The RunId.
+        run: u8,
+    },
+    /// A different call reusing a RunId.
+    Conflict {
+        /// The RunId.
+        run: u8,
+    },
+    /// A submission with an empty prompt.
+    Invalid,
+    /// Escape on a session.
+    Cancel {
+        /// The session.
+        session: u8,
+    },
+    /// Cancel one run.
+    CancelRun {
+        /// The RunId.
+        run: u8,
+    },
+    /// Clear a session's queue.
+    Clear {
+        /// The session.
+        session: u8,
+    },
+    /// A manual summarize.
+    Summarize {
+        /// The session.
+        session: u8,
+    },
+    /// Shutdown.
+    Shutdown,
+    /// The host prepared a submission.
+    Prepared {
+        /// The submission.
+        seq: u8,
+    },
+    /// The host could not prepare it.
+    PrepFailed {
+        /// The submission.
+        seq: u8,
+    },
+    /// The current step's stream delivers a complete tool call.
+    ToolCall {
+        /// The session.
+        session: u8,
+    },
+    /// The current step's stream finishes (with the tool call if one was streamed).
+    StepDone {
+        /// The session.
+        session: u8,
+        /// True when the step's usage puts the context at the summarization threshold.
+        high: bool,
+    },
+    /// The current step's attempt fails.
+    StepFail {
+        /// The session.
+        session: u8,
+        /// How.
+        failure: Failure,
+    },
+    /// The running tool reports.
+    ToolResult {
+        /// The session.
+        session: u8,
+        /// True when the result asks to stop the turn (a permission denial).
+        stop: bool,
+    },
+    /// The credential refresh ends.
+    Refreshed {
+        /// The session.
+        session: u8,
+        /// True when it worked.
+        ok: bool,
+    },
+    /// The current summary attempt finishes.
+    SummaryDone {
+        /// The session.
+        session: u8,
+    },
+    /// The current summary attempt fails.
+    SummaryFail {
+        /// The session.
+        session: u8,
+        /// How.
+        failure: Failure,
+    },
+    /// An armed timer fires.
+    Fire {
+        /// The timer.
+        timer: Timer,
+    },
+    /// A preparation reply for a submission that is no longer preparing.
+    StalePrepared {
+        /// The submission.
+        seq: u8,
+    },
+    /// An event for a step attempt that is no longer current.
+    StaleStep,
+    /// A tool result after the turn's clean-up abandoned the call.
+    LateTool,
+    /// A second result for a call that already has one.
+    DuplicateTool,
+    /// A timer firing after it was disarmed or fired.
+    StaleTimer,
+}
+
+impl Action {
+    /// True for a client command; false for a host reply (SPEC I6 answers only those).
+    #[must_use]
+    pub fn is_client(self) -> bool {
+        matches!(
+            self,
+            Action::Submit { .. }
+                | Action::Resubmit { .. }
+                | Action::Conflict { .. }
+                | Action::Invalid
+                | Action::Cancel { .. }
+                | Action::CancelRun { .. }
+                | Action::Clear { .. }
+                | Action::Summarize { .. }
+                | Action::Shutdown
+        )
+    }
+
+    /// True for a reply to IO that is no longer pending (SPEC I13).
+    #[must_use]
+    pub fn is_stale(self) -> bool {
+        matches!(
+            self,
+            Action::StalePrepared { .. }
+                | Action::StaleStep
+                | Action::LateTool
+                | Action::DuplicateTool
+                | Action::StaleTimer
+        )
+    }
+}
+
+/// Where a submission is (SPEC 3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Status {
+    /// Waiting: the host prepares it.
+    Preparing,
+    /// Waiting: prepared, behind others or about to run.
+    Prepared,
+    /// It owns its session's turn.
+    Active,
+    /// Its turn stopped for a summarization and will resume.
+    Paused,
+    /// Ended, with this outcome.
+    Done(Outcome),
+}
+
+/// One accepted submission; its sequence is its index + 1.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Sub {
+    /// The session's index.
+    pub session: u8,
+    /// The mode it runs in.
+    pub mode: Mode,
+    /// Its RunId's index.
+    pub run: Option<u8>,
+    /// Where it is.
+    pub status: Status,
+    /// Summarizations not separated by a step below the threshold (SPEC 4.7 guard).
+    pub pauses: u8,
+}
+
+/// The tool call of the current step (the model's steps make at most one).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Call {
+    /// None streamed.
+    None,
+    /// Streamed, not running (the stream has not finished).
+    Streamed,
+    /// Running.
+    Running,
+    /// It has its result.
+    Done,
+}
+
+/// Retries and the refresh of one step or summary (SPEC 4.5).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Attempt {
+    /// The attempt's number: names the IO, never reused.
+    pub number: u8,
+    /// Attempts used from the current budget (a refresh gives a fresh one).
+    pub used: u8,
+    /// Whether this step already refreshed its credentials.
+    pub refreshed: bool,
+    /// What the attempt waits for.
+    pub phase: AttemptPhase,
+}
+
+/// What an attempt waits for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum AttemptPhase {
+    /// The provider's stream.
+    Streaming,
+    /// The retry timer.
+    Backoff,
+    /// The host's credential refresh.
+    Refreshing,
+}
+
+impl Attempt {
+    fn fresh() -> Attempt {
+        Attempt { number: 0, used: 1, refreshed: false, phase: AttemptPhase::Streaming }
+    }
+
+    /// The next attempt after a backoff or a refresh.
+    fn next(self, fresh_budget: bool) -> Attempt {
+        let used = if fresh_budget { 1 } else { self.used + 1 };
+        Attempt { number: self.number + 1, used, phase: AttemptPhase::Streaming, ..self }
+    }
+}
+
+/// Why a turn aborts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Cause {
+    /// cancel or cancel_run.
+    Cancel,
+    /// shutdown.
+    Shutdown,
+}
+
+/// What a turn does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TurnPhase {
+    /// A model step's attempt (streaming, backing off or refreshing).
+    Step(Attempt),
+    /// The step's tool runs.
+    Tool,
+    /// Aborted; waits for its running tool until the grace timer (cancel) or the deadline.
+    Aborting {
+        /// Why.
+        cause: Cause,
+        /// True while the cancel-grace timer is armed.
+        grace: bool,
+    },
+}
+
+/// An active turn (SPEC 3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Turn {
+    /// The owning submission's sequence.
+    pub owner: u8,
+    /// The step within the turn.
+    pub step: u8,
+    /// The current step's tool call.
+    pub call: Call,
+    /// True when the current step ended at the summarization threshold.
+    pub high: bool,
+    /// What it does.
+    pub phase: TurnPhase,
+}
+
+/// A summarization (SPEC 4.7).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Summary {
+    /// The paused submission it runs for; `None` for housekeeping.
+    pub resume: Option<u8>,
+    /// Its attempt.
+    pub attempt: Attempt,
+}
+
+/// A session's single lane (SPEC I3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Lane {
+    /// Nothing runs.
+    Idle,
+    /// A turn.
+    Turn(Turn),
+    /// A summarization.
+    Summary(Summary),
+}
+
+/// Shutdown's progress.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Closing {
+    /// Accepting.
+    Open,
+    /// Rejecting; `deadline` while the shutdown deadline is armed.
+    Draining {
+        /// Whether the deadline timer is armed.
+        deadline: bool,
+    },
+    /// Stopped was emitted.
+    Closed,
+}
+
+/// How many of each nondeterministic choice a configuration allows (bounds the state space).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Budget {
+    /// Sessions clients may use (1 or 2); never spent.
+    pub sessions: u8,
+    /// Submissions (accepted or rejected for closing).
+    pub submits: u8,
+    /// Submissions with a RunId among them.
+    pub runs: u8,
+    /// Resubmissions, conflicts and invalid prompts together.
+    pub replays: u8,
+    /// cancel(session).
+    pub cancels: u8,
+    /// cancel_run.
+    pub cancel_runs: u8,
+    /// clear_queue.
+    pub clears: u8,
+    /// Manual summarize.
+    pub summarizes: u8,
+    /// Shutdown (0 or 1).
+    pub shutdowns: u8,
+    /// Preparation failures.
+    pub prep_failures: u8,
+    /// Tool calls streamed.
+    pub tool_calls: u8,
+    /// Tool results that stop the turn.
+    pub stops: u8,
+    /// Steps at the summarization threshold.
+    pub highs: u8,
+    /// Retryable provider failures (steps and summaries).
+    pub retryable: u8,
+    /// Fatal provider failures.
+    pub fatal: u8,
+    /// 401s.
+    pub auth: u8,
+    /// Failed credential refreshes.
+    pub refresh_failures: u8,
+    /// Stale replies.
+    pub stale: u8,
+}
+
+/// The whole specification state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Spec {
+    /// Submissions by sequence - 1; the first `accepted` are real.
+    pub subs: [Sub; MAX_SUBS],
+    /// How many were accepted.
+    pub accepted: u8,
+    /// Lanes by session index.
+    pub lanes: [Lane; 2],
+    /// Shutdown's progress.
+    pub closing: Closing,
+    /// What is left to choose.
+    pub budget: Budget,
+    /// Whether a stale reply of each kind could be sent: step, late tool, duplicate tool, timer.
+    pub stale: [bool; 4],
+}
+
+const STALE_STEP: usize = 0;
+const LATE_TOOL: usize = 1;
+const DUP_TOOL: usize = 2;
+const STALE_TIMER: usize = 3;
+
+/// The call id the model's step `step` uses.
+#[must_use]
+pub fn call_id(step: u8) -> String {
+    format!("c{step}")
+}
+
+/// Collects the projected outputs of one transition, or nothing (exploration without
+/// conformance).
+#[derive(Debug, Default)]
+pub struct Emit {
+    /// Whether to collect.
+    pub on: bool,
+    /// The collected projection (canonicalized by [`Emit::finish`]).
+    pub p: Projection,
+}
+
+impl Emit {
+    fn rec(&mut self, session: u8, rec: Rec) {
+        if self.on {
+            let session = SESSION_NAMES[session as usize].to_owned();
+            self.p.records.push(Record { session, rec });
+        }
+    }
+
+    fn io(&mut self, io: Io) {
+        if self.on {
+            self.p.io.push(io);
+        }
+    }
+
+    fn reply(&mut self, r: ReplyP) {
+        if self.on {
+            self.p.reply = Some(r);
+        }
+    }
+
+    /// The canonical projection of the transition.
+    #[must_use]
+    pub fn finish(mut self) -> Projection {
+        self.p.canonicalize();
+        self.p
+    }
+}
+
+fn name(session: u8) -> String {
+    SESSION_NAMES[session as usize].to_owned()
+}
+
+fn timer_p(t: Timer) -> TimerP {
+    match t {
+        Timer::Retry(s) => TimerP::Retry { session: name(s) },
+        Timer::Grace(s) => TimerP::Grace { session: name(s) },
+        Timer::Deadline => TimerP::Deadline,
+    }
+}
+
+fn seq(n: u8) -> Seq {
+    Seq(u64::from(n))
+}
+
+impl Spec {
+    /// The initial state with this budget.
+    #[must_use]
+    pub fn new(budget: Budget) -> Spec {
+        let sub = Sub {
+            session: 0,
+            mode: Mode::Fold,
+            run: None,
+            status: Status::Done(Outcome::Completed),
+            pauses: 0,
+        };
+        Spec {
+            subs: [sub; MAX_SUBS],
+            accepted: 0,
+            lanes: [Lane::Idle; 2],
+            closing: Closing::Open,
+            budget,
+            stale: [false; 4],
+        }
+    }
+
+    fn sub(&self, n: u8) -> &Sub {
+        &self.subs[n as usize - 1]
+    }
+
+    fn sub_mut(&mut self, n: u8) -> &mut Sub {
+        &mut self.subs[n as usize - 1]
+    }
+
+    /// The accepted sequences, ascending.
+    fn seqs(&self) -> impl Iterator<Item = u8> + use<> {
+        1..=self.accepted
+    }
+
+    /// True when the submission has no outcome yet.
+    #[must_use]
+    pub fn unfinished(&self, n: u8) -> bool {
+        !matches!(self.sub(n).status, Status::Done(_))
+    }
+
+    /// True when any accepted submission has no outcome.
+    #[must_use]
+    pub fn any_unfinished(&self) -> bool {
+        self.seqs().any(|n| self.unfinished(n))
+    }
+
+    fn waiting(&self, n: u8) -> bool {
+        matches!(self.sub(n).status, Status::Preparing | Status::Prepared)
+    }
+
+    /// The session's waiting submissions in sequence order (SPEC 4.2 queue).
+    fn queue(&self, s: u8) -> Vec<u8> {
+        self.seqs().filter(|&n| self.sub(n).session == s && self.waiting(n)).collect()
+    }
+
+    fn run_seq(&self, run: u8) -> Option<u8> {
+        self.seqs().find(|&n| self.sub(n).run == Some(run))
+    }
+
+    /// SPEC 3 "Busy": an active turn (aborting included), a summarization, or a waiting entry.
+    #[must_use]
+    pub fn busy(&self, s: u8) -> bool {
+        self.lanes[s as usize] != Lane::Idle || !self.queue(s).is_empty()
+    }
+
+    /// Every action the host protocol allows in this state, in a fixed order.
+    pub fn actions(&self, out: &mut Vec<Action>) {
+        out.clear();
+        self.client_actions(out);
+        self.host_actions(out);
+        self.stale_actions(out);
+    }
+
+    fn client_actions(&self, out: &mut Vec<Action>) {
+        let b = &self.budget;
+        for session in 0..b.sessions {
+            if b.submits > 0 && (self.accepted as usize) < MAX_SUBS {
+                out.push(Action::Submit { session, kind: Kind::Fold });
+                out.push(Action::Submit { session, kind: Kind::Own });
+                let fresh = (0..MAX_RUNS as u8).find(|&r| self.run_seq(r).is_none());
+                if let (Some(run), true) = (fresh, b.runs > 0) {
+                    out.push(Action::Submit { session, kind: Kind::Run(run) });
+                }
+            }
+            if b.cancels > 0 {
+                out.push(Action::Cancel { session });
+            }
+            if b.clears > 0 {
+                out.push(Action::Clear { session });
+            }
+            if b.summarizes > 0 {
+                out.push(Action::Summarize { session });
+            }
+        }
+        for run in 0..MAX_RUNS as u8 {
+            if self.run_seq(run).is_some() {
+                if b.replays > 0 {
+                    out.push(Action::Resubmit { run });
+                    out.push(Action::Conflict { run });
+                }
+                if b.cancel_runs > 0 {
+                    out.push(Action::CancelRun { run });
+                }
+            }
+        }
+        if b.replays > 0 {
+            out.push(Action::Invalid);
+        }
+        if b.shutdowns > 0 && self.closing == Closing::Open {
+            out.push(Action::Shutdown);
+        }
+    }
+
+    fn host_actions(&self, out: &mut Vec<Action>) {
+        let b = &self.budget;
+        for n in self.seqs() {
+            if self.sub(n).status == Status::Preparing {
+                out.push(Action::Prepared { seq: n });
+                if b.prep_failures > 0 {
+                    out.push(Action::PrepFailed { seq: n });
+                }
+            }
+        }
+        for session in 0..2u8 {
+            match self.lanes[session as usize] {
+                Lane::Turn(t) => self.turn_actions(session, t, out),
+                Lane::Summary(sm) => self.summary_actions(session, sm.attempt, out),
+                Lane::Idle => {}
+            }
+        }
+        if self.closing == (Closing::Draining { deadline: true }) {
+            out.push(Action::Fire { timer: Timer::Deadline });
+        }
+    }
+
+    fn turn_actions(&self, session: u8, t: Turn, out: &mut Vec<Action>) {
+        let b = &self.budget;
+        match t.phase {
+            TurnPhase::Step(a) => match a.phase {
+                AttemptPhase::Streaming => {
+                    if t.call == Call::None && b.tool_calls > 0 {
+                        out.push(Action::ToolCall { session });
+                    }
+                    out.push(Action::StepDone { session, high: false });
+                    if b.highs > 0 {
+                        out.push(Action::StepDone { session, high: true });
+                    }
+                    self.failures(
+                        session,
+                        |session, failure| Action::StepFail { session, failure },
+                        out,
+                    );
+                }
+                AttemptPhase::Backoff => out.push(Action::Fire { timer: Timer::Retry(session) }),
+                AttemptPhase::Refreshing => self.refresh_actions(session, out),
+            },
+            TurnPhase::Tool => {
+                out.push(Action::ToolResult { session, stop: false });
+                if b.stops > 0 {
+                    out.push(Action::ToolResult { session, stop: true });
+                }
+            }
+            TurnPhase::Aborting { grace, .. } => {
+                if t.call == Call::Running {
+                    out.push(Action::ToolResult { session, stop: false });
+                }
+                if grace {
+                    out.push(Action::Fire { timer: Timer::Grace(session) });
+                }
+            }
+        }
+    }
+
+    fn summary_actions(&self, session: u8, a: Attempt, out: &mut Vec<Action>) {
+        match a.phase {
+            AttemptPhase::Streaming => {
+                out.push(Action::SummaryDone { session });
+                self.failures(
+                    session,
+                    |session, failure| Action::SummaryFail { session, failure },
+                    out,
+                );
+            }
+            AttemptPhase::Backoff => out.push(Action::Fire { timer: Timer::Retry(session) }),
+            AttemptPhase::Refreshing => self.refresh_actions(session, out),
+        }
+    }
+
+    fn failures(&self, session: u8, f: impl Fn(u8, Failure) -> Action, out: &mut Vec<Action>) {
+        let b = &self.budget;
+        for (left, failure) in
+            [(b.retryable, Failure::Retryable), (b.fatal, Failure::Fatal), (b.auth, Failure::Auth)]
+        {
+            if left > 0 {
+                out.push(f(session, failure));
+            }
+        }
+    }
+
+    fn refresh_actions(&self, session: u8, out: &mut Vec<Action>) {
+        out.push(Action::Refreshed { session, ok: true });
+        if self.budget.refresh_failures > 0 {
+            out.push(Action::Refreshed { session, ok: false });
+        }
+    }
+
+    fn stale_actions(&self, out: &mut Vec<Action>) {
+        if self.budget.stale == 0 {
+            return;
+        }
+        for n in self.seqs() {
+            if self.sub(n).status != Status::Preparing {
+                out.push(Action::StalePrepared { seq: n });
+            }
+        }
+        let kinds =
+            [Action::StaleStep, Action::LateTool, Action::DuplicateTool, Action::StaleTimer];
+        for (i, a) in kinds.into_iter().enumerate() {
+            if self.stale[i] {
+                out.push(a);
+            }
+        }
+    }
+
+    /// Applies an action that [`Spec::actions`] offered, writing what the core must output.
+    pub fn apply(&mut self, a: Action, e: &mut Emit) {
+        match a {
+            Action::Submit { session, kind } => self.submit(session, kind, e),
+            Action::Resubmit { run } => self.resubmit(run, true, e),
+            Action::Conflict { run } => self.resubmit(run, false, e),
+            Action::Invalid => {
+                self.budget.replays -= 1;
+                e.reply(ReplyP::Rejected { why: Why::PromptEmpty });
+            }
+            Action::Cancel { session } => self.cancel(session, e),
+            Action::CancelRun { run } => {
+                self.budget.cancel_runs -= 1;
+                if let Some(n) = self.run_seq(run) {
+                    self.cancel_sub(n, e);
+                    self.admit(self.sub(n).session, e);
+                }
+            }
+            Action::Clear { session } => {
+                self.budget.clears -= 1;
+                for n in self.queue(session) {
+                    self.drop_waiting(n, Outcome::Cancelled, e);
+                }
+            }
+            Action::Summarize { session } => self.summarize(session, e),
+            Action::Shutdown => self.shutdown(e),
+            Action::Prepared { seq: n } => {
+                self.sub_mut(n).status = Status::Prepared;
+                self.admit(self.sub(n).session, e);
+            }
+            Action::PrepFailed { seq: n } => {
+                self.budget.prep_failures -= 1;
+                self.decide(n, Outcome::Failed, Some(ErrorKind::Preparation), None, e);
+                self.admit(self.sub(n).session, e);
+            }
+            Action::ToolCall { session } => {
+                self.budget.tool_calls -= 1;
+                let t = self.turn_mut(session);
+                t.call = Call::Streamed;
+                let (owner, step) = (t.owner, t.step);
+                e.rec(session, Rec::ToolCall { seq: seq(owner), call: call_id(step) });
+            }
+            Action::StepDone { session, high } => self.step_done(session, high, e),
+            Action::StepFail { session, failure } => self.step_failed(session, failure, e),
+            Action::ToolResult { session, stop } => self.tool_result(session, stop, e),
+            Action::Refreshed { session, ok } => self.refreshed(session, ok, e),
+            Action::SummaryDone { session } => self.summary_done(session, e),
+            Action::SummaryFail { session, failure } => self.summary_fail(session, failure, e),
+            Action::Fire { timer } => self.fire(timer, e),
+            Action::StalePrepared { .. }
+            | Action::StaleStep
+            | Action::LateTool
+            | Action::DuplicateTool
+            | Action::StaleTimer => self.budget.stale -= 1,
+        }
+    }
+
+    fn turn_mut(&mut self, session: u8) -> &mut Turn {
+        match &mut self.lanes[session as usize] {
+            Lane::Turn(t) => t,
+            other => unreachable!("no turn in session {session}: {other:?}"),
+        }
+    }
+
+    // ---- 4.1 acceptance ---------------------------------------------------------------------
+
+    fn submit(&mut self, session: u8, kind: Kind, e: &mut Emit) {
+        self.budget.submits -= 1;
+        if let Kind::Run(_) = kind {
+            self.budget.runs -= 1;
+        }
+        if self.closing != Closing::Open {
+            e.reply(ReplyP::Rejected { why: Why::WorkspaceClosing });
+            return;
+        }
+        let (mode, run) = match kind {
+            Kind::Fold => (Mode::Fold, None),
+            Kind::Own => (Mode::OwnTurn, None),
+            Kind::Run(r) => (Mode::OwnTurn, Some(r)),
+        };
+        self.accepted += 1;
+        let n = self.accepted;
+        *self.sub_mut(n) = Sub { session, mode, run, status: Status::Preparing, pauses: 0 };
+        e.reply(ReplyP::Accepted { seq: seq(n), run: run.is_some(), mode });
+        e.io(Io::Prepare { seq: seq(n) });
+    }
+
+    fn resubmit(&mut self, run: u8, same: bool, e: &mut Emit) {
+        self.budget.replays -= 1;
+        if self.closing != Closing::Open {
+            e.reply(ReplyP::Rejected { why: Why::WorkspaceClosing });
+            return;
+        }
+        let Some(n) = self.run_seq(run) else { unreachable!("offered only for a used RunId") };
+        if !same {
+            e.reply(ReplyP::Rejected { why: Why::RunIdConflict });
+            return;
+        }
+        let outcome = match self.sub(n).status {
+            Status::Done(o) => Some(o),
+            _ => None,
+        };
+        e.reply(ReplyP::Existing { seq: seq(n), outcome });
+    }
+
+    // ---- 5 the completion contract ------------------------------------------------------------
+
+    /// The one place an outcome is decided. Writes the ledger outcome and publishes it; an
+    /// activated submission's clean-up writes and flush come first (the callers write them).
+    fn decide(
+        &mut self,
+        n: u8,
+        outcome: Outcome,
+        error: Option<ErrorKind>,
+        stop: Option<StopReason>,
+        e: &mut Emit,
+    ) {
+        let session = self.sub(n).session;
+        e.rec(session, Rec::LedgerOutcome { seq: seq(n), outcome });
+        self.publish(n, outcome, error, stop, e);
+    }
+
+    /// Sets the outcome and publishes it (after its ledger write).
+    fn publish(
+        &mut self,
+        n: u8,
+        outcome: Outcome,
+        error: Option<ErrorKind>,
+        stop: Option<StopReason>,
+        e: &mut Emit,
+    ) {
+        let sub = self.sub_mut(n);
+        assert!(!matches!(sub.status, Status::Done(_)), "outcome of {n} decided twice");
+        sub.status = Status::Done(outcome);
+        let (session, run) = (sub.session, sub.run.is_some());
+        e.rec(session, Rec::Completed { seq: seq(n), outcome, run, error, stop });
+    }
+
+    /// A waiting submission ends without ever running: no message, its preparation aborted.
+    fn drop_waiting(&mut self, n: u8, outcome: Outcome, e: &mut Emit) {
+        if self.sub(n).status == Status::Preparing {
+            e.io(Io::AbortPreparation { seq: seq(n) });
+        }
+        let error = (outcome == Outcome::Interrupted).then_some(ErrorKind::Interrupted);
+        self.decide(n, outcome, error, None, e);
+    }
+
+    // ---- 4.2 admission, 4.3 folding, 4.4 steps ------------------------------------------------
+
+    /// The hand-off: the queue's head becomes active if it is prepared and the lane is idle.
+    fn admit(&mut self, s: u8, e: &mut Emit) {
+        if self.closing != Closing::Open || self.lanes[s as usize] != Lane::Idle {
+            return;
+        }
+        let Some(&head) = self.queue(s).first() else { return };
+        if self.sub(head).status != Status::Prepared {
+            return;
+        }
+        self.sub_mut(head).status = Status::Active;
+        e.rec(s, Rec::Activated { seq: seq(head) });
+        e.rec(s, Rec::User { seq: seq(head), synthetic: false });
+        self.start_step(s, head, 0, e);
+    }
+
+    /// A step starts: the prepared `fold` prefix of the queue folds in, then the assistant
+    /// message and the first attempt.
+    fn start_step(&mut self, s: u8, owner: u8, step: u8, e: &mut Emit) {
+        let mut folded = Vec::new();
+        for n in self.queue(s) {
+            let sub = self.sub(n);
+            if sub.status != Status::Prepared || sub.mode != Mode::Fold {
+                break;
+            }
+            e.rec(s, Rec::User { seq: seq(n), synthetic: false });
+            e.rec(s, Rec::LedgerOutcome { seq: seq(n), outcome: Outcome::Folded });
+            folded.push(n);
+        }
+        e.rec(s, Rec::Assistant { seq: seq(owner), step: u32::from(step) });
+        // A fold's outcome is published once the transaction holding its user message (and
+        // the step's assistant message) is written (SPEC 4.12).
+        for n in folded {
+            self.publish(n, Outcome::Folded, None, None, e);
+        }
+        e.io(Io::StartStep { seq: seq(owner), step: u32::from(step), attempt: 0 });
+        let phase = TurnPhase::Step(Attempt::fresh());
+        self.lanes[s as usize] =
+            Lane::Turn(Turn { owner, step, call: Call::None, high: false, phase });
+    }
+
+    fn step_done(&mut self, s: u8, high: bool, e: &mut Emit) {
+        if high {
+            self.budget.highs -= 1;
+        }
+        self.stale[STALE_STEP] = true;
+        let t = self.turn_mut(s);
+        t.high = high;
+        let owner = t.owner;
+        if t.call == Call::Streamed {
+            t.call = Call::Running;
+            t.phase = TurnPhase::Tool;
+            let call = call_id(t.step);
+            e.rec(s, Rec::Finish { seq: seq(owner), finish: FinishP::ToolUse });
+            e.io(Io::RunTool { seq: seq(owner), call });
+        } else {
+            e.rec(s, Rec::Finish { seq: seq(owner), finish: FinishP::EndTurn });
+            self.step_ended(s, false, e);
+        }
+    }
+
+    fn tool_result(&mut self, s: u8, stop: bool, e: &mut Emit) {
+        if stop {
+            self.budget.stops -= 1;
+        }
+        self.stale[DUP_TOOL] = true;
+        let t = self.turn_mut(s);
+        t.call = Call::Done;
+        let (owner, step, phase) = (t.owner, t.step, t.phase);
+        e.rec(s, Rec::ToolResult { seq: seq(owner), call: call_id(step), synthetic: false });
+        match phase {
+            TurnPhase::Aborting { cause, grace } => {
+                if grace {
+                    self.cancel_timer(Timer::Grace(s), e);
+                }
+                self.cleanup(s, cause, e);
+                self.admit(s, e);
+            }
+            _ => {
+                if stop {
+                    e.rec(s, Rec::Finish { seq: seq(owner), finish: FinishP::EndTurn });
+                }
+                self.step_ended(s, stop, e);
+            }
+        }
+    }
+
+    /// SPEC 4.6 and 4.7 after a step ended normally (its tools reported). `stopped`: a tool
+    /// result asked to stop the turn; otherwise the step's finish decides.
+    fn step_ended(&mut self, s: u8, stopped: bool, e: &mut Emit) {
+        let t = *self.turn_mut(s);
+        let n = t.owner;
+        let continues = !stopped && t.call == Call::Done;
+        let guard_trips = t.high && self.sub(n).pauses >= PAUSES_WITHOUT_PROGRESS;
+        if !t.high {
+            self.sub_mut(n).pauses = 0;
+        }
+        if stopped {
+            let stop = Some(StopReason::PermissionDenied);
+            self.end_turn(s, n, Outcome::Completed, None, stop, e);
+        } else if !continues {
+            let stop = Some(StopReason::EndTurn);
+            self.end_turn(s, n, Outcome::Completed, None, stop, e);
+        } else if guard_trips {
+            self.fail_turn(s, ErrorKind::ContextWindow, e);
+            return;
+        } else if t.high {
+            self.pause(s, n, e);
+            return;
+        } else {
+            self.start_step(s, n, t.step + 1, e);
+            return;
+        }
+        if t.high {
+            self.start_summary(s, None, e);
+        } else {
+            self.admit(s, e);
+        }
+    }
+
+    /// A turn ends (not a pause): flush, ledger outcome, completion; the caller hands off.
+    fn end_turn(
+        &mut self,
+        s: u8,
+        n: u8,
+        outcome: Outcome,
+        error: Option<ErrorKind>,
+        stop: Option<StopReason>,
+        e: &mut Emit,
+    ) {
+        e.rec(s, Rec::Flush);
+        self.lanes[s as usize] = Lane::Idle;
+        self.decide(n, outcome, error, stop, e);
+    }
+
+    /// The turn fails (provider, unauthorized, context window): clean-up, then the hand-off.
+    fn fail_turn(&mut self, s: u8, kind: ErrorKind, e: &mut Emit) {
+        let t = *self.turn_mut(s);
+        self.synthesize(s, t, e);
+        e.rec(s, Rec::Finish { seq: seq(t.owner), finish: FinishP::Error });
+        self.end_turn(s, t.owner, Outcome::Failed, Some(kind), None, e);
+        self.admit(s, e);
+    }
+
+    /// SPEC 4.9: a call of the current step without a result gets a synthetic one.
+    fn synthesize(&mut self, s: u8, t: Turn, e: &mut Emit) {
+        if matches!(t.call, Call::Streamed | Call::Running) {
+            if t.call == Call::Running {
+                self.stale[LATE_TOOL] = true;
+            }
+            let call = call_id(t.step);
+            e.rec(s, Rec::ToolResult { seq: seq(t.owner), call, synthetic: true });
+        }
+    }
+
+    // ---- 4.5 retries and credentials ----------------------------------------------------------
+
+    fn spend(&mut self, failure: Failure) {
+        let b = &mut self.budget;
+        match failure {
+            Failure::Retryable => b.retryable -= 1,
+            Failure::Fatal => b.fatal -= 1,
+            Failure::Auth => b.auth -= 1,
+        }
+    }
+
+    /// What SPEC 4.5 does with a failed attempt: `Ok(next phase)` to keep trying, `Err(kind)`
+    /// when the failure is final.
+    fn after_failure(a: Attempt, failure: Failure) -> Result<AttemptPhase, ErrorKind> {
+        match failure {
+            Failure::Retryable if a.used < ATTEMPTS => Ok(AttemptPhase::Backoff),
+            Failure::Retryable | Failure::Fatal => Err(ErrorKind::Provider),
+            Failure::Auth if !a.refreshed => Ok(AttemptPhase::Refreshing),
+            Failure::Auth => Err(ErrorKind::Unauthorized),
+        }
+    }
+
+    fn step_failed(&mut self, s: u8, failure: Failure, e: &mut Emit) {
+        self.spend(failure);
+        self.stale[STALE_STEP] = true;
+        let t = *self.turn_mut(s);
+        let TurnPhase::Step(a) = t.phase else {
+            unreachable!("a failure is offered while streaming")
+        };
+        match Spec::after_failure(a, failure) {
+            Ok(phase) => {
+                self.turn_mut(s).phase = TurnPhase::Step(Attempt { phase, ..a });
+                self.attempt_waits(s, Some(t), a, phase, e);
+            }
+            Err(kind) => self.fail_turn(s, kind, e),
+        }
+    }
+
+    /// The outputs of an attempt that now backs off or waits for a refresh.
+    fn attempt_waits(&self, s: u8, t: Option<Turn>, a: Attempt, p: AttemptPhase, e: &mut Emit) {
+        match p {
+            AttemptPhase::Backoff => e.io(Io::SetTimer { timer: timer_p(Timer::Retry(s)) }),
+            AttemptPhase::Refreshing => e.io(Io::Refresh {
+                session: name(s),
+                seq: t.map(|t| seq(t.owner)),
+                attempt: u32::from(a.number),
+            }),
+            AttemptPhase::Streaming => unreachable!("not a wait"),
+        }
+    }
+
+    fn refreshed(&mut self, s: u8, ok: bool, e: &mut Emit) {
+        if !ok {
+            self.budget.refresh_failures -= 1;
+        }
+        match self.lanes[s as usize] {
+            Lane::Turn(t) => {
+                let TurnPhase::Step(a) = t.phase else { unreachable!("refreshing") };
+                if !ok {
+                    self.fail_turn(s, ErrorKind::Unauthorized, e);
+                    return;
+                }
+                let a = Attempt { refreshed: true, ..a }.next(true);
+                self.retry_step(s, t, a, e);
+            }
+            Lane::Summary(sm) => {
+                if !ok {
+                    self.summary_failed(s, sm, e);
+                    return;
+                }
+                let a = Attempt { refreshed: true, ..sm.attempt }.next(true);
+                self.retry_summary(s, sm, a, e);
+            }
+            Lane::Idle => unreachable!("refreshing"),
+        }
+    }
+
+    /// The next attempt of a step: the content reset, then the stream (SPEC 4.5).
+    fn retry_step(&mut self, s: u8, t: Turn, a: Attempt, e: &mut Emit) {
+        e.rec(s, Rec::Reset { seq: seq(t.owner) });
+        let step = u32::from(t.step);
+        e.io(Io::StartStep { seq: seq(t.owner), step, attempt: u32::from(a.number) });
+        let call = Call::None;
+        self.lanes[s as usize] = Lane::Turn(Turn { call, phase: TurnPhase::Step(a), ..t });
+    }
+
+    /// Disarms a timer; a firing that still arrives is stale.
+    fn cancel_timer(&mut self, t: Timer, e: &mut Emit) {
+        self.stale[STALE_TIMER] = true;
+        e.io(Io::CancelTimer { timer: timer_p(t) });
+    }
+
+    fn fire(&mut self, timer: Timer, e: &mut Emit) {
+        self.stale[STALE_TIMER] = true;
+        match timer {
+            Timer::Retry(s) => match self.lanes[s as usize] {
+                Lane::Turn(t) => {
+                    let TurnPhase::Step(a) = t.phase else { unreachable!("backing off") };
+                    self.retry_step(s, t, a.next(false), e);
+                }
+                Lane::Summary(sm) => self.retry_summary(s, sm, sm.attempt.next(false), e),
+                Lane::Idle => unreachable!("backing off"),
+            },
+            Timer::Grace(s) => {
+                let t = *self.turn_mut(s);
+                let TurnPhase::Aborting { cause, .. } = t.phase else { unreachable!("aborting") };
+                self.cleanup(s, cause, e);
+                self.admit(s, e);
+            }
+            Timer::Deadline => {
+                self.closing = Closing::Draining { deadline: false };
+                for s in 0..2u8 {
+                    if let Lane::Turn(t) = self.lanes[s as usize] {
+                        let TurnPhase::Aborting { cause, grace } = t.phase else {
+                            unreachable!("only aborting turns remain while draining")
+                        };
+                        if grace {
+                            self.cancel_timer(Timer::Grace(s), e);
+                        }
+                        self.cleanup_only(s, cause, e);
+                    }
+                }
+                self.maybe_stopped(e);
+            }
+        }
+    }
+
+    // ---- 4.7 summarization --------------------------------------------------------------------
+
+    fn pause(&mut self, s: u8, n: u8, e: &mut Emit) {
+        let sub = self.sub_mut(n);
+        sub.status = Status::Paused;
+        sub.pauses += 1;
+        e.rec(s, Rec::Paused { seq: seq(n) });
+        self.start_summary(s, Some(n), e);
+    }
+
+    fn start_summary(&mut self, s: u8, resume: Option<u8>, e: &mut Emit) {
+        e.rec(s, Rec::SummaryStarted);
+        e.io(Io::StartSummary { session: name(s), attempt: 0 });
+        self.lanes[s as usize] = Lane::Summary(Summary { resume, attempt: Attempt::fresh() });
+    }
+
+    fn summarize(&mut self, s: u8, e: &mut Emit) {
+        self.budget.summarizes -= 1;
+        if self.closing != Closing::Open {
+            e.reply(ReplyP::Rejected { why: Why::WorkspaceClosing });
+        } else if self.busy(s) {
+            e.reply(ReplyP::Rejected { why: Why::Busy });
+        } else {
+            e.reply(ReplyP::Summarizing);
+            self.start_summary(s, None, e);
+        }
+    }
+
+    fn summary(&self, s: u8) -> Summary {
+        match self.lanes[s as usize] {
+            Lane::Summary(sm) => sm,
+            other => unreachable!("no summary in {s}: {other:?}"),
+        }
+    }
+
+    fn summary_done(&mut self, s: u8, e: &mut Emit) {
+        e.rec(s, Rec::SummaryDone);
+        let sm = self.summary(s);
+        self.lanes[s as usize] = Lane::Idle;
+        match sm.resume {
+            Some(n) => {
+                // SPEC 4.7: the same submission resumes before anything queued, with the
+                // synthetic continuation message.
+                self.sub_mut(n).status = Status::Active;
+                e.rec(s, Rec::Activated { seq: seq(n) });
+                e.rec(s, Rec::User { seq: seq(n), synthetic: true });
+                self.start_step(s, n, 0, e);
+            }
+            None => self.admit(s, e),
+        }
+    }
+
+    fn summary_fail(&mut self, s: u8, failure: Failure, e: &mut Emit) {
+        self.spend(failure);
+        let sm = self.summary(s);
+        match Spec::after_failure(sm.attempt, failure) {
+            Ok(phase) => {
+                let attempt = Attempt { phase, ..sm.attempt };
+                self.lanes[s as usize] = Lane::Summary(Summary { attempt, ..sm });
+                self.attempt_waits(s, None, sm.attempt, phase, e);
+            }
+            Err(_) => self.summary_failed(s, sm, e),
+        }
+    }
+
+    /// The summary failed for good: the paused submission fails `summarization`; housekeeping
+    /// fails nobody.
+    fn summary_failed(&mut self, s: u8, sm: Summary, e: &mut Emit) {
+        e.rec(s, Rec::SummaryFailed);
+        self.lanes[s as usize] = Lane::Idle;
+        if let Some(n) = sm.resume {
+            e.rec(s, Rec::Finish { seq: seq(n), finish: FinishP::Error });
+            e.rec(s, Rec::Flush);
+            self.decide(n, Outcome::Failed, Some(ErrorKind::Summarization), None, e);
+        }
+        self.admit(s, e);
+    }
+
+    fn retry_summary(&mut self, s: u8, sm: Summary, a: Attempt, e: &mut Emit) {
+        e.rec(s, Rec::SummaryReset);
+        e.io(Io::StartSummary { session: name(s), attempt: u32::from(a.number) });
+        self.lanes[s as usize] = Lane::Summary(Summary { attempt: a, ..sm });
+    }
+
+    /// A summary stops (cancel, shutdown): its IO aborted, the partial summary deleted.
+    fn abort_summary(&mut self, s: u8, sm: Summary, e: &mut Emit) {
+        let a = sm.attempt;
+        match a.phase {
+            AttemptPhase::Streaming => {
+                e.io(Io::AbortSummary { session: name(s), attempt: u32::from(a.number) });
+            }
+            AttemptPhase::Backoff => self.cancel_timer(Timer::Retry(s), e),
+            AttemptPhase::Refreshing => {
+                e.io(Io::AbortRefresh { session: name(s), seq: None, attempt: u32::from(a.number) })
+            }
+        }
+        e.rec(s, Rec::SummaryDeleted);
+        self.lanes[s as usize] = Lane::Idle;
+    }
+
+    // ---- 4.9 clean-up, 4.10 cancel ------------------------------------------------------------
+
+    fn cancel(&mut self, s: u8, e: &mut Emit) {
+        self.budget.cancels -= 1;
+        // With the core as acceptor the watermark is the newest sequence: it covers every
+        // unfinished submission of the session, and nothing it covers can arrive later.
+        // A housekeeping summary stops too (it belongs to no submission); as an abort, its
+        // records come before the decided submissions' (SPEC 7).
+        if let Lane::Summary(sm @ Summary { resume: None, .. }) = self.lanes[s as usize] {
+            self.abort_summary(s, sm, e);
+        }
+        for n in self.seqs() {
+            if self.sub(n).session == s && self.unfinished(n) {
+                self.cancel_sub(n, e);
+            }
+        }
+        self.admit(s, e);
+    }
+
+    /// Cancels one unfinished submission (SPEC 4.10): waiting ones end at once, a paused one's
+    /// summary stops, an active turn aborts (its outcome comes at clean-up). The caller hands
+    /// off afterwards, once every decision of the transition is made.
+    fn cancel_sub(&mut self, n: u8, e: &mut Emit) {
+        let s = self.sub(n).session;
+        match self.sub(n).status {
+            Status::Preparing | Status::Prepared => self.drop_waiting(n, Outcome::Cancelled, e),
+            Status::Paused => {
+                let sm = self.summary(s);
+                self.abort_summary(s, sm, e);
+                e.rec(s, Rec::Finish { seq: seq(n), finish: FinishP::Canceled });
+                e.rec(s, Rec::Flush);
+                self.decide(n, Outcome::Cancelled, None, None, e);
+            }
+            Status::Active => self.abort_turn(s, Cause::Cancel, e),
+            Status::Done(_) => {}
+        }
+    }
+
+    /// Aborts the session's turn: its IO stops; clean-up runs now, or when the running tool
+    /// reports, or when the grace timer (cancel) or the shutdown deadline fires.
+    fn abort_turn(&mut self, s: u8, cause: Cause, e: &mut Emit) {
+        let t = *self.turn_mut(s);
+        let (owner, step) = (seq(t.owner), u32::from(t.step));
+        match t.phase {
+            TurnPhase::Aborting { .. } => return, // the first abort's cause stands
+            TurnPhase::Step(a) => match a.phase {
+                AttemptPhase::Streaming => {
+                    self.stale[STALE_STEP] = true;
+                    e.io(Io::AbortStep { seq: owner, step, attempt: u32::from(a.number) });
+                }
+                AttemptPhase::Backoff => self.cancel_timer(Timer::Retry(s), e),
+                AttemptPhase::Refreshing => e.io(Io::AbortRefresh {
+                    session: name(s),
+                    seq: Some(owner),
+                    attempt: u32::from(a.number),
+                }),
+            },
+            TurnPhase::Tool => {}
+        }
+        if t.call == Call::Running {
+            e.io(Io::AbortTool { seq: owner, call: call_id(t.step) });
+            let grace = cause == Cause::Cancel;
+            if grace {
+                e.io(Io::SetTimer { timer: timer_p(Timer::Grace(s)) });
+            }
+            self.turn_mut(s).phase = TurnPhase::Aborting { cause, grace };
+        } else {
+            self.cleanup(s, cause, e);
+        }
+    }
+
+    /// Clean-up of an aborted turn (SPEC 4.9), then shutdown's end if draining; the caller hands
+    /// off.
+    fn cleanup(&mut self, s: u8, cause: Cause, e: &mut Emit) {
+        self.cleanup_only(s, cause, e);
+        if let Closing::Draining { deadline } = self.closing {
+            let aborting = self.lanes.iter().any(|l| matches!(l, Lane::Turn(_)));
+            if deadline && !aborting {
+                self.cancel_timer(Timer::Deadline, e);
+                self.closing = Closing::Draining { deadline: false };
+            }
+            self.maybe_stopped(e);
+        }
+    }
+
+    fn cleanup_only(&mut self, s: u8, cause: Cause, e: &mut Emit) {
+        let t = *self.turn_mut(s);
+        self.synthesize(s, t, e);
+        let (finish, outcome, error) = match cause {
+            Cause::Cancel => (FinishP::Canceled, Outcome::Cancelled, None),
+            Cause::Shutdown => {
+                (FinishP::Interrupted, Outcome::Interrupted, Some(ErrorKind::Interrupted))
+            }
+        };
+        e.rec(s, Rec::Finish { seq: seq(t.owner), finish });
+        self.end_turn(s, t.owner, outcome, error, None, e);
+    }
+
+    // ---- 4.10 shutdown ------------------------------------------------------------------------
+
+    fn shutdown(&mut self, e: &mut Emit) {
+        self.budget.shutdowns -= 1;
+        self.closing = Closing::Draining { deadline: false };
+        for s in 0..2u8 {
+            // The lane first: its aborts come before any decision, and its submission is the
+            // session's oldest (admission follows acceptance order).
+            match self.lanes[s as usize] {
+                Lane::Idle => {}
+                Lane::Summary(sm) => {
+                    self.abort_summary(s, sm, e);
+                    if let Some(n) = sm.resume {
+                        e.rec(s, Rec::Finish { seq: seq(n), finish: FinishP::Interrupted });
+                        e.rec(s, Rec::Flush);
+                        let kind = Some(ErrorKind::Interrupted);
+                        self.decide(n, Outcome::Interrupted, kind, None, e);
+                    }
+                }
+                Lane::Turn(_) => self.abort_turn_quietly(s, e),
+            }
+            for n in self.queue(s) {
+                self.drop_waiting(n, Outcome::Interrupted, e);
+            }
+        }
+        if self.lanes.iter().any(|l| matches!(l, Lane::Turn(_))) {
+            e.io(Io::SetTimer { timer: timer_p(Timer::Deadline) });
+            self.closing = Closing::Draining { deadline: true };
+        } else {
+            self.maybe_stopped(e);
+        }
+    }
+
+    /// Shutdown's abort of a turn: like [`Spec::abort_turn`], without ending the shutdown from
+    /// inside the loop over sessions.
+    fn abort_turn_quietly(&mut self, s: u8, e: &mut Emit) {
+        let t = *self.turn_mut(s);
+        if matches!(t.phase, TurnPhase::Aborting { .. }) {
+            return;
+        }
+        if t.call == Call::Running {
+            self.abort_turn(s, Cause::Shutdown, e);
+            return;
+        }
+        // No tool runs: clean-up at once, the shutdown's end is decided by the caller.
+        let (owner, step) = (seq(t.owner), u32::from(t.step));
+        if let TurnPhase::Step(a) = t.phase {
+            match a.phase {
+                AttemptPhase::Streaming => {
+                    self.stale[STALE_STEP] = true;
+                    e.io(Io::AbortStep { seq: owner, step, attempt: u32::from(a.number) });
+                }
+                AttemptPhase::Backoff => self.cancel_timer(Timer::Retry(s), e),
+                AttemptPhase::Refreshing => e.io(Io::AbortRefresh {
+                    session: name(s),
+                    seq: Some(owner),
+                    attempt: u32::from(a.number),
+                }),
+            }
+        }
+        self.cleanup_only(s, Cause::Shutdown, e);
+    }
+
+    fn maybe_stopped(&mut self, e: &mut Emit) {
+        if self.closing == (Closing::Draining { deadline: false }) && !self.any_unfinished() {
+            let idle = self.lanes.iter().all(|l| *l == Lane::Idle);
+            if idle {
+                self.closing = Closing::Closed;
+                if e.on {
+                    e.p.stopped = true;
+                }
+            }
+        }
+    }
+}

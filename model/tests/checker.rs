@@ -1,0 +1,109 @@
+//! The checker's own tests: the bounded configurations pass with the core in lockstep, the
+//! state encoding is exact, and a real disagreement comes back as a shortest trace that the
+//! core's replay reproduces.
+
+use std::collections::{HashMap, HashSet};
+
+use turnstile_core::trace::Trace;
+use turnstile_core::{ReplayFailure, replay};
+use turnstile_model::checker::describe;
+use turnstile_model::configs::{self, Bounds};
+use turnstile_model::encode::{Key, encode};
+use turnstile_model::spec::{Action, Emit, Spec};
+use turnstile_model::{Options, Problem, check};
+
+fn bounds(name: &str) -> Bounds {
+    configs::named(name).unwrap_or_else(|| panic!("no configuration {name}"))
+}
+
+fn assert_passes(name: &str, at_least: u64) {
+    let r = check(&bounds(name), &Options::default(), &mut |_| {});
+    if let Some(c) = &r.counterexample {
+        panic!("{name}: {} after {:?}", describe(&c.problem), c.path);
+    }
+    assert!(r.states >= at_least, "{name} explored only {} states", r.states);
+    assert!(r.transitions > r.states, "every state has a successor or is final");
+}
+
+#[test]
+fn the_small_configuration_conforms_everywhere() {
+    assert_passes("small", 250_000);
+}
+
+#[test]
+fn the_faults_configuration_conforms_everywhere() {
+    assert_passes("faults", 70_000);
+}
+
+/// The packed key is exact: over a whole explored space, equal keys mean equal states.
+#[test]
+fn the_state_encoding_is_injective() {
+    let root = Spec::new(bounds("faults").budget);
+    let mut seen: HashMap<Key, Spec> = HashMap::new();
+    let mut distinct: HashSet<Spec> = HashSet::new();
+    let mut stack = vec![root];
+    let mut actions = Vec::new();
+    while let Some(s) = stack.pop() {
+        let key = encode(&s);
+        if let Some(other) = seen.get(&key) {
+            assert_eq!(*other, s, "two states share the key {key:?}");
+            continue;
+        }
+        seen.insert(key, s);
+        assert!(distinct.insert(s));
+        s.actions(&mut actions);
+        for &a in &actions {
+            let mut next = s;
+            next.apply(a, &mut Emit::default());
+            stack.push(next);
+        }
+    }
+    assert_eq!(seen.len(), distinct.len());
+    assert!(seen.len() > 70_000, "explored {}", seen.len());
+}
+
+/// A core configured against SPEC (auto-summarize off) disagrees with the specification: the
+/// checker reports the shortest path, and the trace it writes fails the core's replay at its
+/// last line.
+#[test]
+fn a_disagreement_becomes_a_shortest_trace_that_replay_reproduces() {
+    let mut b = bounds("faults");
+    b.config.auto_summarize = false;
+    let r = check(&b, &Options::default(), &mut |_| {});
+    let c = r.counterexample.expect("the disagreement is found");
+    assert!(matches!(c.problem, Problem::Disagreement { .. }), "{:?}", c.problem);
+    // Submit, prepare, and a step at the threshold: the shortest way to need a summary.
+    assert_eq!(c.path.len(), 3, "{:?}", c.path);
+    assert!(matches!(c.path[2], Action::StepDone { high: true, .. }), "{:?}", c.path);
+    let mut text = serde_json::to_string(&c.trace.header).expect("header");
+    for (_, line) in &c.trace.lines {
+        text.push('\n');
+        text.push_str(&serde_json::to_string(line).expect("line"));
+    }
+    let parsed = Trace::parse(&text).expect("the written trace parses");
+    match replay(&parsed) {
+        Err(ReplayFailure::Projection { line, .. }) => assert_eq!(line, 4, "the last input"),
+        other => panic!("replay should fail on the projection, got {other:?}"),
+    }
+}
+
+/// The same trace with the core configured as SPEC says replays cleanly: the expectation is
+/// the specification's, not an artefact of the writer.
+#[test]
+fn counterexample_expectations_hold_for_a_conforming_core() {
+    let mut b = bounds("faults");
+    b.config.auto_summarize = false;
+    let c = check(&b, &Options::default(), &mut |_| {}).counterexample.expect("found");
+    let mut trace = c.trace;
+    trace.header.config.auto_summarize = true;
+    replay(&trace).expect("the conforming core meets every expectation");
+}
+
+#[test]
+fn the_default_configuration_is_large_enough() {
+    // The exploration alone (no lockstep): the README's main job explores over a million.
+    let r =
+        check(&bounds("default"), &Options { conformance: false, max_states: None }, &mut |_| {});
+    assert!(r.counterexample.is_none());
+    assert!(r.states >= 1_000_000, "default explores {} states", r.states);
+}

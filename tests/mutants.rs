@@ -1,0 +1,444 @@
+//! Every mutant of the core (SPEC 10) makes an observable difference: one scenario per mutant,
+//! run on a correct engine and on one with the mutant switched on, asserting the difference the
+//! bug predicts (a missing or second completion, another activation order, a missing write).
+//!
+//! Both engines run in a lenient host, which records broken invariants instead of panicking.
+//! The correct run must break none; neither run may crash inside a transition.
+#![cfg(feature = "mutants")]
+
+use turnstile_core::{
+    CallIo, Config, ErrorClass, ErrorKind, FinishReason, Input, Mode, Mutant, Outcome, OutputKind,
+    RunId, Seq, SessionId, StoreOp, Submit, ToolOutput,
+};
+use turnstile_tests::harness::{Host, short};
+
+/// A lenient host whose engine has `mutant` (or none), and, when given, this context window.
+fn host(mutant: Option<Mutant>, window: Option<u64>) -> Host {
+    let mut h = Host::lenient(Config { mutant, ..Config::default() });
+    if let Some(w) = window {
+        h.setup.context_window = w;
+    }
+    h
+}
+
+/// Runs `script` on a correct engine and on one with `m`; returns what the script returned and
+/// both hosts. The correct run breaks no invariant; neither run crashes.
+fn pair<T>(m: Mutant, window: Option<u64>, script: impl Fn(&mut Host) -> T) -> [(T, Host); 2] {
+    let runs = [None, Some(m)].map(|mutant| {
+        let mut h = host(mutant, window);
+        (script(&mut h), h)
+    });
+    assert_eq!(runs[0].1.violations, Vec::<String>::new(), "the correct engine breaks nothing");
+    assert!(runs[1].1.crashes().is_empty(), "{}: {:?}", m.name(), runs[1].1.crashes());
+    runs
+}
+
+fn kinds(outs: &[turnstile_core::Output]) -> Vec<String> {
+    outs.iter().map(|o| short(&o.kind)).collect()
+}
+
+fn log(h: &Host) -> Vec<String> {
+    kinds(&h.log)
+}
+
+fn own(h: &mut Host, session: &str, prompt: &str) -> Seq {
+    h.submit(Submit::new(session, prompt).with_mode(Mode::OwnTurn))
+}
+
+/// Submits an own-turn prompt and prepares it.
+fn active(h: &mut Host, session: &str) -> Seq {
+    let seq = own(h, session, "go");
+    h.prepare(seq);
+    seq
+}
+
+fn cancel(h: &mut Host, session: &str) -> Vec<String> {
+    kinds(&h.send(Input::Cancel { session: SessionId::new(session), up_to: None }))
+}
+
+/// The sequences activated, in order (a resumed submission appears again).
+fn activations(h: &Host) -> Vec<u64> {
+    h.log
+        .iter()
+        .filter_map(|o| match &o.kind {
+            OutputKind::Store(StoreOp::LedgerActivated { seq, .. }) => Some(seq.0),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Every completion published for `seq`, in order.
+fn completions(h: &Host, seq: Seq) -> Vec<Outcome> {
+    h.log
+        .iter()
+        .filter_map(|o| match &o.kind {
+            OutputKind::Finished(c) if c.seq() == seq => Some(c.outcome()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Tool results written for `call`, as (content, synthetic).
+fn results(h: &Host, call: &str) -> Vec<(String, bool)> {
+    h.log
+        .iter()
+        .filter_map(|o| match &o.kind {
+            OutputKind::Store(StoreOp::ToolResult { call: c, content, synthetic, .. })
+                if c.as_str() == call =>
+            {
+                Some((content.clone(), *synthetic))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// Finishes every live step with `stop`, until none is left or `max` were finished.
+fn finish_all(h: &mut Host, max: usize) {
+    for _ in 0..max {
+        let Some(step) = h.steps.first().cloned() else { return };
+        h.finish(step.seq, FinishReason::Stop);
+    }
+}
+
+/// A tool call that runs: `c1` to `ls`, and the stream's `tool_calls` finish.
+fn running_tool(h: &mut Host, seq: Seq) -> CallIo {
+    h.tool_call(seq, "c1", "ls");
+    h.finish(seq, FinishReason::ToolCalls);
+    h.tools.iter().find(|t| t.0.seq == seq).map(|t| t.0.clone()).expect("c1 runs")
+}
+
+#[test]
+fn the_catalogue_has_distinct_names_and_explanations() {
+    assert!(Mutant::ALL.len() >= 12, "{} mutants", Mutant::ALL.len());
+    let mut names: Vec<&str> = Mutant::ALL.iter().map(|m| m.name()).collect();
+    for m in Mutant::ALL {
+        assert!(!m.explain().trim().is_empty(), "{} has no explanation", m.name());
+        assert_eq!(serde_json::to_value(m).expect("json"), m.name(), "serde name of {m:?}");
+    }
+    names.sort_unstable();
+    names.dedup();
+    assert_eq!(names.len(), Mutant::ALL.len(), "names are distinct");
+}
+
+#[test]
+fn cancel_flag_cancels_the_next_submission_after_an_idle_cancel() {
+    let [(good, _), (bad, _)] = pair(Mutant::CancelFlag, None, |h| {
+        assert!(cancel(h, "s").is_empty(), "an idle cancel says nothing");
+        let out = h.send(Input::Submit(Submit::new("s", "after")));
+        kinds(&out)
+    });
+    assert_eq!(good, ["reply accepted", "prepare #1"]);
+    assert_eq!(
+        bad,
+        ["reply accepted", "store ledger_outcome #1", "commit", "finished #1 Cancelled"],
+        "I10: the idle cancel poisoned the next prompt"
+    );
+}
+
+#[test]
+fn watermark_first_only_leaves_later_covered_submissions_running() {
+    let [(_, good), (_, bad)] = pair(Mutant::WatermarkFirstOnly, None, |h| {
+        let a = active(h, "s");
+        own(h, "s", "b");
+        own(h, "s", "c");
+        cancel(h, "s");
+        a
+    });
+    for s in 1..=3 {
+        assert_eq!(completions(&good, Seq(s)), [Outcome::Cancelled]);
+    }
+    assert_eq!(completions(&bad, Seq(1)), [Outcome::Cancelled], "the oldest is cancelled");
+    assert!(
+        completions(&bad, Seq(2)).is_empty() && completions(&bad, Seq(3)).is_empty(),
+        "I4: #2 and #3 were covered and survive"
+    );
+    assert_eq!(bad.engine.unfinished(), 2);
+}
+
+#[test]
+fn fold_run_ids_folds_a_submission_with_a_run_id() {
+    let [(b, good), (_, bad)] = pair(Mutant::FoldRunIds, None, |h| {
+        let a = active(h, "s");
+        let b = h.submit(Submit::new("s", "b").with_run_id("r"));
+        h.prepare(b);
+        let call = running_tool(h, a);
+        h.send(Input::ToolResult { call, result: ToolOutput::ok("x") });
+        finish_all(h, 4);
+        b
+    });
+    assert!(good.replies.iter().any(|r| matches!(
+        r,
+        turnstile_core::Reply::Accepted { mode: Mode::OwnTurn, run_id: Some(_), .. }
+    )));
+    assert!(bad.replies.iter().any(|r| matches!(
+        r,
+        turnstile_core::Reply::Accepted { mode: Mode::Fold, run_id: Some(_), .. }
+    )));
+    assert_eq!(completions(&good, b), [Outcome::Completed]);
+    assert_eq!(activations(&good), [1, 2], "its own turn");
+    assert_eq!(completions(&bad, b), [Outcome::Folded], "SPEC 3: folded into #1's turn");
+    assert!(bad.finished[&b].is_run_complete(), "its RunComplete says folded");
+    assert_eq!(activations(&bad), [1]);
+}
+
+#[test]
+fn complete_on_pause_completes_a_paused_submission_early_and_again_at_its_end() {
+    let [(_, good), (_, bad)] = pair(Mutant::CompleteOnPause, Some(1_000), |h| {
+        let a = h.submit(Submit::new("s", "fix").with_run_id("r"));
+        h.prepare(a);
+        h.tool_step_using(a, "c1", 950);
+        h.summary_done(40);
+        finish_all(h, 2);
+    });
+    assert_eq!(completions(&good, Seq(1)), [Outcome::Completed]);
+    assert_eq!(completions(&bad, Seq(1)), [Outcome::Completed, Outcome::Completed], "I1");
+    let k = log(&bad);
+    let first = k.iter().position(|x| x == "finished #1 Completed +RunComplete");
+    let summary = k.iter().position(|x| x == "start_summary");
+    assert!(first < summary, "I11: the RunComplete came at the pause: {k:?}");
+    assert!(bad.violations.iter().any(|v| v.contains("second completion for 1")));
+}
+
+#[test]
+fn skip_handoff_on_error_strands_the_prepared_queue_after_a_failure() {
+    let [(out, good), (bad_out, bad)] = pair(Mutant::SkipHandoffOnError, None, |h| {
+        let a = active(h, "s");
+        let b = own(h, "s", "b");
+        h.prepare(b);
+        kinds(&h.fail_step(a, ErrorClass::Provider))
+    });
+    assert!(out.contains(&"finished #1 Failed".to_owned()));
+    assert!(out.contains(&"store ledger_activated #2".to_owned()), "{out:?}");
+    assert!(bad_out.contains(&"finished #1 Failed".to_owned()));
+    assert!(!bad_out.iter().any(|k| k.contains("ledger_activated")), "G-01: {bad_out:?}");
+    assert!(good.engine.has_active_turn(&SessionId::new("s")));
+    assert!(!bad.engine.has_active_turn(&SessionId::new("s")), "#2 is stranded");
+}
+
+/// Three own turns prepared in the order 3, 2, 1; then every turn ends.
+fn prepared_backwards(h: &mut Host) {
+    let seqs = [own(h, "s", "a"), own(h, "s", "b"), own(h, "s", "c")];
+    for seq in seqs.iter().rev() {
+        h.prepare(*seq);
+    }
+    finish_all(h, 6);
+}
+
+#[test]
+fn requeue_head_at_back_lets_later_entries_overtake_a_preparing_head() {
+    let [(_, good), (_, bad)] = pair(Mutant::RequeueHeadAtBack, None, prepared_backwards);
+    assert_eq!(activations(&good), [1, 2, 3]);
+    // Preparing #3 sends the preparing #1 to the back; #2 then heads and runs, then #3.
+    assert_eq!(activations(&bad), [2, 3, 1], "I7, G-16");
+}
+
+#[test]
+fn admit_in_preparation_order_runs_whatever_is_prepared_first() {
+    let [(_, good), (_, bad)] = pair(Mutant::AdmitInPreparationOrder, None, prepared_backwards);
+    assert_eq!(activations(&good), [1, 2, 3]);
+    assert_eq!(activations(&bad), [3, 1, 2], "I7, G-16: #3 was prepared first");
+}
+
+#[test]
+fn no_synthetic_result_leaves_an_aborted_call_without_a_result() {
+    let [(_, good), (_, bad)] = pair(Mutant::NoSyntheticResult, None, |h| {
+        let a = active(h, "s");
+        running_tool(h, a);
+        cancel(h, "s");
+        h.fire_next_timer(); // the grace timer: clean-up
+    });
+    let synthetic = ("Error: user cancelled assistant tool calling".to_owned(), true);
+    assert_eq!(results(&good, "c1"), [synthetic]);
+    assert_eq!(results(&bad, "c1"), [], "I8: the call has no result");
+    assert_eq!(completions(&bad, Seq(1)), [Outcome::Cancelled]);
+}
+
+#[test]
+fn complete_before_flush_publishes_the_completion_before_its_writes() {
+    let [(good, _), (bad, _)] = pair(Mutant::CompleteBeforeFlush, None, |h| {
+        let a = active(h, "s");
+        h.text(a, "done");
+        kinds(&h.finish(a, FinishReason::Stop))
+    });
+    let tail = ["store flush", "store ledger_outcome #1", "commit", "finished #1 Completed"];
+    assert_eq!(good[good.len() - 4..], tail);
+    let early = ["finished #1 Completed", "store flush", "store ledger_outcome #1", "commit"];
+    assert_eq!(bad[bad.len() - 4..], early, "I9: {bad:?}");
+}
+
+#[test]
+fn late_tool_result_written_writes_a_result_after_clean_up() {
+    let [(good, _), (bad, b)] = pair(Mutant::LateToolResultWritten, None, |h| {
+        let a = active(h, "s");
+        let call = running_tool(h, a);
+        cancel(h, "s");
+        h.fire_next_timer(); // clean-up writes the synthetic result
+        kinds(&h.send(Input::ToolResult { call, result: ToolOutput::ok("late") }))
+    });
+    assert_eq!(good, Vec::<String>::new(), "I13: stale, no output");
+    assert_eq!(bad, ["store tool_result #1", "commit"]);
+    assert_eq!(results(&b, "c1").len(), 2, "two results for one call");
+}
+
+#[test]
+fn summary_cancel_continues_resumes_a_cancelled_paused_submission() {
+    let [(good, g), (bad, b)] = pair(Mutant::SummaryCancelContinues, Some(1_000), |h| {
+        let a = h.submit(Submit::new("s", "fix").with_run_id("r"));
+        h.prepare(a);
+        h.tool_step_using(a, "c1", 950);
+        let out = kinds(&h.send(Input::CancelRun { run_id: RunId::new("r") }));
+        finish_all(h, 2);
+        out
+    });
+    assert_eq!(good[..2], ["abort_summary", "store summary_deleted"]);
+    assert!(good.contains(&"finished #1 Cancelled +RunComplete".to_owned()), "{good:?}");
+    assert_eq!(bad[..2], ["abort_summary", "store summary_deleted"]);
+    assert!(!bad.iter().any(|k| k.starts_with("finished")), "{bad:?}");
+    assert!(bad.contains(&"store ledger_activated #1".to_owned()), "G-03: {bad:?}");
+    assert_eq!(completions(&g, Seq(1)), [Outcome::Cancelled]);
+    assert_eq!(completions(&b, Seq(1)), [Outcome::Completed], "the continuation ran");
+}
+
+#[test]
+fn refresh_not_aborted_lets_a_cancel_wait_for_the_refresh() {
+    let [(good, _), (bad, _)] = pair(Mutant::RefreshNotAborted, None, |h| {
+        let a = active(h, "s");
+        h.fail_step(a, ErrorClass::Unauthorized);
+        let attempt = h.refreshes[0].clone();
+        let cancelled = cancel(h, "s");
+        let answered = kinds(&h.send(Input::CredentialsRefreshed { attempt, ok: true }));
+        (cancelled, answered)
+    });
+    assert_eq!(good.0[0], "abort_refresh");
+    assert!(good.0.contains(&"finished #1 Cancelled".to_owned()));
+    assert_eq!(good.1, Vec::<String>::new(), "a late refresh is stale");
+    assert_eq!(bad.0, Vec::<String>::new(), "G-13: the cancel does nothing yet");
+    assert!(bad.1.contains(&"finished #1 Cancelled".to_owned()), "only now: {:?}", bad.1);
+}
+
+#[test]
+fn refresh_without_reset_retries_onto_the_refused_attempts_content() {
+    let [(good, _), (bad, _)] = pair(Mutant::RefreshWithoutReset, None, |h| {
+        let a = active(h, "s");
+        h.text(a, "half");
+        h.fail_step(a, ErrorClass::Unauthorized);
+        let attempt = h.refreshes[0].clone();
+        kinds(&h.send(Input::CredentialsRefreshed { attempt, ok: true }))
+    });
+    assert_eq!(good, ["store message_reset #1", "commit", "start_step #1 turn 1 step 0 attempt 1"]);
+    assert_eq!(bad, ["start_step #1 turn 1 step 0 attempt 1"], "G-21: no reset");
+}
+
+#[test]
+fn queue_before_resume_runs_the_queue_head_before_the_paused_submission() {
+    let [(_, good), (_, bad)] = pair(Mutant::QueueBeforeResume, Some(1_000), |h| {
+        let a = h.submit(Submit::new("s", "fix").with_run_id("r"));
+        h.prepare(a);
+        let b = own(h, "s", "later");
+        h.prepare(b);
+        h.tool_step_using(a, "c1", 950);
+        h.summary_done(40);
+        finish_all(h, 4);
+    });
+    assert_eq!(activations(&good), [1, 1, 2], "#1 resumes first (I11)");
+    assert_eq!(activations(&bad), [1, 2, 1], "G-25: #2 overtakes the paused #1");
+    assert_eq!(completions(&bad, Seq(1)), [Outcome::Completed]);
+}
+
+#[test]
+fn sticky_preparation_failure_fails_every_later_submission_of_the_session() {
+    let [(good, _), (bad, b)] = pair(Mutant::StickyPreparationFailure, None, |h| {
+        let a = own(h, "s", "a");
+        h.fail_preparation(a, "no model");
+        kinds(&h.send(Input::Submit(Submit::new("s", "b"))))
+    });
+    assert_eq!(good, ["reply accepted", "prepare #2"]);
+    assert_eq!(
+        bad,
+        ["reply accepted", "store ledger_outcome #2", "commit", "finished #2 Failed"],
+        "G-24"
+    );
+    let e = b.finished[&Seq(2)].error().cloned().expect("failed");
+    assert_eq!((e.kind, e.message.as_str()), (ErrorKind::Preparation, "no model"));
+}
+
+#[test]
+fn shutdown_swallows_waiting_leaves_a_run_without_its_run_complete() {
+    let [(good, _), (bad, b)] = pair(Mutant::ShutdownSwallowsWaiting, None, |h| {
+        h.submit(Submit::new("s", "a").with_run_id("r"));
+        kinds(&h.send(Input::Shutdown))
+    });
+    assert_eq!(
+        good,
+        [
+            "abort_preparation #1",
+            "store ledger_outcome #1",
+            "commit",
+            "finished #1 Interrupted +RunComplete",
+            "stopped"
+        ]
+    );
+    assert_eq!(bad, ["stopped"], "G-20: no outcome, no RunComplete");
+    assert_eq!(b.engine.unfinished(), 1);
+}
+
+#[test]
+fn clear_skips_preparing_lets_a_cleared_prompt_run_later() {
+    let [(_, good), (_, bad)] = pair(Mutant::ClearSkipsPreparing, None, |h| {
+        active(h, "s");
+        let b = own(h, "s", "b");
+        let c = own(h, "s", "c");
+        h.prepare(c);
+        h.send(Input::ClearQueue { session: SessionId::new("s") });
+        if h.prepares.iter().any(|p| p.1 == b) {
+            h.prepare(b);
+        }
+        finish_all(h, 4);
+    });
+    assert_eq!(completions(&good, Seq(2)), [Outcome::Cancelled]);
+    assert_eq!(completions(&good, Seq(3)), [Outcome::Cancelled]);
+    assert_eq!(activations(&good), [1]);
+    assert_eq!(completions(&bad, Seq(3)), [Outcome::Cancelled], "the prepared one is cleared");
+    assert_eq!(completions(&bad, Seq(2)), [Outcome::Completed], "G-07: #2 survived the clear");
+    assert_eq!(activations(&bad), [1, 2]);
+}
+
+#[test]
+fn summarize_while_queued_summarizes_a_session_with_waiting_submissions() {
+    let [(good, _), (bad, _)] = pair(Mutant::SummarizeWhileQueued, None, |h| {
+        let a = own(h, "s", "a");
+        let asked = kinds(&h.send(Input::Summarize { session: SessionId::new("s") }));
+        let prepared = kinds(&h.prepare(a));
+        (asked, prepared)
+    });
+    assert_eq!(good.0, ["reply rejected"], "busy: a submission waits");
+    assert!(good.1.contains(&"store ledger_activated #1".to_owned()));
+    assert_eq!(
+        bad.0,
+        ["reply summarizing", "store summary_message", "commit", "start_summary"],
+        "G-05"
+    );
+    assert_eq!(bad.1, Vec::<String>::new(), "the prepared submission waits for the summary");
+}
+
+#[test]
+fn retry_without_reset_appends_the_next_attempt_to_the_failed_one() {
+    let [(good, _), (bad, _)] = pair(Mutant::RetryWithoutReset, None, |h| {
+        let a = active(h, "s");
+        h.text(a, "half");
+        h.fail_step(a, ErrorClass::Transport);
+        kinds(&h.fire_next_timer())
+    });
+    assert_eq!(good, ["store message_reset #1", "commit", "start_step #1 turn 1 step 0 attempt 1"]);
+    assert_eq!(bad, ["start_step #1 turn 1 step 0 attempt 1"], "SPEC 4.5: no reset");
+}
+
+#[test]
+fn every_mutant_has_a_scenario_here() {
+    let text = include_str!("mutants.rs");
+    for m in Mutant::ALL {
+        let name = format!("Mutant::{m:?}");
+        assert!(text.contains(&format!("pair({name},")), "no scenario uses {name}");
+    }
+}
