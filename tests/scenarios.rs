@@ -150,6 +150,36 @@ pub fn all() -> Vec<Scenario> {
                 h.finish(b, FinishReason::Stop);
             }
         ),
+        scenario!(
+            "cancel-while-tools-run-after-a-stop-finish",
+            "SPEC 4.4, 4.9: a call streamed with finish `stop` still runs; a cancel before it reports gives the message its `canceled` finish",
+            &[(1, Cancelled)],
+            |h| {
+                let a = h.submit(own("s", "a"));
+                h.prepare(a);
+                h.tool_call(a, "c1", "ls");
+                h.finish(a, FinishReason::Stop);
+                cancel(h, "s");
+                h.tool_result(a, "c1", turnstile_core::ToolOutput::ok("done"));
+            }
+        ),
+        scenario!(
+            "runid-lookup-during-shutdown",
+            "SPEC 4.10: during shutdown a RunId look-up still answers (the existing run, or the conflict); only new submissions get \"workspace closing\"",
+            &[(1, Interrupted)],
+            |h| {
+                let a = h.submit(Submit::new("s", "a").with_run_id("r1"));
+                h.prepare(a);
+                h.tool_call(a, "c1", "ls");
+                h.finish(a, FinishReason::ToolCalls);
+                h.send(Input::Shutdown);
+                h.send(Input::Submit(Submit::new("s", "a").with_run_id("r1")));
+                h.send(Input::Submit(Submit::new("s", "other").with_run_id("r1")));
+                h.send(Input::Submit(Submit::new("s", "new").with_run_id("r2")));
+                h.tool_result(a, "c1", turnstile_core::ToolOutput::ok("done"));
+                h.send(Input::Submit(Submit::new("s", "a").with_run_id("r1")));
+            }
+        ),
         Scenario {
             name: "runid-finished-in-ledger-not-rerun",
             rule: "SPEC 4.1: the core starts with the ledger's runs; a finished run is never run again",

@@ -9,8 +9,9 @@ use crate::output::{OutputKind, Rejection, Reply};
 use crate::state::{Closing, Prep, Sessions, State, Submission, Waiting};
 use crate::transition::Tx;
 
-/// Checks a submission in SPEC 4.1's order; a rejection consumes no sequence.
-fn validate(st: &State, submit: &Submit) -> Result<(), Rejection> {
+/// Checks a submission in SPEC 4.1's order (the closing check comes after the RunId look-up,
+/// see [`closing`]); a rejection consumes no sequence.
+fn validate(submit: &Submit) -> Result<(), Rejection> {
     if submit.prompt.is_empty() && !submit.attachments.iter().any(|a| a.is_text()) {
         return Err(Rejection::PromptEmpty);
     }
@@ -20,6 +21,12 @@ fn validate(st: &State, submit: &Submit) -> Result<(), Rejection> {
     if submit.session.is_child() {
         return Err(Rejection::ChildSession(submit.session.clone()));
     }
+    Ok(())
+}
+
+/// "workspace closing" (SPEC 4.1, 4.10): checked after the RunId look-up, because a RunId
+/// look-up still answers during shutdown; only a new submission is refused.
+fn closing(st: &State) -> Result<(), Rejection> {
     if st.closing != Closing::Open {
         return Err(Rejection::WorkspaceClosing);
     }
@@ -43,6 +50,23 @@ fn known_run(st: &State, submit: &Submit, fp: Option<&Fingerprint>) -> Option<Re
     })
 }
 
+/// The reply when the submission is not accepted, in SPEC 4.1's order: a validation
+/// rejection, the existing run or a conflict for a known RunId, then "workspace closing".
+fn answered_without_accepting(
+    st: &State,
+    submit: &Submit,
+    fingerprint: Option<&Fingerprint>,
+) -> Option<Reply> {
+    let rejected = |error| Some(Reply::Rejected { error });
+    if let Err(error) = validate(submit) {
+        return rejected(error);
+    }
+    if let Some(reply) = known_run(st, submit, fingerprint) {
+        return Some(reply);
+    }
+    closing(st).err().and_then(rejected)
+}
+
 /// `Submit`: reply first (SPEC 7 step 1), then either the preparation request, or, when a cancel
 /// watermark already covers the sequence (an external acceptor, SPEC 4.10), `cancelled` at once.
 pub(crate) fn on_submit(st: &mut State, ss: &mut Sessions, tx: &mut Tx, submit: Submit) {
@@ -51,12 +75,8 @@ pub(crate) fn on_submit(st: &mut State, ss: &mut Sessions, tx: &mut Tx, submit: 
         st.watermarks.values().all(|wm| *wm >= st.next_seq),
         "watermarks cover only what can arrive"
     );
-    if let Err(error) = validate(st, &submit) {
-        tx.reply(OutputKind::Reply(Reply::Rejected { error }));
-        return;
-    }
     let fingerprint = submit.run_id.as_ref().map(|_| Fingerprint::of(&submit));
-    if let Some(reply) = known_run(st, &submit, fingerprint.as_ref()) {
+    if let Some(reply) = answered_without_accepting(st, &submit, fingerprint.as_ref()) {
         tx.reply(OutputKind::Reply(reply));
         return;
     }

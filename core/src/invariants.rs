@@ -272,6 +272,10 @@ enum Finish {
     None,
     /// `tool_use`: may still become `end_turn` when a result stops the turn (SPEC 4.4).
     ToolUse,
+    /// Another finish the stream gave: a cancel or a failure while the step's tools still run
+    /// replaces it with `canceled` or `error` (SPEC 4.4, 4.9).
+    Stream,
+    /// `canceled` or `error`: never rewritten.
     Final,
 }
 
@@ -289,12 +293,6 @@ enum Record {
 
 /// Records a message-level write in the session's history for the I8 check at turn end.
 fn record_message(log: &mut Vec<Record>, op: &StoreOp) -> Result<(), Violation> {
-    let find = |log: &mut Vec<Record>, m: MessageId| {
-        log.iter_mut()
-            .rev()
-            .position(|r| matches!(r, Record::Assistant { id, .. } if *id == m))
-            .map(|p| log.len() - 1 - p)
-    };
     match op {
         StoreOp::AssistantMessage { id, .. } => {
             log.push(Record::Assistant { id: *id, finished: Finish::None, reasoning_open: false });
@@ -338,19 +336,7 @@ fn record_message(log: &mut Vec<Record>, op: &StoreOp) -> Result<(), Violation> 
                 *reasoning_open = false;
             }
         }
-        StoreOp::MessageFinished { id, finish, .. } => {
-            let new =
-                if *finish == MessageFinish::ToolUse { Finish::ToolUse } else { Finish::Final };
-            match find(log, *id).map(|i| &mut log[i]) {
-                Some(Record::Assistant { finished, .. })
-                    if *finished == Finish::None
-                        || (*finished == Finish::ToolUse && *finish != MessageFinish::ToolUse) =>
-                {
-                    *finished = new;
-                }
-                _ => return fail("I8", format!("message {id} finished twice or never created")),
-            }
-        }
+        StoreOp::MessageFinished { id, finish, .. } => record_finish(log, *id, finish)?,
         _ => {}
     }
     Ok(())
@@ -975,4 +961,38 @@ impl Auditor {
         }
         Ok(())
     }
+}
+
+/// The newest assistant record with this id.
+fn find(log: &[Record], m: MessageId) -> Option<usize> {
+    log.iter()
+        .rev()
+        .position(|r| matches!(r, Record::Assistant { id, .. } if *id == m))
+        .map(|p| log.len() - 1 - p)
+}
+
+/// A message's finish (I8): once, except that `tool_use` may become another finish, and a
+/// stream's finish may become `canceled` or `error` while the step's tools still run.
+fn record_finish(
+    log: &mut [Record],
+    id: MessageId,
+    finish: &MessageFinish,
+) -> Result<(), Violation> {
+    let ends = matches!(finish, MessageFinish::Canceled { .. } | MessageFinish::Error { .. });
+    let new = match finish {
+        MessageFinish::ToolUse => Finish::ToolUse,
+        _ if ends => Finish::Final,
+        _ => Finish::Stream,
+    };
+    match find(log, id).map(|i| &mut log[i]) {
+        Some(Record::Assistant { finished, .. })
+            if *finished == Finish::None
+                || (*finished == Finish::ToolUse && *finish != MessageFinish::ToolUse)
+                || (*finished == Finish::Stream && ends) =>
+        {
+            *finished = new;
+        }
+        _ => return fail("I8", format!("message {id} finished twice or never created")),
+    }
+    Ok(())
 }

@@ -281,7 +281,8 @@ const _: () = assert!(BACKOFF_MS.len() as u32 == ATTEMPTS_MAX - 1);
 pub(crate) enum MessageState {
     /// Streaming into it; no finish yet.
     Open,
-    /// Finished `tool_use`: still rewritten if the turn ends otherwise (SPEC 4.4, 4.9).
+    /// Finished `tool_use`, or finished otherwise while the step's tools still run: rewritten
+    /// if the turn ends by a cancel or a failure (SPEC 4.4, 4.9).
     ToolUse,
     /// Its final finish was written.
     Final,

@@ -199,7 +199,13 @@ fn stream_end(
         step::account_usage(&mut s.gauges, tx, &session, seq, &u, ancestor.as_ref());
     }
     answer_calls(st, tx, &session, t);
-    if t.calls.iter().any(|c| c.is_running()) {
+    let running = t.calls.iter().any(|c| c.is_running());
+    if running {
+        // Tools run whatever the finish (SPEC 4.4), so the turn is not over: a cancel or a
+        // failure before they report still gives the message its cancel or error finish (4.9).
+        t.message_state = MessageState::ToolUse;
+    }
+    if running {
         tx.seal_decided(seq);
         t.phase = Phase::Tools { finish: reason };
     } else {

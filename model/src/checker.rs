@@ -73,6 +73,9 @@ pub struct Report {
     pub seconds: f64,
     /// `None`: every check passed.
     pub counterexample: Option<Box<Counterexample>>,
+    /// True when `max_states` stopped the search before the space was exhausted (the
+    /// unexplored frontier was not checked for I6).
+    pub truncated: bool,
 }
 
 impl Report {
@@ -111,6 +114,20 @@ pub fn check(bounds: &Bounds, options: &Options, progress: &mut dyn FnMut(Progre
         let mut next = Vec::new();
         for node in frontier.drain(..) {
             node.spec.actions(&mut actions);
+            if let Some(core) = &node.core {
+                // The same submissions are unfinished on both sides (so, at a state where the
+                // specification has finished everything, so has the core: I6 for the core).
+                let unfinished = (1..=node.spec.accepted).filter(|&n| node.spec.unfinished(n));
+                let expected = unfinished.count() as u64;
+                if core.unfinished() != expected {
+                    let fault = Fault::Violation(format!(
+                        "the core has {} unfinished submissions, the specification {expected}",
+                        core.unfinished()
+                    ));
+                    let counterexample = fail(Problem::Core(fault), node.index, None, &parents);
+                    return report(bounds, started, &visited, transitions, depth, counterexample);
+                }
+            }
             if node.spec.any_unfinished() && !actions.iter().any(|a| is_answer(*a)) {
                 let counterexample = fail(Problem::Stuck, node.index, None, &parents);
                 return report(bounds, started, &visited, transitions, depth, counterexample);
@@ -166,8 +183,10 @@ pub fn check(bounds: &Bounds, options: &Options, progress: &mut dyn FnMut(Progre
         }
         progress(Progress { states: visited.len() as u64, transitions, depth });
         frontier = next;
-        if options.max_states.is_some_and(|m| visited.len() as u64 >= m) {
-            break;
+        if options.max_states.is_some_and(|m| visited.len() as u64 >= m) && !frontier.is_empty() {
+            let mut r = report(bounds, started, &visited, transitions, depth, None);
+            r.truncated = true;
+            return r;
         }
     }
     let counterexample = find_cycle(visited.len(), &host_edges)
@@ -196,6 +215,7 @@ fn report(
         depth,
         seconds: started.elapsed().as_secs_f64(),
         counterexample,
+        truncated: false,
     }
 }
 
@@ -213,6 +233,8 @@ fn path_to(parents: &[(u32, Action)], mut at: u32, last: Option<Action>) -> Vec<
 /// A state on a cycle of host replies, if there is one (Kahn's algorithm: what cannot be
 /// peeled off in topological order lies on or before a cycle; we return one that is on it).
 fn find_cycle(states: usize, edges: &[[u32; 2]]) -> Option<u32> {
+    // The breadth-first loop pushes each state's edges together, in index order.
+    assert!(edges.is_sorted_by_key(|e| e[0]), "host edges are grouped by source");
     let mut out_degree = vec![0u32; states];
     let mut start = vec![0u32; states + 1];
     for [from, _] in edges {
@@ -315,5 +337,27 @@ pub fn describe(p: &Problem) -> String {
         }
         Problem::Stuck => "I6: a submission is unfinished and nothing is pending".into(),
         Problem::Cycle => "I6: host replies alone can cycle forever".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::find_cycle;
+
+    #[test]
+    fn an_acyclic_graph_has_no_cycle() {
+        // 0 → 1 → 3, 0 → 2 → 3: a diamond, edges grouped by source in index order.
+        assert_eq!(find_cycle(4, &[[0, 1], [0, 2], [1, 3], [2, 3]]), None);
+        assert_eq!(find_cycle(3, &[]), None);
+    }
+
+    #[test]
+    fn a_cycle_is_found_and_the_state_returned_lies_on_it() {
+        // 0 → 1 → 2 → 1, and 2 → 3 (a way out does not make the cycle harmless: I6 says every
+        // order of answers must end).
+        let at = find_cycle(4, &[[0, 1], [1, 2], [2, 1], [2, 3]]).expect("a cycle");
+        assert!(at == 1 || at == 2, "{at} is not on the cycle");
+        // A self-loop.
+        assert_eq!(find_cycle(2, &[[0, 1], [1, 1]]), Some(1));
     }
 }

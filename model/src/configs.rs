@@ -39,6 +39,7 @@ const NONE: Budget = Budget {
     auth: 0,
     refresh_failures: 0,
     stale: 0,
+    odd_finishes: 0,
 };
 
 /// Every named configuration.
@@ -66,9 +67,9 @@ pub fn all() -> Vec<Bounds> {
         },
         Bounds {
             name: "faults",
-            about: "seconds: 1 session, 2 submissions (one with a RunId), cancel, cancel_run, \
-                    shutdown, tool calls with a stop, a pause, a retry, a 401 and its refresh \
-                    failing, stale replies",
+            about: "seconds: 1 session, 2 submissions (one with a RunId), resubmission (also \
+                    during shutdown), cancel, cancel_run, shutdown, tool calls with a stop, a \
+                    pause, a retry, a 401 and its refresh failing, stale replies",
             config: Config::default(),
             budget: Budget {
                 sessions: 1,
@@ -83,6 +84,39 @@ pub fn all() -> Vec<Bounds> {
                 retryable: 1,
                 auth: 1,
                 refresh_failures: 1,
+                stale: 1,
+                replays: 1,
+                ..NONE
+            },
+        },
+        Bounds {
+            name: "retries",
+            about: "seconds: 1 session, 2 submissions, every attempt of a step (4), two 401s \
+                    with a refresh between (a fresh budget), a cancel",
+            config: Config::default(),
+            budget: Budget {
+                sessions: 1,
+                submits: 2,
+                cancels: 1,
+                retryable: 5,
+                auth: 2,
+                highs: 1,
+                ..NONE
+            },
+        },
+        Bounds {
+            name: "guard",
+            about: "seconds: 1 session, 2 submissions, three tool steps at the threshold (two \
+                    pauses, then the no-progress guard), finish reasons that do not match the \
+                    calls, a cancel",
+            config: Config::default(),
+            budget: Budget {
+                sessions: 1,
+                submits: 2,
+                cancels: 1,
+                tool_calls: 3,
+                highs: 3,
+                odd_finishes: 2,
                 stale: 1,
                 ..NONE
             },
@@ -108,25 +142,19 @@ pub fn all() -> Vec<Bounds> {
         },
         Bounds {
             name: "nightly",
-            about: "larger: 5 submissions, 2 pauses, 2 retries (minutes)",
+            about: "minutes: the default configuration plus a retryable error (backoff, reset, \
+                    retry) on two sessions",
             config: Config::default(),
             budget: Budget {
-                submits: 5,
-                runs: 2,
-                replays: 1,
-                cancels: 2,
+                submits: 3,
+                runs: 1,
+                cancels: 1,
                 cancel_runs: 1,
-                clears: 1,
-                summarizes: 1,
                 shutdowns: 1,
                 prep_failures: 1,
-                tool_calls: 3,
-                stops: 1,
-                highs: 2,
-                retryable: 2,
-                fatal: 1,
-                auth: 1,
-                refresh_failures: 1,
+                tool_calls: 1,
+                highs: 1,
+                retryable: 1,
                 stale: 1,
                 ..NONE
             },

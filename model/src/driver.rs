@@ -44,6 +44,8 @@ struct View {
     late_tool: Option<CallIo>,
     dup_tool: Option<CallIo>,
     stale_timer: Option<TimerId>,
+    stale_summary: Option<SummaryIo>,
+    stale_refresh: Option<AttemptIo>,
 }
 
 /// The core, its checkers and the host view, at one state of the exploration.
@@ -163,7 +165,10 @@ impl Lockstep {
             Action::Submit { session: s, kind } => Input::Submit(match kind {
                 Kind::Fold => Submit::new(session(s), "fold").with_mode(Mode::Fold),
                 Kind::Own => Submit::new(session(s), "own").with_mode(Mode::OwnTurn),
-                Kind::Run(r) => Submit::new(session(s), run_prompt(r)).with_run_id(run_id(r)),
+                // Asking for `fold` with a RunId checks that the RunId overrides it (SPEC 3).
+                Kind::Run(r) => Submit::new(session(s), run_prompt(r))
+                    .with_mode(Mode::Fold)
+                    .with_run_id(run_id(r)),
             }),
             Action::Resubmit { run } | Action::Conflict { run } => {
                 let s = spec.subs.iter().take(spec.accepted as usize).find(|x| x.run == Some(run));
@@ -173,7 +178,9 @@ impl Lockstep {
                 } else {
                     "other".into()
                 };
-                Input::Submit(Submit::new(session(s), prompt).with_run_id(run_id(run)))
+                Input::Submit(
+                    Submit::new(session(s), prompt).with_mode(Mode::Fold).with_run_id(run_id(run)),
+                )
             }
             Action::Invalid => Input::Submit(Submit::new(session(0), "")),
             Action::Cancel { session: s } => {
@@ -192,22 +199,25 @@ impl Lockstep {
                 seq: turnstile_core::Seq(u64::from(seq)),
                 setup: setup(),
             },
-            Action::PrepFailed { seq } => Input::PreparationFailed {
-                session: SessionId::new(session(spec.subs[seq as usize - 1].session)),
-                seq: turnstile_core::Seq(u64::from(seq)),
-                error: "no model".into(),
-            },
+            Action::PrepFailed { seq } | Action::StalePrepFailed { seq } => {
+                Input::PreparationFailed {
+                    session: SessionId::new(session(spec.subs[seq as usize - 1].session)),
+                    seq: turnstile_core::Seq(u64::from(seq)),
+                    error: "no model".into(),
+                }
+            }
             Action::ToolCall { session: s } => {
                 let step = v.step[s as usize].clone().ok_or_else(|| missing("step"))?;
                 let id = CallId::new(call_id(step_of(spec, s)));
                 let event = StepEvent::ToolCall { id, name: "ls".into(), input: "{}".into() };
                 Input::Step { step, event }
             }
-            Action::StepDone { session: s, high } => {
+            Action::StepDone { session: s, high, odd } => {
                 let step = v.step[s as usize].clone().ok_or_else(|| missing("step"))?;
                 let streamed =
                     matches!(spec.lanes[s as usize], Lane::Turn(t) if t.call == Call::Streamed);
-                let reason = if streamed { FinishReason::ToolCalls } else { FinishReason::Stop };
+                let tool_calls = streamed != odd;
+                let reason = if tool_calls { FinishReason::ToolCalls } else { FinishReason::Stop };
                 Input::Step { step, event: finished(reason, high) }
             }
             Action::StepFail { session: s, failure } => {
@@ -246,6 +256,14 @@ impl Lockstep {
                 let call = v.dup_tool.clone().ok_or_else(|| missing("answered call"))?;
                 Input::ToolResult { call, result: tool_output(false) }
             }
+            Action::StaleSummary => {
+                let io = v.stale_summary.clone().ok_or_else(|| missing("retired summary"))?;
+                Input::Summary { io, event: finished(FinishReason::Stop, false) }
+            }
+            Action::StaleRefresh => {
+                let attempt = v.stale_refresh.clone().ok_or_else(|| missing("retired refresh"))?;
+                Input::CredentialsRefreshed { attempt, ok: true }
+            }
             Action::StaleTimer => {
                 let timer = v.stale_timer.ok_or_else(|| missing("disarmed timer"))?;
                 Input::TimerFired { timer }
@@ -272,12 +290,17 @@ impl Lockstep {
                 }
             }
             Input::CredentialsRefreshed { attempt, .. } => {
-                v.refresh[index(attempt.session().as_str())] = None;
+                let s = index(attempt.session().as_str());
+                if v.refresh[s].as_ref() == Some(attempt) {
+                    v.refresh[s] = None;
+                    v.stale_refresh = Some(attempt.clone());
+                }
             }
             Input::Summary { io, event: StepEvent::Finished { .. } | StepEvent::Failed { .. } } => {
                 let s = index(io.session.as_str());
                 if v.summary[s].as_ref() == Some(io) {
                     v.summary[s] = None;
+                    v.stale_summary = Some(io.clone());
                 }
             }
             Input::TimerFired { timer } => {
@@ -313,7 +336,10 @@ impl View {
             OutputKind::StartSummary { io } => {
                 self.summary[index(io.session.as_str())] = Some(io.clone())
             }
-            OutputKind::AbortSummary { io } => self.summary[index(io.session.as_str())] = None,
+            OutputKind::AbortSummary { io } => {
+                self.summary[index(io.session.as_str())] = None;
+                self.stale_summary = Some(io.clone());
+            }
             OutputKind::RunTool { call, .. } => {
                 self.tool[index(call.session.as_str())] = Some(call.clone())
             }
@@ -321,7 +347,8 @@ impl View {
                 self.refresh[index(attempt.session().as_str())] = Some(attempt.clone());
             }
             OutputKind::AbortRefresh { attempt } => {
-                self.refresh[index(attempt.session().as_str())] = None
+                self.refresh[index(attempt.session().as_str())] = None;
+                self.stale_refresh = Some(attempt.clone());
             }
             OutputKind::SetTimer { timer, deadline, purpose } => {
                 let t = match purpose {

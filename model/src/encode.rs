@@ -81,8 +81,9 @@ pub fn encode(s: &Spec) -> Key {
     p.bytes
 }
 
-fn budget(b: &Budget) -> [u8; 18] {
+fn budget(b: &Budget) -> [u8; 19] {
     [
+        b.odd_finishes,
         b.sessions,
         b.submits,
         b.runs,
@@ -163,7 +164,11 @@ fn encode_lane(p: &mut Pack, lane: &Lane) {
             if t.owner > 15 || t.step > 15 {
                 too_wide("owner or step", u64::from(t.owner.max(t.step)), 4);
             }
-            p.byte(u64::from(t.owner) | u64::from(t.step) << 4, "owner and step");
+            if t.owner > 7 {
+                too_wide("owner", u64::from(t.owner), 3);
+            }
+            let owner = u64::from(t.owner) | u64::from(t.tool_use) << 3;
+            p.byte(owner | u64::from(t.step) << 4, "owner and step");
             if attempt > 0x7f {
                 too_wide("attempt", attempt, 7);
             }

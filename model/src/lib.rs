@@ -9,7 +9,8 @@
 //! - [`checker`]: the breadth-first explorer, with conformance, the core's invariants, I6
 //!   liveness, and shortest counterexamples written as trace files.
 //! - [`encode`]: the compact, exact state encoding.
-//! - [`configs`]: the named bounded configurations (`small`, `default`, `nightly`).
+//! - [`configs`]: the named bounded configurations (`small`, `faults`, `default`, `nightly`).
+//! - `mutants` (with the `mutants` feature): hunts each of the core's test-only mutants.
 //!
 //! `turnstile-model check` runs it from the command line; `docs/verification.md` explains what
 //! it covers and what it found.

@@ -152,6 +152,11 @@ fn print_report(r: &Report, conformance: bool) {
     println!("seconds            {:.2}", r.seconds);
     println!("states per second  {:.0}", r.states_per_second());
     match &r.counterexample {
+        None if r.truncated => {
+            println!(
+                "verdict            no problem in the explored prefix (stopped by --max-states)"
+            )
+        }
         None => println!("verdict            pass"),
         Some(c) => {
             println!("verdict            FAIL: {}", describe(&c.problem));

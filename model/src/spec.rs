@@ -7,24 +7,25 @@
 //!
 //! | SPEC | here |
 //! |---|---|
-//! | 4.1 acceptance, RunId idempotency, validation | [`Spec::submit`], [`Spec::resubmit`] |
+//! | 4.1 acceptance, RunId idempotency (also during shutdown), the empty-prompt validation | [`Spec::submit`], [`Spec::resubmit`] |
 //! | 4.1 preparation and its failure | `Prepared` / `PrepFailed` in [`Spec::apply`] |
 //! | 4.2 admission in acceptance order | [`Spec::admit`]: only the queue's head, only when prepared and the lane is idle |
 //! | 4.3 folding at every step start | [`Spec::start_step`] |
-//! | 4.4 steps, one tool call per step | `ToolCall`, `StepDone`, `ToolResult` |
+//! | 4.4 steps, one tool call per step, any finish reason | `ToolCall`, `StepDone`, `ToolResult` |
 //! | 4.5 retries (4 attempts) and one refresh per step | [`Attempt`], `StepFail`, `Refreshed`, the retry timer |
-//! | 4.6 ends of a turn and the hand-off | [`Spec::step_ended`], [`Spec::end_turn`] |
-//! | 4.7 summarization, pause, resume, no-progress guard, manual | [`Spec::summary_done`], [`Spec::summary_failed`], `Summarize` |
+//! | 4.6 ends of a turn and the hand-off | [`Spec::step_ended`] (precedence, the no-progress guard), [`Spec::end_turn`] |
+//! | 4.7 summarization, pause, resume, manual | [`Spec::summary_done`], [`Spec::summary_failed`], `Summarize` |
 //! | 4.9 clean-up and the cancel grace | [`Spec::abort_turn`], [`Spec::cleanup`] |
 //! | 4.10 cancel, cancel_run, clear_queue, shutdown | [`Spec::cancel_sub`], `Clear`, [`Spec::shutdown`] |
-//! | 5 the completion contract | [`Spec::decide`], the only place an outcome is set |
+//! | 5 the completion contract | [`Spec::decide`] and `publish`, the only places an outcome is set (`publish` panics on a second decision) |
 //! | I13 stale replies | the `Stale*` actions: allowed when such IO exists, and change nothing |
 //!
 //! Not modelled (the core's own tests and traces cover them): sub-agents and titles (SPEC 4.11;
-//! every setup says the session has a title and offers no `agent` tool), loop detection and the
-//! step limit (they need 10 steps), streaming text and reasoning, usage numbers, and the
-//! external acceptor (the core assigns sequences, so a cancel covers everything accepted
-//! before it and its watermark is dropped at once).
+//! every setup says the session has a title and offers no `agent` tool), loop detection (it
+//! needs 10 steps), the step limit (configurable; the model runs with the default, unlimited),
+//! more than one tool call per step, validation other than the empty prompt, streaming text and
+//! reasoning, usage numbers, and the external acceptor (the core assigns sequences, so a cancel
+//! covers everything accepted before it and its watermark is dropped at once).
 //!
 //! Each transition also says what the core must output, as a [`Projection`] (SPEC 7): the model
 //! writes the records of a session in the order SPEC 4.9, 4.12 and 7 prescribe.
@@ -141,6 +142,10 @@ pub enum Action {
         session: u8,
         /// True when the step's usage puts the context at the summarization threshold.
         high: bool,
+        /// True for the finish reason that does not match the calls: `stop` although a tool
+        /// call was streamed (the tool still runs, then the turn ends), or `tool_calls` without
+        /// any call (the turn continues with another step) (SPEC 4.4, 4.6).
+        odd: bool,
     },
     /// The current step's attempt fails.
     StepFail {
@@ -185,6 +190,16 @@ pub enum Action {
         /// The submission.
         seq: u8,
     },
+    /// A preparation failure for a submission that is no longer preparing (SPEC 4.10: a
+    /// cancel beats a failure reported after it).
+    StalePrepFailed {
+        /// The submission.
+        seq: u8,
+    },
+    /// An event for a summary attempt that is no longer current.
+    StaleSummary,
+    /// A refresh answer for a refresh that was aborted or already answered.
+    StaleRefresh,
     /// An event for a step attempt that is no longer current.
     StaleStep,
     /// A tool result after the turn's clean-up abandoned the call.
@@ -219,6 +234,9 @@ impl Action {
         matches!(
             self,
             Action::StalePrepared { .. }
+                | Action::StalePrepFailed { .. }
+                | Action::StaleSummary
+                | Action::StaleRefresh
                 | Action::StaleStep
                 | Action::LateTool
                 | Action::DuplicateTool
@@ -342,6 +360,8 @@ pub struct Turn {
     pub call: Call,
     /// True when the current step ended at the summarization threshold.
     pub high: bool,
+    /// True when the current step's finish maps to `tool_use` (the turn would continue).
+    pub tool_use: bool,
     /// What it does.
     pub phase: TurnPhase,
 }
@@ -419,6 +439,8 @@ pub struct Budget {
     pub refresh_failures: u8,
     /// Stale replies.
     pub stale: u8,
+    /// Finish reasons that do not match the step's calls.
+    pub odd_finishes: u8,
 }
 
 /// The whole specification state.
@@ -434,14 +456,17 @@ pub struct Spec {
     pub closing: Closing,
     /// What is left to choose.
     pub budget: Budget,
-    /// Whether a stale reply of each kind could be sent: step, late tool, duplicate tool, timer.
-    pub stale: [bool; 4],
+    /// Whether a stale reply of each kind could be sent: step, late tool, duplicate tool, timer,
+    /// summary, refresh.
+    pub stale: [bool; 6],
 }
 
 const STALE_STEP: usize = 0;
 const LATE_TOOL: usize = 1;
 const DUP_TOOL: usize = 2;
 const STALE_TIMER: usize = 3;
+const STALE_SUMMARY: usize = 4;
+const STALE_REFRESH: usize = 5;
 
 /// The call id the model's step `step` uses.
 #[must_use]
@@ -520,7 +545,7 @@ impl Spec {
             lanes: [Lane::Idle; 2],
             closing: Closing::Open,
             budget,
-            stale: [false; 4],
+            stale: [false; 6],
         }
     }
 
@@ -646,9 +671,12 @@ impl Spec {
                     if t.call == Call::None && b.tool_calls > 0 {
                         out.push(Action::ToolCall { session });
                     }
-                    out.push(Action::StepDone { session, high: false });
+                    out.push(Action::StepDone { session, high: false, odd: false });
                     if b.highs > 0 {
-                        out.push(Action::StepDone { session, high: true });
+                        out.push(Action::StepDone { session, high: true, odd: false });
+                    }
+                    if b.odd_finishes > 0 {
+                        out.push(Action::StepDone { session, high: false, odd: true });
                     }
                     self.failures(
                         session,
@@ -716,10 +744,17 @@ impl Spec {
         for n in self.seqs() {
             if self.sub(n).status != Status::Preparing {
                 out.push(Action::StalePrepared { seq: n });
+                out.push(Action::StalePrepFailed { seq: n });
             }
         }
-        let kinds =
-            [Action::StaleStep, Action::LateTool, Action::DuplicateTool, Action::StaleTimer];
+        let kinds = [
+            Action::StaleStep,
+            Action::LateTool,
+            Action::DuplicateTool,
+            Action::StaleTimer,
+            Action::StaleSummary,
+            Action::StaleRefresh,
+        ];
         for (i, a) in kinds.into_iter().enumerate() {
             if self.stale[i] {
                 out.push(a);
@@ -769,7 +804,7 @@ impl Spec {
                 let (owner, step) = (t.owner, t.step);
                 e.rec(session, Rec::ToolCall { seq: seq(owner), call: call_id(step) });
             }
-            Action::StepDone { session, high } => self.step_done(session, high, e),
+            Action::StepDone { session, high, odd } => self.step_done(session, high, odd, e),
             Action::StepFail { session, failure } => self.step_failed(session, failure, e),
             Action::ToolResult { session, stop } => self.tool_result(session, stop, e),
             Action::Refreshed { session, ok } => self.refreshed(session, ok, e),
@@ -777,6 +812,9 @@ impl Spec {
             Action::SummaryFail { session, failure } => self.summary_fail(session, failure, e),
             Action::Fire { timer } => self.fire(timer, e),
             Action::StalePrepared { .. }
+            | Action::StalePrepFailed { .. }
+            | Action::StaleSummary
+            | Action::StaleRefresh
             | Action::StaleStep
             | Action::LateTool
             | Action::DuplicateTool
@@ -814,12 +852,10 @@ impl Spec {
         e.io(Io::Prepare { seq: seq(n) });
     }
 
+    /// A call with a used RunId is a look-up, not a new submission: it answers the existing
+    /// run (or the conflict) during shutdown too (SPEC 4.10 "RunId look-ups still answer").
     fn resubmit(&mut self, run: u8, same: bool, e: &mut Emit) {
         self.budget.replays -= 1;
-        if self.closing != Closing::Open {
-            e.reply(ReplyP::Rejected { why: Why::WorkspaceClosing });
-            return;
-        }
         let Some(n) = self.run_seq(run) else { unreachable!("offered only for a used RunId") };
         if !same {
             e.reply(ReplyP::Rejected { why: Why::RunIdConflict });
@@ -912,26 +948,33 @@ impl Spec {
         }
         e.io(Io::StartStep { seq: seq(owner), step: u32::from(step), attempt: 0 });
         let phase = TurnPhase::Step(Attempt::fresh());
-        self.lanes[s as usize] =
-            Lane::Turn(Turn { owner, step, call: Call::None, high: false, phase });
+        let turn = Turn { owner, step, call: Call::None, high: false, tool_use: false, phase };
+        self.lanes[s as usize] = Lane::Turn(turn);
     }
 
-    fn step_done(&mut self, s: u8, high: bool, e: &mut Emit) {
+    fn step_done(&mut self, s: u8, high: bool, odd: bool, e: &mut Emit) {
         if high {
             self.budget.highs -= 1;
         }
+        if odd {
+            self.budget.odd_finishes -= 1;
+        }
         self.stale[STALE_STEP] = true;
         let t = self.turn_mut(s);
+        let streamed = t.call == Call::Streamed;
+        // The finish the stream gave: `tool_calls` exactly when a call was streamed, unless odd.
+        t.tool_use = streamed != odd;
         t.high = high;
-        let owner = t.owner;
-        if t.call == Call::Streamed {
+        let (owner, step, tool_use) = (t.owner, t.step, t.tool_use);
+        let finish = if tool_use { FinishP::ToolUse } else { FinishP::EndTurn };
+        e.rec(s, Rec::Finish { seq: seq(owner), finish });
+        if streamed {
+            // Every complete call runs, whatever the finish reason (SPEC 4.4).
+            let t = self.turn_mut(s);
             t.call = Call::Running;
             t.phase = TurnPhase::Tool;
-            let call = call_id(t.step);
-            e.rec(s, Rec::Finish { seq: seq(owner), finish: FinishP::ToolUse });
-            e.io(Io::RunTool { seq: seq(owner), call });
+            e.io(Io::RunTool { seq: seq(owner), call: call_id(step) });
         } else {
-            e.rec(s, Rec::Finish { seq: seq(owner), finish: FinishP::EndTurn });
             self.step_ended(s, false, e);
         }
     }
@@ -954,7 +997,9 @@ impl Spec {
                 self.admit(s, e);
             }
             _ => {
-                if stop {
+                // A stop result turns `tool_use` into `end_turn`: the model is not called again.
+                let tool_use = matches!(self.lanes[s as usize], Lane::Turn(t) if t.tool_use);
+                if stop && tool_use {
                     e.rec(s, Rec::Finish { seq: seq(owner), finish: FinishP::EndTurn });
                 }
                 self.step_ended(s, stop, e);
@@ -967,7 +1012,7 @@ impl Spec {
     fn step_ended(&mut self, s: u8, stopped: bool, e: &mut Emit) {
         let t = *self.turn_mut(s);
         let n = t.owner;
-        let continues = !stopped && t.call == Call::Done;
+        let continues = !stopped && t.tool_use;
         let guard_trips = t.high && self.sub(n).pauses >= PAUSES_WITHOUT_PROGRESS;
         if !t.high {
             self.sub_mut(n).pauses = 0;
@@ -1082,6 +1127,7 @@ impl Spec {
     }
 
     fn refreshed(&mut self, s: u8, ok: bool, e: &mut Emit) {
+        self.stale[STALE_REFRESH] = true;
         if !ok {
             self.budget.refresh_failures -= 1;
         }
@@ -1114,6 +1160,12 @@ impl Spec {
         e.io(Io::StartStep { seq: seq(t.owner), step, attempt: u32::from(a.number) });
         let call = Call::None;
         self.lanes[s as usize] = Lane::Turn(Turn { call, phase: TurnPhase::Step(a), ..t });
+    }
+
+    /// Stops waiting for a refresh; an answer that still arrives is stale.
+    fn abort_refresh(&mut self, e: &mut Emit, io: Io) {
+        self.stale[STALE_REFRESH] = true;
+        e.io(io);
     }
 
     /// Disarms a timer; a firing that still arrives is stale.
@@ -1193,6 +1245,7 @@ impl Spec {
     }
 
     fn summary_done(&mut self, s: u8, e: &mut Emit) {
+        self.stale[STALE_SUMMARY] = true;
         e.rec(s, Rec::SummaryDone);
         let sm = self.summary(s);
         self.lanes[s as usize] = Lane::Idle;
@@ -1211,6 +1264,7 @@ impl Spec {
 
     fn summary_fail(&mut self, s: u8, failure: Failure, e: &mut Emit) {
         self.spend(failure);
+        self.stale[STALE_SUMMARY] = true;
         let sm = self.summary(s);
         match Spec::after_failure(sm.attempt, failure) {
             Ok(phase) => {
@@ -1246,12 +1300,14 @@ impl Spec {
         let a = sm.attempt;
         match a.phase {
             AttemptPhase::Streaming => {
+                self.stale[STALE_SUMMARY] = true;
                 e.io(Io::AbortSummary { session: name(s), attempt: u32::from(a.number) });
             }
             AttemptPhase::Backoff => self.cancel_timer(Timer::Retry(s), e),
-            AttemptPhase::Refreshing => {
-                e.io(Io::AbortRefresh { session: name(s), seq: None, attempt: u32::from(a.number) })
-            }
+            AttemptPhase::Refreshing => self.abort_refresh(
+                e,
+                Io::AbortRefresh { session: name(s), seq: None, attempt: u32::from(a.number) },
+            ),
         }
         e.rec(s, Rec::SummaryDeleted);
         self.lanes[s as usize] = Lane::Idle;
@@ -1308,11 +1364,14 @@ impl Spec {
                     e.io(Io::AbortStep { seq: owner, step, attempt: u32::from(a.number) });
                 }
                 AttemptPhase::Backoff => self.cancel_timer(Timer::Retry(s), e),
-                AttemptPhase::Refreshing => e.io(Io::AbortRefresh {
-                    session: name(s),
-                    seq: Some(owner),
-                    attempt: u32::from(a.number),
-                }),
+                AttemptPhase::Refreshing => self.abort_refresh(
+                    e,
+                    Io::AbortRefresh {
+                        session: name(s),
+                        seq: Some(owner),
+                        attempt: u32::from(a.number),
+                    },
+                ),
             },
             TurnPhase::Tool => {}
         }
@@ -1408,11 +1467,14 @@ impl Spec {
                     e.io(Io::AbortStep { seq: owner, step, attempt: u32::from(a.number) });
                 }
                 AttemptPhase::Backoff => self.cancel_timer(Timer::Retry(s), e),
-                AttemptPhase::Refreshing => e.io(Io::AbortRefresh {
-                    session: name(s),
-                    seq: Some(owner),
-                    attempt: u32::from(a.number),
-                }),
+                AttemptPhase::Refreshing => self.abort_refresh(
+                    e,
+                    Io::AbortRefresh {
+                        session: name(s),
+                        seq: Some(owner),
+                        attempt: u32::from(a.number),
+                    },
+                ),
             }
         }
         self.cleanup_only(s, Cause::Shutdown, e);

@@ -31,6 +31,7 @@ const WIDE: Budget = Budget {
     auth: 3,
     refresh_failures: 1,
     stale: 4,
+    odd_finishes: 3,
 };
 
 struct Reference;
