@@ -18,6 +18,9 @@ pub struct Bounds {
     pub config: Config,
     /// How many of each choice the explored runs may make.
     pub budget: Budget,
+    /// The distinct states this configuration has (measured; the progress bar's length, and a
+    /// test checks the explorer still finds exactly this many).
+    pub expected_states: u64,
 }
 
 const NONE: Budget = Budget {
@@ -51,6 +54,7 @@ pub fn all() -> Vec<Bounds> {
             about: "seconds: 1 session, 3 submissions (one with a RunId), resubmission, cancel, \
                     clear, manual summarize, a preparation failure, a tool call, a fatal error",
             config: Config::default(),
+            expected_states: 329_038,
             budget: Budget {
                 sessions: 1,
                 submits: 3,
@@ -71,6 +75,7 @@ pub fn all() -> Vec<Bounds> {
                     during shutdown), cancel, cancel_run, shutdown, tool calls with a stop, a \
                     pause, a retry, a 401 and its refresh failing, stale replies",
             config: Config::default(),
+            expected_states: 151_136,
             budget: Budget {
                 sessions: 1,
                 submits: 2,
@@ -94,6 +99,7 @@ pub fn all() -> Vec<Bounds> {
             about: "seconds: 1 session, 2 submissions, every attempt of a step (4), two 401s \
                     with a refresh between (a fresh budget), a cancel",
             config: Config::default(),
+            expected_states: 17_748,
             budget: Budget {
                 sessions: 1,
                 submits: 2,
@@ -110,6 +116,7 @@ pub fn all() -> Vec<Bounds> {
                     pauses, then the no-progress guard), finish reasons that do not match the \
                     calls, a cancel",
             config: Config::default(),
+            expected_states: 52_538,
             budget: Budget {
                 sessions: 1,
                 submits: 2,
@@ -127,6 +134,7 @@ pub fn all() -> Vec<Bounds> {
                     cancel, a cancel_run, shutdown, a preparation failure, a tool call, a \
                     summarization, stale replies",
             config: Config::default(),
+            expected_states: 1_286_732,
             budget: Budget {
                 submits: 3,
                 runs: 1,
@@ -145,6 +153,7 @@ pub fn all() -> Vec<Bounds> {
             about: "minutes: the default configuration plus a retryable error (backoff, reset, \
                     retry) on two sessions",
             config: Config::default(),
+            expected_states: 3_521_832,
             budget: Budget {
                 submits: 3,
                 runs: 1,

@@ -73,7 +73,7 @@ fn main() -> ExitCode {
             let options = Options { conformance: !no_conformance, max_states };
             let report = run(&bounds, &options);
             print_report(&report, options.conformance);
-            finish(&report, &out)
+            finish(&report, &out, mutant.is_some())
         }
     }
 }
@@ -126,17 +126,20 @@ fn mutants() -> ExitCode {
 }
 
 fn run(bounds: &Bounds, options: &Options) -> Report {
-    let bar = ProgressBar::new_spinner();
+    // The bar's length is the configuration's measured size; it grows if the space does.
+    let bar = ProgressBar::new(bounds.expected_states);
     bar.set_style(
-        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {msg}")
-            .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+        ProgressStyle::with_template(
+            "[{elapsed_precise}] {bar:40} {pos}/{len} states ({percent}%) {msg}",
+        )
+        .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     let mut tick = |p: Progress| {
-        bar.set_message(format!(
-            "{} states, {} transitions, depth {}",
-            p.states, p.transitions, p.depth
-        ));
-        bar.tick();
+        if p.states > bar.length().unwrap_or(0) {
+            bar.set_length(p.states);
+        }
+        bar.set_position(p.states);
+        bar.set_message(format!("{} transitions, depth {}", p.transitions, p.depth));
     };
     let report = check(bounds, options, &mut tick);
     bar.finish_and_clear();
@@ -165,7 +168,7 @@ fn print_report(r: &Report, conformance: bool) {
     }
 }
 
-fn finish(r: &Report, out: &Path) -> ExitCode {
+fn finish(r: &Report, out: &Path, mutant: bool) -> ExitCode {
     let Some(c) = &r.counterexample else { return ExitCode::SUCCESS };
     for (i, a) in c.path.iter().enumerate() {
         println!("  {:>2}. {a:?}", i + 1);
@@ -175,11 +178,15 @@ fn finish(r: &Report, out: &Path) -> ExitCode {
         println!("  actual:   {}", json(actual));
     }
     match write_trace(&c.trace, out) {
-        Ok(()) => println!(
-            "counterexample     {} (reproduce: cargo run -p turnstile-sim -- replay {})",
-            out.display(),
-            out.display()
-        ),
+        Ok(()) => {
+            // A mutant's trace names it in its configuration: only a mutants build reads it.
+            let features = if mutant { " --features turnstile-core/mutants" } else { "" };
+            println!(
+                "counterexample     {} (reproduce: cargo run -p turnstile-sim{features} -- replay {})",
+                out.display(),
+                out.display()
+            );
+        }
         Err(e) => eprintln!("could not write {}: {e}", out.display()),
     }
     ExitCode::from(1)

@@ -22,6 +22,7 @@ fn assert_passes(name: &str, at_least: u64) {
         panic!("{name}: {} after {:?}", describe(&c.problem), c.path);
     }
     assert!(r.states >= at_least, "{name} explored only {} states", r.states);
+    assert_eq!(r.states, bounds(name).expected_states, "{name}: update `expected_states`");
     assert!(r.transitions > r.states, "every state has a successor or is final");
 }
 
@@ -33,6 +34,12 @@ fn the_small_configuration_conforms_everywhere() {
 #[test]
 fn the_faults_configuration_conforms_everywhere() {
     assert_passes("faults", 70_000);
+}
+
+#[test]
+fn the_retries_and_guard_configurations_conform_everywhere() {
+    assert_passes("retries", 10_000);
+    assert_passes("guard", 50_000);
 }
 
 /// The packed key is exact: over a whole explored space, equal keys mean equal states.
@@ -106,4 +113,5 @@ fn the_default_configuration_is_large_enough() {
         check(&bounds("default"), &Options { conformance: false, max_states: None }, &mut |_| {});
     assert!(r.counterexample.is_none());
     assert!(r.states >= 1_000_000, "default explores {} states", r.states);
+    assert_eq!(r.states, bounds("default").expected_states);
 }
