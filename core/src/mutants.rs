@@ -95,6 +95,14 @@ impl Mutant {
         Mutant::RetryWithoutReset,
     ];
 
+    /// The tools whose scope contains the mutant (SPEC 10): every mutant here is a core-level
+    /// bug, so the model checker and the simulator must both find it; store-level mutants
+    /// (the simulator's and the crash tests' alone) belong to the store.
+    #[must_use]
+    pub fn scope(self) -> &'static [&'static str] {
+        &["model", "sim"]
+    }
+
     /// The mutant's name as the command line and `docs/verification.md` spell it.
     #[must_use]
     pub fn name(self) -> &'static str {

@@ -45,6 +45,20 @@ const NONE: Budget = Budget {
     odd_finishes: 0,
 };
 
+/// The README's main job: two sessions and the faults that matter most across them.
+const DEFAULT: Budget = Budget {
+    submits: 3,
+    runs: 1,
+    cancels: 1,
+    cancel_runs: 1,
+    shutdowns: 1,
+    prep_failures: 1,
+    tool_calls: 1,
+    highs: 1,
+    stale: 1,
+    ..NONE
+};
+
 /// Every named configuration.
 #[must_use]
 pub fn all() -> Vec<Bounds> {
@@ -135,18 +149,7 @@ pub fn all() -> Vec<Bounds> {
                     summarization, stale replies",
             config: Config::default(),
             expected_states: 1_286_732,
-            budget: Budget {
-                submits: 3,
-                runs: 1,
-                cancels: 1,
-                cancel_runs: 1,
-                shutdowns: 1,
-                prep_failures: 1,
-                tool_calls: 1,
-                highs: 1,
-                stale: 1,
-                ..NONE
-            },
+            budget: DEFAULT,
         },
         Bounds {
             name: "nightly",
@@ -154,19 +157,7 @@ pub fn all() -> Vec<Bounds> {
                     retry) on two sessions",
             config: Config::default(),
             expected_states: 3_521_832,
-            budget: Budget {
-                submits: 3,
-                runs: 1,
-                cancels: 1,
-                cancel_runs: 1,
-                shutdowns: 1,
-                prep_failures: 1,
-                tool_calls: 1,
-                highs: 1,
-                retryable: 1,
-                stale: 1,
-                ..NONE
-            },
+            budget: Budget { retryable: 1, ..DEFAULT },
         },
     ]
 }

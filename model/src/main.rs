@@ -99,15 +99,16 @@ fn mutants() -> ExitCode {
     // A mutant makes a debug-build engine panic on its own assertions; the checker reports
     // that as a violation, so the panic messages would only be noise here.
     std::panic::set_hook(Box::new(|_| {}));
-    println!("| mutant | found | by | length | seconds | states | what the checker saw |");
-    println!("|---|---|---|---|---|---|---|");
+    println!("| mutant | scope | found | by | length | seconds | states | what the checker saw |");
+    println!("|---|---|---|---|---|---|---|---|");
     let mut missed = 0;
     for &m in turnstile_core::Mutant::ALL {
         let h = turnstile_model::mutants::hunt(m);
         missed += usize::from(h.found_by.is_none());
         println!(
-            "| `{}` | {} | {} | {} | {:.2} | {} | {} |",
+            "| `{}` | {} | {} | {} | {} | {:.2} | {} | {} |",
             m.name(),
+            m.scope().join(", "),
             if h.found_by.is_some() { "found" } else { "MISSED" },
             h.found_by.unwrap_or("-"),
             h.length,

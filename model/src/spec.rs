@@ -7,17 +7,17 @@
 //!
 //! | SPEC | here |
 //! |---|---|
-//! | 4.1 acceptance, RunId idempotency (also during shutdown), the empty-prompt validation | [`Spec::submit`], [`Spec::resubmit`] |
-//! | 4.1 preparation and its failure | `Prepared` / `PrepFailed` in [`Spec::apply`] |
-//! | 4.2 admission in acceptance order | [`Spec::admit`]: only the queue's head, only when prepared and the lane is idle |
-//! | 4.3 folding at every step start | [`Spec::start_step`] |
+//! | 4.1 acceptance, RunId idempotency (also during shutdown), the empty-prompt validation | `Spec::submit`, `Spec::resubmit` |
+//! | 4.1 preparation and its failure | `Prepared` / `PrepFailed` in `Spec::apply` |
+//! | 4.2 admission in acceptance order | `Spec::admit`: only the queue's head, only when prepared and the lane is idle |
+//! | 4.3 folding at every step start | `Spec::start_step` |
 //! | 4.4 steps, one tool call per step, any finish reason | `ToolCall`, `StepDone`, `ToolResult` |
 //! | 4.5 retries (4 attempts) and one refresh per step | [`Attempt`], `StepFail`, `Refreshed`, the retry timer |
-//! | 4.6 ends of a turn and the hand-off | [`Spec::step_ended`] (precedence, the no-progress guard), [`Spec::end_turn`] |
-//! | 4.7 summarization, pause, resume, manual | [`Spec::summary_done`], [`Spec::summary_failed`], `Summarize` |
-//! | 4.9 clean-up and the cancel grace | [`Spec::abort_turn`], [`Spec::cleanup`] |
-//! | 4.10 cancel, cancel_run, clear_queue, shutdown | [`Spec::cancel_sub`], `Clear`, [`Spec::shutdown`] |
-//! | 5 the completion contract | [`Spec::decide`] and `publish`, the only places an outcome is set (`publish` panics on a second decision) |
+//! | 4.6 ends of a turn and the hand-off | `Spec::step_ended` (precedence, the no-progress guard), `Spec::end_turn` |
+//! | 4.7 summarization, pause, resume, manual | `Spec::summary_done`, `Spec::summary_failed`, `Summarize` |
+//! | 4.9 clean-up and the cancel grace | `Spec::abort_turn`, `Spec::cleanup` |
+//! | 4.10 cancel, cancel_run, clear_queue, shutdown | `Spec::cancel_sub`, `Clear`, `Spec::shutdown` |
+//! | 5 the completion contract | `Spec::decide` and `publish`, the only places an outcome is set (`publish` panics on a second decision) |
 //! | I13 stale replies | the `Stale*` actions: allowed when such IO exists, and change nothing |
 //!
 //! Not modelled (the core's own tests and traces cover them): sub-agents and titles (SPEC 4.11;
@@ -762,7 +762,7 @@ impl Spec {
         }
     }
 
-    /// Applies an action that [`Spec::actions`] offered, writing what the core must output.
+    /// Applies an action that `Spec::actions` offered, writing what the core must output.
     pub fn apply(&mut self, a: Action, e: &mut Emit) {
         match a {
             Action::Submit { session, kind } => self.submit(session, kind, e),
@@ -1355,24 +1355,10 @@ impl Spec {
     /// reports, or when the grace timer (cancel) or the shutdown deadline fires.
     fn abort_turn(&mut self, s: u8, cause: Cause, e: &mut Emit) {
         let t = *self.turn_mut(s);
-        let (owner, step) = (seq(t.owner), u32::from(t.step));
+        let owner = seq(t.owner);
         match t.phase {
             TurnPhase::Aborting { .. } => return, // the first abort's cause stands
-            TurnPhase::Step(a) => match a.phase {
-                AttemptPhase::Streaming => {
-                    self.stale[STALE_STEP] = true;
-                    e.io(Io::AbortStep { seq: owner, step, attempt: u32::from(a.number) });
-                }
-                AttemptPhase::Backoff => self.cancel_timer(Timer::Retry(s), e),
-                AttemptPhase::Refreshing => self.abort_refresh(
-                    e,
-                    Io::AbortRefresh {
-                        session: name(s),
-                        seq: Some(owner),
-                        attempt: u32::from(a.number),
-                    },
-                ),
-            },
+            TurnPhase::Step(a) => self.stop_attempt(s, t, a, e),
             TurnPhase::Tool => {}
         }
         if t.call == Call::Running {
@@ -1447,7 +1433,23 @@ impl Spec {
         }
     }
 
-    /// Shutdown's abort of a turn: like [`Spec::abort_turn`], without ending the shutdown from
+    /// Stops the IO of a step's attempt: its stream, its backoff timer or its refresh wait.
+    fn stop_attempt(&mut self, s: u8, t: Turn, a: Attempt, e: &mut Emit) {
+        let (owner, attempt) = (seq(t.owner), u32::from(a.number));
+        match a.phase {
+            AttemptPhase::Streaming => {
+                self.stale[STALE_STEP] = true;
+                e.io(Io::AbortStep { seq: owner, step: u32::from(t.step), attempt });
+            }
+            AttemptPhase::Backoff => self.cancel_timer(Timer::Retry(s), e),
+            AttemptPhase::Refreshing => {
+                let io = Io::AbortRefresh { session: name(s), seq: Some(owner), attempt };
+                self.abort_refresh(e, io);
+            }
+        }
+    }
+
+    /// Shutdown's abort of a turn: like `Spec::abort_turn`, without ending the shutdown from
     /// inside the loop over sessions.
     fn abort_turn_quietly(&mut self, s: u8, e: &mut Emit) {
         let t = *self.turn_mut(s);
@@ -1459,23 +1461,8 @@ impl Spec {
             return;
         }
         // No tool runs: clean-up at once, the shutdown's end is decided by the caller.
-        let (owner, step) = (seq(t.owner), u32::from(t.step));
         if let TurnPhase::Step(a) = t.phase {
-            match a.phase {
-                AttemptPhase::Streaming => {
-                    self.stale[STALE_STEP] = true;
-                    e.io(Io::AbortStep { seq: owner, step, attempt: u32::from(a.number) });
-                }
-                AttemptPhase::Backoff => self.cancel_timer(Timer::Retry(s), e),
-                AttemptPhase::Refreshing => self.abort_refresh(
-                    e,
-                    Io::AbortRefresh {
-                        session: name(s),
-                        seq: Some(owner),
-                        attempt: u32::from(a.number),
-                    },
-                ),
-            }
+            self.stop_attempt(s, t, a, e);
         }
         self.cleanup_only(s, Cause::Shutdown, e);
     }

@@ -13,6 +13,7 @@ fn hunt_half(parity: usize) {
         let h = hunt(m);
         let name = h.found_by.unwrap_or_else(|| panic!("{} missed", m.name()));
         assert!(h.length >= 1, "{}: an empty counterexample", m.name());
+        assert!(m.scope().contains(&"model"), "{} is hunted by the model checker", m.name());
         let mut bounds = configs::named(name).expect("a named configuration");
         bounds.config.mutant = Some(m);
         let c = check(&bounds, &Options::default(), &mut |_| {}).counterexample.expect("found");
