@@ -92,131 +92,170 @@ struct Node {
     core: Option<Box<Lockstep>>,
 }
 
+/// A problem found at state `at` (after `last`, when the problem is in a transition).
+struct Found {
+    problem: Problem,
+    at: u32,
+    last: Option<Action>,
+}
+
+/// The breadth-first search's memory: the visited states and how each was first reached.
+struct Search<'a> {
+    bounds: &'a Bounds,
+    visited: HashMap<Key, u32, BuildKeyHasher>,
+    /// For each state: its parent and the action that reached it (the shortest path).
+    parents: Vec<(u32, Action)>,
+    /// Host replies as (from, to): the graph I6's cycle check runs over.
+    host_edges: Vec<[u32; 2]>,
+    /// With the core in lockstep: each state's observable core digest, by index.
+    observed: Vec<u64>,
+    transitions: u64,
+    depth: u32,
+}
+
 /// Explores `bounds` and reports.
 #[must_use]
 pub fn check(bounds: &Bounds, options: &Options, progress: &mut dyn FnMut(Progress)) -> Report {
     let started = Instant::now();
     let root = Spec::new(bounds.budget);
-    let mut visited: HashMap<Key, u32, BuildKeyHasher> = HashMap::default();
-    visited.insert(encode(&root), 0);
-    // For each state: its parent and the action that reached it (the shortest path).
-    let mut parents: Vec<(u32, Action)> = vec![(u32::MAX, Action::Invalid)];
-    let mut host_edges: Vec<[u32; 2]> = Vec::new();
     let core = options.conformance.then(|| Box::new(Lockstep::new(&bounds.config)));
-    let mut frontier = vec![Node { index: 0, spec: root, core }];
-    let (mut transitions, mut depth) = (0u64, 0u32);
-    let mut actions = Vec::new();
-    let fail = |problem, at: u32, last: Option<Action>, parents: &[(u32, Action)]| {
-        let path = path_to(parents, at, last);
-        Some(Box::new(counterexample(bounds, problem, path)))
+    let mut search = Search {
+        bounds,
+        visited: HashMap::default(),
+        parents: vec![(u32::MAX, Action::Invalid)],
+        host_edges: Vec::new(),
+        observed: core.iter().map(|c| c.observable()).collect(),
+        transitions: 0,
+        depth: 0,
     };
+    search.visited.insert(encode(&root), 0);
+    let mut frontier = vec![Node { index: 0, spec: root, core }];
+    let mut actions = Vec::new();
     while !frontier.is_empty() {
         let mut next = Vec::new();
         for node in frontier.drain(..) {
-            node.spec.actions(&mut actions);
-            if let Some(core) = &node.core {
-                // The same submissions are unfinished on both sides (so, at a state where the
-                // specification has finished everything, so has the core: I6 for the core).
-                let unfinished = (1..=node.spec.accepted).filter(|&n| node.spec.unfinished(n));
-                let expected = unfinished.count() as u64;
-                if core.unfinished() != expected {
-                    let fault = Fault::Violation(format!(
-                        "the core has {} unfinished submissions, the specification {expected}",
-                        core.unfinished()
-                    ));
-                    let counterexample = fail(Problem::Core(fault), node.index, None, &parents);
-                    return report(bounds, started, &visited, transitions, depth, counterexample);
-                }
+            if let Err(found) = search.expand(node, &mut actions, &mut next) {
+                return search.report(started, Some(found));
             }
-            if node.spec.any_unfinished() && !actions.iter().any(|a| is_answer(*a)) {
-                let counterexample = fail(Problem::Stuck, node.index, None, &parents);
-                return report(bounds, started, &visited, transitions, depth, counterexample);
-            }
-            for &a in &actions {
-                transitions += 1;
-                let mut spec = node.spec;
-                let mut emit = Emit { on: node.core.is_some(), ..Emit::default() };
-                spec.apply(a, &mut emit);
-                let mut core = None;
-                if let Some(c) = &node.core {
-                    let mut c = c.fork();
-                    let problem = match c.step(&node.spec, a) {
-                        Err(fault) => Some(Problem::Core(fault)),
-                        Ok((_, _, actual)) => {
-                            let expected = emit.finish();
-                            (expected != actual).then(|| Problem::Disagreement {
-                                expected: Box::new(expected),
-                                actual: Box::new(actual),
-                            })
-                        }
-                    };
-                    if let Some(problem) = problem {
-                        let counterexample = fail(problem, node.index, Some(a), &parents);
-                        return report(
-                            bounds,
-                            started,
-                            &visited,
-                            transitions,
-                            depth,
-                            counterexample,
-                        );
-                    }
-                    core = Some(Box::new(c));
-                }
-                let key = encode(&spec);
-                let len = visited.len() as u32;
-                let target = *visited.entry(key).or_insert(len);
-                if target == len {
-                    parents.push((node.index, a));
-                    next.push(Node { index: target, spec, core });
-                }
-                if is_answer(a) {
-                    host_edges.push([node.index, target]);
-                }
-            }
-            if visited.len() % 65_536 < actions.len() {
-                progress(Progress { states: visited.len() as u64, transitions, depth });
+            if search.visited.len() % 65_536 < actions.len() {
+                progress(search.progress());
             }
         }
-        if !next.is_empty() {
-            depth += 1;
-        }
-        progress(Progress { states: visited.len() as u64, transitions, depth });
+        search.depth += u32::from(!next.is_empty());
+        progress(search.progress());
         frontier = next;
-        if options.max_states.is_some_and(|m| visited.len() as u64 >= m) && !frontier.is_empty() {
-            let mut r = report(bounds, started, &visited, transitions, depth, None);
+        let full = options.max_states.is_some_and(|m| search.visited.len() as u64 >= m);
+        if full && !frontier.is_empty() {
+            let mut r = search.report(started, None);
             r.truncated = true;
             return r;
         }
     }
-    let counterexample = find_cycle(visited.len(), &host_edges)
-        .and_then(|at| fail(Problem::Cycle, at, None, &parents));
-    report(bounds, started, &visited, transitions, depth, counterexample)
+    let cycle = find_cycle(search.visited.len(), &search.host_edges);
+    let found = cycle.map(|at| Found { problem: Problem::Cycle, at, last: None });
+    search.report(started, found)
+}
+
+impl Search<'_> {
+    /// Checks one state and pushes its new successors onto `next`.
+    fn expand(
+        &mut self,
+        node: Node,
+        actions: &mut Vec<Action>,
+        next: &mut Vec<Node>,
+    ) -> Result<(), Found> {
+        let at = node.index;
+        node.spec.actions(actions);
+        if let Some(core) = &node.core {
+            // The same submissions are unfinished on both sides (so, where the specification
+            // has finished everything, so has the core: I6 for the core).
+            let unfinished = (1..=node.spec.accepted).filter(|&n| node.spec.unfinished(n));
+            let expected = unfinished.count() as u64;
+            if core.unfinished() != expected {
+                let fault = Fault::Violation(format!(
+                    "the core has {} unfinished submissions, the specification {expected}",
+                    core.unfinished()
+                ));
+                return Err(Found { problem: Problem::Core(fault), at, last: None });
+            }
+        }
+        if node.spec.any_unfinished() && !actions.iter().any(|a| is_answer(*a)) {
+            return Err(Found { problem: Problem::Stuck, at, last: None });
+        }
+        for &a in actions.iter() {
+            self.transitions += 1;
+            let found = |problem| Found { problem, at, last: Some(a) };
+            let (spec, core) = successor(&node, a).map_err(found)?;
+            let key = encode(&spec);
+            let len = self.visited.len() as u32;
+            let target = *self.visited.entry(key).or_insert(len);
+            let digest = core.as_ref().map(|c| c.observable());
+            if target == len {
+                self.parents.push((at, a));
+                self.observed.extend(digest);
+                next.push(Node { index: target, spec, core });
+            } else if digest.is_some_and(|d| self.observed.get(target as usize) != Some(&d)) {
+                // Deduplication is sound only if every path to a specification state leaves
+                // the core looking the same to a host.
+                return Err(found(Problem::Core(Fault::Violation(
+                    "two paths to the same specification state leave the core in different \
+                     observable states (busy, queue, active turn, unfinished)"
+                        .into(),
+                ))));
+            }
+            if is_answer(a) {
+                self.host_edges.push([at, target]);
+            }
+        }
+        Ok(())
+    }
+
+    fn progress(&self) -> Progress {
+        Progress {
+            states: self.visited.len() as u64,
+            transitions: self.transitions,
+            depth: self.depth,
+        }
+    }
+
+    fn report(&self, started: Instant, found: Option<Found>) -> Report {
+        let counterexample = found.map(|f| {
+            let path = path_to(&self.parents, f.at, f.last);
+            Box::new(counterexample(self.bounds, f.problem, path))
+        });
+        Report {
+            config: self.bounds.name.to_owned(),
+            states: self.visited.len() as u64,
+            transitions: self.transitions,
+            depth: self.depth,
+            seconds: started.elapsed().as_secs_f64(),
+            counterexample,
+            truncated: false,
+        }
+    }
+}
+
+/// The specification's successor by `a`, and the core's in lockstep when it runs: their
+/// projections must agree.
+fn successor(node: &Node, a: Action) -> Result<(Spec, Option<Box<Lockstep>>), Problem> {
+    let mut spec = node.spec;
+    let mut emit = Emit { on: node.core.is_some(), ..Emit::default() };
+    spec.apply(a, &mut emit);
+    let Some(core) = &node.core else { return Ok((spec, None)) };
+    let mut core = core.fork();
+    let (_, _, actual) = core.step(&node.spec, a).map_err(Problem::Core)?;
+    let expected = emit.finish();
+    if expected != actual {
+        let (expected, actual) = (Box::new(expected), Box::new(actual));
+        return Err(Problem::Disagreement { expected, actual });
+    }
+    Ok((spec, Some(Box::new(core))))
 }
 
 /// A host reply to pending IO: what SPEC I6 lets the host answer (not a client command, not a
 /// stale reply).
 fn is_answer(a: Action) -> bool {
     !a.is_client() && !a.is_stale()
-}
-
-fn report(
-    bounds: &Bounds,
-    started: Instant,
-    visited: &HashMap<Key, u32, BuildKeyHasher>,
-    transitions: u64,
-    depth: u32,
-    counterexample: Option<Box<Counterexample>>,
-) -> Report {
-    Report {
-        config: bounds.name.to_owned(),
-        states: visited.len() as u64,
-        transitions,
-        depth,
-        seconds: started.elapsed().as_secs_f64(),
-        counterexample,
-        truncated: false,
-    }
 }
 
 fn path_to(parents: &[(u32, Action)], mut at: u32, last: Option<Action>) -> Vec<Action> {

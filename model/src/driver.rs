@@ -55,6 +55,8 @@ pub struct Lockstep {
     projector: Projector,
     view: View,
     now: Millis,
+    /// The sessions' ids, made once.
+    sessions: [SessionId; 2],
 }
 
 impl Lockstep {
@@ -74,6 +76,7 @@ impl Lockstep {
             projector: Projector::default(),
             view: View::default(),
             now: Millis(0),
+            sessions: SESSION_NAMES.map(SessionId::new),
         }
     }
 
@@ -86,6 +89,7 @@ impl Lockstep {
             projector: self.projector.clone(),
             view: self.view.clone(),
             now: self.now,
+            sessions: self.sessions.clone(),
         }
     }
 
@@ -138,6 +142,26 @@ impl Lockstep {
     pub fn concrete(&self, spec: &Spec, action: Action) -> Result<(Millis, Input), Fault> {
         let input = self.input(spec, action)?;
         Ok((self.time_for(&input), input))
+    }
+
+    /// A digest of what a host can observe of the core through its getters (unfinished
+    /// submissions, stopped, newest sequence; per session busy, queue length, active turn).
+    /// Two paths that reach the same specification state must leave equal digests; the checker
+    /// compares them (the soundness condition of its deduplication).
+    #[must_use]
+    pub fn observable(&self) -> u64 {
+        use std::hash::Hasher;
+        let e = &self.engine;
+        let mut h = crate::encode::KeyHasher::default();
+        h.write_u64(e.unfinished());
+        h.write_u64(u64::from(e.is_stopped()));
+        h.write_u64(e.newest_seq().map_or(0, |q| q.0));
+        for id in &self.sessions {
+            h.write_u64(u64::from(e.is_busy(id)));
+            h.write_u64(e.queue_len(id) as u64);
+            h.write_u64(u64::from(e.has_active_turn(id)));
+        }
+        h.finish()
     }
 
     /// Submissions the core still has unfinished.

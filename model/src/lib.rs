@@ -5,6 +5,7 @@
 //!
 //! - [`spec`]: the specification, a small naive state machine written from SPEC over an
 //!   abstract version of the core's input alphabet; its module docs map every SPEC rule to it.
+//! - [`action`] and [`state`]: its alphabet and its state types.
 //! - [`driver`]: the lockstep host that drives the real core with the concrete inputs.
 //! - [`checker`]: the breadth-first explorer, with conformance, the core's invariants, I6
 //!   liveness, and shortest counterexamples written as trace files.
@@ -17,6 +18,7 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+pub mod action;
 pub mod checker;
 pub mod configs;
 pub mod driver;
@@ -24,6 +26,7 @@ pub mod encode;
 #[cfg(feature = "mutants")]
 pub mod mutants;
 pub mod spec;
+pub mod state;
 
 pub use checker::{Counterexample, Problem, Report, check};
 pub use configs::Bounds;

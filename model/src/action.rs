@@ -1,0 +1,204 @@
+//! The specification's input alphabet (SPEC sections 4 and 6): client commands, host replies to
+//! pending IO, and stale replies, abstracted from the core's `Input` (the driver turns each into
+//! the concrete input a host would send).
+
+/// How a client submits (SPEC 3: the mode, and whether a RunId comes with it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Kind {
+    /// No RunId, mode `fold`.
+    Fold,
+    /// No RunId, mode `own_turn`.
+    Own,
+    /// A fresh RunId (by index): always `own_turn`.
+    Run(u8),
+}
+
+/// A provider failure, by what SPEC 4.5 does with it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Failure {
+    /// Retried after a backoff (HTTP 503).
+    Retryable,
+    /// Ends the step at once (HTTP 400).
+    Fatal,
+    /// Credentials refused (HTTP 401): one refresh per step, then a retry.
+    Auth,
+}
+
+/// A timer, by purpose.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Timer {
+    /// The backoff before a retry in this session.
+    Retry(u8),
+    /// The cancel grace of this session's aborting turn.
+    Grace(u8),
+    /// The shutdown deadline.
+    Deadline,
+}
+
+/// The abstract input alphabet: client commands, host replies, and stale replies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Action {
+    /// A client submits to a session.
+    Submit {
+        /// The session.
+        session: u8,
+        /// Mode and RunId.
+        kind: Kind,
+    },
+    /// The same call with a used RunId, byte for byte.
+    Resubmit {
+        /// The RunId.
+        run: u8,
+    },
+    /// A different call reusing a RunId.
+    Conflict {
+        /// The RunId.
+        run: u8,
+    },
+    /// A submission with an empty prompt.
+    Invalid,
+    /// Escape on a session.
+    Cancel {
+        /// The session.
+        session: u8,
+    },
+    /// Cancel one run.
+    CancelRun {
+        /// The RunId.
+        run: u8,
+    },
+    /// Clear a session's queue.
+    Clear {
+        /// The session.
+        session: u8,
+    },
+    /// A manual summarize.
+    Summarize {
+        /// The session.
+        session: u8,
+    },
+    /// Shutdown.
+    Shutdown,
+    /// The host prepared a submission.
+    Prepared {
+        /// The submission.
+        seq: u8,
+    },
+    /// The host could not prepare it.
+    PrepFailed {
+        /// The submission.
+        seq: u8,
+    },
+    /// The current step's stream delivers a complete tool call.
+    ToolCall {
+        /// The session.
+        session: u8,
+    },
+    /// The current step's stream finishes (with the tool call if one was streamed).
+    StepDone {
+        /// The session.
+        session: u8,
+        /// True when the step's usage puts the context at the summarization threshold.
+        high: bool,
+        /// True for the finish reason that does not match the calls: `stop` although a tool
+        /// call was streamed (the tool still runs, then the turn ends), or `tool_calls` without
+        /// any call (the turn continues with another step) (SPEC 4.4, 4.6).
+        odd: bool,
+    },
+    /// The current step's attempt fails.
+    StepFail {
+        /// The session.
+        session: u8,
+        /// How.
+        failure: Failure,
+    },
+    /// The running tool reports.
+    ToolResult {
+        /// The session.
+        session: u8,
+        /// True when the result asks to stop the turn (a permission denial).
+        stop: bool,
+    },
+    /// The credential refresh ends.
+    Refreshed {
+        /// The session.
+        session: u8,
+        /// True when it worked.
+        ok: bool,
+    },
+    /// The current summary attempt finishes.
+    SummaryDone {
+        /// The session.
+        session: u8,
+    },
+    /// The current summary attempt fails.
+    SummaryFail {
+        /// The session.
+        session: u8,
+        /// How.
+        failure: Failure,
+    },
+    /// An armed timer fires.
+    Fire {
+        /// The timer.
+        timer: Timer,
+    },
+    /// A preparation reply for a submission that is no longer preparing.
+    StalePrepared {
+        /// The submission.
+        seq: u8,
+    },
+    /// A preparation failure for a submission that is no longer preparing (SPEC 4.10: a
+    /// cancel beats a failure reported after it).
+    StalePrepFailed {
+        /// The submission.
+        seq: u8,
+    },
+    /// An event for a summary attempt that is no longer current.
+    StaleSummary,
+    /// A refresh answer for a refresh that was aborted or already answered.
+    StaleRefresh,
+    /// An event for a step attempt that is no longer current.
+    StaleStep,
+    /// A tool result after the turn's clean-up abandoned the call.
+    LateTool,
+    /// A second result for a call that already has one.
+    DuplicateTool,
+    /// A timer firing after it was disarmed or fired.
+    StaleTimer,
+}
+
+impl Action {
+    /// True for a client command; false for a host reply (SPEC I6 answers only those).
+    #[must_use]
+    pub fn is_client(self) -> bool {
+        matches!(
+            self,
+            Action::Submit { .. }
+                | Action::Resubmit { .. }
+                | Action::Conflict { .. }
+                | Action::Invalid
+                | Action::Cancel { .. }
+                | Action::CancelRun { .. }
+                | Action::Clear { .. }
+                | Action::Summarize { .. }
+                | Action::Shutdown
+        )
+    }
+
+    /// True for a reply to IO that is no longer pending (SPEC I13).
+    #[must_use]
+    pub fn is_stale(self) -> bool {
+        matches!(
+            self,
+            Action::StalePrepared { .. }
+                | Action::StalePrepFailed { .. }
+                | Action::StaleSummary
+                | Action::StaleRefresh
+                | Action::StaleStep
+                | Action::LateTool
+                | Action::DuplicateTool
+                | Action::StaleTimer
+        )
+    }
+}

@@ -1,0 +1,203 @@
+//! The specification's state types (SPEC section 3): submissions, lanes, turns, summaries,
+//! attempts, shutdown's progress, and the budgets that bound an exploration. Plain `Copy` data,
+//! so a state is copied whole for every explored transition.
+
+use turnstile_core::{Mode, Outcome};
+
+/// Where a submission is (SPEC 3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Status {
+    /// Waiting: the host prepares it.
+    Preparing,
+    /// Waiting: prepared, behind others or about to run.
+    Prepared,
+    /// It owns its session's turn.
+    Active,
+    /// Its turn stopped for a summarization and will resume.
+    Paused,
+    /// Ended, with this outcome.
+    Done(Outcome),
+}
+
+/// One accepted submission; its sequence is its index + 1.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Sub {
+    /// The session's index.
+    pub session: u8,
+    /// The mode it runs in.
+    pub mode: Mode,
+    /// Its RunId's index.
+    pub run: Option<u8>,
+    /// Where it is.
+    pub status: Status,
+    /// Summarizations not separated by a step below the threshold (SPEC 4.7 guard).
+    pub pauses: u8,
+}
+
+/// The tool call of the current step (the model's steps make at most one).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Call {
+    /// None streamed.
+    None,
+    /// Streamed, not running (the stream has not finished).
+    Streamed,
+    /// Running.
+    Running,
+    /// It has its result.
+    Done,
+}
+
+/// Retries and the refresh of one step or summary (SPEC 4.5).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Attempt {
+    /// The attempt's number: names the IO, never reused.
+    pub number: u8,
+    /// Attempts used from the current budget (a refresh gives a fresh one).
+    pub used: u8,
+    /// Whether this step already refreshed its credentials.
+    pub refreshed: bool,
+    /// What the attempt waits for.
+    pub phase: AttemptPhase,
+}
+
+/// What an attempt waits for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum AttemptPhase {
+    /// The provider's stream.
+    Streaming,
+    /// The retry timer.
+    Backoff,
+    /// The host's credential refresh.
+    Refreshing,
+}
+
+impl Attempt {
+    pub(crate) fn fresh() -> Attempt {
+        Attempt { number: 0, used: 1, refreshed: false, phase: AttemptPhase::Streaming }
+    }
+
+    /// The next attempt after a backoff or a refresh.
+    pub(crate) fn next(self, fresh_budget: bool) -> Attempt {
+        let used = if fresh_budget { 1 } else { self.used + 1 };
+        Attempt { number: self.number + 1, used, phase: AttemptPhase::Streaming, ..self }
+    }
+}
+
+/// Why a turn aborts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Cause {
+    /// cancel or cancel_run.
+    Cancel,
+    /// shutdown.
+    Shutdown,
+}
+
+/// What a turn does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TurnPhase {
+    /// A model step's attempt (streaming, backing off or refreshing).
+    Step(Attempt),
+    /// The step's tool runs.
+    Tool,
+    /// Aborted; waits for its running tool until the grace timer (cancel) or the deadline.
+    Aborting {
+        /// Why.
+        cause: Cause,
+        /// True while the cancel-grace timer is armed.
+        grace: bool,
+    },
+}
+
+/// An active turn (SPEC 3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Turn {
+    /// The owning submission's sequence.
+    pub owner: u8,
+    /// The step within the turn.
+    pub step: u8,
+    /// The current step's tool call.
+    pub call: Call,
+    /// True when the current step ended at the summarization threshold.
+    pub high: bool,
+    /// True when the current step's finish maps to `tool_use` (the turn would continue).
+    pub tool_use: bool,
+    /// What it does.
+    pub phase: TurnPhase,
+}
+
+/// A summarization (SPEC 4.7).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Summary {
+    /// The paused submission it runs for; `None` for housekeeping.
+    pub resume: Option<u8>,
+    /// Its attempt.
+    pub attempt: Attempt,
+}
+
+/// A session's single lane (SPEC I3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Lane {
+    /// Nothing runs.
+    Idle,
+    /// A turn.
+    Turn(Turn),
+    /// A summarization.
+    Summary(Summary),
+}
+
+/// Shutdown's progress.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Closing {
+    /// Accepting.
+    Open,
+    /// Rejecting; `deadline` while the shutdown deadline is armed.
+    Draining {
+        /// Whether the deadline timer is armed.
+        deadline: bool,
+    },
+    /// Stopped was emitted.
+    Closed,
+}
+
+/// How many of each nondeterministic choice a configuration allows (bounds the state space).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Budget {
+    /// Sessions clients may use (1 or 2); never spent.
+    pub sessions: u8,
+    /// Submissions (accepted or rejected for closing).
+    pub submits: u8,
+    /// Submissions with a RunId among them.
+    pub runs: u8,
+    /// Resubmissions, conflicts and invalid prompts together.
+    pub replays: u8,
+    /// cancel(session).
+    pub cancels: u8,
+    /// cancel_run.
+    pub cancel_runs: u8,
+    /// clear_queue.
+    pub clears: u8,
+    /// Manual summarize.
+    pub summarizes: u8,
+    /// Shutdown (0 or 1).
+    pub shutdowns: u8,
+    /// Preparation failures.
+    pub prep_failures: u8,
+    /// Tool calls streamed.
+    pub tool_calls: u8,
+    /// Tool results that stop the turn.
+    pub stops: u8,
+    /// Steps at the summarization threshold.
+    pub highs: u8,
+    /// Retryable provider failures (steps and summaries).
+    pub retryable: u8,
+    /// Fatal provider failures.
+    pub fatal: u8,
+    /// 401s.
+    pub auth: u8,
+    /// Failed credential refreshes.
+    pub refresh_failures: u8,
+    /// Stale replies.
+    pub stale: u8,
+    /// Finish reasons that do not match the step's calls.
+    pub odd_finishes: u8,
+}
