@@ -165,7 +165,7 @@ impl Spec {
     }
 
     /// The accepted sequences, ascending.
-    fn seqs(&self) -> impl Iterator<Item = u8> + use<> {
+    fn seqs(&self) -> impl DoubleEndedIterator<Item = u8> + use<> {
         1..=self.accepted
     }
 
@@ -348,11 +348,16 @@ impl Spec {
         if self.budget.stale == 0 {
             return;
         }
-        for n in self.seqs() {
-            if self.sub(n).status != Status::Preparing {
-                out.push(Action::StalePrepared { seq: n });
-                out.push(Action::StalePrepFailed { seq: n });
-            }
+        // A preparation reply is stale for a submission that ended and for one that is past its
+        // preparation but still running or queued: one of each (the newest) covers both cases
+        // without offering several transitions to the same successor.
+        let ended = self.seqs().rev().find(|&n| matches!(self.sub(n).status, Status::Done(_)));
+        let past = self.seqs().rev().find(|&n| {
+            matches!(self.sub(n).status, Status::Prepared | Status::Active | Status::Paused)
+        });
+        for n in [ended, past].into_iter().flatten() {
+            out.push(Action::StalePrepared { seq: n });
+            out.push(Action::StalePrepFailed { seq: n });
         }
         let kinds = [
             Action::StaleStep,
