@@ -25,7 +25,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cleanup::SHUTDOWN_FINISH;
 use crate::ids::{Seq, TimerId};
-use crate::input::{AttemptIo, Mode};
+use crate::input::{AttemptIo, Input, Mode};
 use crate::outcome::{ErrorKind, Outcome, StopReason};
 use crate::output::{MessageFinish, Output, OutputKind, Rejection, Reply, StoreOp, TimerPurpose};
 
@@ -365,19 +365,19 @@ pub struct Projector {
 }
 
 impl Projector {
-    /// Projects one transition's outputs (all of them, in the order the engine gave them).
-    pub fn project(&mut self, outputs: &[Output]) -> Projection {
+    /// Projects one transition: its input and all its outputs, in the order the engine gave
+    /// them. A fired timer is forgotten first (its id can no longer be cancelled), the way the
+    /// `Auditor` follows the same stream.
+    pub fn project(&mut self, input: &Input, outputs: &[Output]) -> Projection {
+        if let Input::TimerFired { timer } = input {
+            self.timers.remove(timer);
+        }
         let mut p = Projection::default();
         for o in outputs {
             self.one(&mut p, &o.kind);
         }
         p.canonicalize();
         p
-    }
-
-    /// Forgets a timer that fired (its id can no longer be cancelled).
-    pub fn fired(&mut self, timer: TimerId) {
-        self.timers.remove(&timer);
     }
 
     fn one(&mut self, p: &mut Projection, out: &OutputKind) {

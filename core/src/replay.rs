@@ -221,10 +221,7 @@ fn expectations(
         compare(line, expected, values)?;
         compared += 1;
     }
-    if let Input::TimerFired { timer } = input {
-        projector.fired(*timer);
-    }
-    let projected = projector.project(outs);
+    let projected = projector.project(input, outs);
     if let Some(expected) = expect_projection {
         if *expected != projected {
             return Err(ReplayFailure::Projection {

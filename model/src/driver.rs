@@ -126,10 +126,7 @@ impl Lockstep {
         turnstile_core::check_invariants(&self.engine)
             .map_err(|v| Fault::Violation(v.to_string()))?;
         self.auditor.observe(&input, &outs).map_err(|v| Fault::Violation(v.to_string()))?;
-        if let Input::TimerFired { timer } = &input {
-            self.projector.fired(*timer);
-        }
-        let projection = self.projector.project(&outs);
+        let projection = self.projector.project(&input, &outs);
         self.learn(&input, &outs);
         Ok((at, input, projection))
     }

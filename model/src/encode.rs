@@ -10,7 +10,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 use turnstile_core::{Mode, Outcome};
 
 use crate::spec::{
-    Attempt, AttemptPhase, Budget, Call, Cause, Closing, Lane, MAX_SUBS, Spec, Status, TurnPhase,
+    Attempt, AttemptPhase, Budget, Call, Cause, Closing, Lane, Spec, Status, TurnPhase,
 };
 
 /// A packed state: 32 bytes.
@@ -70,7 +70,6 @@ pub fn encode(s: &Spec) -> Key {
         p.byte(u64::from(sub.pauses), "pauses");
     }
     // Unused submission slots encode as nothing: `accepted` says how many follow.
-    let _ = MAX_SUBS;
     for lane in &s.lanes {
         encode_lane(&mut p, lane);
     }

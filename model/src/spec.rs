@@ -273,27 +273,23 @@ impl Spec {
     fn turn_actions(&self, session: u8, t: Turn, out: &mut Vec<Action>) {
         let b = &self.budget;
         match t.phase {
-            TurnPhase::Step(a) => match a.phase {
-                AttemptPhase::Streaming => {
-                    if t.call == Call::None && b.tool_calls > 0 {
-                        out.push(Action::ToolCall { session });
-                    }
-                    out.push(Action::StepDone { session, high: false, odd: false });
-                    if b.highs > 0 {
-                        out.push(Action::StepDone { session, high: true, odd: false });
-                    }
-                    if b.odd_finishes > 0 {
-                        out.push(Action::StepDone { session, high: false, odd: true });
-                    }
-                    self.failures(
-                        session,
-                        |session, failure| Action::StepFail { session, failure },
-                        out,
-                    );
+            TurnPhase::Step(a) => self.attempt_actions(session, a, out, |out| {
+                if t.call == Call::None && b.tool_calls > 0 {
+                    out.push(Action::ToolCall { session });
                 }
-                AttemptPhase::Backoff => out.push(Action::Fire { timer: Timer::Retry(session) }),
-                AttemptPhase::Refreshing => self.refresh_actions(session, out),
-            },
+                out.push(Action::StepDone { session, high: false, odd: false });
+                if b.highs > 0 {
+                    out.push(Action::StepDone { session, high: true, odd: false });
+                }
+                if b.odd_finishes > 0 {
+                    out.push(Action::StepDone { session, high: false, odd: true });
+                }
+                self.failures(
+                    session,
+                    |session, failure| Action::StepFail { session, failure },
+                    out,
+                );
+            }),
             TurnPhase::Tool => {
                 out.push(Action::ToolResult { session, stop: false });
                 if b.stops > 0 {
@@ -312,15 +308,24 @@ impl Spec {
     }
 
     fn summary_actions(&self, session: u8, a: Attempt, out: &mut Vec<Action>) {
+        self.attempt_actions(session, a, out, |out| {
+            out.push(Action::SummaryDone { session });
+            let fail = |session, failure| Action::SummaryFail { session, failure };
+            self.failures(session, fail, out);
+        });
+    }
+
+    /// The replies an attempt (a step's or a summary's) waits for: its stream's events, the
+    /// retry timer, or the credential refresh (SPEC 4.5, the same rules for both).
+    fn attempt_actions(
+        &self,
+        session: u8,
+        a: Attempt,
+        out: &mut Vec<Action>,
+        stream: impl FnOnce(&mut Vec<Action>),
+    ) {
         match a.phase {
-            AttemptPhase::Streaming => {
-                out.push(Action::SummaryDone { session });
-                self.failures(
-                    session,
-                    |session, failure| Action::SummaryFail { session, failure },
-                    out,
-                );
-            }
+            AttemptPhase::Streaming => stream(out),
             AttemptPhase::Backoff => out.push(Action::Fire { timer: Timer::Retry(session) }),
             AttemptPhase::Refreshing => self.refresh_actions(session, out),
         }
@@ -667,6 +672,21 @@ impl Spec {
         self.decide(n, outcome, error, stop, e);
     }
 
+    /// A paused submission ends with its summary (SPEC 4.7, 4.10): its last assistant message
+    /// gets this finish in place of `tool_use`, then the flush and the outcome.
+    fn end_paused(
+        &mut self,
+        s: u8,
+        n: u8,
+        finish: FinishP,
+        outcome: Outcome,
+        error: Option<ErrorKind>,
+        e: &mut Emit,
+    ) {
+        e.rec(s, Rec::Finish { seq: seq(n), finish });
+        self.end_turn(s, n, outcome, error, None, e);
+    }
+
     /// The turn fails (provider, unauthorized, context window): clean-up, then the hand-off.
     fn fail_turn(&mut self, s: u8, kind: ErrorKind, e: &mut Emit) {
         let t = *self.turn_mut(s);
@@ -894,9 +914,8 @@ impl Spec {
         e.rec(s, Rec::SummaryFailed);
         self.lanes[s as usize] = Lane::Idle;
         if let Some(n) = sm.resume {
-            e.rec(s, Rec::Finish { seq: seq(n), finish: FinishP::Error });
-            e.rec(s, Rec::Flush);
-            self.decide(n, Outcome::Failed, Some(ErrorKind::Summarization), None, e);
+            let kind = Some(ErrorKind::Summarization);
+            self.end_paused(s, n, FinishP::Error, Outcome::Failed, kind, e);
         }
         self.admit(s, e);
     }
@@ -954,9 +973,7 @@ impl Spec {
             Status::Paused => {
                 let sm = self.summary(s);
                 self.abort_summary(s, sm, e);
-                e.rec(s, Rec::Finish { seq: seq(n), finish: FinishP::Canceled });
-                e.rec(s, Rec::Flush);
-                self.decide(n, Outcome::Cancelled, None, None, e);
+                self.end_paused(s, n, FinishP::Canceled, Outcome::Cancelled, None, e);
             }
             Status::Active => self.abort_turn(s, Cause::Cancel, e),
             Status::Done(_) => {}
@@ -1025,13 +1042,12 @@ impl Spec {
                 Lane::Summary(sm) => {
                     self.abort_summary(s, sm, e);
                     if let Some(n) = sm.resume {
-                        e.rec(s, Rec::Finish { seq: seq(n), finish: FinishP::Interrupted });
-                        e.rec(s, Rec::Flush);
-                        let kind = Some(ErrorKind::Interrupted);
-                        self.decide(n, Outcome::Interrupted, kind, None, e);
+                        let (finish, kind) = (FinishP::Interrupted, Some(ErrorKind::Interrupted));
+                        self.end_paused(s, n, finish, Outcome::Interrupted, kind, e);
                     }
                 }
-                Lane::Turn(_) => self.abort_turn_quietly(s, e),
+                // Its clean-up cannot end the shutdown early: later sessions still have work.
+                Lane::Turn(_) => self.abort_turn(s, Cause::Shutdown, e),
             }
             for n in self.queue(s) {
                 self.drop_waiting(n, Outcome::Interrupted, e);
@@ -1059,24 +1075,6 @@ impl Spec {
                 self.abort_refresh(e, io);
             }
         }
-    }
-
-    /// Shutdown's abort of a turn: like `Spec::abort_turn`, without ending the shutdown from
-    /// inside the loop over sessions.
-    fn abort_turn_quietly(&mut self, s: u8, e: &mut Emit) {
-        let t = *self.turn_mut(s);
-        if matches!(t.phase, TurnPhase::Aborting { .. }) {
-            return;
-        }
-        if t.call == Call::Running {
-            self.abort_turn(s, Cause::Shutdown, e);
-            return;
-        }
-        // No tool runs: clean-up at once, the shutdown's end is decided by the caller.
-        if let TurnPhase::Step(a) = t.phase {
-            self.stop_attempt(s, t, a, e);
-        }
-        self.cleanup_only(s, Cause::Shutdown, e);
     }
 
     fn maybe_stopped(&mut self, e: &mut Emit) {
