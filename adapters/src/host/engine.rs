@@ -1,0 +1,346 @@
+//! The engine task: the one owner of the core engine of a store (SPEC 2, 4.12).
+//!
+//! It feeds inputs one at a time with the runtime's time, drains the outputs, and routes them:
+//! replies to their callers (an acceptance through the session's worker, after its ledger row
+//! is durable), timers to its own timer table, everything else to the worker that drives the
+//! output's session. It never waits on IO, a worker or a subscriber; only the bounded inbox
+//! applies back-pressure to whoever sends inputs.
+//!
+//! One engine per store keeps SPEC's engine-wide rules (sequences in acceptance order, RunIds,
+//! sub-agents that span sessions) exactly as the core implements them; the core takes
+//! microseconds per input, and the IO around it runs on the workers.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::Write as _;
+use std::sync::Arc;
+
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::time::Instant;
+use turnstile_core::{
+    Engine, HostError, Input, Millis, Output, OutputKind, Recorder, Reply, SessionId, Submit,
+    TimerId,
+};
+
+use super::worker::{Action, WorkerMsg};
+use super::writer::WriteReq;
+use super::{Command, Msg, SubmitError, Submitted};
+use crate::events::{Hub, Update};
+use crate::store::NewRun;
+
+/// The core engine, optionally recording every input to a trace file (the flight recorder).
+pub(crate) enum Driver {
+    Plain(Box<Engine>),
+    Recording { recorder: Box<Recorder>, file: File },
+}
+
+impl Driver {
+    fn handle(&mut self, now: Millis, input: Input) -> Result<(), HostError> {
+        match self {
+            Driver::Plain(e) => e.handle(now, input),
+            Driver::Recording { recorder, file } => {
+                let r = recorder.handle(now, input);
+                // The trace is a debugging aid: a failed write is reported, not fatal.
+                if let Err(e) = file.write_all(recorder.take_jsonl().as_bytes()) {
+                    eprintln!("turnstile: flight recorder write failed: {e}");
+                }
+                r
+            }
+        }
+    }
+
+    fn poll_output(&mut self) -> Option<Output> {
+        match self {
+            Driver::Plain(e) => e.poll_output(),
+            Driver::Recording { recorder, .. } => recorder.poll_output(),
+        }
+    }
+
+    fn engine(&self) -> &Engine {
+        match self {
+            Driver::Plain(e) => e,
+            Driver::Recording { recorder, .. } => recorder.engine(),
+        }
+    }
+}
+
+/// Who waits for the reply of the input being handled.
+enum Caller {
+    None,
+    Submit(Submit, oneshot::Sender<Result<Submitted, SubmitError>>),
+    Summarize(oneshot::Sender<Result<(), SubmitError>>),
+}
+
+pub(crate) struct EngineTask {
+    pub(crate) driver: Driver,
+    pub(crate) started: Instant,
+    pub(crate) inbox: mpsc::Receiver<Msg>,
+    pub(crate) workers: Vec<mpsc::UnboundedSender<WorkerMsg>>,
+    pub(crate) writer: mpsc::UnboundedSender<WriteReq>,
+    pub(crate) hub: Arc<Hub>,
+    pub(crate) health: watch::Receiver<Option<String>>,
+    /// Armed timers: at most one per aborting turn or backoff, plus the shutdown deadline.
+    pub(crate) timers: BTreeMap<TimerId, Millis>,
+    /// Last announced (busy, queue length) of sessions that are busy; idle ones are forgotten.
+    pub(crate) known: BTreeMap<SessionId, (bool, usize)>,
+    /// Callers of `shutdown`, answered when the engine stopped and everything is durable.
+    pub(crate) stopping: Vec<oneshot::Sender<Result<(), String>>>,
+}
+
+impl EngineTask {
+    pub(crate) async fn run(mut self) {
+        loop {
+            let due = self
+                .timers
+                .values()
+                .min()
+                .map(|d| self.started + std::time::Duration::from_millis(d.0));
+            tokio::select! {
+                biased;
+                _ = self.health.changed() => {
+                    if self.health.borrow().is_some() {
+                        break;
+                    }
+                }
+                _ = sleep_until(due), if due.is_some() => self.fire_due(),
+                msg = self.inbox.recv() => match msg {
+                    None => break,
+                    Some(msg) => self.on_msg(msg),
+                },
+            }
+            if self.driver.engine().is_stopped() && !self.stopping.is_empty() {
+                self.finish_shutdown().await;
+                return;
+            }
+        }
+        // The store failed for good, or every handle was dropped: answer everyone left.
+        let why = self.hub.stopped().unwrap_or_else(|| "engine stopped".to_owned());
+        for s in self.stopping.drain(..) {
+            let _ = s.send(Err(why.clone()));
+        }
+    }
+
+    fn now(&self) -> Millis {
+        Millis(u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX))
+    }
+
+    fn fire_due(&mut self) {
+        let now = self.now();
+        let due: Vec<TimerId> =
+            self.timers.iter().filter(|(_, d)| **d <= now).map(|(t, _)| *t).collect();
+        for timer in due {
+            self.timers.remove(&timer);
+            self.feed(Input::TimerFired { timer }, Caller::None);
+        }
+    }
+
+    fn on_msg(&mut self, msg: Msg) {
+        match msg {
+            Msg::Input(input) => self.feed(input, Caller::None),
+            Msg::Command(cmd) => match cmd {
+                Command::Submit(submit, reply) => {
+                    self.feed(Input::Submit(submit.clone()), Caller::Submit(submit, reply));
+                }
+                Command::Cancel(session) => {
+                    self.feed(Input::Cancel { session, up_to: None }, Caller::None)
+                }
+                Command::CancelRun(run_id) => self.feed(Input::CancelRun { run_id }, Caller::None),
+                Command::ClearQueue(session) => {
+                    self.feed(Input::ClearQueue { session }, Caller::None)
+                }
+                Command::Summarize(session, reply) => {
+                    self.feed(Input::Summarize { session }, Caller::Summarize(reply));
+                }
+                Command::IsBusy(session, reply) => {
+                    let _ = reply.send(self.driver.engine().is_busy(&session));
+                }
+                Command::Shutdown(reply) => {
+                    self.stopping.push(reply);
+                    if !self.driver.engine().is_stopped() {
+                        self.feed(Input::Shutdown, Caller::None);
+                    }
+                }
+            },
+        }
+    }
+
+    /// One transition: handle the input, then route every output it produced.
+    fn feed(&mut self, input: Input, mut caller: Caller) {
+        let now = self.now();
+        if let Err(e) = self.driver.handle(now, input) {
+            // Host misuse is a bug in this host; an internal error is a bug in the core. Either
+            // way nothing was decided: tell the caller, and stop on an internal error.
+            let message = format!("engine refused an input: {e}");
+            eprintln!("turnstile: {message}");
+            match caller {
+                Caller::Submit(_, reply) => {
+                    drop(reply.send(Err(SubmitError::Stopped(message.clone()))))
+                }
+                Caller::Summarize(reply) => {
+                    drop(reply.send(Err(SubmitError::Stopped(message.clone()))))
+                }
+                Caller::None => {}
+            }
+            if matches!(e, HostError::Internal(_)) {
+                self.hub.stop(&message);
+            }
+            return;
+        }
+        let mut batches: Vec<Vec<(SessionId, Action)>> =
+            (0..self.workers.len()).map(|_| Vec::new()).collect();
+        let mut touched: Vec<SessionId> = Vec::new();
+        while let Some(out) = self.driver.poll_output() {
+            if let Some(s) = out.kind.session()
+                && !touched.contains(s)
+            {
+                touched.push(s.clone());
+            }
+            match out.kind {
+                OutputKind::Reply(reply) => self.reply(reply, &mut caller, &mut batches),
+                OutputKind::SetTimer { timer, deadline, .. } => {
+                    self.timers.insert(timer, deadline);
+                }
+                OutputKind::CancelTimer { timer } => {
+                    self.timers.remove(&timer);
+                }
+                OutputKind::Stopped => {}
+                kind => {
+                    let Some(session) = kind.session().cloned() else { continue };
+                    let w = self.worker_of(&session);
+                    batches[w].push((session, Action::Output(kind)));
+                }
+            }
+        }
+        for (w, batch) in batches.into_iter().enumerate() {
+            if !batch.is_empty() {
+                let _ = self.workers[w].send(WorkerMsg::Actions(batch));
+            }
+        }
+        self.announce(touched);
+    }
+
+    fn reply(
+        &mut self,
+        reply: Reply,
+        caller: &mut Caller,
+        batches: &mut [Vec<(SessionId, Action)>],
+    ) {
+        match (reply, std::mem::replace(caller, Caller::None)) {
+            (Reply::Accepted { session, seq, run_id, mode }, Caller::Submit(submit, reply)) => {
+                let submitted = Submitted {
+                    session: session.clone(),
+                    seq,
+                    run_id: run_id.clone(),
+                    mode: Some(mode),
+                    existing: false,
+                    outcome: None,
+                };
+                let run = NewRun {
+                    session: session.clone(),
+                    seq,
+                    run_id,
+                    mode,
+                    prompt: submit.prompt,
+                    attachments: submit.attachments,
+                };
+                let w = self.worker_of(&session);
+                batches[w].push((session, Action::Accept { run, submitted, reply }));
+            }
+            (Reply::Existing { session, seq, run_id, outcome }, Caller::Submit(_, reply)) => {
+                let submitted = Submitted {
+                    session,
+                    seq,
+                    run_id: Some(run_id),
+                    mode: None,
+                    existing: true,
+                    outcome,
+                };
+                let _ = reply.send(Ok(submitted));
+            }
+            (Reply::Rejected { error }, Caller::Submit(_, reply)) => {
+                let _ = reply.send(Err(SubmitError::Rejected(error)));
+            }
+            (Reply::Rejected { error }, Caller::Summarize(reply)) => {
+                let _ = reply.send(Err(SubmitError::Rejected(error)));
+            }
+            (Reply::Summarizing { .. }, Caller::Summarize(reply)) => {
+                let _ = reply.send(Ok(()));
+            }
+            (reply, other) => {
+                debug_assert!(false, "a reply {reply:?} without its caller");
+                *caller = other;
+            }
+        }
+    }
+
+    /// The worker that drives `session`: a stable hash, so a session always goes to one task.
+    fn worker_of(&self, session: &SessionId) -> usize {
+        let h = session.as_str().bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        });
+        usize::try_from(h % self.workers.len() as u64).unwrap_or(0)
+    }
+
+    /// Live updates for sessions whose busy state or queue length changed.
+    fn announce(&mut self, touched: Vec<SessionId>) {
+        for session in touched {
+            let engine = self.driver.engine();
+            let now = (engine.is_busy(&session), engine.queue_len(&session));
+            let before = self.known.get(&session).copied().unwrap_or((false, 0));
+            if now == before {
+                continue;
+            }
+            if now.0 != before.0 {
+                let _ = self
+                    .hub
+                    .updates
+                    .send(Update::BusyChanged { session: session.clone(), busy: now.0 });
+            }
+            if now.1 != before.1 {
+                let _ = self
+                    .hub
+                    .updates
+                    .send(Update::QueueChanged { session: session.clone(), len: now.1 });
+            }
+            if now == (false, 0) {
+                self.known.remove(&session);
+            } else {
+                self.known.insert(session, now);
+            }
+        }
+    }
+
+    /// The engine stopped: wait until every worker performed its outputs and the writer made
+    /// them durable, close the store, and answer the callers of `shutdown`.
+    async fn finish_shutdown(&mut self) {
+        for w in &self.workers {
+            let (tx, rx) = oneshot::channel();
+            if w.send(WorkerMsg::Drain(tx)).is_ok() {
+                let _ = rx.await;
+            }
+        }
+        let (tx, rx) = oneshot::channel();
+        let result = if self.writer.send(WriteReq::Close(tx)).is_ok() {
+            rx.await.unwrap_or_else(|_| Err("the store writer stopped".to_owned()))
+        } else {
+            Err("the store writer stopped".to_owned())
+        };
+        let result = match (result, self.hub.stopped()) {
+            (_, Some(why)) => Err(why),
+            (r, None) => r,
+        };
+        if result.is_ok() {
+            self.hub.close();
+        }
+        for s in self.stopping.drain(..) {
+            let _ = s.send(result.clone());
+        }
+    }
+}
+
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}

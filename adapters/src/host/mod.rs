@@ -1,0 +1,488 @@
+//! The tokio host (SPEC 9): owns the engine of one store and performs its outputs.
+//!
+//! ```text
+//!  clients ──Command──▶ ┌────────────┐ ──Action──▶ worker 0 ─┐  IO tasks (provider, tools)
+//!  IO tasks ──Input──▶  │ engine task│ ──Action──▶ worker 1 ─┤──────┐  report Inputs ──▶ engine
+//!                       └────────────┘                        │      │
+//!                          timers                    Txn ─────▼──────┘
+//!                                                   ┌─────────────┐  commit ▶ publish, ack
+//!                                                   │ store writer│  (debounce, group commit)
+//!                                                   └─────────────┘
+//! ```
+//!
+//! - `engine` — the one task that owns the core engine: inputs in, outputs routed.
+//! - `worker` — per-session pipelines and IO; a session always goes to the same worker.
+//! - `writer` — the store's one writer: debounce, group commit, publish after commit,
+//!   fail-stop.
+//!
+//! Determinism under the simulator: every `select!` here is `biased;`, there is no mutable
+//! global, no map iteration decides an order that reaches the engine (maps are `BTreeMap`s),
+//! and time comes from the runtime.
+
+mod engine;
+mod worker;
+mod writer;
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::{mpsc, oneshot, watch};
+use turnstile_core::{
+    Config, Engine, Mode, Outcome, Recorder, Rejection, RunId, Seq, SessionId, Submit, TraceHeader,
+};
+
+pub use writer::WriterStats;
+
+use crate::events::{Completions, Hub, Updates, WaitError};
+use crate::provider::Provider;
+use crate::record::{CompletionRecord, Cursor};
+use crate::store::{Reader, RunState, Store, StoreConfig, StoreError};
+use crate::tool::ToolSet;
+
+/// How to run a host.
+#[derive(Clone, Debug)]
+pub struct HostConfig {
+    /// The store.
+    pub store: StoreConfig,
+    /// The engine's configuration (SPEC section 8 constants).
+    pub engine: Config,
+    /// Worker tasks that drive sessions' IO; default: the available parallelism.
+    pub workers: usize,
+    /// The debounce window of streamed writes (SPEC 4.12; default 33 ms).
+    pub debounce: Duration,
+    /// How long a failing store write is retried before the host stops (default 30 s).
+    pub store_retry: Duration,
+    /// Capacity of the live-update broadcast; a subscriber further behind gets `lagged`.
+    pub updates_capacity: usize,
+    /// Capacity of the engine's inbox (back-pressure on clients and streams).
+    pub inbox_capacity: usize,
+    /// The flight recorder: write every input to this trace file (`turnstile-sim replay`
+    /// reproduces the run), with the outputs when `trace_outputs` is set.
+    pub trace: Option<PathBuf>,
+    /// Record the outputs too, so a replay compares them.
+    pub trace_outputs: bool,
+}
+
+impl HostConfig {
+    /// SPEC defaults for a store at `path`.
+    #[must_use]
+    pub fn new(path: impl Into<PathBuf>) -> HostConfig {
+        HostConfig {
+            store: StoreConfig::new(path),
+            engine: Config::default(),
+            workers: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            debounce: Duration::from_millis(33),
+            store_retry: Duration::from_secs(30),
+            updates_capacity: 1024,
+            inbox_capacity: 4096,
+            trace: None,
+            trace_outputs: false,
+        }
+    }
+}
+
+/// Why a host could not start.
+#[derive(Debug)]
+pub enum OpenError {
+    /// The store could not be opened (in use, unreadable, newer schema).
+    Store(StoreError),
+    /// The engine refused the configuration or the ledger's start state.
+    Engine(turnstile_core::HostError),
+    /// The flight recorder's file could not be created.
+    Trace(std::io::Error),
+}
+
+impl std::fmt::Display for OpenError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            OpenError::Store(e) => write!(f, "{e}"),
+            OpenError::Engine(e) => write!(f, "{e}"),
+            OpenError::Trace(e) => write!(f, "cannot write the trace file: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for OpenError {}
+
+/// The answer to a submission.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Submitted {
+    /// The session.
+    pub session: SessionId,
+    /// The submission's sequence.
+    pub seq: Seq,
+    /// Its RunId, if any.
+    pub run_id: Option<RunId>,
+    /// The mode it runs in (unknown for an existing run).
+    pub mode: Option<Mode>,
+    /// True when this was an idempotent resubmission of an existing run.
+    pub existing: bool,
+    /// An existing run's outcome, when it has finished.
+    pub outcome: Option<Outcome>,
+}
+
+/// Why a submission (or a manual summarize) was not accepted.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SubmitError {
+    /// Validation or a RunId conflict; SPEC section 8's exact text via `Display`.
+    Rejected(Rejection),
+    /// The host stopped ("engine stopped: storage failure: ..."), or is shut down.
+    Stopped(String),
+}
+
+impl std::fmt::Display for SubmitError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SubmitError::Rejected(r) => write!(f, "{r}"),
+            SubmitError::Stopped(why) => f.write_str(why),
+        }
+    }
+}
+
+impl std::error::Error for SubmitError {}
+
+/// A client command.
+pub(crate) enum Command {
+    Submit(Submit, oneshot::Sender<Result<Submitted, SubmitError>>),
+    Cancel(SessionId),
+    CancelRun(RunId),
+    ClearQueue(SessionId),
+    Summarize(SessionId, oneshot::Sender<Result<(), SubmitError>>),
+    IsBusy(SessionId, oneshot::Sender<bool>),
+    Shutdown(oneshot::Sender<Result<(), String>>),
+}
+
+/// The engine task's inbox.
+pub(crate) enum Msg {
+    Command(Command),
+    Input(turnstile_core::Input),
+}
+
+/// A running host. Cheap to clone; every clone talks to the same engine.
+#[derive(Clone, Debug)]
+pub struct Host {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    inbox: mpsc::Sender<Msg>,
+    hub: Arc<Hub>,
+    reader: Arc<Mutex<Reader>>,
+    stats: Arc<WriterStats>,
+    recovered: Vec<(Cursor, CompletionRecord)>,
+}
+
+impl Host {
+    /// Opens the store (taking its owner lock and running crash recovery), starts the engine
+    /// from its ledger, and spawns the engine task, the workers and the store writer on the
+    /// current runtime.
+    ///
+    /// # Errors
+    /// [`OpenError`]: the store is in use by another process ("store is in use by another
+    /// turnstile process", and no recovery ran), unreadable, or the configuration is invalid.
+    pub async fn open(
+        config: HostConfig,
+        provider: Arc<dyn Provider>,
+        tools: ToolSet,
+    ) -> Result<Host, OpenError> {
+        let store_config = config.store.clone();
+        let opened = tokio::task::spawn_blocking(move || Store::open(&store_config))
+            .await
+            .map_err(|e| OpenError::Trace(std::io::Error::other(e.to_string())))?
+            .map_err(OpenError::Store)?;
+        let reader = opened.store.reader().map_err(OpenError::Store)?;
+        // A second read connection for the workers (requests, preparation), so that clients'
+        // waits do not queue behind them.
+        let worker_reader = opened.store.reader().map_err(OpenError::Store)?;
+        let newest = reader.newest_cursor().map_err(OpenError::Store)?;
+        let driver = match &config.trace {
+            None => engine::Driver::Plain(Box::new(
+                Engine::new(config.engine.clone(), opened.start.clone())
+                    .map_err(OpenError::Engine)?,
+            )),
+            Some(path) => {
+                let mut header = TraceHeader::new(config.engine.clone(), opened.start.clone());
+                header.origin =
+                    Some(serde_json::json!({ "recorded_by": "turnstile-adapters host" }));
+                let recorder =
+                    Recorder::new(header, config.trace_outputs).map_err(OpenError::Engine)?;
+                let mut file = std::fs::File::create(path).map_err(OpenError::Trace)?;
+                std::io::Write::write_all(&mut file, recorder.header_jsonl().as_bytes())
+                    .map_err(OpenError::Trace)?;
+                engine::Driver::Recording { recorder: Box::new(recorder), file }
+            }
+        };
+        let hub = Arc::new(Hub::new(newest, config.updates_capacity));
+        let stats = Arc::new(WriterStats::default());
+        let (health_tx, health_rx) = watch::channel(None);
+        let (write_tx, write_rx) = mpsc::unbounded_channel();
+        let writer_config =
+            writer::WriterConfig { debounce: config.debounce, retry_for: config.store_retry };
+        let writer = writer::Writer::new(
+            opened.store,
+            write_rx,
+            writer_config,
+            hub.clone(),
+            stats.clone(),
+            health_tx,
+        );
+        tokio::spawn(writer.run());
+        let (inbox_tx, inbox_rx) = mpsc::channel(config.inbox_capacity.max(1));
+        let reader = Arc::new(Mutex::new(reader));
+        let ctx = Arc::new(worker::Ctx {
+            provider,
+            tools,
+            reader: Arc::new(Mutex::new(worker_reader)),
+            inbox: inbox_tx.clone(),
+            writer: write_tx.clone(),
+        });
+        let mut workers = Vec::new();
+        for _ in 0..config.workers.max(1) {
+            let (tx, rx) = mpsc::unbounded_channel();
+            tokio::spawn(worker::Worker::new(ctx.clone(), rx, tx.clone()).run());
+            workers.push(tx);
+        }
+        let task = engine::EngineTask {
+            driver,
+            started: tokio::time::Instant::now(),
+            inbox: inbox_rx,
+            workers,
+            writer: write_tx,
+            hub: hub.clone(),
+            health: health_rx,
+            timers: Default::default(),
+            known: Default::default(),
+            stopping: Vec::new(),
+        };
+        tokio::spawn(task.run());
+        let inner = Inner { inbox: inbox_tx, hub, reader, stats, recovered: opened.recovered };
+        Ok(Host { inner: Arc::new(inner) })
+    }
+
+    /// Sends a command to the engine task. After a clean shutdown the answer is SPEC 4.10's
+    /// "workspace closing"; after a storage failure, the stop message.
+    async fn send(&self, cmd: Command) -> Result<(), SubmitError> {
+        self.inner.inbox.send(Msg::Command(cmd)).await.map_err(|_| self.gone())
+    }
+
+    fn gone(&self) -> SubmitError {
+        if self.inner.hub.is_closed() {
+            SubmitError::Rejected(Rejection::WorkspaceClosing)
+        } else {
+            SubmitError::Stopped(self.stop_message())
+        }
+    }
+
+    /// A cancel-like command: after a clean shutdown nothing is unfinished, so it is a no-op.
+    async fn send_cancel(&self, cmd: Command) -> Result<(), SubmitError> {
+        match self.send(cmd).await {
+            Err(SubmitError::Rejected(Rejection::WorkspaceClosing)) => Ok(()),
+            other => other,
+        }
+    }
+
+    fn stop_message(&self) -> String {
+        self.inner.hub.stopped().unwrap_or_else(|| "engine stopped".to_owned())
+    }
+
+    /// Hands a prompt to a session (SPEC 4.1). Answers once the submission's ledger row is
+    /// durable: its sequence and RunId, or the existing run for a byte-equal resubmission.
+    ///
+    /// # Errors
+    /// [`SubmitError::Rejected`] with SPEC section 8's text; [`SubmitError::Stopped`] when the
+    /// host stopped.
+    pub async fn submit(&self, submit: Submit) -> Result<Submitted, SubmitError> {
+        let (tx, rx) = oneshot::channel();
+        self.send(Command::Submit(submit, tx)).await?;
+        rx.await.unwrap_or_else(|_| Err(self.gone()))
+    }
+
+    /// Cancels the session's unfinished submissions accepted so far (SPEC 4.10).
+    ///
+    /// # Errors
+    /// The host stopped.
+    pub async fn cancel(&self, session: &SessionId) -> Result<(), SubmitError> {
+        self.send_cancel(Command::Cancel(session.clone())).await
+    }
+
+    /// Cancels exactly one run; a finished or unknown run is a no-op (SPEC 4.10).
+    ///
+    /// # Errors
+    /// The host stopped.
+    pub async fn cancel_run(&self, run_id: &RunId) -> Result<(), SubmitError> {
+        self.send_cancel(Command::CancelRun(run_id.clone())).await
+    }
+
+    /// Ends every waiting submission of the session `cancelled`; the active turn goes on.
+    ///
+    /// # Errors
+    /// The host stopped.
+    pub async fn clear_queue(&self, session: &SessionId) -> Result<(), SubmitError> {
+        self.send_cancel(Command::ClearQueue(session.clone())).await
+    }
+
+    /// Summarizes the session now (SPEC 4.7), unless it is busy.
+    ///
+    /// # Errors
+    /// [`SubmitError::Rejected`] ("session is currently processing another request");
+    /// [`SubmitError::Stopped`].
+    pub async fn summarize(&self, session: &SessionId) -> Result<(), SubmitError> {
+        let (tx, rx) = oneshot::channel();
+        self.send(Command::Summarize(session.clone(), tx)).await?;
+        rx.await.unwrap_or_else(|_| Err(self.gone()))
+    }
+
+    /// True while the session has an active turn, a summarization or anything waiting (SPEC 3).
+    ///
+    /// # Errors
+    /// The host stopped.
+    pub async fn is_busy(&self, session: &SessionId) -> Result<bool, SubmitError> {
+        let (tx, rx) = oneshot::channel();
+        match self.send(Command::IsBusy(session.clone(), tx)).await {
+            // After a clean shutdown nothing is busy.
+            Err(SubmitError::Rejected(Rejection::WorkspaceClosing)) => return Ok(false),
+            other => other?,
+        }
+        rx.await.map_err(|_| self.gone())
+    }
+
+    /// The RunComplete of `run_id`, waiting for it if the run is unfinished: whether called
+    /// before, during or long after the run, or after a restart (the ledger is read).
+    ///
+    /// # Errors
+    /// [`WaitError::NotFound`] ("run not found: `<id>`") for a RunId never accepted, at once;
+    /// [`WaitError::Stopped`] when the host stopped before the run finished.
+    pub async fn wait(&self, run_id: &RunId) -> Result<CompletionRecord, WaitError> {
+        let row = self.read_run(run_id.clone()).await?;
+        let Some(row) = row else { return Err(WaitError::NotFound(run_id.to_string())) };
+        if let Some((_, record)) = row.completion {
+            return Ok(record);
+        }
+        self.wait_seq(row.seq).await
+    }
+
+    /// The completion of the submission with this sequence (with or without a RunId), waiting
+    /// for it if unfinished.
+    ///
+    /// # Errors
+    /// As [`Host::wait`]; `NotFound` names the sequence.
+    pub async fn wait_seq(&self, seq: Seq) -> Result<CompletionRecord, WaitError> {
+        // Register first, then read: a commit after the read wakes the waiter; a commit before
+        // it is in the ledger.
+        let rx = self.inner.hub.register(seq)?;
+        let reader = self.inner.reader.clone();
+        let row = tokio::task::spawn_blocking(move || {
+            let r = reader.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            r.run_by_seq(seq)
+        })
+        .await
+        .map_err(|e| WaitError::Store(e.to_string()))?
+        .map_err(|e| WaitError::Store(e.to_string()))?;
+        match row {
+            None => {
+                self.inner.hub.prune(seq);
+                Err(WaitError::NotFound(format!("seq {seq}")))
+            }
+            Some(row) if row.state == RunState::Finished => {
+                drop(rx);
+                self.inner.hub.prune(seq);
+                row.completion.map(|(_, r)| r).ok_or_else(|| {
+                    WaitError::Store(format!("ledger row {seq} is finished without a completion"))
+                })
+            }
+            Some(_) => rx.await.unwrap_or_else(|_| Err(WaitError::Stopped(self.stop_message()))),
+        }
+    }
+
+    async fn read_run(&self, run_id: RunId) -> Result<Option<crate::store::RunRow>, WaitError> {
+        let reader = self.inner.reader.clone();
+        tokio::task::spawn_blocking(move || {
+            let r = reader.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            r.run(&run_id)
+        })
+        .await
+        .map_err(|e| WaitError::Store(e.to_string()))?
+        .map_err(|e| WaitError::Store(e.to_string()))
+    }
+
+    /// Live updates (lossy): messages changed, busy and queue changes, finished turns.
+    #[must_use]
+    pub fn subscribe(&self) -> Updates {
+        Updates { rx: self.inner.hub.updates.subscribe() }
+    }
+
+    /// Every completion recorded after `after`, in ledger order, then new ones as they commit
+    /// (lossless; `Cursor(0)` for all).
+    #[must_use]
+    pub fn completions(&self, after: Cursor) -> Completions {
+        Completions {
+            reader: self.inner.reader.clone(),
+            after,
+            newest: self.inner.hub.newest(),
+            buffer: Default::default(),
+        }
+    }
+
+    /// The outcomes crash recovery decided when this host opened its store.
+    #[must_use]
+    pub fn recovered(&self) -> &[(Cursor, CompletionRecord)] {
+        &self.inner.recovered
+    }
+
+    /// The store writer's counters.
+    #[must_use]
+    pub fn writer_stats(&self) -> &WriterStats {
+        &self.inner.stats
+    }
+
+    /// Completion waiters registered now.
+    #[must_use]
+    pub fn waiters(&self) -> usize {
+        self.inner.hub.waiting()
+    }
+
+    /// Runs a query on the host's read connection (history, sessions, ledger).
+    ///
+    /// # Errors
+    /// The query's store error, or a failed blocking task.
+    pub async fn read<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Reader) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, String> {
+        let reader = self.inner.reader.clone();
+        tokio::task::spawn_blocking(move || {
+            let r = reader.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            f(&r).map_err(|e| e.to_string())
+        })
+        .await
+        .map_err(|e| e.to_string())?
+    }
+
+    /// Shuts down (SPEC 4.10): new submissions are rejected ("workspace closing"), every
+    /// unfinished submission ends `interrupted` (active ones after their clean-up or the 5 s
+    /// deadline), everything is made durable, and the store is closed (releasing its lock).
+    ///
+    /// Idempotent: after a clean shutdown, it answers `Ok` again.
+    ///
+    /// # Errors
+    /// The stop message when the store failed.
+    pub async fn shutdown(&self) -> Result<(), String> {
+        let (tx, rx) = oneshot::channel();
+        match self.send(Command::Shutdown(tx)).await {
+            Err(SubmitError::Rejected(Rejection::WorkspaceClosing)) => return Ok(()),
+            other => other.map_err(|e| e.to_string())?,
+        }
+        rx.await.unwrap_or_else(|_| match self.gone() {
+            SubmitError::Rejected(_) => Ok(()),
+            SubmitError::Stopped(why) => Err(why),
+        })
+    }
+
+    /// The stop message once the host stopped on a storage failure.
+    #[must_use]
+    pub fn stopped(&self) -> Option<String> {
+        self.inner.hub.stopped()
+    }
+}

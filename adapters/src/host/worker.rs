@@ -1,0 +1,471 @@
+//! Workers: each drives the IO of the sessions routed to it (SPEC 4.12 order per session).
+//!
+//! A session always goes to the same worker, so one task performs all of its outputs, in the
+//! core's order, through its **pipeline**: writes accumulate into the open transaction; a
+//! `Commit` sends it to the store writer, and a structural one blocks the pipeline until it is
+//! durable ("commit it now, before performing any later output that concerns the session"), so
+//! a step starts only after its activation is durable and builds its request from the store.
+//! A commit of only streamed text does not block: the writer debounces it. Independent
+//! sessions on different workers proceed in parallel.
+//!
+//! IO runs in spawned tasks that report to the engine as inputs naming the IO exactly; an
+//! abort drops the task (closing its stream), and a late report is ignored by the core.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::AbortHandle;
+use turnstile_core::{
+    AttemptIo, CallIo, ErrorClass, Input, OutputKind, ProviderError, Seq, SessionId, Setup,
+    StepEvent, StepIo, StoreOp, SummaryIo, ToolOutput, Usage,
+};
+
+use super::writer::WriteReq;
+use super::{Msg, SubmitError, Submitted};
+use crate::history;
+use crate::provider::{EventSink, ModelRequest, Provider, RequestKind};
+use crate::store::{NewRun, Reader, Txn, Write};
+use crate::tool::{ToolCall, ToolSet};
+
+/// What the engine task hands a worker.
+pub(crate) enum Action {
+    /// An output of the core, for a session of this worker.
+    Output(OutputKind),
+    /// A new submission: write its ledger row, make it durable, then answer the caller.
+    Accept {
+        run: NewRun,
+        submitted: Submitted,
+        reply: oneshot::Sender<Result<Submitted, SubmitError>>,
+    },
+}
+
+/// A worker's inbox.
+pub(crate) enum WorkerMsg {
+    /// Actions for sessions of this worker, in the core's order.
+    Actions(Vec<(SessionId, Action)>),
+    /// A structural transaction of `session` is durable (or the store failed).
+    Committed { session: SessionId, result: Result<(), String> },
+    /// Answer once every pipeline is empty, then end (shutdown).
+    Drain(oneshot::Sender<()>),
+}
+
+/// What the IO tasks need.
+pub(crate) struct Ctx {
+    pub(crate) provider: Arc<dyn Provider>,
+    pub(crate) tools: ToolSet,
+    pub(crate) reader: Arc<Mutex<Reader>>,
+    pub(crate) inbox: mpsc::Sender<Msg>,
+    pub(crate) writer: mpsc::UnboundedSender<WriteReq>,
+}
+
+/// The running IO a later abort names.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum IoKey {
+    Prepare(SessionId, Seq),
+    Step(StepIo),
+    Tool(CallIo),
+    Refresh(AttemptIo),
+    Summary(SummaryIo),
+    Title(SessionId, Seq),
+}
+
+/// One session's ordered work.
+#[derive(Default)]
+struct Pipeline {
+    queue: VecDeque<Deferred>,
+    /// The open transaction's writes.
+    open: Vec<Write>,
+    /// Waiting for a structural commit to be durable.
+    blocked: bool,
+}
+
+/// An action, or the reply to a caller that follows an acceptance's commit.
+enum Deferred {
+    Action(Action),
+    Reply(oneshot::Sender<Result<Submitted, SubmitError>>, Submitted),
+}
+
+pub(crate) struct Worker {
+    ctx: Arc<Ctx>,
+    rx: mpsc::UnboundedReceiver<WorkerMsg>,
+    /// For commit acknowledgements; weak, so the worker ends when the engine task is gone.
+    me: mpsc::WeakUnboundedSender<WorkerMsg>,
+    pipelines: BTreeMap<SessionId, Pipeline>,
+    io: BTreeMap<IoKey, AbortHandle>,
+    drains: Vec<oneshot::Sender<()>>,
+}
+
+impl Worker {
+    pub(crate) fn new(
+        ctx: Arc<Ctx>,
+        rx: mpsc::UnboundedReceiver<WorkerMsg>,
+        me: mpsc::UnboundedSender<WorkerMsg>,
+    ) -> Worker {
+        Worker {
+            ctx,
+            rx,
+            me: me.downgrade(),
+            pipelines: BTreeMap::new(),
+            io: BTreeMap::new(),
+            drains: Vec::new(),
+        }
+    }
+
+    pub(crate) async fn run(mut self) {
+        self.serve().await;
+        // Nothing can report to the engine any more: stop every IO task (they hold the
+        // writer's and the engine's senders).
+        for (_, io) in std::mem::take(&mut self.io) {
+            io.abort();
+        }
+    }
+
+    async fn serve(&mut self) {
+        while let Some(msg) = self.rx.recv().await {
+            match msg {
+                WorkerMsg::Actions(actions) => {
+                    let mut touched = Vec::new();
+                    for (session, action) in actions {
+                        let p = self.pipelines.entry(session.clone()).or_default();
+                        p.queue.push_back(Deferred::Action(action));
+                        if touched.last() != Some(&session) {
+                            touched.push(session);
+                        }
+                    }
+                    for s in touched {
+                        self.advance(&s);
+                    }
+                }
+                WorkerMsg::Committed { session, result } => {
+                    if let Err(why) = result {
+                        // The store failed for good: the host is stopping. Drop this session's
+                        // pending work (its waiters hear the stop from the hub).
+                        self.pipelines.remove(&session);
+                        let _ = why;
+                    } else if let Some(p) = self.pipelines.get_mut(&session) {
+                        p.blocked = false;
+                        self.advance(&session);
+                    }
+                }
+                WorkerMsg::Drain(done) => self.drains.push(done),
+            }
+            if !self.drains.is_empty() && self.pipelines.is_empty() {
+                // Shutdown: every output was performed and is durable; the worker ends.
+                for d in self.drains.drain(..) {
+                    let _ = d.send(());
+                }
+                return;
+            }
+            if self.io.len() > 1024 {
+                self.io.retain(|_, h| !h.is_finished());
+            }
+        }
+    }
+
+    /// Performs the session's queued actions until one must wait for durability.
+    fn advance(&mut self, session: &SessionId) {
+        loop {
+            let Some(p) = self.pipelines.get_mut(session) else { return };
+            if p.blocked {
+                return;
+            }
+            let Some(next) = p.queue.pop_front() else {
+                if p.open.is_empty() {
+                    self.pipelines.remove(session);
+                }
+                return;
+            };
+            match next {
+                Deferred::Reply(reply, submitted) => {
+                    let _ = reply.send(Ok(submitted));
+                }
+                Deferred::Action(Action::Accept { run, submitted, reply }) => {
+                    p.open.push(Write::Accept(run));
+                    p.queue.push_front(Deferred::Reply(reply, submitted));
+                    self.commit(session);
+                }
+                Deferred::Action(Action::Output(kind)) => self.perform(session, kind),
+            }
+        }
+    }
+
+    /// Ends the open transaction: streaming-only ones go to the debouncer, structural ones
+    /// block the pipeline until durable.
+    fn commit(&mut self, session: &SessionId) {
+        let Some(p) = self.pipelines.get_mut(session) else { return };
+        if p.open.is_empty() {
+            return;
+        }
+        let writes = std::mem::take(&mut p.open);
+        let streaming = writes.iter().all(|w| {
+            matches!(
+                w,
+                Write::Op(
+                    StoreOp::AppendText { .. }
+                        | StoreOp::AppendReasoning { .. }
+                        | StoreOp::SummaryText { .. }
+                )
+            )
+        });
+        let txn = Txn { session: session.clone(), writes };
+        let ack = if streaming {
+            None
+        } else {
+            p.blocked = true;
+            let (me, session) = (self.me.clone(), session.clone());
+            let ack: super::writer::Ack = Box::new(move |result| {
+                if let Some(me) = me.upgrade() {
+                    let _ = me.send(WorkerMsg::Committed { session, result });
+                }
+            });
+            Some(ack)
+        };
+        if self.ctx.writer.send(WriteReq::Txn { txn, ack }).is_err() {
+            // The writer is gone (shutdown or failure): nothing more can be made durable.
+            self.pipelines.remove(session);
+        }
+    }
+
+    fn perform(&mut self, session: &SessionId, kind: OutputKind) {
+        match kind {
+            OutputKind::Store(op) => {
+                if let Some(p) = self.pipelines.get_mut(session) {
+                    p.open.push(Write::Op(op));
+                }
+            }
+            OutputKind::Commit { .. } => self.commit(session),
+            OutputKind::Prepare { session, seq } => {
+                let task = prepare(self.ctx.clone(), session.clone(), seq);
+                self.spawn(IoKey::Prepare(session, seq), task);
+            }
+            OutputKind::StartStep { step } => {
+                let task = stream(self.ctx.clone(), Stream::Step(step.clone()));
+                self.spawn(IoKey::Step(step), task);
+            }
+            OutputKind::StartSummary { io } => {
+                let task = stream(self.ctx.clone(), Stream::Summary(io.clone()));
+                self.spawn(IoKey::Summary(io), task);
+            }
+            OutputKind::RunTool { call, name, input } => {
+                let task = run_tool(self.ctx.clone(), call.clone(), name, input);
+                self.spawn(IoKey::Tool(call), task);
+            }
+            OutputKind::RefreshCredentials { attempt } => {
+                let ctx = self.ctx.clone();
+                let key = IoKey::Refresh(attempt.clone());
+                self.spawn(key, async move {
+                    let ok = ctx.provider.refresh_credentials().await;
+                    let _ = ctx
+                        .inbox
+                        .send(Msg::Input(Input::CredentialsRefreshed { attempt, ok }))
+                        .await;
+                });
+            }
+            OutputKind::RequestTitle { session, seq, prompt } => {
+                let ctx = self.ctx.clone();
+                let key = IoKey::Title(session.clone(), seq);
+                self.spawn(key, async move {
+                    let (title, usage) = match ctx.provider.title(prompt).await {
+                        Ok((t, u)) => (Some(t), u),
+                        Err(_) => (None, None),
+                    };
+                    let input = Input::TitleGenerated { session, seq, title, usage };
+                    let _ = ctx.inbox.send(Msg::Input(input)).await;
+                });
+            }
+            OutputKind::AbortPreparation { session, seq } => {
+                self.abort(&IoKey::Prepare(session, seq))
+            }
+            OutputKind::AbortStep { step } => self.abort(&IoKey::Step(step)),
+            OutputKind::AbortTool { call } => self.abort(&IoKey::Tool(call)),
+            OutputKind::AbortRefresh { attempt } => self.abort(&IoKey::Refresh(attempt)),
+            OutputKind::AbortSummary { io } => self.abort(&IoKey::Summary(io)),
+            OutputKind::AbortTitle { session, seq } => self.abort(&IoKey::Title(session, seq)),
+            // Published by the store writer right after the commit that recorded it.
+            OutputKind::Finished(_) => {}
+            // Handled by the engine task (replies, timers, stop); never routed here.
+            _ => {}
+        }
+    }
+
+    fn spawn(&mut self, key: IoKey, task: impl std::future::Future<Output = ()> + Send + 'static) {
+        let handle = tokio::spawn(task).abort_handle();
+        if let Some(old) = self.io.insert(key, handle) {
+            old.abort();
+        }
+    }
+
+    fn abort(&mut self, key: &IoKey) {
+        if let Some(h) = self.io.remove(key) {
+            h.abort();
+        }
+    }
+}
+
+/// Prepares a submission: the model from the provider, the gauges and title from the store
+/// (after every earlier write of the session, which the pipeline guarantees).
+async fn prepare(ctx: Arc<Ctx>, session: SessionId, seq: Seq) {
+    let info = ctx.provider.prepare(&session).await;
+    let row = read(&ctx, {
+        let session = session.clone();
+        move |r| r.session(&session)
+    })
+    .await;
+    let input = match (info, row) {
+        (Ok(info), Ok(row)) => {
+            let row = row.unwrap_or_default_row(&session);
+            let setup = Setup {
+                tools: ctx.tools.specs(),
+                context_window: info.context_window,
+                prompt_tokens: row.prompt_tokens,
+                completion_tokens: row.completion_tokens,
+                titled: row.title.is_some(),
+            };
+            Input::Prepared { session, seq, setup }
+        }
+        (Err(error), _) | (_, Err(error)) => Input::PreparationFailed { session, seq, error },
+    };
+    let _ = ctx.inbox.send(Msg::Input(input)).await;
+}
+
+trait OrDefaultRow {
+    fn unwrap_or_default_row(self, session: &SessionId) -> crate::store::SessionRow;
+}
+
+impl OrDefaultRow for Option<crate::store::SessionRow> {
+    fn unwrap_or_default_row(self, session: &SessionId) -> crate::store::SessionRow {
+        self.unwrap_or(crate::store::SessionRow {
+            id: session.clone(),
+            parent: None,
+            title: None,
+            prompt_tokens: 0,
+            completion_tokens: 0,
+            cost_micros: 0,
+            summary_message: None,
+        })
+    }
+}
+
+/// Runs a blocking store read off the async threads.
+async fn read<T: Send + 'static>(
+    ctx: &Ctx,
+    f: impl FnOnce(&Reader) -> Result<T, crate::store::StoreError> + Send + 'static,
+) -> Result<T, String> {
+    let reader = ctx.reader.clone();
+    tokio::task::spawn_blocking(move || {
+        let r = reader.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        f(&r).map_err(|e| e.to_string())
+    })
+    .await
+    .map_err(|e| e.to_string())?
+}
+
+enum Stream {
+    Step(StepIo),
+    Summary(SummaryIo),
+}
+
+impl Stream {
+    fn session(&self) -> &SessionId {
+        match self {
+            Stream::Step(s) => &s.session,
+            Stream::Summary(s) => &s.session,
+        }
+    }
+
+    fn input(&self, event: StepEvent) -> Input {
+        match self {
+            Stream::Step(step) => Input::Step { step: step.clone(), event },
+            Stream::Summary(io) => Input::Summary { io: io.clone(), event },
+        }
+    }
+}
+
+/// One model request: built from the store, streamed by the provider, each event reported.
+/// A stream that ends without a finish is reported as such (retryable, SPEC 4.5); a finish
+/// without usage gets SPEC 4.4's estimate.
+async fn stream(ctx: Arc<Ctx>, which: Stream) {
+    let session = which.session().clone();
+    let kind = match which {
+        Stream::Step(_) => RequestKind::Step,
+        Stream::Summary(_) => RequestKind::Summary,
+    };
+    let history = read(&ctx, {
+        let session = session.clone();
+        move |r| {
+            let summary = r.session(&session)?.and_then(|s| s.summary_message);
+            Ok((r.messages(&session)?, summary))
+        }
+    })
+    .await;
+    let (stored, summary) = match history {
+        Ok(h) => h,
+        Err(e) => {
+            let error =
+                ProviderError { class: ErrorClass::Transport, message: e, ..Default::default() };
+            let _ = ctx.inbox.send(Msg::Input(which.input(StepEvent::Failed { error }))).await;
+            return;
+        }
+    };
+    let request = ModelRequest {
+        session,
+        kind,
+        messages: history::build(&stored, summary, kind),
+        tools: ctx.tools.specs(),
+    };
+    let request_strings: Vec<String> = request.strings().map(str::to_owned).collect();
+    let (sink, mut events) = EventSink::channel(64);
+    let provider = ctx.provider.clone();
+    let mut producer = Box::pin(provider.stream(request, sink));
+    let mut produced = false;
+    let mut response: Vec<String> = Vec::new();
+    loop {
+        let event = tokio::select! {
+            biased;
+            e = events.recv() => e,
+            () = &mut producer, if !produced => { produced = true; continue; }
+        };
+        let Some(mut event) = event else { break };
+        match &mut event {
+            StepEvent::TextDelta { text } | StepEvent::ReasoningDelta { text } => {
+                response.push(text.clone());
+            }
+            StepEvent::ToolCall { id, name, input } => {
+                response.extend([id.as_str().to_owned(), name.clone(), input.clone()]);
+            }
+            StepEvent::Finished { usage, .. } if usage.is_none() => {
+                *usage = Some(Usage::estimate(
+                    request_strings.iter().map(String::as_str),
+                    response.iter().map(String::as_str),
+                ));
+            }
+            _ => {}
+        }
+        let ends = matches!(event, StepEvent::Finished { .. } | StepEvent::Failed { .. });
+        if ctx.inbox.send(Msg::Input(which.input(event))).await.is_err() || ends {
+            return;
+        }
+    }
+    let error = ProviderError {
+        class: ErrorClass::Incomplete,
+        message: "the stream ended without a finish".to_owned(),
+        ..Default::default()
+    };
+    let _ = ctx.inbox.send(Msg::Input(which.input(StepEvent::Failed { error }))).await;
+}
+
+async fn run_tool(ctx: Arc<Ctx>, call: CallIo, name: String, input: String) {
+    let result = match ctx.tools.get(&name) {
+        Some(tool) => {
+            let c = ToolCall { session: call.session.clone(), call: call.call.clone(), input };
+            tool.run(c).await
+        }
+        None => ToolOutput {
+            content: turnstile_core::unknown_tool_result(&name),
+            is_error: true,
+            stop: None,
+        },
+    };
+    let _ = ctx.inbox.send(Msg::Input(Input::ToolResult { call, result })).await;
+}

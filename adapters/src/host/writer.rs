@@ -1,0 +1,365 @@
+//! The store writer (SPEC 4.12): the one task that writes to SQLite.
+//!
+//! - **Debounce.** A transaction of only streamed text (`AppendText`, `AppendReasoning`,
+//!   `SummaryText`) is held per session and coalesced (consecutive appends to one message
+//!   become one append) until its window (33 ms by default) has passed since its first write,
+//!   or until a structural transaction of the same session arrives, which carries it first.
+//! - **Group commit.** Everything ready is written in one SQLite transaction: the next batch is
+//!   whatever arrived while the previous commit was syncing. Each session's transactions keep
+//!   their order, and each is inside one physical transaction, so SPEC 4.12's "in the same
+//!   transaction" rules hold.
+//! - **Publish after commit.** Right after a commit, the outcomes it recorded wake their waiters
+//!   and go to the completion stream ([`crate::events`]); the structural transactions' senders
+//!   are acknowledged, which lets their sessions' later outputs proceed.
+//! - **Fail-stop.** A failed commit is retried with backoff (10 ms doubling to 1 s) for a
+//!   bounded time (30 s by default) while nothing else is written; if it still fails, the host
+//!   stops: "engine stopped: storage failure: `<error>`".
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::time::Instant;
+use turnstile_core::{MessageId, SessionId, StoreOp};
+
+use crate::events::{Hub, Update};
+use crate::record::{CompletionRecord, Cursor};
+use crate::store::{Store, StoreError, Txn, Write};
+
+/// Where the acknowledgement of a structural transaction goes: the worker driving the session.
+pub(crate) type Ack = Box<dyn FnOnce(Result<(), String>) + Send>;
+
+/// A request to the writer.
+pub(crate) enum WriteReq {
+    /// One transaction of one session. `ack: None` marks a streaming-only (coalescible) one.
+    Txn { txn: Txn, ack: Option<Ack> },
+    /// Flush, checkpoint and close the store; answer with the result.
+    Close(oneshot::Sender<Result<(), String>>),
+}
+
+/// Counters of the writer's work (benchmarks, tests).
+#[derive(Debug, Default)]
+pub struct WriterStats {
+    /// Physical SQLite transactions committed.
+    pub commits: AtomicU64,
+    /// Logical (per-session) transactions written.
+    pub txns: AtomicU64,
+    /// Individual writes applied (after coalescing).
+    pub writes: AtomicU64,
+    /// Streamed appends received before coalescing.
+    pub appends_in: AtomicU64,
+    /// Commits that failed and were retried.
+    pub retries: AtomicU64,
+}
+
+/// Writer settings.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct WriterConfig {
+    pub(crate) debounce: Duration,
+    pub(crate) retry_for: Duration,
+}
+
+/// A session's held streaming writes.
+struct Held {
+    since: Instant,
+    writes: Vec<Write>,
+}
+
+pub(crate) struct Writer {
+    store: Option<Store>,
+    rx: mpsc::UnboundedReceiver<WriteReq>,
+    config: WriterConfig,
+    hub: Arc<Hub>,
+    stats: Arc<WriterStats>,
+    /// Set to the stop message when the store failed for good.
+    health: watch::Sender<Option<String>>,
+    held: BTreeMap<SessionId, Held>,
+    ready: Vec<(Txn, Option<Ack>)>,
+}
+
+impl Writer {
+    pub(crate) fn new(
+        store: Store,
+        rx: mpsc::UnboundedReceiver<WriteReq>,
+        config: WriterConfig,
+        hub: Arc<Hub>,
+        stats: Arc<WriterStats>,
+        health: watch::Sender<Option<String>>,
+    ) -> Writer {
+        Writer {
+            store: Some(store),
+            rx,
+            config,
+            hub,
+            stats,
+            health,
+            held: BTreeMap::new(),
+            ready: Vec::new(),
+        }
+    }
+
+    pub(crate) async fn run(mut self) {
+        loop {
+            let due = self.held.values().map(|h| h.since + self.config.debounce).min();
+            tokio::select! {
+                biased;
+                _ = sleep_until(due), if due.is_some() => self.release_due(),
+                req = self.rx.recv() => match req {
+                    None => { self.release_all(); self.write_ready().await; return; }
+                    Some(req) => {
+                        if let Some(close) = self.take(req) {
+                            self.release_all();
+                            self.write_ready().await;
+                            let result = self.close();
+                            let _ = close.send(result);
+                            return;
+                        }
+                        // Group commit: take everything that is already waiting.
+                        while let Ok(req) = self.rx.try_recv() {
+                            if let Some(close) = self.take(req) {
+                                self.release_all();
+                                self.write_ready().await;
+                                let _ = close.send(self.close());
+                                return;
+                            }
+                        }
+                    }
+                },
+            }
+            self.write_ready().await;
+        }
+    }
+
+    /// Files one request; returns the sender of a close request.
+    fn take(&mut self, req: WriteReq) -> Option<oneshot::Sender<Result<(), String>>> {
+        match req {
+            WriteReq::Txn { txn, ack: None } => self.hold(txn),
+            WriteReq::Txn { mut txn, ack: Some(ack) } => {
+                if let Some(held) = self.held.remove(&txn.session) {
+                    let mut writes = held.writes;
+                    writes.append(&mut txn.writes);
+                    txn.writes = writes;
+                }
+                self.ready.push((txn, Some(ack)));
+            }
+            WriteReq::Close(done) => return Some(done),
+        }
+        None
+    }
+
+    /// Holds a streaming transaction, coalescing consecutive appends to the same message.
+    fn hold(&mut self, txn: Txn) {
+        let now = Instant::now();
+        let held =
+            self.held.entry(txn.session).or_insert_with(|| Held { since: now, writes: Vec::new() });
+        for w in txn.writes {
+            self.stats.appends_in.fetch_add(1, Ordering::Relaxed);
+            if let (Some(last), Write::Op(next)) = (held.writes.last_mut(), &w)
+                && coalesce(last, next)
+            {
+                continue;
+            }
+            held.writes.push(w);
+        }
+    }
+
+    fn release_due(&mut self) {
+        let now = Instant::now();
+        let due: Vec<SessionId> = self
+            .held
+            .iter()
+            .filter(|(_, h)| h.since + self.config.debounce <= now)
+            .map(|(s, _)| s.clone())
+            .collect();
+        for s in due {
+            if let Some(h) = self.held.remove(&s) {
+                self.ready.push((Txn { session: s, writes: h.writes }, None));
+            }
+        }
+    }
+
+    fn release_all(&mut self) {
+        for (session, h) in std::mem::take(&mut self.held) {
+            self.ready.push((Txn { session, writes: h.writes }, None));
+        }
+    }
+
+    /// Commits everything ready as one transaction (retrying, then failing stop), then
+    /// publishes and acknowledges.
+    async fn write_ready(&mut self) {
+        if self.ready.is_empty() {
+            return;
+        }
+        let (txns, acks): (Vec<Txn>, Vec<Option<Ack>>) =
+            std::mem::take(&mut self.ready).into_iter().unzip();
+        let result = self.commit_with_retry(txns).await;
+        match result {
+            Ok((txns, cursors)) => {
+                self.stats.commits.fetch_add(1, Ordering::Relaxed);
+                self.stats.txns.fetch_add(txns.len() as u64, Ordering::Relaxed);
+                let writes: usize = txns.iter().map(|t| t.writes.len()).sum();
+                self.stats.writes.fetch_add(writes as u64, Ordering::Relaxed);
+                let records = outcomes(&txns, &cursors);
+                self.hub.committed(&records);
+                announce(&self.hub, &txns);
+                for ack in acks.into_iter().flatten() {
+                    ack(Ok(()));
+                }
+            }
+            Err(why) => {
+                // Fail-stop: nothing more will be written. Release the store (and its owner
+                // lock) at once, so the next start's recovery can decide the outcomes.
+                self.store = None;
+                let message = format!("engine stopped: storage failure: {why}");
+                self.hub.stop(&message);
+                self.health.send_replace(Some(message.clone()));
+                for ack in acks.into_iter().flatten() {
+                    ack(Err(message.clone()));
+                }
+            }
+        }
+    }
+
+    async fn commit_with_retry(
+        &mut self,
+        mut txns: Vec<Txn>,
+    ) -> Result<(Vec<Txn>, Vec<Cursor>), String> {
+        if let Some(why) = self.health.borrow().clone() {
+            return Err(why);
+        }
+        let started = Instant::now();
+        let mut delay = Duration::from_millis(10);
+        loop {
+            let Some(mut store) = self.store.take() else {
+                return Err("the store is closed".to_owned());
+            };
+            let joined = tokio::task::spawn_blocking(move || {
+                let r = store.commit(&txns);
+                (store, txns, r)
+            })
+            .await;
+            let (store, back, result) = match joined {
+                Ok(parts) => parts,
+                Err(e) => return Err(format!("the store writer panicked: {e}")),
+            };
+            self.store = Some(store);
+            txns = back;
+            match result {
+                Ok(cursors) => return Ok((txns, cursors)),
+                Err(e) if started.elapsed() < self.config.retry_for => {
+                    self.stats.retries.fetch_add(1, Ordering::Relaxed);
+                    let left = self.config.retry_for.saturating_sub(started.elapsed());
+                    tokio::time::sleep(delay.min(left)).await;
+                    delay = (delay * 2).min(Duration::from_secs(1));
+                    let _ = e;
+                }
+                Err(e) => return Err(describe(&e)),
+            }
+        }
+    }
+
+    fn close(&mut self) -> Result<(), String> {
+        match self.store.take() {
+            Some(store) => store.close().map_err(|e| describe(&e)),
+            None => Ok(()),
+        }
+    }
+}
+
+fn describe(e: &StoreError) -> String {
+    e.to_string()
+}
+
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Appends `next` to `last` when both append to the same message; true when it did.
+fn coalesce(last: &mut Write, next: &StoreOp) -> bool {
+    match (last, next) {
+        (
+            Write::Op(StoreOp::AppendText { id: a, text, .. }),
+            StoreOp::AppendText { id: b, text: more, .. },
+        )
+        | (
+            Write::Op(StoreOp::AppendReasoning { id: a, text, .. }),
+            StoreOp::AppendReasoning { id: b, text: more, .. },
+        )
+        | (
+            Write::Op(StoreOp::SummaryText { id: a, text, .. }),
+            StoreOp::SummaryText { id: b, text: more, .. },
+        ) if a == b => {
+            text.push_str(more);
+            true
+        }
+        _ => false,
+    }
+}
+
+/// The outcomes a batch recorded, with the cursors the store assigned, in order.
+fn outcomes(txns: &[Txn], cursors: &[Cursor]) -> Vec<(Cursor, CompletionRecord)> {
+    let completions = txns.iter().flat_map(|t| &t.writes).filter_map(|w| match w {
+        Write::Op(StoreOp::LedgerOutcome { completion }) => {
+            Some(CompletionRecord::from(completion))
+        }
+        _ => None,
+    });
+    debug_assert_eq!(
+        txns.iter()
+            .flat_map(|t| &t.writes)
+            .filter(|w| matches!(w, Write::Op(StoreOp::LedgerOutcome { .. })))
+            .count(),
+        cursors.len(),
+        "one cursor per recorded outcome"
+    );
+    cursors.iter().copied().zip(completions).collect()
+}
+
+/// Live updates for the messages a batch wrote to (one per message and transaction).
+fn announce(hub: &Hub, txns: &[Txn]) {
+    if hub.updates.receiver_count() == 0 {
+        return;
+    }
+    for t in txns {
+        let mut seen: Vec<MessageId> = Vec::new();
+        for w in &t.writes {
+            if let Some(id) = message_of(w)
+                && !seen.contains(&id)
+            {
+                seen.push(id);
+                let _ = hub
+                    .updates
+                    .send(Update::MessageUpdated { session: t.session.clone(), message: id });
+            }
+        }
+    }
+}
+
+fn message_of(w: &Write) -> Option<MessageId> {
+    let Write::Op(op) = w else { return None };
+    match op {
+        StoreOp::UserMessage { id, .. }
+        | StoreOp::AssistantMessage { id, .. }
+        | StoreOp::ReasoningStarted { id, .. }
+        | StoreOp::AppendReasoning { id, .. }
+        | StoreOp::ReasoningEnded { id, .. }
+        | StoreOp::ToolInputStarted { id, .. }
+        | StoreOp::MessageReset { id, .. }
+        | StoreOp::AppendText { id, .. }
+        | StoreOp::ToolCall { id, .. }
+        | StoreOp::ToolResult { id, .. }
+        | StoreOp::MessageFinished { id, .. }
+        | StoreOp::SummaryMessage { id, .. }
+        | StoreOp::SummaryText { id, .. }
+        | StoreOp::SummaryReset { id, .. }
+        | StoreOp::SummaryDone { id, .. }
+        | StoreOp::SummaryFailed { id, .. }
+        | StoreOp::SummaryDeleted { id, .. } => Some(*id),
+        _ => None,
+    }
+}

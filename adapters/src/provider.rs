@@ -1,0 +1,330 @@
+//! LLM providers (SPEC 9 "Providers"): the trait the host streams model steps through, the
+//! provider-neutral request it builds from the store, and a scripted provider for tests, demos
+//! and benchmarks.
+//!
+//! A provider turns one [`ModelRequest`] into a stream of [`StepEvent`]s sent to an
+//! [`EventSink`]. It classifies failures into [`turnstile_core::ProviderError`]; the core
+//! decides about retries, credential refreshes and outcomes. Cancellation drops the stream's
+//! future, which must close the connection at once.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use tokio::sync::mpsc;
+use turnstile_core::{
+    Attachment, CallId, ErrorClass, FinishReason, ProviderError, SessionId, StepEvent, ToolSpec,
+    Usage,
+};
+
+use crate::tool::BoxFuture;
+
+/// What a request is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RequestKind {
+    /// One step of a turn.
+    Step,
+    /// A summarization (the last message is the summary request, SPEC 4.7).
+    Summary,
+}
+
+/// A provider-neutral model request, built from the store after every earlier write of the
+/// session was applied, with SPEC 4.9's repairs (see `crate::history`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ModelRequest {
+    /// The session.
+    pub session: SessionId,
+    /// Step or summary.
+    pub kind: RequestKind,
+    /// The conversation, oldest first.
+    pub messages: Vec<RequestMessage>,
+    /// The tools the model may call.
+    pub tools: Vec<ToolSpec>,
+}
+
+impl ModelRequest {
+    /// Every string of the request, for SPEC 4.4's usage estimate (role names, texts,
+    /// reasoning, tool names, inputs, ids, outputs).
+    pub fn strings(&self) -> impl Iterator<Item = &str> {
+        self.messages.iter().flat_map(RequestMessage::strings)
+    }
+
+    /// The text of the newest user message, if any (handy for scripted providers).
+    #[must_use]
+    pub fn last_user_text(&self) -> Option<&str> {
+        self.messages.iter().rev().find_map(|m| match m {
+            RequestMessage::User { text, .. } => Some(text.as_str()),
+            _ => None,
+        })
+    }
+}
+
+/// One message of a request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RequestMessage {
+    /// A user message (also the session's summary, relabelled, SPEC 4.9).
+    User {
+        /// The text.
+        text: String,
+        /// Attached files.
+        attachments: Vec<Attachment>,
+    },
+    /// An assistant message with its reasoning and tool calls.
+    Assistant {
+        /// The text.
+        text: String,
+        /// The reasoning section and the provider's signature of it.
+        reasoning: Option<(String, Option<String>)>,
+        /// The tool calls, in order.
+        calls: Vec<RequestCall>,
+    },
+    /// The results of the previous assistant message's calls, one per call, in call order.
+    ToolResults(Vec<RequestResult>),
+}
+
+impl RequestMessage {
+    fn strings(&self) -> Box<dyn Iterator<Item = &str> + '_> {
+        match self {
+            RequestMessage::User { text, attachments } => Box::new(
+                std::iter::once("user")
+                    .chain(std::iter::once(text.as_str()))
+                    .chain(attachments.iter().map(|a| a.content.as_str())),
+            ),
+            RequestMessage::Assistant { text, reasoning, calls } => Box::new(
+                ["assistant", text.as_str()]
+                    .into_iter()
+                    .chain(reasoning.iter().map(|r| r.0.as_str()))
+                    .chain(calls.iter().flat_map(|c| {
+                        [c.id.as_str(), c.name.as_str(), c.input.as_str()].into_iter()
+                    })),
+            ),
+            RequestMessage::ToolResults(results) => Box::new(std::iter::once("tool").chain(
+                results.iter().flat_map(|r| [r.id.as_str(), r.content.as_str()].into_iter()),
+            )),
+        }
+    }
+}
+
+/// A tool call in a request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RequestCall {
+    /// The call id.
+    pub id: CallId,
+    /// The tool.
+    pub name: String,
+    /// The arguments (JSON text).
+    pub input: String,
+}
+
+/// A tool result in a request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RequestResult {
+    /// The call it answers.
+    pub id: CallId,
+    /// The result text.
+    pub content: String,
+    /// True for an error result.
+    pub is_error: bool,
+}
+
+/// What preparing a submission resolved about the model.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ModelInfo {
+    /// The context window in tokens; 0 when unknown (never summarizes).
+    pub context_window: u64,
+}
+
+/// Where a provider sends a stream's events. Sending after the host dropped the stream (a
+/// cancel) fails quietly: the provider should then stop.
+#[derive(Debug)]
+pub struct EventSink {
+    tx: mpsc::Sender<StepEvent>,
+}
+
+impl EventSink {
+    /// A sink and the receiver the host reads from.
+    #[must_use]
+    pub fn channel(capacity: usize) -> (EventSink, mpsc::Receiver<StepEvent>) {
+        let (tx, rx) = mpsc::channel(capacity.max(1));
+        (EventSink { tx }, rx)
+    }
+
+    /// Sends one event, waiting while the host is behind. False when the stream was dropped.
+    pub async fn send(&self, event: StepEvent) -> bool {
+        self.tx.send(event).await.is_ok()
+    }
+}
+
+/// An LLM provider.
+pub trait Provider: Send + Sync + 'static {
+    /// Resolves the model for a submission of this session (SPEC 4.1 preparation): an error
+    /// ends that submission `failed` (kind `preparation`) and affects no other.
+    fn prepare(&self, session: &SessionId) -> BoxFuture<Result<ModelInfo, String>>;
+    /// Streams one request's answer into `sink`: deltas, tool calls, then exactly one
+    /// `Finished` or `Failed`. Returning without either counts as a stream that ended without
+    /// a finish (retryable, SPEC 4.5).
+    fn stream(&self, request: ModelRequest, sink: EventSink) -> BoxFuture<()>;
+    /// Refreshes credentials after a 401, waiting up to 5 minutes for a person if needed;
+    /// true when fresh credentials are in place.
+    fn refresh_credentials(&self) -> BoxFuture<bool>;
+    /// Generates a session title from a prompt, with what it used and cost; an error or an
+    /// empty title makes the core fall back to the prompt (SPEC 4.11).
+    fn title(&self, prompt: String) -> BoxFuture<Result<(String, Option<Usage>), String>>;
+}
+
+/// One element of a scripted answer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Scripted {
+    /// Wait this many milliseconds of runtime time (simulated under the simulator).
+    Wait(u64),
+    /// Send this event.
+    Event(StepEvent),
+    /// Never answer again (a provider that hangs; only a cancel ends it).
+    Hang,
+}
+
+/// A scripted answer: what the provider does for one request.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Answer(pub Vec<Scripted>);
+
+impl Answer {
+    /// `text` streamed in `deltas` pieces, `every_ms` apart, then finish `stop` with usage.
+    #[must_use]
+    pub fn streamed(text: &str, deltas: usize, every_ms: u64, usage: Usage) -> Answer {
+        let chars: Vec<char> = text.chars().collect();
+        let per = chars.len().div_ceil(deltas.max(1)).max(1);
+        let mut out = Vec::new();
+        for piece in chars.chunks(per) {
+            out.push(Scripted::Wait(every_ms));
+            out.push(Scripted::Event(StepEvent::TextDelta { text: piece.iter().collect() }));
+        }
+        out.push(Scripted::Event(StepEvent::Finished {
+            reason: FinishReason::Stop,
+            usage: Some(usage),
+        }));
+        Answer(out)
+    }
+
+    /// One tool call, then finish `tool_calls`.
+    #[must_use]
+    pub fn tool_call(id: &str, name: &str, input: &str) -> Answer {
+        Answer(vec![
+            Scripted::Event(StepEvent::ToolCall {
+                id: CallId::new(id),
+                name: name.to_owned(),
+                input: input.to_owned(),
+            }),
+            Scripted::Event(StepEvent::Finished { reason: FinishReason::ToolCalls, usage: None }),
+        ])
+    }
+
+    /// A failure with this HTTP status.
+    #[must_use]
+    pub fn failure(status: u16, message: &str) -> Answer {
+        Answer(vec![Scripted::Event(StepEvent::Failed {
+            error: ProviderError {
+                class: if status == 401 { ErrorClass::Unauthorized } else { ErrorClass::Provider },
+                status: Some(status),
+                message: message.to_owned(),
+                ..ProviderError::default()
+            },
+        })])
+    }
+
+    /// A provider that never answers.
+    #[must_use]
+    pub fn hang() -> Answer {
+        Answer(vec![Scripted::Hang])
+    }
+}
+
+type ScriptFn = dyn Fn(&ModelRequest, u64) -> Answer + Send + Sync;
+type PrepareFn = dyn Fn(&SessionId) -> Result<ModelInfo, String> + Send + Sync;
+
+/// A provider that answers from a script: a function from the request (and the number of
+/// requests it has seen before, from 0) to an [`Answer`]. Deterministic under the simulator:
+/// it waits only on runtime time.
+#[derive(Clone)]
+pub struct ScriptedProvider {
+    script: Arc<ScriptFn>,
+    prepare: Arc<PrepareFn>,
+    refresh_ok: bool,
+    requests: Arc<AtomicU64>,
+}
+
+impl ScriptedProvider {
+    /// A provider answering with `script`; the model's context window is unknown (0).
+    pub fn new(script: impl Fn(&ModelRequest, u64) -> Answer + Send + Sync + 'static) -> Self {
+        ScriptedProvider {
+            script: Arc::new(script),
+            prepare: Arc::new(|_| Ok(ModelInfo::default())),
+            refresh_ok: true,
+            requests: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
+    /// The same provider with this preparation rule.
+    #[must_use]
+    pub fn with_prepare(
+        mut self,
+        prepare: impl Fn(&SessionId) -> Result<ModelInfo, String> + Send + Sync + 'static,
+    ) -> Self {
+        self.prepare = Arc::new(prepare);
+        self
+    }
+
+    /// The same provider, whose credential refreshes succeed or fail.
+    #[must_use]
+    pub fn with_refresh(mut self, ok: bool) -> Self {
+        self.refresh_ok = ok;
+        self
+    }
+
+    /// How many streams it has been asked for.
+    #[must_use]
+    pub fn requests(&self) -> u64 {
+        self.requests.load(Ordering::Relaxed)
+    }
+}
+
+impl std::fmt::Debug for ScriptedProvider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ScriptedProvider").field("requests", &self.requests()).finish()
+    }
+}
+
+impl Provider for ScriptedProvider {
+    fn prepare(&self, session: &SessionId) -> BoxFuture<Result<ModelInfo, String>> {
+        let result = (self.prepare)(session);
+        Box::pin(async move { result })
+    }
+
+    fn stream(&self, request: ModelRequest, sink: EventSink) -> BoxFuture<()> {
+        let n = self.requests.fetch_add(1, Ordering::Relaxed);
+        let answer = (self.script)(&request, n);
+        Box::pin(async move {
+            for step in answer.0 {
+                match step {
+                    Scripted::Wait(ms) => {
+                        tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+                    }
+                    Scripted::Event(e) => {
+                        if !sink.send(e).await {
+                            return;
+                        }
+                    }
+                    Scripted::Hang => std::future::pending::<()>().await,
+                }
+            }
+        })
+    }
+
+    fn refresh_credentials(&self) -> BoxFuture<bool> {
+        let ok = self.refresh_ok;
+        Box::pin(async move { ok })
+    }
+
+    fn title(&self, prompt: String) -> BoxFuture<Result<(String, Option<Usage>), String>> {
+        let title: String = prompt.split_whitespace().take(4).collect::<Vec<_>>().join(" ");
+        Box::pin(async move { Ok((title, None)) })
+    }
+}

@@ -1,0 +1,419 @@
+//! One write as SQL (SPEC 4.4, 4.7, 4.11, 4.12), inside the transaction of a group commit.
+//!
+//! Every update is field-level: text and reasoning are appended with `||`, gauges are set and
+//! cost is added in one `UPDATE`, a title changes only the title. Nothing is read and written
+//! back (G-15). Every write that names a row checks that it touched it: a write for a message,
+//! session or ledger row the store does not hold is an error, never a silent no-op (a lost
+//! ledger outcome would be a lost RunComplete).
+
+use rusqlite::{Connection, OptionalExtension, params};
+use turnstile_core::{Fingerprint, MessageFinish, StoreOp, Submit};
+
+use super::schema::{int, mode_text, outcome_text, to_json};
+use super::{NewRun, StoreError, Write};
+use crate::record::{CompletionRecord, Cursor};
+
+/// The finish of a summary that succeeded.
+pub(super) const SUMMARY_DONE: &str = r#"{"reason":"done"}"#;
+
+/// The ledger cursors of one commit: the last one assigned, and those this commit assigned.
+/// The store adopts `last` only when the commit succeeds.
+#[derive(Debug)]
+pub(super) struct Cursors {
+    /// The newest cursor assigned so far (0 for none).
+    pub(super) last: u64,
+    /// The cursors this commit assigned, one per `LedgerOutcome`, in order.
+    pub(super) assigned: Vec<Cursor>,
+}
+
+/// Applies one write.
+///
+/// # Errors
+/// SQLite errors (constraints included); [`StoreError::Corrupt`] for a write naming a row the
+/// store does not hold, or an op this store does not know.
+pub(super) fn write(conn: &Connection, w: &Write, cursors: &mut Cursors) -> Result<(), StoreError> {
+    match w {
+        Write::Accept(run) => accept(conn, run),
+        Write::Op(op) => op_(conn, op, cursors),
+    }
+}
+
+/// A new submission's ledger row, creating its (top-level, untitled) session when unknown.
+fn accept(conn: &Connection, run: &NewRun) -> Result<(), StoreError> {
+    conn.prepare_cached(
+        "INSERT INTO sessions (id, created) \
+         VALUES (?1, (SELECT coalesce(max(created), 0) + 1 FROM sessions)) \
+         ON CONFLICT (id) DO NOTHING",
+    )?
+    .execute(params![run.session.as_str()])?;
+    let fingerprint = match &run.run_id {
+        Some(run_id) => {
+            let submit = Submit {
+                session: run.session.clone(),
+                prompt: run.prompt.clone(),
+                attachments: run.attachments.clone(),
+                run_id: Some(run_id.clone()),
+                mode: Some(run.mode),
+                seq: Some(run.seq),
+            };
+            Some(Fingerprint::of(&submit).to_hex())
+        }
+        None => None,
+    };
+    let attachments = attachments_json(&run.attachments)?;
+    conn.prepare_cached(
+        "INSERT INTO runs (seq, session, run_id, mode, prompt, attachments, fingerprint, state) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'waiting')",
+    )?
+    .execute(params![
+        int(run.seq.0, "sequence")?,
+        run.session.as_str(),
+        run.run_id.as_ref().map(|r| r.as_str()),
+        mode_text(run.mode),
+        run.prompt,
+        attachments,
+        fingerprint,
+    ])?;
+    Ok(())
+}
+
+/// The JSON of a list of attachments (`[]` without building a serializer when empty).
+fn attachments_json(attachments: &[turnstile_core::Attachment]) -> Result<String, StoreError> {
+    if attachments.is_empty() { Ok("[]".to_owned()) } else { to_json(attachments, "attachments") }
+}
+
+/// Fails unless exactly one row changed.
+fn one(changed: usize, what: impl FnOnce() -> String) -> Result<(), StoreError> {
+    if changed == 1 { Ok(()) } else { Err(StoreError::Corrupt(what())) }
+}
+
+/// The name of an op (its serde tag), for error messages.
+fn op_name(op: &StoreOp) -> String {
+    serde_json::to_value(op)
+        .ok()
+        .and_then(|v| v.get("op").and_then(|o| o.as_str()).map(str::to_owned))
+        .unwrap_or_else(|| format!("{op:?}"))
+}
+
+/// Updates one message of a role in a session, failing unless it exists.
+fn message_update(
+    conn: &Connection,
+    sql: &str,
+    params: &[&dyn rusqlite::ToSql],
+    what: impl FnOnce() -> String,
+) -> Result<(), StoreError> {
+    let changed = conn.prepare_cached(sql)?.execute(params)?;
+    one(changed, what)
+}
+
+#[allow(clippy::too_many_lines)] // one arm per op, each a statement or two: a flat table
+fn op_(conn: &Connection, op: &StoreOp, cursors: &mut Cursors) -> Result<(), StoreError> {
+    // Built only when a write misses its row: naming the op serialises it.
+    let missing = |id: &turnstile_core::MessageId, role: &'static str| {
+        let id = *id;
+        move || format!("{}: session {} has no {role} message {id}", op_name(op), op.session())
+    };
+    match op {
+        StoreOp::LedgerActivated { session, seq, .. } => {
+            let changed = conn
+                .prepare_cached(
+                    "UPDATE runs SET state = 'active' \
+                     WHERE seq = ?1 AND session = ?2 AND state IN ('waiting', 'paused')",
+                )?
+                .execute(params![int(seq.0, "sequence")?, session.as_str()])?;
+            one(changed, || ledger_problem(conn, op, seq.0, "waiting or paused"))
+        }
+        StoreOp::LedgerPaused { session, seq } => {
+            let changed = conn
+                .prepare_cached(
+                    "UPDATE runs SET state = 'paused' \
+                     WHERE seq = ?1 AND session = ?2 AND state = 'active'",
+                )?
+                .execute(params![int(seq.0, "sequence")?, session.as_str()])?;
+            one(changed, || ledger_problem(conn, op, seq.0, "active"))
+        }
+        StoreOp::LedgerOutcome { completion } => {
+            let record = CompletionRecord::from(completion);
+            let json = to_json(&record, "completion")?;
+            let seq = completion.seq().0;
+            let cursor = cursors.last + 1;
+            let changed = conn
+                .prepare_cached(
+                    "UPDATE runs SET state = 'finished', outcome = ?3, completion = ?4, cursor = ?5 \
+                     WHERE seq = ?1 AND session = ?2 AND state <> 'finished'",
+                )?
+                .execute(params![
+                    int(seq, "sequence")?,
+                    completion.session().as_str(),
+                    outcome_text(completion.outcome()),
+                    json,
+                    int(cursor, "cursor")?,
+                ])?;
+            one(changed, || ledger_problem(conn, op, seq, "unfinished"))?;
+            cursors.last = cursor;
+            cursors.assigned.push(Cursor(cursor));
+            Ok(())
+        }
+        StoreOp::ChildAccepted { session, seq, parent, parent_seq, prompt, title } => {
+            conn.prepare_cached(
+                "INSERT INTO sessions (id, parent, title, created) \
+                 VALUES (?1, ?2, ?3, (SELECT coalesce(max(created), 0) + 1 FROM sessions))",
+            )?
+            .execute(params![session.as_str(), parent.as_str(), title])?;
+            conn.prepare_cached(
+                "INSERT INTO runs (seq, session, mode, prompt, parent_seq, state) \
+                 VALUES (?1, ?2, 'own_turn', ?3, ?4, 'waiting')",
+            )?
+            .execute(params![
+                int(seq.0, "sequence")?,
+                session.as_str(),
+                prompt,
+                int(parent_seq.0, "parent sequence")?,
+            ])?;
+            Ok(())
+        }
+        StoreOp::UserMessage { session, seq, id, text, attachments, synthetic } => {
+            conn.prepare_cached(
+                "INSERT INTO messages (id, session, seq, role, text, attachments, synthetic) \
+                 VALUES (?1, ?2, ?3, 'user', ?4, ?5, ?6)",
+            )?
+            .execute(params![
+                int(id.0, "message id")?,
+                session.as_str(),
+                int(seq.0, "sequence")?,
+                text,
+                attachments_json(attachments)?,
+                synthetic,
+            ])?;
+            Ok(())
+        }
+        StoreOp::AssistantMessage { session, seq, id, turn, step } => {
+            conn.prepare_cached(
+                "INSERT INTO messages (id, session, seq, role, turn, step) \
+                 VALUES (?1, ?2, ?3, 'assistant', ?4, ?5)",
+            )?
+            .execute(params![
+                int(id.0, "message id")?,
+                session.as_str(),
+                int(seq.0, "sequence")?,
+                int(turn.0, "turn")?,
+                step,
+            ])?;
+            Ok(())
+        }
+        StoreOp::ReasoningStarted { session, id, .. } => message_update(
+            conn,
+            "UPDATE messages SET reasoning = coalesce(reasoning, ''), reasoning_done = 0 \
+             WHERE id = ?1 AND session = ?2 AND role = 'assistant'",
+            params![int(id.0, "message id")?, session.as_str()],
+            missing(id, "assistant"),
+        ),
+        StoreOp::AppendReasoning { session, id, text, .. } => message_update(
+            conn,
+            "UPDATE messages SET reasoning = coalesce(reasoning, '') || ?3 \
+             WHERE id = ?1 AND session = ?2 AND role = 'assistant'",
+            params![int(id.0, "message id")?, session.as_str(), text],
+            missing(id, "assistant"),
+        ),
+        StoreOp::ReasoningEnded { session, id, signature, .. } => message_update(
+            conn,
+            "UPDATE messages SET reasoning = coalesce(reasoning, ''), reasoning_done = 1, \
+             reasoning_signature = coalesce(?3, reasoning_signature) \
+             WHERE id = ?1 AND session = ?2 AND role = 'assistant'",
+            params![int(id.0, "message id")?, session.as_str(), signature],
+            missing(id, "assistant"),
+        ),
+        StoreOp::AppendText { session, id, text, .. } => message_update(
+            conn,
+            "UPDATE messages SET text = text || ?3 \
+             WHERE id = ?1 AND session = ?2 AND role = 'assistant'",
+            params![int(id.0, "message id")?, session.as_str(), text],
+            missing(id, "assistant"),
+        ),
+        StoreOp::ToolInputStarted { id, call, name, .. } => {
+            conn.prepare_cached(
+                "INSERT INTO tool_calls (message, call, ord, name) \
+                 SELECT ?1, ?2, coalesce(max(ord), 0) + 1, ?3 FROM tool_calls WHERE message = ?1",
+            )?
+            .execute(params![int(id.0, "message id")?, call.as_str(), name])?;
+            Ok(())
+        }
+        StoreOp::ToolCall { id, call, name, input, .. } => {
+            // Finishes the unfinished call with this id, or adds a finished one.
+            let changed = conn
+                .prepare_cached(
+                    "INSERT INTO tool_calls (message, call, ord, name, input, finished) \
+                     SELECT ?1, ?2, coalesce(max(ord), 0) + 1, ?3, ?4, 1 \
+                     FROM tool_calls WHERE message = ?1 \
+                     ON CONFLICT (message, call) DO UPDATE \
+                     SET name = excluded.name, input = excluded.input, finished = 1 \
+                     WHERE finished = 0",
+                )?
+                .execute(params![int(id.0, "message id")?, call.as_str(), name, input])?;
+            one(changed, || {
+                format!("{}: message {id} already has a finished tool call {call}", op_name(op))
+            })
+        }
+        StoreOp::MessageReset { session, id, .. } => {
+            message_update(
+                conn,
+                "UPDATE messages SET text = '', reasoning = NULL, reasoning_signature = NULL, \
+                 reasoning_done = 0 \
+                 WHERE id = ?1 AND session = ?2 AND role = 'assistant'",
+                params![int(id.0, "message id")?, session.as_str()],
+                missing(id, "assistant"),
+            )?;
+            conn.prepare_cached("DELETE FROM tool_calls WHERE message = ?1")?
+                .execute(params![int(id.0, "message id")?])?;
+            Ok(())
+        }
+        StoreOp::ToolResult { id, call, content, is_error, synthetic, .. } => {
+            conn.prepare_cached(
+                "INSERT INTO tool_results (message, call, content, is_error, synthetic) \
+                 VALUES (?1, ?2, ?3, ?4, ?5)",
+            )?
+            .execute(params![
+                int(id.0, "message id")?,
+                call.as_str(),
+                content,
+                is_error,
+                synthetic
+            ])?;
+            Ok(())
+        }
+        StoreOp::MessageFinished { session, id, finish, .. } => message_update(
+            conn,
+            "UPDATE messages SET finish = ?3 \
+             WHERE id = ?1 AND session = ?2 AND role = 'assistant'",
+            params![int(id.0, "message id")?, session.as_str(), finish_json(finish)?],
+            missing(id, "assistant"),
+        ),
+        StoreOp::SessionUsage {
+            session,
+            prompt_tokens,
+            completion_tokens,
+            cost_micros,
+            ancestor,
+            ..
+        } => {
+            let cost = int(*cost_micros, "cost")?;
+            let gauge = |g: &Option<u64>| g.map(|v| int(v, "token gauge")).transpose();
+            let changed = conn
+                .prepare_cached(
+                    "UPDATE sessions SET prompt_tokens = coalesce(?2, prompt_tokens), \
+                     completion_tokens = coalesce(?3, completion_tokens), \
+                     cost_micros = cost_micros + ?4 \
+                     WHERE id = ?1",
+                )?
+                .execute(params![
+                    session.as_str(),
+                    gauge(prompt_tokens)?,
+                    gauge(completion_tokens)?,
+                    cost
+                ])?;
+            one(changed, || format!("{}: no session {session}", op_name(op)))?;
+            if let Some(ancestor) = ancestor {
+                let changed = conn
+                    .prepare_cached(
+                        "UPDATE sessions SET cost_micros = cost_micros + ?2 WHERE id = ?1",
+                    )?
+                    .execute(params![ancestor.as_str(), cost])?;
+                one(changed, || format!("{}: no ancestor session {ancestor}", op_name(op)))?;
+            }
+            Ok(())
+        }
+        StoreOp::Title { session, title } => {
+            let changed = conn
+                .prepare_cached("UPDATE sessions SET title = ?2 WHERE id = ?1")?
+                .execute(params![session.as_str(), title])?;
+            one(changed, || format!("{}: no session {session}", op_name(op)))
+        }
+        StoreOp::SummaryMessage { session, id } => {
+            conn.prepare_cached(
+                "INSERT INTO messages (id, session, role) VALUES (?1, ?2, 'summary')",
+            )?
+            .execute(params![int(id.0, "message id")?, session.as_str()])?;
+            Ok(())
+        }
+        StoreOp::SummaryText { session, id, text } => message_update(
+            conn,
+            "UPDATE messages SET text = text || ?3 \
+             WHERE id = ?1 AND session = ?2 AND role = 'summary'",
+            params![int(id.0, "message id")?, session.as_str(), text],
+            missing(id, "summary"),
+        ),
+        StoreOp::SummaryReset { session, id } => message_update(
+            conn,
+            "UPDATE messages SET text = '' WHERE id = ?1 AND session = ?2 AND role = 'summary'",
+            params![int(id.0, "message id")?, session.as_str()],
+            missing(id, "summary"),
+        ),
+        StoreOp::SummaryDone { session, id, completion_tokens } => {
+            let mid = int(id.0, "message id")?;
+            message_update(
+                conn,
+                "UPDATE messages SET finish = ?3 \
+                 WHERE id = ?1 AND session = ?2 AND role = 'summary'",
+                params![mid, session.as_str(), SUMMARY_DONE],
+                missing(id, "summary"),
+            )?;
+            let changed = conn
+                .prepare_cached(
+                    "UPDATE sessions SET summary_message = ?2, prompt_tokens = 0, \
+                     completion_tokens = ?3 WHERE id = ?1",
+                )?
+                .execute(params![session.as_str(), mid, int(*completion_tokens, "token gauge")?])?;
+            one(changed, || format!("{}: no session {session}", op_name(op)))
+        }
+        StoreOp::SummaryFailed { session, id, title, message } => {
+            let finish =
+                serde_json::json!({ "reason": "error", "title": title, "message": message });
+            message_update(
+                conn,
+                "UPDATE messages SET finish = ?3 \
+                 WHERE id = ?1 AND session = ?2 AND role = 'summary'",
+                params![int(id.0, "message id")?, session.as_str(), finish.to_string()],
+                missing(id, "summary"),
+            )
+        }
+        StoreOp::SummaryDeleted { session, id } => message_update(
+            conn,
+            "DELETE FROM messages WHERE id = ?1 AND session = ?2 AND role = 'summary'",
+            params![int(id.0, "message id")?, session.as_str()],
+            missing(id, "summary"),
+        ),
+        // Coalesced updates are the host's debouncer's business: nothing to do here.
+        StoreOp::Flush { .. } => Ok(()),
+        other => Err(StoreError::Corrupt(format!(
+            "store op {} is not supported by this store",
+            op_name(other)
+        ))),
+    }
+}
+
+/// The JSON of an assistant message's finish.
+pub(super) fn finish_json(finish: &MessageFinish) -> Result<String, StoreError> {
+    to_json(finish, "message finish")
+}
+
+/// Says why a ledger change matched no row: no row for the sequence, another session's row,
+/// or a row in the wrong state.
+fn ledger_problem(conn: &Connection, op: &StoreOp, seq: u64, expected: &str) -> String {
+    let name = op_name(op);
+    let found = i64::try_from(seq).ok().map(|s| {
+        conn.query_row("SELECT session, state FROM runs WHERE seq = ?1", [s], |r| {
+            Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+        })
+        .optional()
+    });
+    match found {
+        None | Some(Ok(None)) => format!("{name}: the ledger has no row for sequence {seq}"),
+        Some(Err(e)) => format!("{name}: ledger row {seq} could not be read: {e}"),
+        Some(Ok(Some((session, _)))) if session != op.session().as_str() => {
+            format!("{name}: ledger row {seq} belongs to session {session}, not {}", op.session())
+        }
+        Some(Ok(Some((_, state)))) => {
+            format!("{name}: ledger row {seq} is {state}, expected {expected}")
+        }
+    }
+}

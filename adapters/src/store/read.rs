@@ -1,0 +1,592 @@
+//! Queries (SPEC 9): sessions, messages in write order, the run ledger and its completions,
+//! integrity and protocol checks. A [`Reader`] is its own read-only connection, so it reads
+//! while the [`super::Store`] writes (WAL) and can live on another thread.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::Duration;
+
+use rusqlite::{Connection, OpenFlags, OptionalExtension, Row, params};
+use turnstile_core::{
+    Attachment, CallId, Fingerprint, KnownRun, MessageId, Mode, RunId, Seq, SessionId, Start,
+};
+
+use super::StoreError;
+use super::schema::{int, parse_json, parse_mode, parse_outcome, uint};
+use crate::record::{CompletionRecord, Cursor};
+
+/// How long a connection waits for a lock before failing with SQLITE_BUSY: short, because the
+/// host retries with its own backoff.
+pub(super) const BUSY_TIMEOUT: Duration = Duration::from_millis(100);
+
+/// A read-only connection to a store. `Send`: move it to the thread that reads.
+#[derive(Debug)]
+pub struct Reader {
+    pub(super) conn: Connection,
+}
+
+/// One session.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SessionRow {
+    /// The session.
+    pub id: SessionId,
+    /// The calling session of a sub-agent session.
+    pub parent: Option<SessionId>,
+    /// The title, once written.
+    pub title: Option<String>,
+    /// The `prompt_tokens` gauge (set after each step).
+    pub prompt_tokens: u64,
+    /// The `completion_tokens` gauge (set after each step).
+    pub completion_tokens: u64,
+    /// The accumulated cost in millionths (only ever added to).
+    pub cost_micros: u64,
+    /// The summary message history starts at, after a successful summarization.
+    pub summary_message: Option<MessageId>,
+}
+
+/// Who wrote a message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StoredRole {
+    /// A user message (a prompt, or the synthetic continuation).
+    User,
+    /// An assistant message (one step of a turn).
+    Assistant,
+    /// A summary message (SPEC 4.7).
+    Summary,
+}
+
+/// One message with its tool calls and results.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoredMessage {
+    /// The core's message id.
+    pub id: MessageId,
+    /// The submission it belongs to (none for a summary).
+    pub seq: Option<Seq>,
+    /// Who wrote it.
+    pub role: StoredRole,
+    /// The text (streamed text is appended).
+    pub text: String,
+    /// A user message's attachments.
+    pub attachments: Vec<Attachment>,
+    /// True for the synthetic continuation prompt (SPEC 4.7).
+    pub synthetic: bool,
+    /// The reasoning section; `None` when there is none.
+    pub reasoning: Option<String>,
+    /// The provider's signature of the reasoning.
+    pub reasoning_signature: Option<String>,
+    /// True once the reasoning section ended.
+    pub reasoning_done: bool,
+    /// The finish; `None` while unfinished. Assistant: the `MessageFinish` JSON (e.g.
+    /// `{"reason":"end_turn"}`); summary: `{"reason":"done"}` or
+    /// `{"reason":"error","title":..,"message":..}`.
+    pub finish: Option<serde_json::Value>,
+    /// The tool calls, in the order added.
+    pub calls: Vec<StoredCall>,
+    /// The tool results, in the order written.
+    pub results: Vec<StoredResult>,
+}
+
+/// One tool call of an assistant message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoredCall {
+    /// The provider's call id.
+    pub call: CallId,
+    /// The tool's name.
+    pub name: String,
+    /// The arguments; `None` while the call streams.
+    pub input: Option<String>,
+    /// True once the call is complete (or was finished by clean-up or recovery).
+    pub finished: bool,
+}
+
+/// One tool result of an assistant message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoredResult {
+    /// The call it answers.
+    pub call: CallId,
+    /// The result text.
+    pub content: String,
+    /// True for an error result.
+    pub is_error: bool,
+    /// True when clean-up or recovery wrote it (the tool never reported).
+    pub synthetic: bool,
+}
+
+/// Where a submission is in its life, as the ledger records it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RunState {
+    /// Accepted, not yet active (preparing or queued).
+    Waiting,
+    /// Its turn is running.
+    Active,
+    /// Paused for a summarization (SPEC 4.7).
+    Paused,
+    /// Its outcome is recorded.
+    Finished,
+}
+
+/// One ledger row: a submission.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunRow {
+    /// The submission's sequence.
+    pub seq: Seq,
+    /// Its session.
+    pub session: SessionId,
+    /// The caller's RunId.
+    pub run_id: Option<RunId>,
+    /// How it joins its session.
+    pub mode: Mode,
+    /// The prompt.
+    pub prompt: String,
+    /// The attachments.
+    pub attachments: Vec<Attachment>,
+    /// Where it is.
+    pub state: RunState,
+    /// Its completion record and cursor, once finished.
+    pub completion: Option<(Cursor, CompletionRecord)>,
+}
+
+const RUN_COLUMNS: &str =
+    "seq, session, run_id, mode, prompt, attachments, state, completion, cursor";
+
+const SESSION_COLUMNS: &str =
+    "id, parent, title, prompt_tokens, completion_tokens, cost_micros, summary_message";
+
+impl Reader {
+    /// Opens a reader on an existing store file.
+    pub(super) fn open(path: &Path) -> Result<Reader, StoreError> {
+        // Read-write at the file level (a WAL reader may need to write the -shm index), but
+        // `query_only` refuses every write.
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX
+            | OpenFlags::SQLITE_OPEN_URI;
+        let conn = Connection::open_with_flags(path, flags)?;
+        conn.busy_timeout(BUSY_TIMEOUT)?;
+        conn.pragma_update(None, "query_only", true)?;
+        conn.set_prepared_statement_cache_capacity(32);
+        Ok(Reader { conn })
+    }
+
+    /// One session, if it exists.
+    ///
+    /// # Errors
+    /// SQLite errors; [`StoreError::Corrupt`] for a row that does not parse.
+    pub fn session(&self, id: &SessionId) -> Result<Option<SessionRow>, StoreError> {
+        let sql = format!("SELECT {SESSION_COLUMNS} FROM sessions WHERE id = ?1");
+        let raw =
+            self.conn.prepare_cached(&sql)?.query_row([id.as_str()], raw_session).optional()?;
+        raw.map(RawSession::parse).transpose()
+    }
+
+    /// Every session, in creation order.
+    ///
+    /// # Errors
+    /// SQLite errors; [`StoreError::Corrupt`] for a row that does not parse.
+    pub fn sessions(&self) -> Result<Vec<SessionRow>, StoreError> {
+        let sql = format!("SELECT {SESSION_COLUMNS} FROM sessions ORDER BY created");
+        let mut stmt = self.conn.prepare_cached(&sql)?;
+        let raws = stmt.query_map([], raw_session)?.collect::<Result<Vec<_>, _>>()?;
+        raws.into_iter().map(RawSession::parse).collect()
+    }
+
+    /// Every message of the session, in write order, with its calls and results.
+    ///
+    /// # Errors
+    /// SQLite errors; [`StoreError::Corrupt`] for a row that does not parse.
+    pub fn messages(&self, session: &SessionId) -> Result<Vec<StoredMessage>, StoreError> {
+        let mut messages = Vec::new();
+        let mut index = HashMap::new();
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT id, seq, role, text, attachments, synthetic, reasoning, reasoning_signature, \
+             reasoning_done, finish FROM messages WHERE session = ?1 ORDER BY ord",
+        )?;
+        let mut rows = stmt.query([session.as_str()])?;
+        while let Some(r) = rows.next()? {
+            let id: i64 = r.get(0)?;
+            let what = format!("messages row {id}");
+            let role: String = r.get(2)?;
+            let role = match role.as_str() {
+                "user" => StoredRole::User,
+                "assistant" => StoredRole::Assistant,
+                "summary" => StoredRole::Summary,
+                other => {
+                    return Err(StoreError::Corrupt(format!("{what} role: unknown {other:?}")));
+                }
+            };
+            let attachments: String = r.get(4)?;
+            let finish: Option<String> = r.get(9)?;
+            index.insert(id, messages.len());
+            messages.push(StoredMessage {
+                id: MessageId(uint(id, &format!("{what} id"))?),
+                seq: r
+                    .get::<_, Option<i64>>(1)?
+                    .map(|s| uint(s, &format!("{what} seq")))
+                    .transpose()?
+                    .map(Seq),
+                role,
+                text: r.get(3)?,
+                attachments: parse_json(&attachments, &format!("{what} attachments"))?,
+                synthetic: r.get(5)?,
+                reasoning: r.get(6)?,
+                reasoning_signature: r.get(7)?,
+                reasoning_done: r.get(8)?,
+                finish: finish.map(|f| parse_json(&f, &format!("{what} finish"))).transpose()?,
+                calls: Vec::new(),
+                results: Vec::new(),
+            });
+        }
+        drop(rows);
+        drop(stmt);
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT c.message, c.call, c.name, c.input, c.finished \
+             FROM tool_calls c JOIN messages m ON m.id = c.message \
+             WHERE m.session = ?1 ORDER BY c.message, c.ord",
+        )?;
+        let mut rows = stmt.query([session.as_str()])?;
+        while let Some(r) = rows.next()? {
+            let message: i64 = r.get(0)?;
+            let call = StoredCall {
+                call: CallId::new(r.get::<_, String>(1)?),
+                name: r.get(2)?,
+                input: r.get(3)?,
+                finished: r.get(4)?,
+            };
+            if let Some(&i) = index.get(&message) {
+                messages[i].calls.push(call);
+            }
+        }
+        drop(rows);
+        drop(stmt);
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT r.message, r.call, r.content, r.is_error, r.synthetic \
+             FROM tool_results r JOIN messages m ON m.id = r.message \
+             WHERE m.session = ?1 ORDER BY r.ord",
+        )?;
+        let mut rows = stmt.query([session.as_str()])?;
+        while let Some(r) = rows.next()? {
+            let message: i64 = r.get(0)?;
+            let result = StoredResult {
+                call: CallId::new(r.get::<_, String>(1)?),
+                content: r.get(2)?,
+                is_error: r.get(3)?,
+                synthetic: r.get(4)?,
+            };
+            if let Some(&i) = index.get(&message) {
+                messages[i].results.push(result);
+            }
+        }
+        Ok(messages)
+    }
+
+    /// The ledger row of a run.
+    ///
+    /// # Errors
+    /// SQLite errors; [`StoreError::Corrupt`] for a row that does not parse.
+    pub fn run(&self, run_id: &RunId) -> Result<Option<RunRow>, StoreError> {
+        let sql = format!("SELECT {RUN_COLUMNS} FROM runs WHERE run_id = ?1");
+        let raw =
+            self.conn.prepare_cached(&sql)?.query_row([run_id.as_str()], raw_run).optional()?;
+        raw.map(RawRun::parse).transpose()
+    }
+
+    /// The ledger row of a sequence.
+    ///
+    /// # Errors
+    /// SQLite errors; [`StoreError::Corrupt`] for a row that does not parse.
+    pub fn run_by_seq(&self, seq: Seq) -> Result<Option<RunRow>, StoreError> {
+        let sql = format!("SELECT {RUN_COLUMNS} FROM runs WHERE seq = ?1");
+        let raw = self
+            .conn
+            .prepare_cached(&sql)?
+            .query_row([int(seq.0, "sequence")?], raw_run)
+            .optional()?;
+        raw.map(RawRun::parse).transpose()
+    }
+
+    /// Every ledger row, in sequence order.
+    ///
+    /// # Errors
+    /// SQLite errors; [`StoreError::Corrupt`] for a row that does not parse.
+    pub fn runs(&self) -> Result<Vec<RunRow>, StoreError> {
+        let sql = format!("SELECT {RUN_COLUMNS} FROM runs ORDER BY seq");
+        let mut stmt = self.conn.prepare_cached(&sql)?;
+        let raws = stmt.query_map([], raw_run)?.collect::<Result<Vec<_>, _>>()?;
+        raws.into_iter().map(RawRun::parse).collect()
+    }
+
+    /// Up to `limit` completions recorded after `after`, in cursor order: how a subscriber
+    /// resumes the completion stream (SPEC 9).
+    ///
+    /// # Errors
+    /// SQLite errors; [`StoreError::Corrupt`] for a row that does not parse.
+    pub fn completions_after(
+        &self,
+        after: Cursor,
+        limit: usize,
+    ) -> Result<Vec<(Cursor, CompletionRecord)>, StoreError> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT cursor, completion FROM runs WHERE cursor > ?1 ORDER BY cursor LIMIT ?2",
+        )?;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let raws = stmt
+            .query_map(params![int(after.0, "cursor")?, limit], |r| {
+                Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?))
+            })?
+            .collect::<Result<Vec<_>, _>>()?;
+        raws.into_iter()
+            .map(|(cursor, json)| {
+                let what = format!("runs row with cursor {cursor}");
+                let record = parse_json(&json, &format!("{what} completion"))?;
+                Ok((Cursor(uint(cursor, &what)?), record))
+            })
+            .collect()
+    }
+
+    /// The newest cursor recorded; `Cursor(0)` when none.
+    ///
+    /// # Errors
+    /// SQLite errors.
+    pub fn newest_cursor(&self) -> Result<Cursor, StoreError> {
+        newest_cursor(&self.conn)
+    }
+
+    /// `PRAGMA integrity_check` and `PRAGMA foreign_key_check`: `Ok` when both are clean.
+    ///
+    /// # Errors
+    /// Every problem the checks report, joined with "; ", or why they could not run.
+    pub fn integrity_check(&self) -> Result<(), String> {
+        let problems =
+            self.integrity_problems().map_err(|e| format!("integrity check failed: {e}"))?;
+        if problems.is_empty() { Ok(()) } else { Err(problems.join("; ")) }
+    }
+
+    fn integrity_problems(&self) -> Result<Vec<String>, StoreError> {
+        let mut problems = Vec::new();
+        let mut stmt = self.conn.prepare("PRAGMA integrity_check")?;
+        for line in stmt.query_map([], |r| r.get::<_, String>(0))? {
+            let line = line?;
+            if line != "ok" {
+                problems.push(line);
+            }
+        }
+        let mut stmt = self.conn.prepare("PRAGMA foreign_key_check")?;
+        let rows = stmt.query_map([], |r| {
+            Ok(format!(
+                "foreign key violation: {} row {} references missing {}",
+                r.get::<_, String>(0)?,
+                r.get::<_, Option<i64>>(1)?.map_or_else(|| "?".to_owned(), |n| n.to_string()),
+                r.get::<_, String>(2)?,
+            ))
+        })?;
+        for p in rows {
+            problems.push(p?);
+        }
+        Ok(problems)
+    }
+
+    /// The ways the session's history is not protocol-legal (SPEC 4.9), one human-readable
+    /// line each, naming the message and call; empty when it is legal. Checks: every tool call
+    /// finished with exactly one result, no result without a call, every assistant message
+    /// finished, and no summary left unfinished (meaningful for a store nobody is writing to).
+    ///
+    /// # Errors
+    /// SQLite errors; [`StoreError::Corrupt`] for a row that does not parse.
+    pub fn protocol_problems(&self, session: &SessionId) -> Result<Vec<String>, StoreError> {
+        let mut problems = Vec::new();
+        for m in self.messages(session)? {
+            let id = m.id;
+            match (m.role, &m.finish) {
+                (StoredRole::Assistant, None) => {
+                    problems.push(format!("message {id}: assistant message has no finish"));
+                }
+                (StoredRole::Summary, None) => {
+                    problems.push(format!("message {id}: summary message is unfinished"));
+                }
+                _ => {}
+            }
+            for c in &m.calls {
+                let call = &c.call;
+                if !c.finished {
+                    problems.push(format!("message {id}: tool call {call} is unfinished"));
+                }
+                match m.results.iter().filter(|r| r.call == *call).count() {
+                    1 => {}
+                    0 => problems.push(format!("message {id}: tool call {call} has no result")),
+                    n => problems.push(format!("message {id}: tool call {call} has {n} results")),
+                }
+            }
+            for r in &m.results {
+                if !m.calls.iter().any(|c| c.call == r.call) {
+                    problems
+                        .push(format!("message {id}: result for call {} has no tool call", r.call));
+                }
+            }
+        }
+        Ok(problems)
+    }
+}
+
+/// The newest cursor recorded; `Cursor(0)` when none.
+pub(super) fn newest_cursor(conn: &Connection) -> Result<Cursor, StoreError> {
+    let max: Option<i64> = conn.query_row("SELECT max(cursor) FROM runs", [], |r| r.get(0))?;
+    Ok(Cursor(max.map(|c| uint(c, "runs cursor")).transpose()?.unwrap_or(0)))
+}
+
+/// What the engine starts from: sequences and message ids above every one the store ever
+/// held, and every run with a RunId and its outcome (recovery has run, so all are finished).
+pub(super) fn start(conn: &Connection) -> Result<Start, StoreError> {
+    let max_seq: Option<i64> = conn.query_row("SELECT max(seq) FROM runs", [], |r| r.get(0))?;
+    let high: Option<i64> = conn.query_row(
+        "SELECT max(coalesce((SELECT value FROM counters WHERE name = 'message_high'), -1), \
+         coalesce((SELECT max(id) FROM messages), -1))",
+        [],
+        |r| r.get(0),
+    )?;
+    let next_seq = max_seq.map(|s| uint(s, "runs seq")).transpose()?.map(|s| Seq(s + 1));
+    let next_message = high
+        .filter(|h| *h >= 0)
+        .map(|h| uint(h, "message id"))
+        .transpose()?
+        .map(|h| MessageId(h + 1));
+    let mut stmt = conn.prepare(
+        "SELECT run_id, session, seq, fingerprint, outcome FROM runs \
+         WHERE run_id IS NOT NULL ORDER BY seq",
+    )?;
+    let raws = stmt
+        .query_map([], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, i64>(2)?,
+                r.get::<_, Option<String>>(3)?,
+                r.get::<_, Option<String>>(4)?,
+            ))
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut runs = Vec::with_capacity(raws.len());
+    for (run_id, session, seq, fingerprint, outcome) in raws {
+        let what = format!("runs row {seq}");
+        let fingerprint = fingerprint
+            .ok_or_else(|| StoreError::Corrupt(format!("{what} fingerprint: missing")))?;
+        let outcome = outcome.ok_or_else(|| {
+            StoreError::Corrupt(format!("{what} outcome: unfinished after recovery"))
+        })?;
+        runs.push(KnownRun {
+            run_id: RunId::new(run_id),
+            session: SessionId::new(session),
+            seq: Seq(uint(seq, &what)?),
+            fingerprint: Fingerprint::from_hex(&fingerprint)
+                .map_err(|e| StoreError::Corrupt(format!("{what} fingerprint: {e}")))?,
+            outcome: parse_outcome(&outcome, &format!("{what} outcome"))?,
+        });
+    }
+    Ok(Start { next_seq, next_message, runs })
+}
+
+/// A session row as stored.
+struct RawSession {
+    id: String,
+    parent: Option<String>,
+    title: Option<String>,
+    prompt_tokens: i64,
+    completion_tokens: i64,
+    cost_micros: i64,
+    summary_message: Option<i64>,
+}
+
+fn raw_session(r: &Row<'_>) -> rusqlite::Result<RawSession> {
+    Ok(RawSession {
+        id: r.get(0)?,
+        parent: r.get(1)?,
+        title: r.get(2)?,
+        prompt_tokens: r.get(3)?,
+        completion_tokens: r.get(4)?,
+        cost_micros: r.get(5)?,
+        summary_message: r.get(6)?,
+    })
+}
+
+impl RawSession {
+    fn parse(self) -> Result<SessionRow, StoreError> {
+        let what = |field: &str| format!("sessions row {} {field}", self.id);
+        Ok(SessionRow {
+            parent: self.parent.map(SessionId::new),
+            title: self.title,
+            prompt_tokens: uint(self.prompt_tokens, &what("prompt_tokens"))?,
+            completion_tokens: uint(self.completion_tokens, &what("completion_tokens"))?,
+            cost_micros: uint(self.cost_micros, &what("cost_micros"))?,
+            summary_message: self
+                .summary_message
+                .map(|m| uint(m, &what("summary_message")))
+                .transpose()?
+                .map(MessageId),
+            id: SessionId::new(self.id),
+        })
+    }
+}
+
+/// A ledger row as stored.
+struct RawRun {
+    seq: i64,
+    session: String,
+    run_id: Option<String>,
+    mode: String,
+    prompt: String,
+    attachments: String,
+    state: String,
+    completion: Option<String>,
+    cursor: Option<i64>,
+}
+
+fn raw_run(r: &Row<'_>) -> rusqlite::Result<RawRun> {
+    Ok(RawRun {
+        seq: r.get(0)?,
+        session: r.get(1)?,
+        run_id: r.get(2)?,
+        mode: r.get(3)?,
+        prompt: r.get(4)?,
+        attachments: r.get(5)?,
+        state: r.get(6)?,
+        completion: r.get(7)?,
+        cursor: r.get(8)?,
+    })
+}
+
+impl RawRun {
+    fn parse(self) -> Result<RunRow, StoreError> {
+        let seq = self.seq;
+        let what = |field: &str| format!("runs row {seq} {field}");
+        let state = match self.state.as_str() {
+            "waiting" => RunState::Waiting,
+            "active" => RunState::Active,
+            "paused" => RunState::Paused,
+            "finished" => RunState::Finished,
+            other => {
+                return Err(StoreError::Corrupt(format!("{}: unknown {other:?}", what("state"))));
+            }
+        };
+        let completion = match (self.cursor, &self.completion) {
+            (Some(cursor), Some(json)) => Some((
+                Cursor(uint(cursor, &what("cursor"))?),
+                parse_json(json, &what("completion"))?,
+            )),
+            (None, None) => None,
+            _ => {
+                return Err(StoreError::Corrupt(format!(
+                    "{}: cursor and completion must be set together",
+                    what("completion")
+                )));
+            }
+        };
+        Ok(RunRow {
+            seq: Seq(uint(self.seq, &what("seq"))?),
+            session: SessionId::new(&self.session),
+            run_id: self.run_id.as_deref().map(RunId::new),
+            mode: parse_mode(&self.mode, &what("mode"))?,
+            prompt: self.prompt,
+            attachments: parse_json(&self.attachments, &what("attachments"))?,
+            state,
+            completion,
+        })
+    }
+}

@@ -1,0 +1,173 @@
+//! Crash recovery (SPEC 4.12): a child process runs a host with streaming turns and is killed
+//! with SIGKILL at many points; reopening the store must pass SQLite's integrity check, give
+//! every accepted RunId exactly one RunComplete (the one already published, if any), and leave
+//! every history protocol-legal.
+//!
+//! The child is this test binary itself, re-run on the ignored test `crash_child` with the
+//! store path in `TURNSTILE_CRASH_STORE`. It prints `accepted <run>` after each acceptance
+//! (the reply comes only after the ledger row is durable) and `done <run> <outcome>` after each
+//! completion it heard.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use turnstile_adapters::store::{RunState, Store, StoreConfig};
+use turnstile_adapters::{Answer, Host, HostConfig, ScriptedProvider, ToolSet};
+use turnstile_core::{RunId, Submit, Usage};
+
+const ENV: &str = "TURNSTILE_CRASH_STORE";
+
+/// Kill points: the child is killed this many milliseconds after it started, one run each.
+const KILL_AFTER_MS: [u64; 16] =
+    [30, 45, 60, 75, 90, 110, 130, 150, 175, 200, 230, 260, 300, 350, 400, 460];
+
+#[test]
+#[ignore = "run by `killed_at_many_points_recovery_keeps_every_promise` as a child process"]
+fn crash_child() {
+    let Ok(path) = std::env::var(ENV) else { return };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async move {
+        let provider = ScriptedProvider::new(|req, n| {
+            if n % 5 == 4 {
+                // Some steps fail and retry, so crashes also land in backoffs and resets.
+                return Answer::failure(503, "overloaded");
+            }
+            let text = format!("answer to {}", req.last_user_text().unwrap_or(""));
+            Answer::streamed(
+                &text,
+                12,
+                3,
+                Usage { input_tokens: 3, output_tokens: 2, ..Usage::default() },
+            )
+        });
+        let mut config = HostConfig::new(&path);
+        config.workers = 2;
+        let tools = ToolSet::new();
+        let host = Host::open(config, Arc::new(provider), tools).await.expect("open");
+        let mut handles = Vec::new();
+        for i in 0.. {
+            let session = format!("s{}", i % 3);
+            let run = format!("run-{}-{i}", std::process::id());
+            let submit = Submit::new(&session, format!("prompt {i}")).with_run_id(&run);
+            if host.submit(submit).await.is_err() {
+                break;
+            }
+            println!("accepted {run}");
+            let h = host.clone();
+            handles.push(tokio::spawn(async move {
+                if let Ok(done) = h.wait(&RunId::new(&run)).await {
+                    println!("done {run} {:?}", done.outcome);
+                }
+            }));
+            if i % 4 == 3 {
+                let _ = host.cancel(&turnstile_core::SessionId::new(&session)).await;
+            }
+            tokio::time::sleep(Duration::from_millis(7)).await;
+        }
+    });
+}
+
+#[test]
+fn killed_at_many_points_recovery_keeps_every_promise() {
+    let dir = tempfile::tempdir().expect("dir");
+    let path = dir.path().join("crash.db");
+    let exe = std::env::current_exe().expect("test binary");
+    let mut accepted: Vec<String> = Vec::new();
+    let mut heard: BTreeMap<String, String> = BTreeMap::new();
+    for (round, kill_after) in KILL_AFTER_MS.iter().enumerate() {
+        let mut child = Command::new(&exe)
+            .args(["--exact", "crash_child", "--ignored", "--nocapture", "--test-threads=1"])
+            .env(ENV, &path)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("child");
+        let stdout = child.stdout.take().expect("stdout");
+        let reader = std::thread::spawn(move || {
+            BufReader::new(stdout).lines().map_while(Result::ok).collect::<Vec<String>>()
+        });
+        std::thread::sleep(Duration::from_millis(*kill_after));
+        child.kill().expect("SIGKILL");
+        child.wait().expect("reaped");
+        for line in reader.join().expect("reader") {
+            let mut parts = line.split_whitespace();
+            match (parts.next(), parts.next(), parts.next()) {
+                (Some("accepted"), Some(run), None) => accepted.push(run.to_owned()),
+                (Some("done"), Some(run), Some(outcome)) => {
+                    assert!(
+                        heard.insert(run.to_owned(), outcome.to_owned()).is_none(),
+                        "{run} heard twice"
+                    );
+                }
+                _ => {}
+            }
+        }
+        check(&path, &accepted, &heard, round);
+        eprintln!(
+            "round {round}: killed after {kill_after} ms; {} accepted, {} heard so far",
+            accepted.len(),
+            heard.len()
+        );
+    }
+    assert!(
+        accepted.len() >= KILL_AFTER_MS.len(),
+        "the child accepted too little to test anything: {}",
+        accepted.len()
+    );
+    assert!(!heard.is_empty(), "no run finished before a kill: the kill points are too early");
+}
+
+/// Opens the store (running recovery) and checks every promise of SPEC 4.12 and section 5.
+fn check(
+    path: &std::path::Path,
+    accepted: &[String],
+    heard: &BTreeMap<String, String>,
+    round: usize,
+) {
+    let opened = Store::open(&StoreConfig::new(path)).expect("reopen after kill");
+    let reader = opened.store.reader().expect("reader");
+    reader.integrity_check().unwrap_or_else(|e| panic!("round {round}: integrity: {e}"));
+    let runs = reader.runs().expect("runs");
+    let mut cursors = std::collections::BTreeSet::new();
+    for row in &runs {
+        assert_eq!(
+            row.state,
+            RunState::Finished,
+            "round {round}: seq {} unfinished after recovery",
+            row.seq
+        );
+        let (cursor, record) = row.completion.clone().expect("a finished row has its completion");
+        assert!(cursors.insert(cursor), "round {round}: cursor {cursor:?} used twice");
+        assert_eq!(record.seq, row.seq);
+        assert_eq!(record.run_id, row.run_id);
+    }
+    for run in accepted {
+        let row = reader
+            .run(&RunId::new(run))
+            .expect("read")
+            .unwrap_or_else(|| panic!("round {round}: accepted {run} has no ledger row"));
+        let (_, record) = row.completion.expect("finished");
+        if let Some(outcome) = heard.get(run) {
+            assert_eq!(
+                &format!("{:?}", record.outcome),
+                outcome,
+                "round {round}: {run} was published as {outcome} but recorded otherwise"
+            );
+        }
+    }
+    for s in reader.sessions().expect("sessions") {
+        let problems = reader.protocol_problems(&s.id).expect("read");
+        assert!(problems.is_empty(), "round {round}: session {}: {problems:?}", s.id);
+    }
+    let max_seq = runs.iter().map(|r| r.seq).max();
+    assert!(opened.start.next_seq > max_seq, "round {round}: sequences continue above the ledger");
+    drop(reader);
+    opened.store.close().expect("close");
+}

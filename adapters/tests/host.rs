@@ -1,0 +1,408 @@
+//! The tokio host end to end: submissions through the engine, the workers, the store writer
+//! and SQLite, with the scripted provider.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use turnstile_adapters::store::{Fault, Faults, RunState};
+use turnstile_adapters::{
+    Answer, Cursor, EchoTool, Event, Host, HostConfig, Scripted, ScriptedProvider, SubmitError,
+    ToolSet, Update, WaitError,
+};
+use turnstile_core::{
+    ErrorKind, FinishReason, Outcome, Rejection, RunId, SessionId, StepEvent, Submit, Usage,
+};
+
+fn usage() -> Usage {
+    Usage { input_tokens: 10, output_tokens: 5, cost_micros: 7, ..Usage::default() }
+}
+
+/// Answers every request by streaming "echo: <last user text>" in 4 deltas, 5 ms apart.
+fn echo() -> ScriptedProvider {
+    ScriptedProvider::new(|req, _| {
+        let text = format!("echo: {}", req.last_user_text().unwrap_or(""));
+        Answer::streamed(&text, 4, 5, usage())
+    })
+}
+
+fn hang() -> ScriptedProvider {
+    ScriptedProvider::new(|_, _| Answer::hang())
+}
+
+fn config(dir: &tempfile::TempDir) -> HostConfig {
+    let mut c = HostConfig::new(dir.path().join("store.db"));
+    c.workers = 2;
+    c
+}
+
+async fn open(c: &HostConfig, p: ScriptedProvider) -> Host {
+    Host::open(
+        c.clone(),
+        Arc::new(p),
+        ToolSet::new().with(EchoTool { name: "view".into(), delay_ms: 5 }),
+    )
+    .await
+    .expect("open")
+}
+
+async fn legal(host: &Host, session: &str) {
+    let s = SessionId::new(session);
+    let problems = host.read(move |r| r.protocol_problems(&s)).await.expect("read");
+    assert!(problems.is_empty(), "history of {session} is not protocol-legal: {problems:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_completes_with_its_text_and_is_in_the_ledger() {
+    let dir = tempfile::tempdir().expect("dir");
+    let host = open(&config(&dir), echo()).await;
+    let run = host.submit(Submit::new("s1", "hello").with_run_id("r1")).await.expect("accepted");
+    assert_eq!(run.run_id, Some(RunId::new("r1")));
+    assert!(!run.existing);
+    let done = host.wait(&RunId::new("r1")).await.expect("completion");
+    assert_eq!(done.outcome, Outcome::Completed);
+    assert_eq!(done.text.as_deref(), Some("echo: hello"));
+    assert_eq!(done.seq, run.seq);
+    let row = host.read(|r| r.run(&RunId::new("r1"))).await.expect("read").expect("row");
+    assert_eq!(row.state, RunState::Finished);
+    assert_eq!(row.completion.expect("completion").1, done);
+    let session =
+        host.read(|r| r.session(&SessionId::new("s1"))).await.expect("read").expect("row");
+    assert_eq!((session.prompt_tokens, session.completion_tokens, session.cost_micros), (10, 5, 7));
+    assert_eq!(session.title.as_deref(), Some("hello"), "the provider's title was written");
+    legal(&host, "s1").await;
+    host.shutdown().await.expect("shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wait_answers_before_during_after_and_after_a_restart() {
+    let dir = tempfile::tempdir().expect("dir");
+    let c = config(&dir);
+    let host = open(&c, echo()).await;
+    let early = {
+        let host = host.clone();
+        // Before: the run does not exist yet, so this wait must be told "not found"...
+        tokio::spawn(async move { host.wait(&RunId::new("r1")).await })
+    };
+    assert_eq!(
+        early.await.expect("join"),
+        Err(WaitError::NotFound("r1".into())),
+        "a RunId never accepted is not waited for"
+    );
+    host.submit(Submit::new("s1", "one").with_run_id("r1")).await.expect("accepted");
+    // ... during:
+    let during = host.wait(&RunId::new("r1")).await.expect("during");
+    // ... after:
+    let after = host.wait(&RunId::new("r1")).await.expect("after");
+    assert_eq!(during, after);
+    assert_eq!(host.wait(&RunId::new("nope")).await, Err(WaitError::NotFound("nope".into())));
+    assert_eq!(WaitError::NotFound("nope".into()).to_string(), "run not found: nope");
+    host.shutdown().await.expect("shutdown");
+    drop(host);
+    let again = open(&c, echo()).await;
+    assert_eq!(again.wait(&RunId::new("r1")).await.expect("after restart"), after);
+    again.shutdown().await.expect("shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resubmission_is_idempotent_and_a_conflict_is_rejected_also_after_restart() {
+    let dir = tempfile::tempdir().expect("dir");
+    let c = config(&dir);
+    let host = open(&c, echo()).await;
+    let first = host.submit(Submit::new("s1", "same").with_run_id("r1")).await.expect("accepted");
+    host.wait(&RunId::new("r1")).await.expect("done");
+    host.shutdown().await.expect("shutdown");
+    drop(host);
+    let host = open(&c, echo()).await;
+    let again = host.submit(Submit::new("s1", "same").with_run_id("r1")).await.expect("existing");
+    assert!(again.existing);
+    assert_eq!((again.seq, again.outcome), (first.seq, Some(Outcome::Completed)));
+    let conflict = host.submit(Submit::new("s1", "different").with_run_id("r1")).await;
+    assert_eq!(conflict, Err(SubmitError::Rejected(Rejection::RunIdConflict(RunId::new("r1")))));
+    assert_eq!(
+        conflict.unwrap_err().to_string(),
+        "run id r1 is already used by a different request"
+    );
+    let empty = host.submit(Submit::new("s1", "")).await;
+    assert_eq!(empty, Err(SubmitError::Rejected(Rejection::PromptEmpty)));
+    host.shutdown().await.expect("shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_ends_a_hanging_turn_and_the_queue_behind_it_with_one_completion_each() {
+    let dir = tempfile::tempdir().expect("dir");
+    let host = open(&config(&dir), hang()).await;
+    let s = SessionId::new("s1");
+    host.submit(Submit::new("s1", "first").with_run_id("a")).await.expect("a");
+    host.submit(Submit::new("s1", "second").with_run_id("b")).await.expect("b");
+    while !host
+        .read(|r| Ok(r.run(&RunId::new("a"))?.map(|r| r.state)))
+        .await
+        .expect("read")
+        .is_some_and(|s| s == RunState::Active)
+    {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    assert!(host.is_busy(&s).await.expect("busy"));
+    host.cancel(&s).await.expect("cancel");
+    let a = host.wait(&RunId::new("a")).await.expect("a done");
+    let b = host.wait(&RunId::new("b")).await.expect("b done");
+    assert_eq!((a.outcome, b.outcome), (Outcome::Cancelled, Outcome::Cancelled));
+    assert!(a.message_id.is_some(), "the active one was activated");
+    assert!(b.message_id.is_none(), "the waiting one never was, and wrote no message");
+    assert!(!host.is_busy(&s).await.expect("busy"));
+    legal(&host, "s1").await;
+    // An idle cancel changes nothing later (I10); cancel_run is precise.
+    host.cancel(&s).await.expect("idle cancel");
+    host.submit(Submit::new("s1", "third").with_run_id("c")).await.expect("c");
+    host.submit(Submit::new("s1", "fourth").with_run_id("d")).await.expect("d");
+    host.cancel_run(&RunId::new("d")).await.expect("cancel d");
+    assert_eq!(host.wait(&RunId::new("d")).await.expect("d").outcome, Outcome::Cancelled);
+    host.cancel_run(&RunId::new("c")).await.expect("cancel c");
+    assert_eq!(host.wait(&RunId::new("c")).await.expect("c").outcome, Outcome::Cancelled);
+    host.shutdown().await.expect("shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn own_turns_run_in_acceptance_order_across_sessions_and_tools_run() {
+    let dir = tempfile::tempdir().expect("dir");
+    let provider = ScriptedProvider::new(|req, _| {
+        let last = req.messages.last();
+        match last {
+            Some(turnstile_adapters::provider::RequestMessage::ToolResults(r)) => {
+                Answer::streamed(&format!("tool said {}", r[0].content), 2, 1, usage())
+            }
+            _ if req.last_user_text() == Some("use a tool") => {
+                Answer::tool_call("c1", "view", "{\"path\":\"x\"}")
+            }
+            _ => Answer::streamed(req.last_user_text().unwrap_or(""), 3, 2, usage()),
+        }
+    });
+    let host = open(&config(&dir), provider).await;
+    let mut seqs = Vec::new();
+    for i in 0..6 {
+        let session = format!("s{}", i % 3);
+        let prompt = if i == 4 { "use a tool".to_owned() } else { format!("p{i}") };
+        let run = host
+            .submit(Submit::new(&session, prompt).with_run_id(format!("r{i}")))
+            .await
+            .expect("accepted");
+        seqs.push(run.seq);
+    }
+    assert!(seqs.windows(2).all(|w| w[0] < w[1]), "sequences follow acceptance order: {seqs:?}");
+    for i in 0..6 {
+        let done = host.wait(&RunId::new(format!("r{i}"))).await.expect("done");
+        assert_eq!(done.outcome, Outcome::Completed, "r{i}");
+        if i == 4 {
+            assert_eq!(done.text.as_deref(), Some("tool said echo {\"path\":\"x\"}"));
+        }
+    }
+    for s in ["s0", "s1", "s2"] {
+        legal(&host, s).await;
+        // Own turns start in acceptance order: user messages are in sequence order (I7).
+        let id = SessionId::new(s);
+        let msgs = host.read(move |r| r.messages(&id)).await.expect("read");
+        let user_seqs: Vec<_> = msgs
+            .iter()
+            .filter(|m| m.role == turnstile_adapters::store::StoredRole::User)
+            .map(|m| m.seq)
+            .collect();
+        assert!(user_seqs.windows(2).all(|w| w[0] < w[1]), "{s}: {user_seqs:?}");
+    }
+    host.shutdown().await.expect("shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn completions_stream_from_a_cursor_is_lossless_and_resumable() {
+    let dir = tempfile::tempdir().expect("dir");
+    let c = config(&dir);
+    let host = open(&c, echo()).await;
+    let mut all = host.completions(Cursor(0));
+    for i in 0..5 {
+        host.submit(Submit::new("s", format!("p{i}")).with_run_id(format!("r{i}")))
+            .await
+            .expect("ok");
+    }
+    let mut got = Vec::new();
+    for _ in 0..5 {
+        let (cursor, record) = all.next().await.expect("read").expect("one");
+        got.push((cursor, record.run_id.expect("run id").to_string()));
+    }
+    assert_eq!(
+        got.iter().map(|g| g.1.as_str()).collect::<Vec<_>>(),
+        ["r0", "r1", "r2", "r3", "r4"]
+    );
+    assert!(got.windows(2).all(|w| w[0].0 < w[1].0));
+    host.shutdown().await.expect("shutdown");
+    drop(host);
+    // Resume after the second, after a restart.
+    let host = open(&c, echo()).await;
+    let mut rest = host.completions(got[1].0);
+    let (_, third) = rest.next().await.expect("read").expect("one");
+    assert_eq!(third.run_id, Some(RunId::new("r2")));
+    host.shutdown().await.expect("shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_subscriber_gets_lagged_and_never_blocks_the_engine() {
+    let dir = tempfile::tempdir().expect("dir");
+    let mut c = config(&dir);
+    c.updates_capacity = 4;
+    let host = open(&c, echo()).await;
+    let mut slow = host.subscribe();
+    for i in 0..5 {
+        host.submit(Submit::new("s", format!("p{i}")).with_run_id(format!("r{i}")))
+            .await
+            .expect("ok");
+    }
+    for i in 0..5 {
+        host.wait(&RunId::new(format!("r{i}"))).await.expect("done");
+    }
+    let first = slow.recv().await.expect("event");
+    assert!(matches!(first, Event::Lagged { skipped } if skipped > 0), "{first:?}");
+    let mut finished = 0;
+    while let Ok(Some(e)) = tokio::time::timeout(Duration::from_millis(50), slow.recv()).await {
+        if matches!(e, Event::Update(Update::TurnFinished { .. })) {
+            finished += 1;
+        }
+    }
+    assert!(finished <= 4, "only the newest updates are kept");
+    host.shutdown().await.expect("shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_interrupts_and_releases_the_store_and_a_second_host_is_refused() {
+    let dir = tempfile::tempdir().expect("dir");
+    let c = config(&dir);
+    let host = open(&c, hang()).await;
+    let second = Host::open(c.clone(), Arc::new(hang()), ToolSet::new()).await;
+    assert_eq!(
+        second.expect_err("in use").to_string(),
+        "store is in use by another turnstile process"
+    );
+    host.submit(Submit::new("s", "active").with_run_id("a")).await.expect("a");
+    host.submit(Submit::new("s", "waiting").with_run_id("b")).await.expect("b");
+    host.shutdown().await.expect("shutdown");
+    let a = host.wait(&RunId::new("a")).await.expect("a");
+    let b = host.wait(&RunId::new("b")).await.expect("b");
+    assert_eq!((a.outcome, b.outcome), (Outcome::Interrupted, Outcome::Interrupted));
+    assert_eq!(a.error.as_ref().map(|e| e.kind), Some(ErrorKind::Interrupted));
+    let late = host.submit(Submit::new("s", "late")).await;
+    assert_eq!(late, Err(SubmitError::Rejected(Rejection::WorkspaceClosing)));
+    assert_eq!(host.shutdown().await, Ok(()), "shutdown is idempotent");
+    assert_eq!(host.is_busy(&SessionId::new("s")).await, Ok(false));
+    host.cancel(&SessionId::new("s")).await.expect("a cancel after shutdown is a no-op");
+    drop(host);
+    let again = open(&c, echo()).await;
+    legal(&again, "s").await;
+    assert!(again.recovered().is_empty(), "a clean shutdown leaves nothing to recover");
+    again.shutdown().await.expect("shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streamed_deltas_are_debounced_into_few_writes() {
+    let dir = tempfile::tempdir().expect("dir");
+    let provider = ScriptedProvider::new(|_, _| {
+        let mut events = Vec::new();
+        for i in 0..200 {
+            events.push(Scripted::Wait(1));
+            events.push(Scripted::Event(StepEvent::TextDelta { text: format!("{i} ") }));
+        }
+        events
+            .push(Scripted::Event(StepEvent::Finished { reason: FinishReason::Stop, usage: None }));
+        Answer(events)
+    });
+    let host = open(&config(&dir), provider).await;
+    host.submit(Submit::new("s", "go").with_run_id("r")).await.expect("ok");
+    let done = host.wait(&RunId::new("r")).await.expect("done");
+    let expected: String = (0..200).map(|i| format!("{i} ")).collect();
+    assert_eq!(done.text.as_deref(), Some(expected.as_str()));
+    let stats = host.writer_stats();
+    let appends = stats.appends_in.load(std::sync::atomic::Ordering::Relaxed);
+    let txns = stats.txns.load(std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(appends, 200, "every delta reached the writer");
+    // 200 deltas over at least 200 ms with a 33 ms window: about 7 streaming writes, plus the
+    // structural ones (acceptance, activation, finish, title, usage). Far below one per delta.
+    assert!(txns < 40, "{txns} transactions for 200 deltas");
+    host.shutdown().await.expect("shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transient_store_failure_is_retried_and_loses_nothing() {
+    let dir = tempfile::tempdir().expect("dir");
+    let mut c = config(&dir);
+    let faults = Faults::default();
+    c.store.faults = Some(faults.clone());
+    let host = open(&c, echo()).await;
+    host.submit(Submit::new("s", "warm").with_run_id("r0")).await.expect("ok");
+    host.wait(&RunId::new("r0")).await.expect("done");
+    faults.fail_next(3, Fault::Locked);
+    host.submit(Submit::new("s", "through failures").with_run_id("r1"))
+        .await
+        .expect("accepted after retries");
+    let done = host.wait(&RunId::new("r1")).await.expect("done");
+    assert_eq!(done.outcome, Outcome::Completed);
+    assert!(host.writer_stats().retries.load(std::sync::atomic::Ordering::Relaxed) >= 3);
+    legal(&host, "s").await;
+    host.shutdown().await.expect("shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_persistent_store_failure_stops_the_engine_and_recovery_decides_on_restart() {
+    let dir = tempfile::tempdir().expect("dir");
+    let mut c = config(&dir);
+    c.store_retry = Duration::from_millis(300);
+    let faults = Faults::default();
+    c.store.faults = Some(faults.clone());
+    let host = open(&c, hang()).await;
+    host.submit(Submit::new("s", "stuck").with_run_id("r1")).await.expect("accepted");
+    while host.read(|r| Ok(r.run(&RunId::new("r1"))?.map(|r| r.state))).await.expect("read")
+        != Some(RunState::Active)
+    {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    faults.fail_always(Fault::DiskFull);
+    let waiter = {
+        let host = host.clone();
+        tokio::spawn(async move { host.wait(&RunId::new("r1")).await })
+    };
+    // The cancel's clean-up cannot be written: retried for 300 ms, then the engine stops.
+    host.cancel(&SessionId::new("s")).await.expect("cancel");
+    let got = waiter.await.expect("join");
+    let expected = "engine stopped: storage failure: database or disk is full";
+    assert_eq!(got, Err(WaitError::Stopped(expected.into())));
+    assert_eq!(host.stopped().as_deref(), Some(expected));
+    let late = host.submit(Submit::new("s", "after")).await;
+    assert_eq!(late, Err(SubmitError::Stopped(expected.into())));
+    let _ = host.shutdown().await;
+    drop(host);
+    // Nothing was published that was not recorded: the ledger still has the run unfinished,
+    // and the next start's recovery decides it.
+    faults.clear();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let again = open(&c, echo()).await;
+    let rec = again.wait(&RunId::new("r1")).await.expect("recovered");
+    assert_eq!(rec.outcome, Outcome::Interrupted);
+    assert_eq!(again.recovered().len(), 1);
+    legal(&again, "s").await;
+    again.shutdown().await.expect("shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_flight_recorder_writes_a_trace_that_replays() {
+    let dir = tempfile::tempdir().expect("dir");
+    let mut c = config(&dir);
+    let trace = dir.path().join("flight.jsonl");
+    c.trace = Some(trace.clone());
+    c.trace_outputs = true;
+    let host = open(&c, echo()).await;
+    host.submit(Submit::new("s", "one").with_run_id("r1")).await.expect("ok");
+    host.submit(Submit::new("s", "two")).await.expect("ok");
+    host.wait(&RunId::new("r1")).await.expect("done");
+    host.cancel(&SessionId::new("s")).await.expect("cancel");
+    host.shutdown().await.expect("shutdown");
+    let text = std::fs::read_to_string(&trace).expect("trace");
+    let parsed = turnstile_core::Trace::parse(&text).expect("parses");
+    assert!(parsed.lines.len() >= 6, "{} lines", parsed.lines.len());
+    let report = turnstile_core::replay(&parsed).expect("replays with identical outputs");
+    let _ = report;
+}
