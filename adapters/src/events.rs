@@ -67,12 +67,19 @@ pub enum Event {
 #[derive(Debug)]
 pub struct Updates {
     pub(crate) rx: broadcast::Receiver<Update>,
+    pub(crate) ended: watch::Receiver<bool>,
 }
 
 impl Updates {
-    /// The next event; `None` once the host has shut down and every update was received.
+    /// The next event; `None` once the host has shut down (or stopped) and every update was
+    /// received.
     pub async fn recv(&mut self) -> Option<Event> {
-        match self.rx.recv().await {
+        let result = tokio::select! {
+            biased;
+            r = self.rx.recv() => r,
+            _ = self.ended.wait_for(|ended| *ended) => return None,
+        };
+        match result {
             Ok(u) => Some(Event::Update(u)),
             Err(broadcast::error::RecvError::Lagged(skipped)) => Some(Event::Lagged { skipped }),
             Err(broadcast::error::RecvError::Closed) => None,
@@ -114,6 +121,8 @@ type Waiter = oneshot::Sender<Result<CompletionRecord, WaitError>>;
 pub(crate) struct Hub {
     waiters: Mutex<HubState>,
     newest: watch::Sender<Cursor>,
+    /// True once the host shut down or stopped: streams end after what is recorded.
+    ended: watch::Sender<bool>,
     pub(crate) updates: broadcast::Sender<Update>,
 }
 
@@ -132,6 +141,7 @@ impl Hub {
         Hub {
             waiters: Mutex::new(HubState::default()),
             newest: watch::channel(newest).0,
+            ended: watch::channel(false).0,
             updates: broadcast::channel(updates_capacity.max(1)).0,
         }
     }
@@ -206,11 +216,13 @@ impl Hub {
         for w in waiters.into_values().flatten() {
             let _ = w.send(Err(WaitError::Stopped(why.to_owned())));
         }
+        self.ended.send_replace(true);
     }
 
     /// Records that a shutdown completed cleanly.
     pub(crate) fn close(&self) {
         self.state().closed = true;
+        self.ended.send_replace(true);
     }
 
     /// True once a shutdown completed cleanly.
@@ -227,6 +239,10 @@ impl Hub {
         self.newest.subscribe()
     }
 
+    pub(crate) fn ended(&self) -> watch::Receiver<bool> {
+        self.ended.subscribe()
+    }
+
     /// Waiters currently registered (for tests and memory figures).
     pub(crate) fn waiting(&self) -> usize {
         self.state().by_seq.values().map(Vec::len).sum()
@@ -241,6 +257,7 @@ pub struct Completions {
     pub(crate) reader: Arc<Mutex<Reader>>,
     pub(crate) after: Cursor,
     pub(crate) newest: watch::Receiver<Cursor>,
+    pub(crate) ended: watch::Receiver<bool>,
     pub(crate) buffer: VecDeque<(Cursor, CompletionRecord)>,
 }
 
@@ -256,23 +273,31 @@ impl Completions {
                 self.after = next.0;
                 return Ok(Some(next));
             }
-            // Mark the newest cursor seen *before* reading, so a commit after the read wakes us.
+            // Mark the newest cursor (and the end) seen *before* reading, so a commit (or the
+            // end) after the read wakes us.
             self.newest.borrow_and_update();
+            let ended = *self.ended.borrow_and_update();
             let (reader, after) = (self.reader.clone(), self.after);
-            let batch = tokio::task::spawn_blocking(move || {
+            let batch = crate::rt::blocking(move || {
                 let r = reader.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
                 r.completions_after(after, 256)
             })
             .await
-            .map_err(|e| WaitError::Store(e.to_string()))?
+            .map_err(WaitError::Store)?
             .map_err(|e| WaitError::Store(e.to_string()))?;
             if !batch.is_empty() {
                 self.buffer.extend(batch);
                 continue;
             }
-            // Nothing new in the ledger: wait for the writer's next commit of an outcome.
-            if self.newest.changed().await.is_err() {
+            if ended {
+                // Shut down or stopped, and everything recorded was returned.
                 return Ok(None);
+            }
+            // Nothing new in the ledger: wait for the writer's next commit, or the end.
+            tokio::select! {
+                biased;
+                r = self.newest.changed() => if r.is_err() { return Ok(None) },
+                r = self.ended.changed() => if r.is_err() { return Ok(None) },
             }
         }
     }

@@ -38,6 +38,7 @@ pub mod history;
 pub mod host;
 pub mod provider;
 pub mod record;
+mod rt;
 pub mod store;
 pub mod tool;
 

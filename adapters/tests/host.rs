@@ -406,3 +406,281 @@ async fn the_flight_recorder_writes_a_trace_that_replays() {
     let report = turnstile_core::replay(&parsed).expect("replays with identical outputs");
     let _ = report;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retried_step_resets_its_content_and_a_refresh_retries_with_fresh_credentials() {
+    let dir = tempfile::tempdir().expect("dir");
+    // Each prompt's first request fails once: "retry" with a short retry-after, "auth" with 401.
+    let failed = Arc::new(std::sync::Mutex::new(std::collections::BTreeSet::new()));
+    let provider = ScriptedProvider::new(move |req, _| {
+        let prompt = req.last_user_text().unwrap_or("").to_owned();
+        let first = failed.lock().expect("set").insert(prompt.clone());
+        match (prompt.as_str(), first) {
+            ("retry", true) => Answer(vec![
+                Scripted::Event(StepEvent::TextDelta { text: "partial ".into() }),
+                Scripted::Event(StepEvent::Failed {
+                    error: turnstile_core::ProviderError {
+                        status: Some(503),
+                        retry_after_ms: Some(20),
+                        message: "overloaded".into(),
+                        ..Default::default()
+                    },
+                }),
+            ]),
+            ("auth", true) => Answer(vec![
+                Scripted::Event(StepEvent::TextDelta { text: "stale ".into() }),
+                Scripted::Event(StepEvent::Failed {
+                    error: turnstile_core::ProviderError {
+                        class: turnstile_core::ErrorClass::Unauthorized,
+                        status: Some(401),
+                        message: "expired".into(),
+                        ..Default::default()
+                    },
+                }),
+            ]),
+            _ => Answer::streamed("fine", 2, 1, usage()),
+        }
+    });
+    let counter = provider.clone();
+    let host = open(&config(&dir), provider).await;
+    host.submit(Submit::new("s", "retry").with_run_id("r")).await.expect("ok");
+    let done = host.wait(&RunId::new("r")).await.expect("done");
+    assert_eq!(done.outcome, Outcome::Completed);
+    assert_eq!(done.text.as_deref(), Some("fine"), "the failed attempt's text was reset");
+    host.submit(Submit::new("s", "auth").with_run_id("a")).await.expect("ok");
+    let done = host.wait(&RunId::new("a")).await.expect("done");
+    assert_eq!((done.outcome, done.text.as_deref()), (Outcome::Completed, Some("fine")));
+    assert_eq!(counter.requests(), 4, "each prompt: one failed attempt, one retry");
+    legal(&host, "s").await;
+    host.shutdown().await.expect("shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_refresh_fails_the_run_and_a_failed_preparation_only_its_own() {
+    let dir = tempfile::tempdir().expect("dir");
+    let provider = ScriptedProvider::new(|_, _| Answer::failure(401, "expired"))
+        .with_refresh(false)
+        .with_prepare(|s| {
+            if s.as_str() == "broken" {
+                Err("no model for you".into())
+            } else {
+                Ok(Default::default())
+            }
+        });
+    let host = open(&config(&dir), provider).await;
+    host.submit(Submit::new("broken", "x").with_run_id("p")).await.expect("ok");
+    host.submit(Submit::new("s", "x").with_run_id("u")).await.expect("ok");
+    let p = host.wait(&RunId::new("p")).await.expect("p");
+    assert_eq!(p.outcome, Outcome::Failed);
+    assert_eq!(
+        p.error.as_ref().map(|e| (e.kind, e.message.as_str())),
+        Some((ErrorKind::Preparation, "no model for you"))
+    );
+    assert!(p.message_id.is_none(), "never activated");
+    let u = host.wait(&RunId::new("u")).await.expect("u");
+    assert_eq!(
+        u.error.as_ref().map(|e| (e.kind, e.title.as_str())),
+        Some((ErrorKind::Unauthorized, "Unauthorized"))
+    );
+    legal(&host, "s").await;
+    host.shutdown().await.expect("shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nearly_full_context_is_summarized_and_history_then_starts_at_the_summary() {
+    let dir = tempfile::tempdir().expect("dir");
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = seen.clone();
+    let provider = ScriptedProvider::new(move |req, _| {
+        log.lock().expect("log").push((
+            req.kind,
+            req.messages.len(),
+            req.messages.first().cloned(),
+        ));
+        match req.kind {
+            turnstile_adapters::provider::RequestKind::Summary => {
+                Answer::streamed("SUMMARY", 2, 1, Usage { output_tokens: 40, ..Usage::default() })
+            }
+            turnstile_adapters::provider::RequestKind::Step => Answer::streamed(
+                "long answer",
+                2,
+                1,
+                Usage { input_tokens: 900, output_tokens: 50, ..Usage::default() },
+            ),
+        }
+    })
+    .with_prepare(|_| Ok(turnstile_adapters::ModelInfo { context_window: 1_000 }));
+    let host = open(&config(&dir), provider).await;
+    let s = SessionId::new("s");
+    host.submit(Submit::new("s", "first").with_run_id("r1")).await.expect("ok");
+    assert_eq!(host.wait(&RunId::new("r1")).await.expect("r1").outcome, Outcome::Completed);
+    // The housekeeping summary runs after the RunComplete. `is_busy` is the engine's view; the
+    // summary's writes become durable just after, so poll the store (bounded).
+    let mut row = None;
+    for _ in 0..2_000 {
+        let s = s.clone();
+        let r = host.read(move |r| r.session(&s)).await.expect("read").expect("row");
+        if r.summary_message.is_some() {
+            row = Some(r);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    let row = row.expect("the summary pointer is set within 4 s");
+    assert!(!host.is_busy(&s).await.expect("busy"));
+    assert!(row.summary_message.is_some(), "the summary pointer is set");
+    assert_eq!((row.prompt_tokens, row.completion_tokens), (0, 40), "gauges reset to the summary");
+    host.submit(Submit::new("s", "second").with_run_id("r2")).await.expect("ok");
+    host.wait(&RunId::new("r2")).await.expect("r2");
+    let log = seen.lock().expect("log").clone();
+    let last = log.last().expect("a request");
+    assert_eq!(
+        last.2,
+        Some(turnstile_adapters::provider::RequestMessage::User {
+            text: "SUMMARY".into(),
+            attachments: vec![]
+        }),
+        "history starts at the summary, relabelled as a user message: {log:?}"
+    );
+    legal(&host, "s").await;
+    host.shutdown().await.expect("shutdown");
+}
+
+/// A tool that panics: the host must report it as a failed call, not hang the turn.
+struct Boom;
+
+impl turnstile_adapters::Tool for Boom {
+    fn spec(&self) -> turnstile_core::ToolSpec {
+        turnstile_core::ToolSpec { name: "boom".into(), interactive: false }
+    }
+    fn run(
+        &self,
+        _: turnstile_adapters::ToolCall,
+    ) -> turnstile_adapters::tool::BoxFuture<turnstile_core::ToolOutput> {
+        Box::pin(async { panic!("the tool exploded") })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panicking_tool_or_provider_fails_its_call_instead_of_hanging_the_turn() {
+    let dir = tempfile::tempdir().expect("dir");
+    let provider = ScriptedProvider::new(|req, _| match req.messages.last() {
+        Some(turnstile_adapters::provider::RequestMessage::ToolResults(r)) => {
+            Answer::streamed(&format!("after: {}", r[0].content), 1, 1, usage())
+        }
+        _ if req.last_user_text() == Some("provider") => panic!("the provider exploded"),
+        _ => Answer::tool_call("c1", "boom", "{}"),
+    });
+    let host = Host::open(config(&dir), Arc::new(provider), ToolSet::new().with(Boom))
+        .await
+        .expect("open");
+    host.submit(Submit::new("s", "tool").with_run_id("t")).await.expect("ok");
+    let done = tokio::time::timeout(Duration::from_secs(10), host.wait(&RunId::new("t")))
+        .await
+        .expect("the turn ended")
+        .expect("done");
+    assert_eq!(done.text.as_deref(), Some("after: the tool failed: the tool exploded"));
+    // The scripted provider panics while building its answer, inside `stream`, before any
+    // future exists: that too must end the turn, as a non-retryable provider failure.
+    host.submit(Submit::new("s", "provider").with_run_id("p")).await.expect("ok");
+    let p = tokio::time::timeout(Duration::from_secs(10), host.wait(&RunId::new("p")))
+        .await
+        .expect("the turn ended")
+        .expect("done");
+    assert_eq!(p.error.as_ref().map(|e| e.kind), Some(ErrorKind::Provider), "{p:?}");
+    legal(&host, "s").await;
+    host.shutdown().await.expect("shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resubmission_is_answered_only_after_the_run_is_durable() {
+    let dir = tempfile::tempdir().expect("dir");
+    let mut c = config(&dir);
+    let faults = Faults::default();
+    c.store.faults = Some(faults.clone());
+    let host = open(&c, hang()).await;
+    // The first acceptance's commit fails a few times (about 150 ms of retries).
+    faults.fail_next(4, Fault::Locked);
+    let first = {
+        let host = host.clone();
+        tokio::spawn(async move { host.submit(Submit::new("s", "same").with_run_id("r1")).await })
+    };
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let again = host.submit(Submit::new("s", "same").with_run_id("r1")).await.expect("existing");
+    assert!(again.existing);
+    // Answered "existing" means the run is durable: wait finds it.
+    let row = host.read(|r| r.run(&RunId::new("r1"))).await.expect("read");
+    assert!(row.is_some(), "an existing run was reported before its ledger row was durable");
+    let conflict = host.submit(Submit::new("other", "x").with_run_id("r1")).await;
+    assert_eq!(conflict, Err(SubmitError::Rejected(Rejection::RunIdConflict(RunId::new("r1")))));
+    first.await.expect("join").expect("accepted");
+    host.shutdown().await.expect("shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_every_handle_releases_the_store_and_recovery_ends_the_rest() {
+    let dir = tempfile::tempdir().expect("dir");
+    let c = config(&dir);
+    let host = open(&c, hang()).await;
+    host.submit(Submit::new("s", "left running").with_run_id("r1")).await.expect("ok");
+    drop(host);
+    // The engine, workers and writer notice and release the store; retry the open briefly.
+    let mut again = None;
+    for _ in 0..200 {
+        match Host::open(c.clone(), Arc::new(echo()), ToolSet::new()).await {
+            Ok(h) => {
+                again = Some(h);
+                break;
+            }
+            Err(e) => {
+                assert_eq!(e.to_string(), "store is in use by another turnstile process");
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        }
+    }
+    let again = again.expect("the store was released after every handle was dropped");
+    assert_eq!(
+        again.wait(&RunId::new("r1")).await.expect("recovered").outcome,
+        Outcome::Interrupted
+    );
+    again.shutdown().await.expect("shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streams_end_after_shutdown_and_abandoned_waits_leave_nothing_behind() {
+    let dir = tempfile::tempdir().expect("dir");
+    let host = open(&config(&dir), hang()).await;
+    let mut updates = host.subscribe();
+    let mut completions = host.completions(Cursor(0));
+    host.submit(Submit::new("s", "x").with_run_id("r1")).await.expect("ok");
+    let abandoned =
+        tokio::time::timeout(Duration::from_millis(20), host.wait(&RunId::new("r1"))).await;
+    assert!(abandoned.is_err(), "the provider hangs, so the wait timed out");
+    assert_eq!(host.waiters(), 0, "an abandoned wait leaves no waiter behind");
+    host.shutdown().await.expect("shutdown");
+    let (_, only) = completions.next().await.expect("read").expect("the interrupted run");
+    assert_eq!(only.outcome, Outcome::Interrupted);
+    assert_eq!(completions.next().await.expect("read"), None, "the stream ends after shutdown");
+    let ended = tokio::time::timeout(Duration::from_secs(5), async {
+        while updates.recv().await.is_some() {}
+    })
+    .await;
+    assert!(ended.is_ok(), "live updates end after shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_storage_failure_finished_runs_are_still_answered_by_sequence() {
+    let dir = tempfile::tempdir().expect("dir");
+    let mut c = config(&dir);
+    c.store_retry = Duration::from_millis(100);
+    let faults = Faults::default();
+    c.store.faults = Some(faults.clone());
+    let host = open(&c, echo()).await;
+    let r0 = host.submit(Submit::new("s", "done before").with_run_id("r0")).await.expect("ok");
+    host.wait(&RunId::new("r0")).await.expect("done");
+    faults.fail_always(Fault::ReadOnly);
+    let stuck = host.submit(Submit::new("s", "never durable")).await;
+    assert!(matches!(stuck, Err(SubmitError::Stopped(_))), "{stuck:?}");
+    assert_eq!(host.wait_seq(r0.seq).await.expect("recorded").outcome, Outcome::Completed);
+    assert_eq!(host.wait(&RunId::new("r0")).await.expect("recorded").outcome, Outcome::Completed);
+}

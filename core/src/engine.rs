@@ -7,7 +7,7 @@ use crate::acceptance;
 use crate::cancel;
 use crate::config::{Acceptor, Config, Start};
 use crate::error::HostError;
-use crate::ids::{Millis, Seq, SessionId};
+use crate::ids::{Millis, RunId, Seq, SessionId};
 use crate::input::{AttemptIo, Input, Submit};
 use crate::ledger::{RunEntry, RunLedger};
 use crate::output::Output;
@@ -29,7 +29,8 @@ use crate::transition::Tx;
 ///   [`Engine::poll_output`] (drain until `None` after every `handle`). These are the only
 ///   methods that change the engine.
 /// - **Observe**: [`Engine::now`], [`Engine::next_deadline`], [`Engine::is_busy`],
-///   [`Engine::queue_len`], [`Engine::unfinished`], [`Engine::is_stopped`], [`Engine::config`].
+///   [`Engine::queue_len`], [`Engine::unfinished`], [`Engine::is_stopped`], [`Engine::config`],
+///   [`Engine::newest_seq`], [`Engine::run_session`], [`Engine::has_active_turn`].
 ///
 /// Guarantees: the same `Config`, `Start` and input sequence give the same output sequence, byte
 /// for byte (I12); every accepted submission gets exactly one [`crate::OutputKind::Finished`]
@@ -224,6 +225,15 @@ impl Engine {
     #[must_use]
     pub fn newest_seq(&self) -> Option<Seq> {
         self.state.as_ref().ok().and_then(newest)
+    }
+
+    /// The session of an accepted run, if the RunId is known (from the ledger at start, or
+    /// accepted since). A host routes a reply about a run (an idempotent resubmission, a RunId
+    /// conflict) behind that session's earlier writes, so it never reveals a run that is not
+    /// durable yet.
+    #[must_use]
+    pub fn run_session(&self, run_id: &RunId) -> Option<&SessionId> {
+        self.state.as_ref().ok()?.runs.get(run_id).map(|e| &e.session)
     }
 
     /// True when the session has an active turn (not merely waiting submissions).

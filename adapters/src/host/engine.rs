@@ -18,8 +18,8 @@ use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
 use turnstile_core::{
-    Engine, HostError, Input, Millis, Output, OutputKind, Recorder, Reply, SessionId, Submit,
-    TimerId,
+    Engine, HostError, Input, Millis, Output, OutputKind, Recorder, Rejection, Reply, SessionId,
+    Submit, TimerId,
 };
 
 use super::worker::{Action, WorkerMsg};
@@ -97,23 +97,45 @@ impl EngineTask {
                 .map(|d| self.started + std::time::Duration::from_millis(d.0));
             tokio::select! {
                 biased;
-                _ = self.health.changed() => {
+                changed = self.health.changed() => {
+                    if changed.is_err() {
+                        self.hub.stop("engine stopped: the store writer stopped");
+                        break;
+                    }
                     if self.health.borrow().is_some() {
                         break;
                     }
                 }
                 _ = sleep_until(due), if due.is_some() => self.fire_due(),
                 msg = self.inbox.recv() => match msg {
-                    None => break,
+                    None => {
+                        self.hub.stop("engine stopped: every handle was dropped without shutdown");
+                        break;
+                    }
                     Some(msg) => self.on_msg(msg),
                 },
+            }
+            if self.hub.stopped().is_some() {
+                // An internal error of the core, or the store failed for good.
+                break;
             }
             if self.driver.engine().is_stopped() && !self.stopping.is_empty() {
                 self.finish_shutdown().await;
                 return;
             }
         }
-        // The store failed for good, or every handle was dropped: answer everyone left.
+        self.abandon().await;
+    }
+
+    /// Ends without a clean shutdown: stops the workers (which abort their IO), lets the writer
+    /// write what it holds and release the store, and answers everyone left. Whatever was not
+    /// recorded is decided by the next start's recovery.
+    async fn abandon(&mut self) {
+        self.workers.clear();
+        let (tx, rx) = oneshot::channel();
+        if self.writer.send(WriteReq::Close(tx)).is_ok() {
+            let _ = rx.await;
+        }
         let why = self.hub.stopped().unwrap_or_else(|| "engine stopped".to_owned());
         for s in self.stopping.drain(..) {
             let _ = s.send(Err(why.clone()));
@@ -246,16 +268,32 @@ impl EngineTask {
                 let w = self.worker_of(&session);
                 batches[w].push((session, Action::Accept { run, submitted, reply }));
             }
+            // A reply about an existing run waits behind that run's session's earlier writes, so
+            // it never reveals a run (or an outcome) that is not durable yet.
             (Reply::Existing { session, seq, run_id, outcome }, Caller::Submit(_, reply)) => {
-                let submitted = Submitted {
-                    session,
+                let result = Ok(Submitted {
+                    session: session.clone(),
                     seq,
                     run_id: Some(run_id),
                     mode: None,
                     existing: true,
                     outcome,
-                };
-                let _ = reply.send(Ok(submitted));
+                });
+                let w = self.worker_of(&session);
+                batches[w].push((session, Action::Reply { reply, result }));
+            }
+            (
+                Reply::Rejected { error: Rejection::RunIdConflict(run_id) },
+                Caller::Submit(_, reply),
+            ) => {
+                let result = Err(SubmitError::Rejected(Rejection::RunIdConflict(run_id.clone())));
+                match self.driver.engine().run_session(&run_id).cloned() {
+                    Some(session) => {
+                        let w = self.worker_of(&session);
+                        batches[w].push((session, Action::Reply { reply, result }));
+                    }
+                    None => drop(reply.send(result)),
+                }
             }
             (Reply::Rejected { error }, Caller::Submit(_, reply)) => {
                 let _ = reply.send(Err(SubmitError::Rejected(error)));
@@ -342,5 +380,15 @@ async fn sleep_until(at: Option<Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,
+    }
+}
+
+impl Drop for EngineTask {
+    /// However the task ends (a panic included), nobody may be left waiting: unless the host
+    /// shut down cleanly, every waiter hears that the engine stopped.
+    fn drop(&mut self) {
+        if !self.hub.is_closed() {
+            self.hub.stop("engine stopped: the engine task ended");
+        }
     }
 }

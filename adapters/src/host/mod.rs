@@ -53,6 +53,9 @@ pub struct HostConfig {
     pub debounce: Duration,
     /// How long a failing store write is retried before the host stops (default 30 s).
     pub store_retry: Duration,
+    /// Write everything ready in one SQLite transaction (default). Off, every session
+    /// transaction is its own SQLite transaction: only useful as a benchmark baseline.
+    pub group_commit: bool,
     /// Capacity of the live-update broadcast; a subscriber further behind gets `lagged`.
     pub updates_capacity: usize,
     /// Capacity of the engine's inbox (back-pressure on clients and streams).
@@ -74,6 +77,7 @@ impl HostConfig {
             workers: std::thread::available_parallelism().map_or(2, |n| n.get()),
             debounce: Duration::from_millis(33),
             store_retry: Duration::from_secs(30),
+            group_commit: true,
             updates_capacity: 1024,
             inbox_capacity: 4096,
             trace: None,
@@ -127,6 +131,9 @@ pub struct Submitted {
 pub enum SubmitError {
     /// Validation or a RunId conflict; SPEC section 8's exact text via `Display`.
     Rejected(Rejection),
+    /// The request was malformed for this host (for example a submission that brings its own
+    /// sequence while the engine assigns them); nothing changed.
+    Invalid(String),
     /// The host stopped ("engine stopped: storage failure: ..."), or is shut down.
     Stopped(String),
 }
@@ -135,7 +142,7 @@ impl std::fmt::Display for SubmitError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             SubmitError::Rejected(r) => write!(f, "{r}"),
-            SubmitError::Stopped(why) => f.write_str(why),
+            SubmitError::Invalid(why) | SubmitError::Stopped(why) => f.write_str(why),
         }
     }
 }
@@ -188,9 +195,9 @@ impl Host {
         tools: ToolSet,
     ) -> Result<Host, OpenError> {
         let store_config = config.store.clone();
-        let opened = tokio::task::spawn_blocking(move || Store::open(&store_config))
+        let opened = crate::rt::blocking(move || Store::open(&store_config))
             .await
-            .map_err(|e| OpenError::Trace(std::io::Error::other(e.to_string())))?
+            .map_err(|e| OpenError::Store(StoreError::Io(std::io::Error::other(e))))?
             .map_err(OpenError::Store)?;
         let reader = opened.store.reader().map_err(OpenError::Store)?;
         // A second read connection for the workers (requests, preparation), so that clients'
@@ -218,8 +225,11 @@ impl Host {
         let stats = Arc::new(WriterStats::default());
         let (health_tx, health_rx) = watch::channel(None);
         let (write_tx, write_rx) = mpsc::unbounded_channel();
-        let writer_config =
-            writer::WriterConfig { debounce: config.debounce, retry_for: config.store_retry };
+        let writer_config = writer::WriterConfig {
+            debounce: config.debounce,
+            group_commit: config.group_commit,
+            retry_for: config.store_retry,
+        };
         let writer = writer::Writer::new(
             opened.store,
             write_rx,
@@ -235,7 +245,7 @@ impl Host {
             provider,
             tools,
             reader: Arc::new(Mutex::new(worker_reader)),
-            inbox: inbox_tx.clone(),
+            inbox: inbox_tx.downgrade(),
             writer: write_tx.clone(),
         });
         let mut workers = Vec::new();
@@ -370,47 +380,39 @@ impl Host {
     /// As [`Host::wait`]; `NotFound` names the sequence.
     pub async fn wait_seq(&self, seq: Seq) -> Result<CompletionRecord, WaitError> {
         // Register first, then read: a commit after the read wakes the waiter; a commit before
-        // it is in the ledger.
-        let rx = self.inner.hub.register(seq)?;
-        let reader = self.inner.reader.clone();
-        let row = tokio::task::spawn_blocking(move || {
-            let r = reader.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            r.run_by_seq(seq)
-        })
-        .await
-        .map_err(|e| WaitError::Store(e.to_string()))?
-        .map_err(|e| WaitError::Store(e.to_string()))?;
-        match row {
-            None => {
-                self.inner.hub.prune(seq);
-                Err(WaitError::NotFound(format!("seq {seq}")))
-            }
-            Some(row) if row.state == RunState::Finished => {
-                drop(rx);
-                self.inner.hub.prune(seq);
+        // it is in the ledger. The guard forgets the waiter however this future ends.
+        // Declared before the receiver, so it is dropped after it and sees the waiter gone.
+        let _guard = WaitGuard { hub: &self.inner.hub, seq };
+        // When stopped, the ledger may still hold the outcome: only an unfinished run is
+        // answered with the stop.
+        let rx = self.inner.hub.register(seq).ok();
+        let row = self.read_seq(seq).await?;
+        match (row, rx) {
+            (None, _) => Err(WaitError::NotFound(format!("seq {seq}"))),
+            (Some(row), _) if row.state == RunState::Finished => {
                 row.completion.map(|(_, r)| r).ok_or_else(|| {
                     WaitError::Store(format!("ledger row {seq} is finished without a completion"))
                 })
             }
-            Some(_) => rx.await.unwrap_or_else(|_| Err(WaitError::Stopped(self.stop_message()))),
+            (Some(_), None) => Err(WaitError::Stopped(self.stop_message())),
+            (Some(_), Some(rx)) => {
+                rx.await.unwrap_or_else(|_| Err(WaitError::Stopped(self.stop_message())))
+            }
         }
     }
 
+    async fn read_seq(&self, seq: Seq) -> Result<Option<crate::store::RunRow>, WaitError> {
+        self.read(move |r| r.run_by_seq(seq)).await.map_err(WaitError::Store)
+    }
+
     async fn read_run(&self, run_id: RunId) -> Result<Option<crate::store::RunRow>, WaitError> {
-        let reader = self.inner.reader.clone();
-        tokio::task::spawn_blocking(move || {
-            let r = reader.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            r.run(&run_id)
-        })
-        .await
-        .map_err(|e| WaitError::Store(e.to_string()))?
-        .map_err(|e| WaitError::Store(e.to_string()))
+        self.read(move |r| r.run(&run_id)).await.map_err(WaitError::Store)
     }
 
     /// Live updates (lossy): messages changed, busy and queue changes, finished turns.
     #[must_use]
     pub fn subscribe(&self) -> Updates {
-        Updates { rx: self.inner.hub.updates.subscribe() }
+        Updates { rx: self.inner.hub.updates.subscribe(), ended: self.inner.hub.ended() }
     }
 
     /// Every completion recorded after `after`, in ledger order, then new ones as they commit
@@ -421,6 +423,7 @@ impl Host {
             reader: self.inner.reader.clone(),
             after,
             newest: self.inner.hub.newest(),
+            ended: self.inner.hub.ended(),
             buffer: Default::default(),
         }
     }
@@ -452,12 +455,11 @@ impl Host {
         f: impl FnOnce(&Reader) -> Result<T, StoreError> + Send + 'static,
     ) -> Result<T, String> {
         let reader = self.inner.reader.clone();
-        tokio::task::spawn_blocking(move || {
+        crate::rt::blocking(move || {
             let r = reader.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             f(&r).map_err(|e| e.to_string())
         })
-        .await
-        .map_err(|e| e.to_string())?
+        .await?
     }
 
     /// Shuts down (SPEC 4.10): new submissions are rejected ("workspace closing"), every
@@ -476,13 +478,26 @@ impl Host {
         }
         rx.await.unwrap_or_else(|_| match self.gone() {
             SubmitError::Rejected(_) => Ok(()),
-            SubmitError::Stopped(why) => Err(why),
+            SubmitError::Stopped(why) | SubmitError::Invalid(why) => Err(why),
         })
     }
 
-    /// The stop message once the host stopped on a storage failure.
+    /// The stop message once the host stopped (a storage failure, an internal error).
     #[must_use]
     pub fn stopped(&self) -> Option<String> {
         self.inner.hub.stopped()
+    }
+}
+
+/// Forgets a registered waiter when the wait ends in any way (answered, failed, or the
+/// caller's future dropped), so abandoned waits do not pile up.
+struct WaitGuard<'a> {
+    hub: &'a Hub,
+    seq: Seq,
+}
+
+impl Drop for WaitGuard<'_> {
+    fn drop(&mut self) {
+        self.hub.prune(self.seq);
     }
 }

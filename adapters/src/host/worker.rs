@@ -38,6 +38,11 @@ pub(crate) enum Action {
         submitted: Submitted,
         reply: oneshot::Sender<Result<Submitted, SubmitError>>,
     },
+    /// Answer a caller once the session's earlier writes are durable.
+    Reply {
+        reply: oneshot::Sender<Result<Submitted, SubmitError>>,
+        result: Result<Submitted, SubmitError>,
+    },
 }
 
 /// A worker's inbox.
@@ -55,7 +60,8 @@ pub(crate) struct Ctx {
     pub(crate) provider: Arc<dyn Provider>,
     pub(crate) tools: ToolSet,
     pub(crate) reader: Arc<Mutex<Reader>>,
-    pub(crate) inbox: mpsc::Sender<Msg>,
+    /// Weak: IO tasks must not keep the engine alive once every `Host` handle is gone.
+    pub(crate) inbox: mpsc::WeakSender<Msg>,
     pub(crate) writer: mpsc::UnboundedSender<WriteReq>,
 }
 
@@ -83,7 +89,7 @@ struct Pipeline {
 /// An action, or the reply to a caller that follows an acceptance's commit.
 enum Deferred {
     Action(Action),
-    Reply(oneshot::Sender<Result<Submitted, SubmitError>>, Submitted),
+    Reply(oneshot::Sender<Result<Submitted, SubmitError>>, Result<Submitted, SubmitError>),
 }
 
 pub(crate) struct Worker {
@@ -93,6 +99,9 @@ pub(crate) struct Worker {
     me: mpsc::WeakUnboundedSender<WorkerMsg>,
     pipelines: BTreeMap<SessionId, Pipeline>,
     io: BTreeMap<IoKey, AbortHandle>,
+    /// Finished IO tasks are swept from `io` when it grows past this (then doubled), so the
+    /// sweep stays amortised O(1) per task.
+    sweep_at: usize,
     drains: Vec<oneshot::Sender<()>>,
 }
 
@@ -108,6 +117,7 @@ impl Worker {
             me: me.downgrade(),
             pipelines: BTreeMap::new(),
             io: BTreeMap::new(),
+            sweep_at: 1024,
             drains: Vec::new(),
         }
     }
@@ -157,8 +167,9 @@ impl Worker {
                 }
                 return;
             }
-            if self.io.len() > 1024 {
+            if self.io.len() > self.sweep_at {
                 self.io.retain(|_, h| !h.is_finished());
+                self.sweep_at = (self.io.len() * 2).max(1024);
             }
         }
     }
@@ -177,12 +188,13 @@ impl Worker {
                 return;
             };
             match next {
-                Deferred::Reply(reply, submitted) => {
-                    let _ = reply.send(Ok(submitted));
+                Deferred::Reply(reply, result)
+                | Deferred::Action(Action::Reply { reply, result }) => {
+                    let _ = reply.send(result);
                 }
                 Deferred::Action(Action::Accept { run, submitted, reply }) => {
                     p.open.push(Write::Accept(run));
-                    p.queue.push_front(Deferred::Reply(reply, submitted));
+                    p.queue.push_front(Deferred::Reply(reply, Ok(submitted)));
                     self.commit(session);
                 }
                 Deferred::Action(Action::Output(kind)) => self.perform(session, kind),
@@ -237,42 +249,57 @@ impl Worker {
             OutputKind::Commit { .. } => self.commit(session),
             OutputKind::Prepare { session, seq } => {
                 let task = prepare(self.ctx.clone(), session.clone(), seq);
-                self.spawn(IoKey::Prepare(session, seq), task);
+                let (s, q) = (session.clone(), seq);
+                let failed = move |why| Input::PreparationFailed { session: s, seq: q, error: why };
+                self.spawn(IoKey::Prepare(session, seq), task, failed);
             }
             OutputKind::StartStep { step } => {
                 let task = stream(self.ctx.clone(), Stream::Step(step.clone()));
-                self.spawn(IoKey::Step(step), task);
+                let failed = Stream::Step(step.clone());
+                self.spawn(IoKey::Step(step), task, move |why| failed.input(panicked(why)));
             }
             OutputKind::StartSummary { io } => {
                 let task = stream(self.ctx.clone(), Stream::Summary(io.clone()));
-                self.spawn(IoKey::Summary(io), task);
+                let failed = Stream::Summary(io.clone());
+                self.spawn(IoKey::Summary(io), task, move |why| failed.input(panicked(why)));
             }
             OutputKind::RunTool { call, name, input } => {
                 let task = run_tool(self.ctx.clone(), call.clone(), name, input);
-                self.spawn(IoKey::Tool(call), task);
+                let c = call.clone();
+                let failed = move |why: String| Input::ToolResult {
+                    call: c,
+                    result: ToolOutput {
+                        content: format!("the tool failed: {why}"),
+                        is_error: true,
+                        stop: None,
+                    },
+                };
+                self.spawn(IoKey::Tool(call), task, failed);
             }
             OutputKind::RefreshCredentials { attempt } => {
                 let ctx = self.ctx.clone();
-                let key = IoKey::Refresh(attempt.clone());
-                self.spawn(key, async move {
+                let (key, a) = (IoKey::Refresh(attempt.clone()), attempt.clone());
+                let task = async move {
                     let ok = ctx.provider.refresh_credentials().await;
-                    let _ = ctx
-                        .inbox
-                        .send(Msg::Input(Input::CredentialsRefreshed { attempt, ok }))
-                        .await;
-                });
+                    report(&ctx, Input::CredentialsRefreshed { attempt, ok }).await;
+                };
+                let failed = move |_| Input::CredentialsRefreshed { attempt: a, ok: false };
+                self.spawn(key, task, failed);
             }
             OutputKind::RequestTitle { session, seq, prompt } => {
                 let ctx = self.ctx.clone();
                 let key = IoKey::Title(session.clone(), seq);
-                self.spawn(key, async move {
+                let s = session.clone();
+                let task = async move {
                     let (title, usage) = match ctx.provider.title(prompt).await {
                         Ok((t, u)) => (Some(t), u),
                         Err(_) => (None, None),
                     };
-                    let input = Input::TitleGenerated { session, seq, title, usage };
-                    let _ = ctx.inbox.send(Msg::Input(input)).await;
-                });
+                    report(&ctx, Input::TitleGenerated { session, seq, title, usage }).await;
+                };
+                let failed =
+                    move |_| Input::TitleGenerated { session: s, seq, title: None, usage: None };
+                self.spawn(key, task, failed);
             }
             OutputKind::AbortPreparation { session, seq } => {
                 self.abort(&IoKey::Prepare(session, seq))
@@ -289,8 +316,21 @@ impl Worker {
         }
     }
 
-    fn spawn(&mut self, key: IoKey, task: impl std::future::Future<Output = ()> + Send + 'static) {
-        let handle = tokio::spawn(task).abort_handle();
+    /// Runs one IO task. If it panics, `failed` turns the panic message into the input that
+    /// reports the IO as failed, so the turn does not wait for it forever.
+    fn spawn(
+        &mut self,
+        key: IoKey,
+        task: impl std::future::Future<Output = ()> + Send + 'static,
+        failed: impl FnOnce(String) -> Input + Send + 'static,
+    ) {
+        let ctx = self.ctx.clone();
+        let handle = tokio::spawn(async move {
+            if let Err(why) = crate::rt::catch_unwind(task).await {
+                report(&ctx, failed(why)).await;
+            }
+        })
+        .abort_handle();
         if let Some(old) = self.io.insert(key, handle) {
             old.abort();
         }
@@ -326,7 +366,26 @@ async fn prepare(ctx: Arc<Ctx>, session: SessionId, seq: Seq) {
         }
         (Err(error), _) | (_, Err(error)) => Input::PreparationFailed { session, seq, error },
     };
-    let _ = ctx.inbox.send(Msg::Input(input)).await;
+    report(&ctx, input).await;
+}
+
+/// Sends an IO result to the engine, unless the host is gone.
+async fn report(ctx: &Ctx, input: Input) {
+    if let Some(inbox) = ctx.inbox.upgrade() {
+        let _ = inbox.send(Msg::Input(input)).await;
+    }
+}
+
+/// The failure a stream reports when its provider panicked: not retryable (a provider error
+/// without a status), so the turn fails instead of panicking again.
+fn panicked(why: String) -> StepEvent {
+    StepEvent::Failed {
+        error: ProviderError {
+            class: ErrorClass::Provider,
+            message: format!("the provider failed: {why}"),
+            ..Default::default()
+        },
+    }
 }
 
 trait OrDefaultRow {
@@ -353,12 +412,11 @@ async fn read<T: Send + 'static>(
     f: impl FnOnce(&Reader) -> Result<T, crate::store::StoreError> + Send + 'static,
 ) -> Result<T, String> {
     let reader = ctx.reader.clone();
-    tokio::task::spawn_blocking(move || {
+    crate::rt::blocking(move || {
         let r = reader.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         f(&r).map_err(|e| e.to_string())
     })
-    .await
-    .map_err(|e| e.to_string())?
+    .await?
 }
 
 enum Stream {
@@ -404,7 +462,7 @@ async fn stream(ctx: Arc<Ctx>, which: Stream) {
         Err(e) => {
             let error =
                 ProviderError { class: ErrorClass::Transport, message: e, ..Default::default() };
-            let _ = ctx.inbox.send(Msg::Input(which.input(StepEvent::Failed { error }))).await;
+            report(&ctx, which.input(StepEvent::Failed { error })).await;
             return;
         }
     };
@@ -443,7 +501,8 @@ async fn stream(ctx: Arc<Ctx>, which: Stream) {
             _ => {}
         }
         let ends = matches!(event, StepEvent::Finished { .. } | StepEvent::Failed { .. });
-        if ctx.inbox.send(Msg::Input(which.input(event))).await.is_err() || ends {
+        report(&ctx, which.input(event)).await;
+        if ends {
             return;
         }
     }
@@ -452,7 +511,7 @@ async fn stream(ctx: Arc<Ctx>, which: Stream) {
         message: "the stream ended without a finish".to_owned(),
         ..Default::default()
     };
-    let _ = ctx.inbox.send(Msg::Input(which.input(StepEvent::Failed { error }))).await;
+    report(&ctx, which.input(StepEvent::Failed { error })).await;
 }
 
 async fn run_tool(ctx: Arc<Ctx>, call: CallIo, name: String, input: String) {
@@ -467,5 +526,5 @@ async fn run_tool(ctx: Arc<Ctx>, call: CallIo, name: String, input: String) {
             stop: None,
         },
     };
-    let _ = ctx.inbox.send(Msg::Input(Input::ToolResult { call, result })).await;
+    report(&ctx, Input::ToolResult { call, result }).await;
 }

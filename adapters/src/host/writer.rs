@@ -26,7 +26,7 @@ use turnstile_core::{MessageId, SessionId, StoreOp};
 
 use crate::events::{Hub, Update};
 use crate::record::{CompletionRecord, Cursor};
-use crate::store::{Store, StoreError, Txn, Write};
+use crate::store::{Store, Txn, Write};
 
 /// Where the acknowledgement of a structural transaction goes: the worker driving the session.
 pub(crate) type Ack = Box<dyn FnOnce(Result<(), String>) + Send>;
@@ -40,7 +40,7 @@ pub(crate) enum WriteReq {
 }
 
 /// Counters of the writer's work (benchmarks, tests).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct WriterStats {
     /// Physical SQLite transactions committed.
     pub commits: AtomicU64,
@@ -52,12 +52,69 @@ pub struct WriterStats {
     pub appends_in: AtomicU64,
     /// Commits that failed and were retried.
     pub retries: AtomicU64,
+    /// Logical transactions of only streamed text, released by the debouncer.
+    pub stream_txns: AtomicU64,
+    /// Structural logical transactions (acknowledged when durable).
+    pub durable_txns: AtomicU64,
+    /// How long held streamed writes waited from their first write until their commit was
+    /// durable: a histogram in 1 ms buckets, the last bucket counting everything longer.
+    stream_age_ms: Box<[AtomicU64]>,
+}
+
+/// Buckets of the streamed-write age histogram (1 ms each; the last holds longer ages).
+const AGE_BUCKETS: usize = 2_001;
+
+impl Default for WriterStats {
+    fn default() -> WriterStats {
+        WriterStats {
+            commits: AtomicU64::new(0),
+            txns: AtomicU64::new(0),
+            writes: AtomicU64::new(0),
+            appends_in: AtomicU64::new(0),
+            retries: AtomicU64::new(0),
+            stream_txns: AtomicU64::new(0),
+            durable_txns: AtomicU64::new(0),
+            stream_age_ms: (0..AGE_BUCKETS).map(|_| AtomicU64::new(0)).collect(),
+        }
+    }
+}
+
+impl WriterStats {
+    fn record_age(&self, age: Duration) {
+        let ms = usize::try_from(age.as_millis()).unwrap_or(usize::MAX).min(AGE_BUCKETS - 1);
+        self.stream_age_ms[ms].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The `q` quantile (0.0 to 1.0) of the age of streamed writes at their commit, in whole
+    /// milliseconds (rounded up to the bucket's end); `None` before any streamed write.
+    #[must_use]
+    pub fn stream_age_quantile_ms(&self, q: f64) -> Option<u64> {
+        let counts: Vec<u64> =
+            self.stream_age_ms.iter().map(|c| c.load(Ordering::Relaxed)).collect();
+        let total: u64 = counts.iter().sum();
+        if total == 0 {
+            return None;
+        }
+        // The rank of the quantile, from 1; float-to-int `as` saturates.
+        let rank = ((q.clamp(0.0, 1.0) * total as f64).ceil() as u64).max(1);
+        let mut seen = 0;
+        for (ms, c) in counts.iter().enumerate() {
+            seen += c;
+            if seen >= rank {
+                return Some(ms as u64 + 1);
+            }
+        }
+        Some(AGE_BUCKETS as u64)
+    }
 }
 
 /// Writer settings.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct WriterConfig {
     pub(crate) debounce: Duration,
+    /// One SQLite transaction for everything ready (true), or one per session transaction
+    /// (false: the baseline the group commit is measured against).
+    pub(crate) group_commit: bool,
     pub(crate) retry_for: Duration,
 }
 
@@ -76,7 +133,9 @@ pub(crate) struct Writer {
     /// Set to the stop message when the store failed for good.
     health: watch::Sender<Option<String>>,
     held: BTreeMap<SessionId, Held>,
-    ready: Vec<(Txn, Option<Ack>)>,
+    /// Transactions to write next, with their acknowledgement and, when they carry held
+    /// streamed writes, when the first of those was written.
+    ready: Vec<(Txn, Option<Ack>, Option<Instant>)>,
 }
 
 impl Writer {
@@ -137,12 +196,14 @@ impl Writer {
         match req {
             WriteReq::Txn { txn, ack: None } => self.hold(txn),
             WriteReq::Txn { mut txn, ack: Some(ack) } => {
+                let mut since = None;
                 if let Some(held) = self.held.remove(&txn.session) {
                     let mut writes = held.writes;
                     writes.append(&mut txn.writes);
                     txn.writes = writes;
+                    since = Some(held.since);
                 }
-                self.ready.push((txn, Some(ack)));
+                self.ready.push((txn, Some(ack), since));
             }
             WriteReq::Close(done) => return Some(done),
         }
@@ -175,30 +236,55 @@ impl Writer {
             .collect();
         for s in due {
             if let Some(h) = self.held.remove(&s) {
-                self.ready.push((Txn { session: s, writes: h.writes }, None));
+                self.ready.push((Txn { session: s, writes: h.writes }, None, Some(h.since)));
             }
         }
     }
 
     fn release_all(&mut self) {
         for (session, h) in std::mem::take(&mut self.held) {
-            self.ready.push((Txn { session, writes: h.writes }, None));
+            self.ready.push((Txn { session, writes: h.writes }, None, Some(h.since)));
         }
     }
 
-    /// Commits everything ready as one transaction (retrying, then failing stop), then
-    /// publishes and acknowledges.
+    /// Commits everything ready as one transaction (or one per session transaction without
+    /// group commit), then publishes and acknowledges.
     async fn write_ready(&mut self) {
-        if self.ready.is_empty() {
+        if self.config.group_commit {
+            let ready = std::mem::take(&mut self.ready);
+            self.write_batch(ready).await;
+        } else {
+            for one in std::mem::take(&mut self.ready) {
+                self.write_batch(vec![one]).await;
+            }
+        }
+    }
+
+    /// Commits one batch (retrying, then failing stop), then publishes and acknowledges.
+    async fn write_batch(&mut self, batch: Vec<(Txn, Option<Ack>, Option<Instant>)>) {
+        if batch.is_empty() {
             return;
         }
-        let (txns, acks): (Vec<Txn>, Vec<Option<Ack>>) =
-            std::mem::take(&mut self.ready).into_iter().unzip();
+        let mut txns = Vec::with_capacity(batch.len());
+        let mut acks = Vec::with_capacity(batch.len());
+        let mut since = Vec::new();
+        for (txn, ack, first) in batch {
+            txns.push(txn);
+            acks.push(ack);
+            since.extend(first);
+        }
         let result = self.commit_with_retry(txns).await;
         match result {
             Ok((txns, cursors)) => {
+                let now = Instant::now();
+                for first in since {
+                    self.stats.record_age(now.saturating_duration_since(first));
+                }
+                let durable = acks.iter().filter(|a| a.is_some()).count() as u64;
                 self.stats.commits.fetch_add(1, Ordering::Relaxed);
                 self.stats.txns.fetch_add(txns.len() as u64, Ordering::Relaxed);
+                self.stats.durable_txns.fetch_add(durable, Ordering::Relaxed);
+                self.stats.stream_txns.fetch_add(txns.len() as u64 - durable, Ordering::Relaxed);
                 let writes: usize = txns.iter().map(|t| t.writes.len()).sum();
                 self.stats.writes.fetch_add(writes as u64, Ordering::Relaxed);
                 let records = outcomes(&txns, &cursors);
@@ -208,11 +294,10 @@ impl Writer {
                     ack(Ok(()));
                 }
             }
-            Err(why) => {
+            Err(message) => {
                 // Fail-stop: nothing more will be written. Release the store (and its owner
                 // lock) at once, so the next start's recovery can decide the outcomes.
                 self.store = None;
-                let message = format!("engine stopped: storage failure: {why}");
                 self.hub.stop(&message);
                 self.health.send_replace(Some(message.clone()));
                 for ack in acks.into_iter().flatten() {
@@ -222,6 +307,8 @@ impl Writer {
         }
     }
 
+    /// Commits, retrying with backoff for the configured time. The error is the stop message
+    /// ("engine stopped: storage failure: <error>").
     async fn commit_with_retry(
         &mut self,
         mut txns: Vec<Txn>,
@@ -233,16 +320,16 @@ impl Writer {
         let mut delay = Duration::from_millis(10);
         loop {
             let Some(mut store) = self.store.take() else {
-                return Err("the store is closed".to_owned());
+                return Err(failure("the store is closed"));
             };
-            let joined = tokio::task::spawn_blocking(move || {
+            let joined = crate::rt::blocking(move || {
                 let r = store.commit(&txns);
                 (store, txns, r)
             })
             .await;
             let (store, back, result) = match joined {
                 Ok(parts) => parts,
-                Err(e) => return Err(format!("the store writer panicked: {e}")),
+                Err(e) => return Err(failure(&format!("the store writer panicked: {e}"))),
             };
             self.store = Some(store);
             txns = back;
@@ -255,21 +342,22 @@ impl Writer {
                     delay = (delay * 2).min(Duration::from_secs(1));
                     let _ = e;
                 }
-                Err(e) => return Err(describe(&e)),
+                Err(e) => return Err(failure(&e.to_string())),
             }
         }
     }
 
     fn close(&mut self) -> Result<(), String> {
         match self.store.take() {
-            Some(store) => store.close().map_err(|e| describe(&e)),
+            Some(store) => store.close().map_err(|e| failure(&e.to_string())),
             None => Ok(()),
         }
     }
 }
 
-fn describe(e: &StoreError) -> String {
-    e.to_string()
+/// The stop message of a storage failure (SPEC section 8).
+fn failure(error: &str) -> String {
+    format!("engine stopped: storage failure: {error}")
 }
 
 async fn sleep_until(at: Option<Instant>) {

@@ -1,0 +1,60 @@
+//! Runtime glue: the two places where the host's code differs under the simulator, and a
+//! panic guard for IO tasks.
+
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::task::Poll;
+
+/// Runs blocking work (SQLite) off the async worker threads. Under the simulator (`--cfg
+/// madsim`) it runs inline, as the simulation is single-threaded and its disk IO is real.
+pub(crate) async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, String> {
+    #[cfg(madsim)]
+    {
+        Ok(f())
+    }
+    #[cfg(not(madsim))]
+    {
+        tokio::task::spawn_blocking(f).await.map_err(|e| e.to_string())
+    }
+}
+
+/// Polls `fut`, turning a panic inside it into `Err(message)`, so an IO task that panics can
+/// still report a failure to the engine instead of leaving its turn waiting forever.
+pub(crate) async fn catch_unwind<F: Future>(fut: F) -> Result<F::Output, String> {
+    let mut fut = std::pin::pin!(fut);
+    std::future::poll_fn(move |cx| {
+        match std::panic::catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(cx))) {
+            Ok(Poll::Ready(v)) => Poll::Ready(Ok(v)),
+            Ok(Poll::Pending) => Poll::Pending,
+            Err(payload) => Poll::Ready(Err(panic_message(payload.as_ref()))),
+        }
+    })
+    .await
+}
+
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "a panic without a message".to_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[tokio::test]
+    async fn a_panic_becomes_an_error_and_a_value_passes_through() {
+        assert_eq!(super::catch_unwind(async { 7 }).await, Ok(7));
+        let got = super::catch_unwind(async {
+            if true {
+                panic!("tool exploded");
+            }
+        })
+        .await;
+        assert_eq!(got, Err("tool exploded".to_owned()));
+    }
+}
