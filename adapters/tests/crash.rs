@@ -14,9 +14,11 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
+use turnstile_adapters::provider::RequestMessage;
+use turnstile_adapters::record::REPAIR_RESULT;
 use turnstile_adapters::store::{RunState, Store, StoreConfig};
-use turnstile_adapters::{Answer, Host, HostConfig, ScriptedProvider, ToolSet};
-use turnstile_core::{RunId, Submit, Usage};
+use turnstile_adapters::{Answer, EchoTool, Host, HostConfig, Scripted, ScriptedProvider, ToolSet};
+use turnstile_core::{CallId, FinishReason, RunId, StepEvent, Submit, Usage};
 
 const ENV: &str = "TURNSTILE_CRASH_STORE";
 
@@ -35,9 +37,37 @@ fn crash_child() {
         .expect("runtime");
     rt.block_on(async move {
         let provider = ScriptedProvider::new(|req, n| {
+            let after_tools = matches!(req.messages.last(), Some(RequestMessage::ToolResults(_)));
             if n % 5 == 4 {
                 // Some steps fail and retry, so crashes also land in backoffs and resets.
                 return Answer::failure(503, "overloaded");
+            }
+            if n % 3 == 1 && !after_tools {
+                // Some steps reason, then call two tools that take a while: crashes land
+                // between a call and its result.
+                let call = |id: &str, input: &str| {
+                    Scripted::Event(StepEvent::ToolCall {
+                        id: CallId::new(id),
+                        name: "view".into(),
+                        input: input.into(),
+                    })
+                };
+                return Answer(vec![
+                    Scripted::Event(StepEvent::ReasoningStart),
+                    Scripted::Event(StepEvent::ReasoningDelta { text: "thinking".into() }),
+                    Scripted::Wait(2),
+                    Scripted::Event(StepEvent::ReasoningEnd { signature: Some("sig".into()) }),
+                    Scripted::Event(StepEvent::ToolInputStart {
+                        id: CallId::new("c1"),
+                        name: "view".into(),
+                    }),
+                    call("c1", "{}"),
+                    call("c2", "{\"p\":1}"),
+                    Scripted::Event(StepEvent::Finished {
+                        reason: FinishReason::ToolCalls,
+                        usage: None,
+                    }),
+                ]);
             }
             let text = format!("answer to {}", req.last_user_text().unwrap_or(""));
             Answer::streamed(
@@ -49,7 +79,7 @@ fn crash_child() {
         });
         let mut config = HostConfig::new(&path);
         config.workers = 2;
-        let tools = ToolSet::new();
+        let tools = ToolSet::new().with(EchoTool { name: "view".into(), delay_ms: 15 });
         let host = Host::open(config, Arc::new(provider), tools).await.expect("open");
         let mut handles = Vec::new();
         for i in 0.. {
@@ -81,6 +111,8 @@ fn killed_at_many_points_recovery_keeps_every_promise() {
     let exe = std::env::current_exe().expect("test binary");
     let mut accepted: Vec<String> = Vec::new();
     let mut heard: BTreeMap<String, String> = BTreeMap::new();
+    let mut totals = Totals::default();
+    let mut totals = Totals::default();
     for (round, kill_after) in KILL_AFTER_MS.iter().enumerate() {
         let mut child = Command::new(&exe)
             .args(["--exact", "crash_child", "--ignored", "--nocapture", "--test-threads=1"])
@@ -109,9 +141,9 @@ fn killed_at_many_points_recovery_keeps_every_promise() {
                 _ => {}
             }
         }
-        check(&path, &accepted, &heard, round);
+        check(&path, &accepted, &heard, round, &mut totals);
         eprintln!(
-            "round {round}: killed after {kill_after} ms; {} accepted, {} heard so far",
+            "round {round}: killed after {kill_after} ms; {} accepted, {} heard so far; {totals:?}",
             accepted.len(),
             heard.len()
         );
@@ -122,6 +154,18 @@ fn killed_at_many_points_recovery_keeps_every_promise() {
         accepted.len()
     );
     assert!(!heard.is_empty(), "no run finished before a kill: the kill points are too early");
+    // The kills must have landed mid-run for the test to mean anything.
+    assert!(totals.recovered > 0, "no kill left an unfinished submission to recover: {totals:?}");
+    assert!(totals.repaired > 0, "no kill landed between a tool call and its result: {totals:?}");
+}
+
+/// What the rounds' recoveries found, to show the kills landed where they matter.
+#[derive(Debug, Default)]
+struct Totals {
+    /// Submissions recovery ended `interrupted`.
+    recovered: usize,
+    /// Tool results recovery wrote because the process died between a call and its result.
+    repaired: usize,
 }
 
 /// Opens the store (running recovery) and checks every promise of SPEC 4.12 and section 5.
@@ -130,8 +174,10 @@ fn check(
     accepted: &[String],
     heard: &BTreeMap<String, String>,
     round: usize,
+    totals: &mut Totals,
 ) {
     let opened = Store::open(&StoreConfig::new(path)).expect("reopen after kill");
+    totals.recovered += opened.recovered.len();
     let reader = opened.store.reader().expect("reader");
     reader.integrity_check().unwrap_or_else(|e| panic!("round {round}: integrity: {e}"));
     let runs = reader.runs().expect("runs");
@@ -162,10 +208,16 @@ fn check(
             );
         }
     }
+    let mut repaired = 0;
     for s in reader.sessions().expect("sessions") {
         let problems = reader.protocol_problems(&s.id).expect("read");
         assert!(problems.is_empty(), "round {round}: session {}: {problems:?}", s.id);
+        for m in reader.messages(&s.id).expect("messages") {
+            repaired += m.results.iter().filter(|r| r.content == REPAIR_RESULT).count();
+        }
     }
+    // Repairs accumulate across rounds in the same store: count the new ones.
+    totals.repaired = totals.repaired.max(repaired);
     let max_seq = runs.iter().map(|r| r.seq).max();
     assert!(opened.start.next_seq > max_seq, "round {round}: sequences continue above the ledger");
     drop(reader);

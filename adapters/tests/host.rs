@@ -684,3 +684,41 @@ async fn after_a_storage_failure_finished_runs_are_still_answered_by_sequence() 
     assert_eq!(host.wait_seq(r0.seq).await.expect("recorded").outcome, Outcome::Completed);
     assert_eq!(host.wait(&RunId::new("r0")).await.expect("recorded").outcome, Outcome::Completed);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flush_writes_held_streamed_text_at_once() {
+    let dir = tempfile::tempdir().expect("dir");
+    let mut c = config(&dir);
+    // A debounce window far longer than the test: only a flush can write the text.
+    c.debounce = Duration::from_secs(60);
+    let provider = ScriptedProvider::new(|_, _| {
+        Answer(vec![
+            Scripted::Event(StepEvent::TextDelta { text: "held ".into() }),
+            Scripted::Event(StepEvent::TextDelta { text: "text".into() }),
+            Scripted::Hang,
+        ])
+    });
+    let host = open(&c, provider).await;
+    host.submit(Submit::new("s", "go").with_run_id("r")).await.expect("ok");
+    let text = |host: Host| async move {
+        host.read(|r| r.messages(&SessionId::new("s")))
+            .await
+            .expect("read")
+            .iter()
+            .filter(|m| m.role == turnstile_adapters::store::StoredRole::Assistant)
+            .map(|m| m.text.clone())
+            .collect::<String>()
+    };
+    let mut seen = String::new();
+    for _ in 0..1_000 {
+        host.flush().await.expect("flush");
+        seen = text(host.clone()).await;
+        if seen == "held text" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    assert_eq!(seen, "held text", "flush wrote the held deltas");
+    host.shutdown().await.expect("shutdown");
+    assert_eq!(host.flush().await, Ok(()), "after a clean shutdown everything is durable");
+}

@@ -178,6 +178,8 @@ struct Inner {
     hub: Arc<Hub>,
     reader: Arc<Mutex<Reader>>,
     stats: Arc<WriterStats>,
+    /// The store writer, for `flush`. Weak: the writer ends when the engine task does.
+    writer: mpsc::WeakUnboundedSender<writer::WriteReq>,
     recovered: Vec<(Cursor, CompletionRecord)>,
 }
 
@@ -225,6 +227,7 @@ impl Host {
         let stats = Arc::new(WriterStats::default());
         let (health_tx, health_rx) = watch::channel(None);
         let (write_tx, write_rx) = mpsc::unbounded_channel();
+        let weak_writer = write_tx.downgrade();
         let writer_config = writer::WriterConfig {
             debounce: config.debounce,
             group_commit: config.group_commit,
@@ -267,7 +270,14 @@ impl Host {
             stopping: Vec::new(),
         };
         tokio::spawn(task.run());
-        let inner = Inner { inbox: inbox_tx, hub, reader, stats, recovered: opened.recovered };
+        let inner = Inner {
+            inbox: inbox_tx,
+            hub,
+            reader,
+            stats,
+            writer: weak_writer,
+            recovered: opened.recovered,
+        };
         Ok(Host { inner: Arc::new(inner) })
     }
 
@@ -480,6 +490,22 @@ impl Host {
             SubmitError::Rejected(_) => Ok(()),
             SubmitError::Stopped(why) | SubmitError::Invalid(why) => Err(why),
         })
+    }
+
+    /// Writes every held (debounced) streamed write now and returns once everything sent to
+    /// the store so far is durable: the flush-all of SPEC 9.
+    ///
+    /// # Errors
+    /// The stop message when the store failed.
+    pub async fn flush(&self) -> Result<(), String> {
+        let (tx, rx) = oneshot::channel();
+        let Some(writer) = self.inner.writer.upgrade() else {
+            // After a clean shutdown everything is durable already.
+            return if self.inner.hub.is_closed() { Ok(()) } else { Err(self.stop_message()) };
+        };
+        writer.send(writer::WriteReq::Flush(tx)).map_err(|_| self.stop_message())?;
+        drop(writer);
+        rx.await.unwrap_or_else(|_| Err(self.stop_message()))
     }
 
     /// The stop message once the host stopped (a storage failure, an internal error).

@@ -35,6 +35,8 @@ pub(crate) type Ack = Box<dyn FnOnce(Result<(), String>) + Send>;
 pub(crate) enum WriteReq {
     /// One transaction of one session. `ack: None` marks a streaming-only (coalescible) one.
     Txn { txn: Txn, ack: Option<Ack> },
+    /// Write everything held now (debounced streams too) and answer once it is durable.
+    Flush(oneshot::Sender<Result<(), String>>),
     /// Flush, checkpoint and close the store; answer with the result.
     Close(oneshot::Sender<Result<(), String>>),
 }
@@ -136,6 +138,8 @@ pub(crate) struct Writer {
     /// Transactions to write next, with their acknowledgement and, when they carry held
     /// streamed writes, when the first of those was written.
     ready: Vec<(Txn, Option<Ack>, Option<Instant>)>,
+    /// Callers of a flush, answered after the next write.
+    flushed: Vec<oneshot::Sender<Result<(), String>>>,
 }
 
 impl Writer {
@@ -156,6 +160,7 @@ impl Writer {
             health,
             held: BTreeMap::new(),
             ready: Vec::new(),
+            flushed: Vec::new(),
         }
     }
 
@@ -204,6 +209,10 @@ impl Writer {
                     since = Some(held.since);
                 }
                 self.ready.push((txn, Some(ack), since));
+            }
+            WriteReq::Flush(done) => {
+                self.release_all();
+                self.flushed.push(done);
             }
             WriteReq::Close(done) => return Some(done),
         }
@@ -257,6 +266,13 @@ impl Writer {
             for one in std::mem::take(&mut self.ready) {
                 self.write_batch(vec![one]).await;
             }
+        }
+        let result = match self.health.borrow().clone() {
+            Some(why) => Err(why),
+            None => Ok(()),
+        };
+        for f in self.flushed.drain(..) {
+            let _ = f.send(result.clone());
         }
     }
 
