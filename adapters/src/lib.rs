@@ -36,6 +36,8 @@
 pub mod events;
 pub mod history;
 pub mod host;
+#[cfg_attr(not(feature = "mutants"), allow(dead_code))]
+mod mutants;
 pub mod provider;
 pub mod record;
 mod rt;
@@ -44,6 +46,8 @@ pub mod tool;
 
 pub use events::{Completions, Event, Update, Updates, WaitError};
 pub use host::{Host, HostConfig, OpenError, SubmitError, Submitted, WriterStats};
+#[cfg(feature = "mutants")]
+pub use mutants::HostMutant;
 pub use provider::{
     Answer, EventSink, ModelInfo, ModelRequest, Provider, Scripted, ScriptedProvider,
 };

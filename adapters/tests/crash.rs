@@ -106,14 +106,42 @@ fn crash_child() {
 
 #[test]
 fn killed_at_many_points_recovery_keeps_every_promise() {
+    let totals = rounds(&KILL_AFTER_MS, |path| StoreConfig::new(path));
+    // The kills must have landed mid-run for the test to mean anything.
+    assert!(totals.recovered > 0, "no kill left an unfinished submission to recover: {totals:?}");
+    assert!(totals.repaired > 0, "no kill landed between a tool call and its result: {totals:?}");
+}
+
+/// The crash test finds the store-level mutant in its scope (SPEC 10): a recovery that leaves
+/// tool calls without results fails the protocol-legal check after some kill.
+#[cfg(feature = "mutants")]
+#[test]
+fn the_crash_test_finds_a_recovery_that_leaves_calls_without_results() {
+    let armed = |path: &std::path::Path| {
+        let mut c = StoreConfig::new(path);
+        c.mutant = Some(turnstile_adapters::HostMutant::RecoveryLeavesOrphans);
+        c
+    };
+    let caught = std::panic::catch_unwind(|| rounds(&KILL_AFTER_MS, armed));
+    let payload = caught.expect_err("the mutant went unnoticed by every round");
+    let message = payload
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| payload.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+        .unwrap_or_default();
+    assert!(message.contains("no result"), "failed for another reason: {message}");
+}
+
+/// Runs a child host killed at each point, checking the store after each kill (opened with
+/// `store`, which runs recovery). Panics on the first broken promise.
+fn rounds(kills: &[u64], store: impl Fn(&std::path::Path) -> StoreConfig) -> Totals {
     let dir = tempfile::tempdir().expect("dir");
     let path = dir.path().join("crash.db");
     let exe = std::env::current_exe().expect("test binary");
     let mut accepted: Vec<String> = Vec::new();
     let mut heard: BTreeMap<String, String> = BTreeMap::new();
     let mut totals = Totals::default();
-    let mut totals = Totals::default();
-    for (round, kill_after) in KILL_AFTER_MS.iter().enumerate() {
+    for (round, kill_after) in kills.iter().enumerate() {
         let mut child = Command::new(&exe)
             .args(["--exact", "crash_child", "--ignored", "--nocapture", "--test-threads=1"])
             .env(ENV, &path)
@@ -141,7 +169,7 @@ fn killed_at_many_points_recovery_keeps_every_promise() {
                 _ => {}
             }
         }
-        check(&path, &accepted, &heard, round, &mut totals);
+        check(&store(&path), &accepted, &heard, round, &mut totals);
         eprintln!(
             "round {round}: killed after {kill_after} ms; {} accepted, {} heard so far; {totals:?}",
             accepted.len(),
@@ -149,14 +177,12 @@ fn killed_at_many_points_recovery_keeps_every_promise() {
         );
     }
     assert!(
-        accepted.len() >= KILL_AFTER_MS.len(),
+        accepted.len() >= kills.len(),
         "the child accepted too little to test anything: {}",
         accepted.len()
     );
     assert!(!heard.is_empty(), "no run finished before a kill: the kill points are too early");
-    // The kills must have landed mid-run for the test to mean anything.
-    assert!(totals.recovered > 0, "no kill left an unfinished submission to recover: {totals:?}");
-    assert!(totals.repaired > 0, "no kill landed between a tool call and its result: {totals:?}");
+    totals
 }
 
 /// What the rounds' recoveries found, to show the kills landed where they matter.
@@ -170,13 +196,13 @@ struct Totals {
 
 /// Opens the store (running recovery) and checks every promise of SPEC 4.12 and section 5.
 fn check(
-    path: &std::path::Path,
+    config: &StoreConfig,
     accepted: &[String],
     heard: &BTreeMap<String, String>,
     round: usize,
     totals: &mut Totals,
 ) {
-    let opened = Store::open(&StoreConfig::new(path)).expect("reopen after kill");
+    let opened = Store::open(config).expect("reopen after kill");
     totals.recovered += opened.recovered.len();
     let reader = opened.store.reader().expect("reader");
     reader.integrity_check().unwrap_or_else(|e| panic!("round {round}: integrity: {e}"));

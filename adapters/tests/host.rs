@@ -722,3 +722,33 @@ async fn flush_writes_held_streamed_text_at_once() {
     host.shutdown().await.expect("shutdown");
     assert_eq!(host.flush().await, Ok(()), "after a clean shutdown everything is durable");
 }
+
+/// I9 through the host: when a RunComplete is published, its text is durable in the store,
+/// even with a debounce window far longer than the turn (the final flush carries it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_complete_is_published_after_its_text_is_durable() {
+    let dir = tempfile::tempdir().expect("dir");
+    let mut c = config(&dir);
+    c.debounce = Duration::from_secs(30);
+    let provider = ScriptedProvider::new(|_, _| {
+        Answer(vec![
+            Scripted::Event(StepEvent::TextDelta { text: "all ".into() }),
+            Scripted::Event(StepEvent::TextDelta { text: "of it".into() }),
+            Scripted::Wait(5),
+            Scripted::Event(StepEvent::Finished { reason: FinishReason::Stop, usage: None }),
+        ])
+    });
+    let host = open(&c, provider).await;
+    host.submit(Submit::new("s", "go").with_run_id("r")).await.expect("ok");
+    let done = host.wait(&RunId::new("r")).await.expect("done");
+    let stored: String = host
+        .read(|r| r.messages(&SessionId::new("s")))
+        .await
+        .expect("read")
+        .iter()
+        .filter(|m| m.role == turnstile_adapters::store::StoredRole::Assistant)
+        .map(|m| m.text.clone())
+        .collect();
+    assert_eq!(Some(stored.as_str()), done.text.as_deref());
+    host.shutdown().await.expect("shutdown");
+}

@@ -228,8 +228,10 @@ impl Host {
         let (health_tx, health_rx) = watch::channel(None);
         let (write_tx, write_rx) = mpsc::unbounded_channel();
         let weak_writer = write_tx.downgrade();
+        let armed = crate::mutants::Armed::of(&config.store);
         let writer_config = writer::WriterConfig {
             debounce: config.debounce,
+            armed,
             group_commit: config.group_commit,
             retry_for: config.store_retry,
         };
@@ -250,6 +252,7 @@ impl Host {
             reader: Arc::new(Mutex::new(worker_reader)),
             inbox: inbox_tx.downgrade(),
             writer: write_tx.clone(),
+            armed,
         });
         let mut workers = Vec::new();
         for _ in 0..config.workers.max(1) {

@@ -24,6 +24,7 @@ use turnstile_core::{
 use super::writer::WriteReq;
 use super::{Msg, SubmitError, Submitted};
 use crate::history;
+use crate::mutants::HostMutant;
 use crate::provider::{EventSink, ModelRequest, Provider, RequestKind};
 use crate::store::{NewRun, Reader, Txn, Write};
 use crate::tool::{ToolCall, ToolSet};
@@ -63,6 +64,7 @@ pub(crate) struct Ctx {
     /// Weak: IO tasks must not keep the engine alive once every `Host` handle is gone.
     pub(crate) inbox: mpsc::WeakSender<Msg>,
     pub(crate) writer: mpsc::UnboundedSender<WriteReq>,
+    pub(crate) armed: crate::mutants::Armed,
 }
 
 /// The running IO a later abort names.
@@ -194,7 +196,12 @@ impl Worker {
                 }
                 Deferred::Action(Action::Accept { run, submitted, reply }) => {
                     p.open.push(Write::Accept(run));
-                    p.queue.push_front(Deferred::Reply(reply, Ok(submitted)));
+                    if self.ctx.armed.is(HostMutant::ReplyBeforeDurable) {
+                        // The bug: the caller hears "accepted" before the row is durable.
+                        let _ = reply.send(Ok(submitted));
+                    } else {
+                        p.queue.push_front(Deferred::Reply(reply, Ok(submitted)));
+                    }
                     self.commit(session);
                 }
                 Deferred::Action(Action::Output(kind)) => self.perform(session, kind),

@@ -25,6 +25,7 @@ use tokio::time::Instant;
 use turnstile_core::{MessageId, SessionId, StoreOp};
 
 use crate::events::{Hub, Update};
+use crate::mutants::HostMutant;
 use crate::record::{CompletionRecord, Cursor};
 use crate::store::{Store, Txn, Write};
 
@@ -114,6 +115,7 @@ impl WriterStats {
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct WriterConfig {
     pub(crate) debounce: Duration,
+    pub(crate) armed: crate::mutants::Armed,
     /// One SQLite transaction for everything ready (true), or one per session transaction
     /// (false: the baseline the group commit is measured against).
     pub(crate) group_commit: bool,
@@ -202,7 +204,10 @@ impl Writer {
             WriteReq::Txn { txn, ack: None } => self.hold(txn),
             WriteReq::Txn { mut txn, ack: Some(ack) } => {
                 let mut since = None;
-                if let Some(held) = self.held.remove(&txn.session) {
+                let overtakes = self.config.armed.is(HostMutant::StructuralOvertakesHeld);
+                // The bug `structural_overtakes_held` leaves the held writes for later.
+                let held = if overtakes { None } else { self.held.remove(&txn.session) };
+                if let Some(held) = held {
                     let mut writes = held.writes;
                     writes.append(&mut txn.writes);
                     txn.writes = writes;
@@ -289,6 +294,12 @@ impl Writer {
             acks.push(ack);
             since.extend(first);
         }
+        let early = self.config.armed.is(HostMutant::PublishBeforeCommit);
+        if early {
+            // The bug: outcomes are published before the commit that records them.
+            let provisional: Vec<Cursor> = (0..outcome_count(&txns)).map(|_| Cursor(0)).collect();
+            self.hub.committed(&outcomes(&txns, &provisional));
+        }
         let result = self.commit_with_retry(txns).await;
         match result {
             Ok((txns, cursors)) => {
@@ -303,8 +314,9 @@ impl Writer {
                 self.stats.stream_txns.fetch_add(txns.len() as u64 - durable, Ordering::Relaxed);
                 let writes: usize = txns.iter().map(|t| t.writes.len()).sum();
                 self.stats.writes.fetch_add(writes as u64, Ordering::Relaxed);
-                let records = outcomes(&txns, &cursors);
-                self.hub.committed(&records);
+                if !early {
+                    self.hub.committed(&outcomes(&txns, &cursors));
+                }
                 announce(&self.hub, &txns);
                 for ack in acks.into_iter().flatten() {
                     ack(Ok(()));
@@ -405,6 +417,14 @@ fn coalesce(last: &mut Write, next: &StoreOp) -> bool {
     }
 }
 
+/// The number of outcomes a batch records.
+fn outcome_count(txns: &[Txn]) -> usize {
+    txns.iter()
+        .flat_map(|t| &t.writes)
+        .filter(|w| matches!(w, Write::Op(StoreOp::LedgerOutcome { .. })))
+        .count()
+}
+
 /// The outcomes a batch recorded, with the cursors the store assigned, in order.
 fn outcomes(txns: &[Txn], cursors: &[Cursor]) -> Vec<(Cursor, CompletionRecord)> {
     let completions = txns.iter().flat_map(|t| &t.writes).filter_map(|w| match w {
@@ -413,14 +433,7 @@ fn outcomes(txns: &[Txn], cursors: &[Cursor]) -> Vec<(Cursor, CompletionRecord)>
         }
         _ => None,
     });
-    debug_assert_eq!(
-        txns.iter()
-            .flat_map(|t| &t.writes)
-            .filter(|w| matches!(w, Write::Op(StoreOp::LedgerOutcome { .. })))
-            .count(),
-        cursors.len(),
-        "one cursor per recorded outcome"
-    );
+    debug_assert_eq!(outcome_count(txns), cursors.len(), "one cursor per recorded outcome");
     cursors.iter().copied().zip(completions).collect()
 }
 

@@ -42,13 +42,22 @@ pub struct StoreConfig {
     pub synchronous: Synchronous,
     /// Failures to inject (tests only; `None` in production).
     pub faults: Option<Faults>,
+    /// The bug the host pretends to have (test builds with the `mutants` feature only).
+    #[cfg(feature = "mutants")]
+    pub mutant: Option<crate::HostMutant>,
 }
 
 impl StoreConfig {
     /// A durable store at this path, without injected faults.
     #[must_use]
     pub fn new(path: impl Into<PathBuf>) -> StoreConfig {
-        StoreConfig { path: path.into(), synchronous: Synchronous::Full, faults: None }
+        StoreConfig {
+            path: path.into(),
+            synchronous: Synchronous::Full,
+            faults: None,
+            #[cfg(feature = "mutants")]
+            mutant: None,
+        }
     }
 }
 
@@ -198,7 +207,8 @@ impl Store {
         conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
         schema::migrate(&mut conn)?;
         let mut last_cursor = read::newest_cursor(&conn)?.0;
-        let recovered = recovery::recover(&mut conn, &mut last_cursor)?;
+        let armed = crate::mutants::Armed::of(config);
+        let recovered = recovery::recover(&mut conn, &mut last_cursor, armed)?;
         let start = read::start(&conn)?;
         let store = Store { conn, config: config.clone(), last_cursor, _lock: lock };
         Ok(Opened { store, start, recovered })

@@ -21,6 +21,7 @@ use turnstile_core::{INTERRUPTED_TITLE, MessageFinish, MessageId, RunId, Seq, Se
 use super::StoreError;
 use super::apply::finish_json;
 use super::schema::{int, outcome_text, to_json, uint};
+use crate::mutants::{Armed, HostMutant};
 use crate::record::{CompletionRecord, Cursor, RECOVERY_MESSAGE, REPAIR_RESULT};
 
 /// One unfinished ledger row.
@@ -39,6 +40,7 @@ struct Unfinished {
 pub(super) fn recover(
     conn: &mut Connection,
     last_cursor: &mut u64,
+    armed: Armed,
 ) -> Result<Vec<(Cursor, CompletionRecord)>, StoreError> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let mut cursor = *last_cursor;
@@ -66,7 +68,7 @@ pub(super) fn recover(
         ])?;
         recovered.push((Cursor(cursor), record));
     }
-    repair_messages(&tx)?;
+    repair_messages(&tx, armed)?;
     tx.commit()?;
     *last_cursor = cursor;
     Ok(recovered)
@@ -118,7 +120,7 @@ fn last_assistant(conn: &Connection, run: &Unfinished) -> Result<(MessageId, Str
 
 /// Finishes messages, reasoning and tool calls, writes the missing results, deletes partial
 /// summaries.
-fn repair_messages(conn: &Connection) -> Result<(), StoreError> {
+fn repair_messages(conn: &Connection, armed: Armed) -> Result<(), StoreError> {
     let finish = finish_json(&MessageFinish::Error {
         title: INTERRUPTED_TITLE.to_owned(),
         message: RECOVERY_MESSAGE.to_owned(),
@@ -132,6 +134,11 @@ fn repair_messages(conn: &Connection) -> Result<(), StoreError> {
         [],
     )?;
     conn.execute("UPDATE tool_calls SET input = '{}', finished = 1 WHERE finished = 0", [])?;
+    if armed.is(HostMutant::RecoveryLeavesOrphans) {
+        // The bug: calls without a result stay without one.
+        conn.execute("DELETE FROM messages WHERE finish IS NULL AND role = 'summary'", [])?;
+        return Ok(());
+    }
     conn.execute(
         "INSERT INTO tool_results (message, call, content, is_error, synthetic) \
          SELECT c.message, c.call, ?1, 1, 1 \

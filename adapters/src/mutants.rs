@@ -1,0 +1,85 @@
+//! Test-only bugs of the reference host (SPEC 10 "Mutants"), switchable with the `mutants`
+//! feature through `StoreConfig::mutant`. Each is a plausible mistake in the host's IO
+//! around the core; the host's tests and the crash test must find every one
+//! (`tests/mutants.rs` shows how each is found), and the simulator will hunt them too. Without
+//! the feature no switch exists and every check is the constant `false`.
+
+use crate::store::StoreConfig;
+
+/// A bug the host can be built to have.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
+pub enum HostMutant {
+    /// The store writer publishes outcomes (wakes waiters, advances the completion stream)
+    /// before the commit that records them (SPEC 4.12, I9).
+    PublishBeforeCommit,
+    /// The acceptance reply is sent before the submission's ledger row is durable (SPEC 4.12).
+    ReplyBeforeDurable,
+    /// A structural transaction does not carry its session's held streamed writes first: they
+    /// are written later, after the RunComplete that should follow them (SPEC 4.12, I9).
+    StructuralOvertakesHeld,
+    /// Crash recovery does not write results for tool calls that have none (SPEC 4.12, I8).
+    RecoveryLeavesOrphans,
+}
+
+impl HostMutant {
+    /// Every mutant.
+    pub const ALL: &'static [HostMutant] = &[
+        HostMutant::PublishBeforeCommit,
+        HostMutant::ReplyBeforeDurable,
+        HostMutant::StructuralOvertakesHeld,
+        HostMutant::RecoveryLeavesOrphans,
+    ];
+
+    /// The mutant's name in `snake_case`.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            HostMutant::PublishBeforeCommit => "publish_before_commit",
+            HostMutant::ReplyBeforeDurable => "reply_before_durable",
+            HostMutant::StructuralOvertakesHeld => "structural_overtakes_held",
+            HostMutant::RecoveryLeavesOrphans => "recovery_leaves_orphans",
+        }
+    }
+
+    /// The mutant with this name.
+    #[must_use]
+    pub fn from_name(name: &str) -> Option<HostMutant> {
+        HostMutant::ALL.iter().copied().find(|m| m.name() == name)
+    }
+}
+
+/// Which mutant a host runs with; without the `mutants` feature, none (a zero-sized value).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Armed {
+    #[cfg(feature = "mutants")]
+    mutant: Option<HostMutant>,
+}
+
+impl Armed {
+    pub(crate) fn of(config: &StoreConfig) -> Armed {
+        #[cfg(feature = "mutants")]
+        {
+            Armed { mutant: config.mutant }
+        }
+        #[cfg(not(feature = "mutants"))]
+        {
+            let _ = config;
+            Armed {}
+        }
+    }
+
+    /// True when the host pretends to have this bug.
+    #[inline]
+    pub(crate) fn is(self, which: HostMutant) -> bool {
+        #[cfg(feature = "mutants")]
+        {
+            self.mutant == Some(which)
+        }
+        #[cfg(not(feature = "mutants"))]
+        {
+            let _ = which;
+            false
+        }
+    }
+}

@@ -1,0 +1,140 @@
+//! The host's mutants (SPEC 10, `src/mutants.rs`): each, switched on, makes a specific
+//! difference that a test of the real host rejects. Each case names that test; the crash
+//! test's own mutant case is in `tests/crash.rs`.
+
+#![cfg(feature = "mutants")]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use turnstile_adapters::store::{Fault, Faults, RunState, StoredRole};
+use turnstile_adapters::{
+    Answer, Host, HostConfig, HostMutant, Scripted, ScriptedProvider, SubmitError, ToolSet,
+};
+use turnstile_core::{FinishReason, Outcome, RunId, SessionId, StepEvent, Submit, Usage};
+
+fn config(dir: &tempfile::TempDir, mutant: HostMutant) -> HostConfig {
+    let mut c = HostConfig::new(dir.path().join("store.db"));
+    c.workers = 2;
+    c.store.mutant = Some(mutant);
+    c
+}
+
+async fn open(c: &HostConfig, p: ScriptedProvider) -> Host {
+    Host::open(c.clone(), Arc::new(p), ToolSet::new()).await.expect("open")
+}
+
+fn echo() -> ScriptedProvider {
+    ScriptedProvider::new(|_, _| Answer::streamed("echo", 2, 1, Usage::default()))
+}
+
+#[test]
+fn every_mutant_has_a_case_here_or_in_the_crash_test() {
+    let names: Vec<&str> = HostMutant::ALL.iter().map(|m| m.name()).collect();
+    assert_eq!(
+        names,
+        [
+            "publish_before_commit",
+            "reply_before_durable",
+            "structural_overtakes_held",
+            "recovery_leaves_orphans"
+        ]
+    );
+    for m in HostMutant::ALL {
+        assert_eq!(HostMutant::from_name(m.name()), Some(*m));
+    }
+}
+
+/// Rejected by `a_persistent_store_failure_stops_the_engine_and_recovery_decides_on_restart`:
+/// a waiter hears an outcome that was never recorded, and recovery later decides another.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn publish_before_commit_publishes_an_outcome_the_ledger_never_had() {
+    let dir = tempfile::tempdir().expect("dir");
+    let mut c = config(&dir, HostMutant::PublishBeforeCommit);
+    c.store_retry = Duration::from_millis(100);
+    let faults = Faults::default();
+    c.store.faults = Some(faults.clone());
+    let host = open(&c, ScriptedProvider::new(|_, _| Answer::hang())).await;
+    host.submit(Submit::new("s", "x").with_run_id("r1")).await.expect("accepted");
+    while host.read(|r| Ok(r.run(&RunId::new("r1"))?.map(|r| r.state))).await.expect("read")
+        != Some(RunState::Active)
+    {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    faults.fail_always(Fault::DiskFull);
+    let waiter = {
+        let host = host.clone();
+        tokio::spawn(async move { host.wait(&RunId::new("r1")).await })
+    };
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    host.cancel(&SessionId::new("s")).await.expect("cancel");
+    let heard = waiter.await.expect("join").expect("the mutant publishes an outcome");
+    assert_eq!(heard.outcome, Outcome::Cancelled);
+    let _ = host.shutdown().await;
+    drop(host);
+    faults.clear();
+    let mut again = None;
+    for _ in 0..200 {
+        if let Ok(h) = Host::open(c.clone(), Arc::new(echo()), ToolSet::new()).await {
+            again = Some(h);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let again = again.expect("reopened");
+    let recorded = again.wait(&RunId::new("r1")).await.expect("recorded");
+    assert_eq!(recorded.outcome, Outcome::Interrupted, "published cancelled, recorded interrupted");
+    again.shutdown().await.expect("shutdown");
+}
+
+/// Rejected by `after_a_storage_failure_finished_runs_are_still_answered_by_sequence` (a
+/// submission whose row cannot be written is answered with the stop): the caller hears
+/// "accepted" for a RunId the ledger never holds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reply_before_durable_accepts_a_run_that_is_never_recorded() {
+    let dir = tempfile::tempdir().expect("dir");
+    let mut c = config(&dir, HostMutant::ReplyBeforeDurable);
+    c.store_retry = Duration::from_millis(100);
+    let faults = Faults::default();
+    c.store.faults = Some(faults.clone());
+    let host = open(&c, echo()).await;
+    faults.fail_always(Fault::ReadOnly);
+    let reply = host.submit(Submit::new("s", "never durable").with_run_id("r1")).await;
+    assert!(reply.is_ok(), "the mutant answers before the commit: {reply:?}");
+    let stopped = host.wait(&RunId::new("r1")).await;
+    assert!(stopped.is_err(), "{stopped:?}");
+    assert!(!matches!(host.submit(Submit::new("s", "y")).await, Err(SubmitError::Rejected(_))));
+    let row = host.read(|r| r.run(&RunId::new("r1"))).await.expect("read");
+    assert_eq!(row, None, "accepted, yet the ledger has no row for it");
+}
+
+/// Rejected by `a_run_complete_is_published_after_its_text_is_durable`: when the RunComplete
+/// is published, the store does not hold the text it reports.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn structural_overtakes_held_publishes_before_the_text_is_stored() {
+    let dir = tempfile::tempdir().expect("dir");
+    let mut c = config(&dir, HostMutant::StructuralOvertakesHeld);
+    c.debounce = Duration::from_secs(30);
+    let provider = ScriptedProvider::new(|_, _| {
+        Answer(vec![
+            Scripted::Event(StepEvent::TextDelta { text: "all ".into() }),
+            Scripted::Event(StepEvent::TextDelta { text: "of it".into() }),
+            Scripted::Wait(5),
+            Scripted::Event(StepEvent::Finished { reason: FinishReason::Stop, usage: None }),
+        ])
+    });
+    let host = open(&c, provider).await;
+    host.submit(Submit::new("s", "go").with_run_id("r")).await.expect("ok");
+    let done = host.wait(&RunId::new("r")).await.expect("done");
+    assert_eq!(done.text.as_deref(), Some("all of it"));
+    let stored: String = host
+        .read(|r| r.messages(&SessionId::new("s")))
+        .await
+        .expect("read")
+        .iter()
+        .filter(|m| m.role == StoredRole::Assistant)
+        .map(|m| m.text.clone())
+        .collect();
+    assert_eq!(stored, "", "the RunComplete was published before its text was written");
+    let _ = host.shutdown().await;
+}
