@@ -104,6 +104,60 @@ fn crash_child() {
     });
 }
 
+/// Child mode of `a_second_process_is_refused_and_runs_no_recovery`: tries to open the store
+/// and prints what happened.
+#[test]
+#[ignore = "run by `a_second_process_is_refused_and_runs_no_recovery` as a child process"]
+fn open_child() {
+    let Ok(path) = std::env::var(OPEN_ENV) else { return };
+    match Store::open(&StoreConfig::new(&path)) {
+        Ok(_) => println!("opened"),
+        Err(e) => println!("refused: {e}"),
+    }
+}
+
+const OPEN_ENV: &str = "TURNSTILE_OPEN_STORE";
+
+/// SPEC 4.12: one process owns a store; a second one is refused with the exact text and runs
+/// no recovery over live work.
+#[test]
+fn a_second_process_is_refused_and_runs_no_recovery() {
+    let dir = tempfile::tempdir().expect("dir");
+    let path = dir.path().join("owned.db");
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let provider = ScriptedProvider::new(|_, _| Answer::hang());
+    let host = rt
+        .block_on(Host::open(HostConfig::new(&path), Arc::new(provider), ToolSet::new()))
+        .expect("open");
+    rt.block_on(host.submit(Submit::new("s", "live").with_run_id("live"))).expect("accepted");
+    let exe = std::env::current_exe().expect("test binary");
+    let out = Command::new(&exe)
+        .args(["--exact", "open_child", "--ignored", "--nocapture", "--test-threads=1"])
+        .env(OPEN_ENV, &path)
+        .stderr(Stdio::null())
+        .output()
+        .expect("child");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("refused: store is in use by another turnstile process"),
+        "the second process was not refused: {stdout}"
+    );
+    let row = rt.block_on(host.read(|r| r.run(&RunId::new("live")))).expect("read").expect("row");
+    assert_ne!(row.state, RunState::Finished, "the second process ran recovery over live work");
+    rt.block_on(host.shutdown()).expect("shutdown");
+    let out = Command::new(&exe)
+        .args(["--exact", "open_child", "--ignored", "--nocapture", "--test-threads=1"])
+        .env(OPEN_ENV, &path)
+        .stderr(Stdio::null())
+        .output()
+        .expect("child");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("opened"), "released after shutdown");
+}
+
 #[test]
 fn killed_at_many_points_recovery_keeps_every_promise() {
     let totals = rounds(&KILL_AFTER_MS, |path| StoreConfig::new(path));

@@ -1,10 +1,12 @@
 //! The tokio host end to end: submissions through the engine, the workers, the store writer
 //! and SQLite, with the scripted provider.
 
+mod common;
+
 use std::sync::Arc;
 use std::time::Duration;
 
-use turnstile_adapters::store::{Fault, Faults, RunState};
+use turnstile_adapters::store::{Fault, RunState};
 use turnstile_adapters::{
     Answer, Cursor, EchoTool, Event, Host, HostConfig, Scripted, ScriptedProvider, SubmitError,
     ToolSet, Update, WaitError,
@@ -134,14 +136,7 @@ async fn cancel_ends_a_hanging_turn_and_the_queue_behind_it_with_one_completion_
     let s = SessionId::new("s1");
     host.submit(Submit::new("s1", "first").with_run_id("a")).await.expect("a");
     host.submit(Submit::new("s1", "second").with_run_id("b")).await.expect("b");
-    while !host
-        .read(|r| Ok(r.run(&RunId::new("a"))?.map(|r| r.state)))
-        .await
-        .expect("read")
-        .is_some_and(|s| s == RunState::Active)
-    {
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    }
+    common::until_active(&host, "a").await;
     assert!(host.is_busy(&s).await.expect("busy"));
     host.cancel(&s).await.expect("cancel");
     let a = host.wait(&RunId::new("a")).await.expect("a done");
@@ -330,8 +325,7 @@ async fn streamed_deltas_are_debounced_into_few_writes() {
 async fn a_transient_store_failure_is_retried_and_loses_nothing() {
     let dir = tempfile::tempdir().expect("dir");
     let mut c = config(&dir);
-    let faults = Faults::default();
-    c.store.faults = Some(faults.clone());
+    let faults = common::faulty(&mut c);
     let host = open(&c, echo()).await;
     host.submit(Submit::new("s", "warm").with_run_id("r0")).await.expect("ok");
     host.wait(&RunId::new("r0")).await.expect("done");
@@ -351,15 +345,10 @@ async fn a_persistent_store_failure_stops_the_engine_and_recovery_decides_on_res
     let dir = tempfile::tempdir().expect("dir");
     let mut c = config(&dir);
     c.store_retry = Duration::from_millis(300);
-    let faults = Faults::default();
-    c.store.faults = Some(faults.clone());
+    let faults = common::faulty(&mut c);
     let host = open(&c, hang()).await;
     host.submit(Submit::new("s", "stuck").with_run_id("r1")).await.expect("accepted");
-    while host.read(|r| Ok(r.run(&RunId::new("r1"))?.map(|r| r.state))).await.expect("read")
-        != Some(RunState::Active)
-    {
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    }
+    common::until_active(&host, "r1").await;
     faults.fail_always(Fault::DiskFull);
     let waiter = {
         let host = host.clone();
@@ -596,8 +585,7 @@ async fn a_panicking_tool_or_provider_fails_its_call_instead_of_hanging_the_turn
 async fn a_resubmission_is_answered_only_after_the_run_is_durable() {
     let dir = tempfile::tempdir().expect("dir");
     let mut c = config(&dir);
-    let faults = Faults::default();
-    c.store.faults = Some(faults.clone());
+    let faults = common::faulty(&mut c);
     let host = open(&c, hang()).await;
     // The first acceptance's commit fails a few times (about 150 ms of retries).
     faults.fail_next(4, Fault::Locked);
@@ -673,8 +661,7 @@ async fn after_a_storage_failure_finished_runs_are_still_answered_by_sequence() 
     let dir = tempfile::tempdir().expect("dir");
     let mut c = config(&dir);
     c.store_retry = Duration::from_millis(100);
-    let faults = Faults::default();
-    c.store.faults = Some(faults.clone());
+    let faults = common::faulty(&mut c);
     let host = open(&c, echo()).await;
     let r0 = host.submit(Submit::new("s", "done before").with_run_id("r0")).await.expect("ok");
     host.wait(&RunId::new("r0")).await.expect("done");
@@ -730,25 +717,11 @@ async fn a_run_complete_is_published_after_its_text_is_durable() {
     let dir = tempfile::tempdir().expect("dir");
     let mut c = config(&dir);
     c.debounce = Duration::from_secs(30);
-    let provider = ScriptedProvider::new(|_, _| {
-        Answer(vec![
-            Scripted::Event(StepEvent::TextDelta { text: "all ".into() }),
-            Scripted::Event(StepEvent::TextDelta { text: "of it".into() }),
-            Scripted::Wait(5),
-            Scripted::Event(StepEvent::Finished { reason: FinishReason::Stop, usage: None }),
-        ])
-    });
+    let provider = common::two_deltas_then_finish();
     let host = open(&c, provider).await;
     host.submit(Submit::new("s", "go").with_run_id("r")).await.expect("ok");
     let done = host.wait(&RunId::new("r")).await.expect("done");
-    let stored: String = host
-        .read(|r| r.messages(&SessionId::new("s")))
-        .await
-        .expect("read")
-        .iter()
-        .filter(|m| m.role == turnstile_adapters::store::StoredRole::Assistant)
-        .map(|m| m.text.clone())
-        .collect();
+    let stored = common::assistant_text(&host, "s").await;
     assert_eq!(Some(stored.as_str()), done.text.as_deref());
     host.shutdown().await.expect("shutdown");
 }

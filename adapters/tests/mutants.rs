@@ -4,14 +4,16 @@
 
 #![cfg(feature = "mutants")]
 
+mod common;
+
 use std::sync::Arc;
 use std::time::Duration;
 
-use turnstile_adapters::store::{Fault, Faults, RunState, StoredRole};
+use turnstile_adapters::store::Fault;
 use turnstile_adapters::{
-    Answer, Host, HostConfig, HostMutant, Scripted, ScriptedProvider, SubmitError, ToolSet,
+    Answer, Host, HostConfig, HostMutant, ScriptedProvider, SubmitError, ToolSet,
 };
-use turnstile_core::{FinishReason, Outcome, RunId, SessionId, StepEvent, Submit, Usage};
+use turnstile_core::{Outcome, RunId, SessionId, Submit, Usage};
 
 fn config(dir: &tempfile::TempDir, mutant: HostMutant) -> HostConfig {
     let mut c = HostConfig::new(dir.path().join("store.db"));
@@ -52,15 +54,10 @@ async fn publish_before_commit_publishes_an_outcome_the_ledger_never_had() {
     let dir = tempfile::tempdir().expect("dir");
     let mut c = config(&dir, HostMutant::PublishBeforeCommit);
     c.store_retry = Duration::from_millis(100);
-    let faults = Faults::default();
-    c.store.faults = Some(faults.clone());
+    let faults = common::faulty(&mut c);
     let host = open(&c, ScriptedProvider::new(|_, _| Answer::hang())).await;
     host.submit(Submit::new("s", "x").with_run_id("r1")).await.expect("accepted");
-    while host.read(|r| Ok(r.run(&RunId::new("r1"))?.map(|r| r.state))).await.expect("read")
-        != Some(RunState::Active)
-    {
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    }
+    common::until_active(&host, "r1").await;
     faults.fail_always(Fault::DiskFull);
     let waiter = {
         let host = host.clone();
@@ -95,8 +92,7 @@ async fn reply_before_durable_accepts_a_run_that_is_never_recorded() {
     let dir = tempfile::tempdir().expect("dir");
     let mut c = config(&dir, HostMutant::ReplyBeforeDurable);
     c.store_retry = Duration::from_millis(100);
-    let faults = Faults::default();
-    c.store.faults = Some(faults.clone());
+    let faults = common::faulty(&mut c);
     let host = open(&c, echo()).await;
     faults.fail_always(Fault::ReadOnly);
     let reply = host.submit(Submit::new("s", "never durable").with_run_id("r1")).await;
@@ -115,26 +111,12 @@ async fn structural_overtakes_held_publishes_before_the_text_is_stored() {
     let dir = tempfile::tempdir().expect("dir");
     let mut c = config(&dir, HostMutant::StructuralOvertakesHeld);
     c.debounce = Duration::from_secs(30);
-    let provider = ScriptedProvider::new(|_, _| {
-        Answer(vec![
-            Scripted::Event(StepEvent::TextDelta { text: "all ".into() }),
-            Scripted::Event(StepEvent::TextDelta { text: "of it".into() }),
-            Scripted::Wait(5),
-            Scripted::Event(StepEvent::Finished { reason: FinishReason::Stop, usage: None }),
-        ])
-    });
+    let provider = common::two_deltas_then_finish();
     let host = open(&c, provider).await;
     host.submit(Submit::new("s", "go").with_run_id("r")).await.expect("ok");
     let done = host.wait(&RunId::new("r")).await.expect("done");
     assert_eq!(done.text.as_deref(), Some("all of it"));
-    let stored: String = host
-        .read(|r| r.messages(&SessionId::new("s")))
-        .await
-        .expect("read")
-        .iter()
-        .filter(|m| m.role == StoredRole::Assistant)
-        .map(|m| m.text.clone())
-        .collect();
+    let stored = common::assistant_text(&host, "s").await;
     assert_eq!(stored, "", "the RunComplete was published before its text was written");
     let _ = host.shutdown().await;
 }
