@@ -135,13 +135,16 @@ fn a_second_process_is_refused_and_runs_no_recovery() {
         .expect("open");
     rt.block_on(host.submit(Submit::new("s", "live").with_run_id("live"))).expect("accepted");
     let exe = std::env::current_exe().expect("test binary");
-    let out = Command::new(&exe)
-        .args(["--exact", "open_child", "--ignored", "--nocapture", "--test-threads=1"])
-        .env(OPEN_ENV, &path)
-        .stderr(Stdio::null())
-        .output()
-        .expect("child");
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let second_process = || {
+        let out = Command::new(&exe)
+            .args(["--exact", "open_child", "--ignored", "--nocapture", "--test-threads=1"])
+            .env(OPEN_ENV, &path)
+            .stderr(Stdio::null())
+            .output()
+            .expect("child");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let stdout = second_process();
     assert!(
         stdout.contains("refused: store is in use by another turnstile process"),
         "the second process was not refused: {stdout}"
@@ -149,13 +152,7 @@ fn a_second_process_is_refused_and_runs_no_recovery() {
     let row = rt.block_on(host.read(|r| r.run(&RunId::new("live")))).expect("read").expect("row");
     assert_ne!(row.state, RunState::Finished, "the second process ran recovery over live work");
     rt.block_on(host.shutdown()).expect("shutdown");
-    let out = Command::new(&exe)
-        .args(["--exact", "open_child", "--ignored", "--nocapture", "--test-threads=1"])
-        .env(OPEN_ENV, &path)
-        .stderr(Stdio::null())
-        .output()
-        .expect("child");
-    assert!(String::from_utf8_lossy(&out.stdout).contains("opened"), "released after shutdown");
+    assert!(second_process().contains("opened"), "released after shutdown");
 }
 
 #[test]
