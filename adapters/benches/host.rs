@@ -12,7 +12,8 @@
 //! 6. concurrently streaming sessions sustained while every held write commits within its
 //!    window (p99 age at commit at most two windows), with group commit and without.
 //!
-//! `TURNSTILE_BENCH_QUICK=1` runs smaller sizes (a smoke run).
+//! `TURNSTILE_BENCH_QUICK=1` runs smaller sizes (a smoke run); `TURNSTILE_BENCH_SESSIONS=N`
+//! runs only the group-commit point with N sessions (for profiling).
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -36,6 +37,15 @@ fn main() {
         .build()
         .expect("runtime");
     let dir = tempfile::tempdir().expect("scratch dir");
+    if let Some(n) = std::env::var("TURNSTILE_BENCH_SESSIONS").ok().and_then(|n| n.parse().ok()) {
+        // One sweep point with group commit (for profiling).
+        let r = rt.block_on(streaming(dir.path(), n, true));
+        println!(
+            "{n} sessions: age p50 {} ms p99 {} ms, {:.0} deltas/s",
+            r.p50, r.p99, r.deltas_per_s
+        );
+        return;
+    }
     println!("# turnstile host benchmark ({} mode)", if quick() { "quick" } else { "full" });
     let raw_before = raw_sqlite(dir.path());
     println!("raw SQLite (FULL, WAL): {raw_before:.0} durable transactions/s");

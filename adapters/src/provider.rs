@@ -8,14 +8,15 @@
 //! future, which must close the connection at once.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use tokio::sync::mpsc;
 use turnstile_core::{
-    Attachment, CallId, ErrorClass, FinishReason, ProviderError, SessionId, StepEvent, ToolSpec,
-    Usage,
+    Attachment, CallId, ErrorClass, FinishReason, Input, ProviderError, SessionId, StepEvent,
+    ToolSpec, Usage,
 };
 
+use crate::host::Msg;
 use crate::tool::BoxFuture;
 
 /// What a request is for.
@@ -134,23 +135,92 @@ pub struct ModelInfo {
 }
 
 /// Where a provider sends a stream's events. Sending after the host dropped the stream (a
-/// cancel) fails quietly: the provider should then stop.
+/// cancel) or after the stream's `Finished` or `Failed` returns false: the provider should then
+/// stop.
+///
+/// In the host, events go straight to the engine's inbox, tagged with the IO they belong to;
+/// [`EventSink::channel`] gives a sink whose events can be read back (to test a provider).
 #[derive(Debug)]
 pub struct EventSink {
-    tx: mpsc::Sender<StepEvent>,
+    target: Target,
+}
+
+#[derive(Debug)]
+enum Target {
+    Channel(mpsc::Sender<StepEvent>),
+    Engine(Box<EngineTarget>),
+}
+
+/// Turns a stream's event into the engine input that names its IO.
+pub(crate) type ToInput = Box<dyn Fn(StepEvent) -> Input + Send + Sync>;
+
+/// A sink that reports to the engine directly.
+pub(crate) struct EngineTarget {
+    pub(crate) inbox: mpsc::WeakSender<Msg>,
+    pub(crate) to_input: ToInput,
+    /// The request's strings and the response's so far, for SPEC 4.4's usage estimate.
+    pub(crate) request: Vec<String>,
+    pub(crate) response: Vec<String>,
+    /// Set once `Finished` or `Failed` was sent: the stream task then knows it ended properly.
+    pub(crate) ended: Arc<AtomicBool>,
+}
+
+impl std::fmt::Debug for EngineTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EngineTarget").field("ended", &self.ended).finish_non_exhaustive()
+    }
 }
 
 impl EventSink {
-    /// A sink and the receiver the host reads from.
+    /// A sink and the receiver its events can be read from (for testing a provider).
     #[must_use]
     pub fn channel(capacity: usize) -> (EventSink, mpsc::Receiver<StepEvent>) {
         let (tx, rx) = mpsc::channel(capacity.max(1));
-        (EventSink { tx }, rx)
+        (EventSink { target: Target::Channel(tx) }, rx)
     }
 
-    /// Sends one event, waiting while the host is behind. False when the stream was dropped.
-    pub async fn send(&self, event: StepEvent) -> bool {
-        self.tx.send(event).await.is_ok()
+    pub(crate) fn engine(target: EngineTarget) -> EventSink {
+        EventSink { target: Target::Engine(Box::new(target)) }
+    }
+
+    /// Sends one event, waiting while the host is behind. False when the stream was dropped
+    /// or has ended; the provider should stop then. A `Finished` without usage gets SPEC
+    /// 4.4's estimate on the way.
+    pub async fn send(&mut self, event: StepEvent) -> bool {
+        match &mut self.target {
+            Target::Channel(tx) => tx.send(event).await.is_ok(),
+            Target::Engine(t) => t.send(event).await,
+        }
+    }
+}
+
+impl EngineTarget {
+    async fn send(&mut self, mut event: StepEvent) -> bool {
+        if self.ended.load(Ordering::Relaxed) {
+            return false;
+        }
+        match &mut event {
+            StepEvent::TextDelta { text } | StepEvent::ReasoningDelta { text } => {
+                self.response.push(text.clone());
+            }
+            StepEvent::ToolCall { id, name, input } => {
+                self.response.extend([id.as_str().to_owned(), name.clone(), input.clone()]);
+            }
+            StepEvent::Finished { usage, .. } if usage.is_none() => {
+                *usage = Some(Usage::estimate(
+                    self.request.iter().map(String::as_str),
+                    self.response.iter().map(String::as_str),
+                ));
+            }
+            _ => {}
+        }
+        let ends = matches!(event, StepEvent::Finished { .. } | StepEvent::Failed { .. });
+        let Some(inbox) = self.inbox.upgrade() else { return false };
+        let sent = inbox.send(Msg::Input((self.to_input)(event))).await.is_ok();
+        if ends {
+            self.ended.store(true, Ordering::Relaxed);
+        }
+        sent && !ends
     }
 }
 
@@ -298,7 +368,7 @@ impl Provider for ScriptedProvider {
         Box::pin(async move { result })
     }
 
-    fn stream(&self, request: ModelRequest, sink: EventSink) -> BoxFuture<()> {
+    fn stream(&self, request: ModelRequest, mut sink: EventSink) -> BoxFuture<()> {
         let n = self.requests.fetch_add(1, Ordering::Relaxed);
         let answer = (self.script)(&request, n);
         Box::pin(async move {

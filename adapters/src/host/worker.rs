@@ -18,14 +18,14 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::AbortHandle;
 use turnstile_core::{
     AttemptIo, CallIo, ErrorClass, Input, OutputKind, ProviderError, Seq, SessionId, Setup,
-    StepEvent, StepIo, StoreOp, SummaryIo, ToolOutput, Usage,
+    StepEvent, StepIo, StoreOp, SummaryIo, ToolOutput,
 };
 
 use super::writer::WriteReq;
 use super::{Msg, SubmitError, Submitted};
 use crate::history;
 use crate::mutants::HostMutant;
-use crate::provider::{EventSink, ModelRequest, Provider, RequestKind};
+use crate::provider::{EngineTarget, EventSink, ModelRequest, Provider, RequestKind};
 use crate::store::{NewRun, Reader, Txn, Write};
 use crate::tool::{ToolCall, ToolSet};
 
@@ -426,6 +426,7 @@ async fn read<T: Send + 'static>(
     .await?
 }
 
+#[derive(Clone)]
 enum Stream {
     Step(StepIo),
     Summary(SummaryIo),
@@ -452,6 +453,7 @@ impl Stream {
 /// without usage gets SPEC 4.4's estimate.
 async fn stream(ctx: Arc<Ctx>, which: Stream) {
     let session = which.session().clone();
+    let failed = which.clone();
     let kind = match which {
         Stream::Step(_) => RequestKind::Step,
         Stream::Summary(_) => RequestKind::Summary,
@@ -479,46 +481,24 @@ async fn stream(ctx: Arc<Ctx>, which: Stream) {
         messages: history::build(&stored, summary, kind),
         tools: ctx.tools.specs(),
     };
-    let request_strings: Vec<String> = request.strings().map(str::to_owned).collect();
-    let (sink, mut events) = EventSink::channel(64);
-    let provider = ctx.provider.clone();
-    let mut producer = Box::pin(provider.stream(request, sink));
-    let mut produced = false;
-    let mut response: Vec<String> = Vec::new();
-    loop {
-        let event = tokio::select! {
-            biased;
-            e = events.recv() => e,
-            () = &mut producer, if !produced => { produced = true; continue; }
-        };
-        let Some(mut event) = event else { break };
-        match &mut event {
-            StepEvent::TextDelta { text } | StepEvent::ReasoningDelta { text } => {
-                response.push(text.clone());
-            }
-            StepEvent::ToolCall { id, name, input } => {
-                response.extend([id.as_str().to_owned(), name.clone(), input.clone()]);
-            }
-            StepEvent::Finished { usage, .. } if usage.is_none() => {
-                *usage = Some(Usage::estimate(
-                    request_strings.iter().map(String::as_str),
-                    response.iter().map(String::as_str),
-                ));
-            }
-            _ => {}
-        }
-        let ends = matches!(event, StepEvent::Finished { .. } | StepEvent::Failed { .. });
-        report(&ctx, which.input(event)).await;
-        if ends {
-            return;
-        }
+    let ended = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let sink = EventSink::engine(EngineTarget {
+        inbox: ctx.inbox.clone(),
+        request: request.strings().map(str::to_owned).collect(),
+        response: Vec::new(),
+        ended: ended.clone(),
+        to_input: Box::new(move |event| which.input(event)),
+    });
+    ctx.provider.stream(request, sink).await;
+    if ended.load(std::sync::atomic::Ordering::Relaxed) {
+        return;
     }
     let error = ProviderError {
         class: ErrorClass::Incomplete,
         message: "the stream ended without a finish".to_owned(),
         ..Default::default()
     };
-    report(&ctx, which.input(StepEvent::Failed { error })).await;
+    report(&ctx, failed.input(StepEvent::Failed { error })).await;
 }
 
 async fn run_tool(ctx: Arc<Ctx>, call: CallIo, name: String, input: String) {

@@ -15,7 +15,7 @@
 //!   bounded time (30 s by default) while nothing else is written; if it still fails, the host
 //!   stops: "engine stopped: storage failure: `<error>`".
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -137,6 +137,9 @@ pub(crate) struct Writer {
     /// Set to the stop message when the store failed for good.
     health: watch::Sender<Option<String>>,
     held: BTreeMap<SessionId, Held>,
+    /// The held sessions by the time their first held write arrived: the debounce deadlines
+    /// in order, so the next one is found without scanning every held session.
+    due: BTreeSet<(Instant, SessionId)>,
     /// Transactions to write next, with their acknowledgement and, when they carry held
     /// streamed writes, when the first of those was written.
     ready: Vec<(Txn, Option<Ack>, Option<Instant>)>,
@@ -161,6 +164,7 @@ impl Writer {
             stats,
             health,
             held: BTreeMap::new(),
+            due: BTreeSet::new(),
             ready: Vec::new(),
             flushed: Vec::new(),
         }
@@ -168,7 +172,13 @@ impl Writer {
 
     pub(crate) async fn run(mut self) {
         loop {
-            let due = self.held.values().map(|h| h.since + self.config.debounce).min();
+            // Release what is due now even when the timer has not fired yet: under load the
+            // runtime's timer wheel is polled late, and the window is a promise.
+            self.release_due();
+            if !self.ready.is_empty() {
+                self.write_ready().await;
+            }
+            let due = self.due.first().map(|(since, _)| *since + self.config.debounce);
             tokio::select! {
                 biased;
                 _ = sleep_until(due), if due.is_some() => self.release_due(),
@@ -208,6 +218,7 @@ impl Writer {
                 // The bug `structural_overtakes_held` leaves the held writes for later.
                 let held = if overtakes { None } else { self.held.remove(&txn.session) };
                 if let Some(held) = held {
+                    self.due.remove(&(held.since, txn.session.clone()));
                     let mut writes = held.writes;
                     writes.append(&mut txn.writes);
                     txn.writes = writes;
@@ -227,8 +238,11 @@ impl Writer {
     /// Holds a streaming transaction, coalescing consecutive appends to the same message.
     fn hold(&mut self, txn: Txn) {
         let now = Instant::now();
-        let held =
-            self.held.entry(txn.session).or_insert_with(|| Held { since: now, writes: Vec::new() });
+        let due = &mut self.due;
+        let held = self.held.entry(txn.session).or_insert_with_key(|session| {
+            due.insert((now, session.clone()));
+            Held { since: now, writes: Vec::new() }
+        });
         for w in txn.writes {
             self.stats.appends_in.fetch_add(1, Ordering::Relaxed);
             if let (Some(last), Write::Op(next)) = (held.writes.last_mut(), &w)
@@ -241,21 +255,24 @@ impl Writer {
     }
 
     fn release_due(&mut self) {
+        let Some(first) = self.due.first() else { return };
         let now = Instant::now();
-        let due: Vec<SessionId> = self
-            .held
-            .iter()
-            .filter(|(_, h)| h.since + self.config.debounce <= now)
-            .map(|(s, _)| s.clone())
-            .collect();
-        for s in due {
-            if let Some(h) = self.held.remove(&s) {
-                self.ready.push((Txn { session: s, writes: h.writes }, None, Some(h.since)));
+        if first.0 + self.config.debounce > now {
+            return;
+        }
+        while let Some((since, session)) = self.due.pop_first() {
+            if since + self.config.debounce > now {
+                self.due.insert((since, session));
+                break;
+            }
+            if let Some(h) = self.held.remove(&session) {
+                self.ready.push((Txn { session, writes: h.writes }, None, Some(h.since)));
             }
         }
     }
 
     fn release_all(&mut self) {
+        self.due.clear();
         for (session, h) in std::mem::take(&mut self.held) {
             self.ready.push((Txn { session, writes: h.writes }, None, Some(h.since)));
         }
