@@ -725,3 +725,19 @@ async fn a_run_complete_is_published_after_its_text_is_durable() {
     assert_eq!(Some(stored.as_str()), done.text.as_deref());
     host.shutdown().await.expect("shutdown");
 }
+
+/// Found by the simulator (seed 1): a manual summarize of a session the store does not hold
+/// wrote a summary message for no session, the write failed (a foreign key), and the store
+/// failure stopped the whole host. It is now refused before it reaches the engine.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn summarizing_an_unknown_session_is_refused_and_harms_nothing() {
+    let dir = tempfile::tempdir().expect("dir");
+    let host = open(&config(&dir), echo()).await;
+    let got = host.summarize(&SessionId::new("nobody")).await;
+    assert_eq!(got, Err(SubmitError::Invalid("session not found: nobody".into())));
+    host.submit(Submit::new("s", "still fine").with_run_id("r")).await.expect("ok");
+    assert_eq!(host.wait(&RunId::new("r")).await.expect("done").outcome, Outcome::Completed);
+    assert_eq!(host.stopped(), None);
+    host.summarize(&SessionId::new("s")).await.expect("a known idle session summarizes");
+    host.shutdown().await.expect("shutdown");
+}

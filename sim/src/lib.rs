@@ -1,7 +1,16 @@
-//! # turnstile-sim
+//! # turnstile-sim: the deterministic simulation of the real host, and trace tooling
 //!
-//! For now: the trace tooling that the command `turnstile-sim` exposes (`replay`, `bless`).
-//! The deterministic simulation of the real host under madsim, sweeps and shrinking come with
-//! the issue "Sim".
+//! - [`world`]: the simulated world around the real host (`turnstile-adapters`): a seeded
+//!   provider and tools, clients that submit, cancel, clear and summarize at random moments,
+//!   store faults, and the checks after every seed (SPEC 10 "Sim").
+//! - `sweep` (only under `--cfg madsim`): one deterministic madsim runtime per seed.
+//! - [`rng`]: the world's seeded randomness.
+//!
+//! The command `turnstile-sim` exposes `sweep`, `seed`, `determinism`, `replay` and `bless`.
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
+
+pub mod rng;
+#[cfg(madsim)]
+pub mod sweep;
+pub mod world;

@@ -350,8 +350,17 @@ impl Host {
     ///
     /// # Errors
     /// [`SubmitError::Rejected`] ("session is currently processing another request");
-    /// [`SubmitError::Stopped`].
+    /// [`SubmitError::Invalid`] ("session not found: `<id>`") for a session the store does not
+    /// hold (there is nothing to summarize, and its summary message would belong to no
+    /// session); [`SubmitError::Stopped`].
     pub async fn summarize(&self, session: &SessionId) -> Result<(), SubmitError> {
+        let s = session.clone();
+        let known = self.read(move |r| Ok(r.session(&s)?.is_some())).await;
+        match known {
+            Ok(true) => {}
+            Ok(false) => return Err(SubmitError::Invalid(format!("session not found: {session}"))),
+            Err(e) => return Err(SubmitError::Stopped(e)),
+        }
         let (tx, rx) = oneshot::channel();
         self.send(Command::Summarize(session.clone(), tx)).await?;
         rx.await.unwrap_or_else(|_| Err(self.gone()))

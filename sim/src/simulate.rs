@@ -1,0 +1,230 @@
+//! The `sweep`, `seed` and `determinism` commands. They need the madsim build; without it they
+//! say how to get it.
+
+#[cfg(not(madsim))]
+use std::path::Path;
+#[cfg(not(madsim))]
+use std::process::ExitCode;
+
+#[cfg(not(madsim))]
+fn needs_madsim() -> ExitCode {
+    eprintln!(
+        "error: the simulation runs under madsim; build it with\n  RUSTFLAGS=\"--cfg madsim\" \
+         CARGO_TARGET_DIR=target/madsim cargo run --release -p turnstile-sim -- <command>"
+    );
+    ExitCode::from(2)
+}
+
+/// `sweep`.
+#[cfg(not(madsim))]
+pub fn sweep(_: u64, _: u64, _: usize, _: &str, _: &Path) -> ExitCode {
+    needs_madsim()
+}
+
+/// `seed`.
+#[cfg(not(madsim))]
+pub fn seed(_: u64, _: &str, _: Option<&Path>) -> ExitCode {
+    needs_madsim()
+}
+
+/// `determinism`.
+#[cfg(not(madsim))]
+pub fn determinism(_: u64, _: u64, _: &str) -> ExitCode {
+    needs_madsim()
+}
+
+#[cfg(madsim)]
+pub use with_madsim::{determinism, seed, sweep};
+
+#[cfg(madsim)]
+mod with_madsim {
+    use std::collections::BTreeMap;
+    use std::path::Path;
+    use std::process::ExitCode;
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::time::Instant;
+
+    use indicatif::{ProgressBar, ProgressStyle};
+    use turnstile_sim::sweep::run_seed;
+    use turnstile_sim::world::{Profile, SeedReport};
+
+    fn profile(name: &str) -> Result<Profile, ExitCode> {
+        Profile::from_name(name).ok_or_else(|| {
+            eprintln!("error: --faults {name}: unknown profile (use `calm` or `faults`)");
+            ExitCode::from(2)
+        })
+    }
+
+    /// `sweep`: seeds in parallel jobs, a progress bar, a summary, failing traces saved.
+    pub fn sweep(seeds: u64, first: u64, jobs: usize, faults: &str, out: &Path) -> ExitCode {
+        let profile = match profile(faults) {
+            Ok(p) => p,
+            Err(code) => return code,
+        };
+        let bar = ProgressBar::new(seeds);
+        bar.set_style(
+            ProgressStyle::with_template(
+                "{elapsed_precise} [{bar:40}] {pos}/{len} seeds, {per_sec}, {msg}",
+            )
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+        );
+        let next = AtomicU64::new(first);
+        let reports = Mutex::new(Vec::new());
+        let failures = AtomicU64::new(0);
+        let started = Instant::now();
+        std::thread::scope(|scope| {
+            for _ in 0..jobs.max(1) {
+                scope.spawn(|| {
+                    loop {
+                        let seed = next.fetch_add(1, Ordering::Relaxed);
+                        if seed >= first + seeds {
+                            return;
+                        }
+                        let report = run_seed(seed, profile, false);
+                        if !report.violations.is_empty() {
+                            let n = failures.fetch_add(1, Ordering::Relaxed) + 1;
+                            bar.set_message(format!("{n} failed"));
+                        }
+                        bar.inc(1);
+                        reports
+                            .lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner)
+                            .push(report);
+                    }
+                });
+            }
+        });
+        bar.finish();
+        let mut reports = reports.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
+        reports.sort_by_key(|r| r.seed);
+        summarize(&reports, seeds, first, jobs, faults, started.elapsed().as_secs_f64());
+        let failed: Vec<&SeedReport> =
+            reports.iter().filter(|r| !r.violations.is_empty()).collect();
+        if failed.is_empty() {
+            return ExitCode::SUCCESS;
+        }
+        if let Err(e) = std::fs::create_dir_all(out) {
+            eprintln!("error: cannot create {}: {e}", out.display());
+        }
+        for r in failed {
+            println!("\nFAIL seed {}: {}", r.seed, r.violations[0]);
+            for v in r.violations.iter().skip(1).take(4) {
+                println!("     also: {v}");
+            }
+            println!(
+                "     rerun: RUSTFLAGS=\"--cfg madsim\" CARGO_TARGET_DIR=target/madsim cargo run --release -p turnstile-sim -- seed {} --faults {faults}",
+                r.seed
+            );
+            if let Some(trace) = &r.trace {
+                let path = out.join(format!("seed-{}.jsonl", r.seed));
+                match std::fs::write(&path, trace) {
+                    Ok(()) => println!(
+                        "     core trace: {} (cargo run -p turnstile-sim -- replay {})",
+                        path.display(),
+                        path.display()
+                    ),
+                    Err(e) => eprintln!("error: cannot write {}: {e}", path.display()),
+                }
+            }
+        }
+        ExitCode::from(1)
+    }
+
+    fn summarize(
+        reports: &[SeedReport],
+        seeds: u64,
+        first: u64,
+        jobs: usize,
+        faults: &str,
+        secs: f64,
+    ) {
+        let failed = reports.iter().filter(|r| !r.violations.is_empty()).count();
+        let mut outcomes: BTreeMap<&str, u64> = BTreeMap::new();
+        let mut injected: BTreeMap<&str, u64> = BTreeMap::new();
+        for r in reports {
+            for (k, n) in &r.outcomes {
+                *outcomes.entry(k).or_default() += n;
+            }
+            for (k, n) in &r.faults {
+                *injected.entry(k).or_default() += n;
+            }
+        }
+        let list = |m: &BTreeMap<&str, u64>| {
+            if m.is_empty() {
+                "none".to_owned()
+            } else {
+                m.iter().map(|(k, n)| format!("{k} {n}")).collect::<Vec<_>>().join(", ")
+            }
+        };
+        let sim_s: f64 = reports.iter().map(|r| r.sim_ms as f64 / 1e3).sum();
+        let events: u64 = reports.iter().map(|r| r.events).sum();
+        println!(
+            "seeds       {seeds} ({first}..={}), {jobs} jobs, profile {faults}",
+            first + seeds - 1
+        );
+        println!("passed      {}", reports.len() - failed);
+        println!("failed      {failed}");
+        println!(
+            "simulated   {sim_s:.1} s in all ({:.1} s per seed)",
+            sim_s / reports.len().max(1) as f64
+        );
+        println!("events      {events} engine inputs");
+        println!("outcomes    {}", list(&outcomes));
+        println!("faults      {}", list(&injected));
+        println!("wall        {secs:.1} s = {:.0} seeds/s", reports.len() as f64 / secs.max(1e-9));
+    }
+
+    /// `seed`: one seed, its report and trace hash (and its flight trace, when asked).
+    pub fn seed(seed: u64, faults: &str, trace: Option<&Path>) -> ExitCode {
+        let profile = match profile(faults) {
+            Ok(p) => p,
+            Err(code) => return code,
+        };
+        let r = run_seed(seed, profile, trace.is_some());
+        if let (Some(path), Some(text)) = (trace, &r.trace)
+            && let Err(e) = std::fs::write(path, text)
+        {
+            eprintln!("error: cannot write {}: {e}", path.display());
+        }
+        println!("seed {seed}: {} events, {:.1} s simulated", r.events, r.sim_ms as f64 / 1e3);
+        println!("outcomes {:?}", r.outcomes);
+        println!("hash {}", r.trace_hash);
+        for v in &r.violations {
+            println!("violation: {v}");
+        }
+        if r.violations.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) }
+    }
+
+    /// `determinism`: each seed twice, in separate processes, same trace hash.
+    pub fn determinism(seeds: u64, first: u64, faults: &str) -> ExitCode {
+        let Ok(exe) = std::env::current_exe() else {
+            eprintln!("error: cannot find this program to re-run it");
+            return ExitCode::from(2);
+        };
+        let hash = |seed: u64| -> Option<String> {
+            let out = std::process::Command::new(&exe)
+                .args(["seed", &seed.to_string(), "--faults", faults])
+                .output()
+                .ok()?;
+            let text = String::from_utf8_lossy(&out.stdout).into_owned();
+            text.lines().find_map(|l| l.strip_prefix("hash ").map(str::to_owned))
+        };
+        let mut differ = 0;
+        for seed in first..first + seeds {
+            let (a, b) = (hash(seed), hash(seed));
+            let same = a.is_some() && a == b;
+            println!(
+                "seed {seed}: {} {}",
+                if same { "same" } else { "DIFFERENT" },
+                a.as_deref().map_or("(no hash)", |h| &h[..16.min(h.len())])
+            );
+            if !same {
+                differ += 1;
+            }
+        }
+        println!("{} seeds, {differ} not deterministic", seeds);
+        if differ == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) }
+    }
+}

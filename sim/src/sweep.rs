@@ -1,0 +1,44 @@
+//! Running seeds under madsim: one deterministic runtime per seed, in parallel jobs.
+
+use std::panic::AssertUnwindSafe;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::world::{Profile, SeedReport, world};
+
+/// Simulated time after which a seed counts as hung.
+pub const TIME_LIMIT: Duration = Duration::from_secs(3_600);
+
+/// Runs one seed to its end in its own simulated runtime and checks it. A panic (a hang hits
+/// the time limit, or a bug panics) becomes a violation. The flight trace is kept in the report
+/// when the seed failed, or always with `keep_trace`.
+#[must_use]
+pub fn run_seed(seed: u64, profile: Profile, keep_trace: bool) -> SeedReport {
+    let dir = std::env::temp_dir().join(format!("turnstile-sim-{}-{seed}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    if let Err(e) = std::fs::create_dir_all(&dir) {
+        return failed(seed, format!("cannot create {}: {e}", dir.display()));
+    }
+    let mut rt = madsim::runtime::Runtime::with_seed_and_config(seed, madsim::Config::default());
+    rt.set_time_limit(TIME_LIMIT);
+    let at: PathBuf = dir.clone();
+    let result = std::panic::catch_unwind(AssertUnwindSafe(move || {
+        rt.block_on(world(seed, profile, &at, keep_trace))
+    }));
+    let _ = std::fs::remove_dir_all(&dir);
+    match result {
+        Ok(report) => report,
+        Err(payload) => {
+            let why = payload
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| payload.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+                .unwrap_or_else(|| "a panic without a message".to_owned());
+            failed(seed, format!("panicked (a hang ends at the time limit): {why}"))
+        }
+    }
+}
+
+fn failed(seed: u64, why: String) -> SeedReport {
+    SeedReport { seed, violations: vec![why], ..SeedReport::default() }
+}
