@@ -36,6 +36,14 @@ pub trait Tool: Send + Sync + 'static {
     fn spec(&self) -> ToolSpec;
     /// Runs one call.
     fn run(&self, call: ToolCall) -> BoxFuture<ToolOutput>;
+
+    /// Whether a cancel may drop a running call (the default). A tool with effects that must
+    /// not be cut off half-way answers false: the host then lets the call finish and reports
+    /// its result, which the core writes if it arrives before the turn's clean-up (the tool
+    /// really ran, SPEC 4.9) and ignores after it (I13).
+    fn abortable(&self) -> bool {
+        true
+    }
 }
 
 /// The tools a host offers, by name. Names are unique: adding a second tool with a name

@@ -741,3 +741,50 @@ async fn summarizing_an_unknown_session_is_refused_and_harms_nothing() {
     host.summarize(&SessionId::new("s")).await.expect("a known idle session summarizes");
     host.shutdown().await.expect("shutdown");
 }
+
+/// A tool that must not be cut off.
+struct Careful;
+
+impl turnstile_adapters::Tool for Careful {
+    fn spec(&self) -> turnstile_core::ToolSpec {
+        turnstile_core::ToolSpec { name: "careful".into(), interactive: false }
+    }
+    fn abortable(&self) -> bool {
+        false
+    }
+    fn run(
+        &self,
+        _: turnstile_adapters::ToolCall,
+    ) -> turnstile_adapters::tool::BoxFuture<turnstile_core::ToolOutput> {
+        Box::pin(async {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            turnstile_core::ToolOutput::ok("really ran")
+        })
+    }
+}
+
+/// SPEC 4.9: a cancel does not cut off a tool that must finish; its result arrives within the
+/// grace and is written as reported (it really ran), not replaced by the cancel text.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_that_must_finish_is_not_cut_off_and_its_result_is_written() {
+    let dir = tempfile::tempdir().expect("dir");
+    let provider = ScriptedProvider::new(|_, _| Answer::tool_call("c1", "careful", "{}"));
+    let host = Host::open(config(&dir), Arc::new(provider), ToolSet::new().with(Careful))
+        .await
+        .expect("open");
+    host.submit(Submit::new("s", "go").with_run_id("r")).await.expect("ok");
+    common::until_active(&host, "r").await;
+    tokio::time::sleep(Duration::from_millis(30)).await;
+    host.cancel(&SessionId::new("s")).await.expect("cancel");
+    let done = host.wait(&RunId::new("r")).await.expect("done");
+    assert_eq!(done.outcome, Outcome::Cancelled);
+    let msgs = host.read(|r| r.messages(&SessionId::new("s"))).await.expect("read");
+    let results: Vec<_> = msgs
+        .iter()
+        .flat_map(|m| m.results.iter())
+        .map(|r| (r.content.clone(), r.synthetic))
+        .collect();
+    assert_eq!(results, [("really ran".to_owned(), false)]);
+    legal(&host, "s").await;
+    host.shutdown().await.expect("shutdown");
+}

@@ -42,6 +42,20 @@ enum Command {
         /// Where failing seeds' flight traces are written.
         #[arg(long, default_value = "sim-failures")]
         out: PathBuf,
+        /// Switch on a mutant of the core's or the host's catalogue (`--features mutants`).
+        #[arg(long)]
+        mutant: Option<String>,
+    },
+    /// Hunt every mutant (a build with `--features mutants`): sweep seeds for each until one
+    /// fails, and print a table (found, seeds and seconds to find, the first violation). Exit
+    /// status 1 when a mutant went unnoticed.
+    Mutants {
+        /// Seeds tried per mutant before it counts as unnoticed.
+        #[arg(long, default_value_t = 300)]
+        seeds: u64,
+        /// Fault profile, as for `sweep`.
+        #[arg(long, default_value = "faults")]
+        faults: String,
     },
     /// Run one seed and print its report and trace hash (madsim build).
     Seed {
@@ -53,6 +67,9 @@ enum Command {
         /// Write the core's flight trace of the run here.
         #[arg(long)]
         trace: Option<PathBuf>,
+        /// Switch on a mutant, as for `sweep`.
+        #[arg(long)]
+        mutant: Option<String>,
     },
     /// Check determinism: run each seed twice, each run in its own process, and compare the
     /// flight traces' hashes (madsim build). Exit status 1 when a seed differs.
@@ -88,10 +105,13 @@ fn main() -> ExitCode {
     match Cli::parse().command {
         Command::Replay { paths } => replay_all(&paths),
         Command::Bless { paths } => bless_all(&paths),
-        Command::Sweep { seeds, first, jobs, faults, out } => {
-            simulate::sweep(seeds, first, jobs, &faults, &out)
+        Command::Sweep { seeds, first, jobs, faults, out, mutant } => {
+            simulate::sweep(seeds, first, jobs, &faults, &out, mutant)
         }
-        Command::Seed { seed, faults, trace } => simulate::seed(seed, &faults, trace.as_deref()),
+        Command::Seed { seed, faults, trace, mutant } => {
+            simulate::seed(seed, &faults, trace.as_deref(), mutant)
+        }
+        Command::Mutants { seeds, faults } => simulate::mutants(seeds, &faults),
         Command::Determinism { seeds, first, faults } => {
             simulate::determinism(seeds, first, &faults)
         }

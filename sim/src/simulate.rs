@@ -17,13 +17,19 @@ fn needs_madsim() -> ExitCode {
 
 /// `sweep`.
 #[cfg(not(madsim))]
-pub fn sweep(_: u64, _: u64, _: usize, _: &str, _: &Path) -> ExitCode {
+pub fn sweep(_: u64, _: u64, _: usize, _: &str, _: &Path, _: Option<String>) -> ExitCode {
     needs_madsim()
 }
 
 /// `seed`.
 #[cfg(not(madsim))]
-pub fn seed(_: u64, _: &str, _: Option<&Path>) -> ExitCode {
+pub fn seed(_: u64, _: &str, _: Option<&Path>, _: Option<String>) -> ExitCode {
+    needs_madsim()
+}
+
+/// `mutants`.
+#[cfg(not(madsim))]
+pub fn mutants(_: u64, _: &str) -> ExitCode {
     needs_madsim()
 }
 
@@ -34,7 +40,7 @@ pub fn determinism(_: u64, _: u64, _: &str) -> ExitCode {
 }
 
 #[cfg(madsim)]
-pub use with_madsim::{determinism, seed, sweep};
+pub use with_madsim::{determinism, mutants, seed, sweep};
 
 #[cfg(madsim)]
 mod with_madsim {
@@ -47,19 +53,40 @@ mod with_madsim {
 
     use indicatif::{ProgressBar, ProgressStyle};
     use turnstile_sim::sweep::run_seed;
-    use turnstile_sim::world::{Profile, SeedReport};
+    use turnstile_sim::world::{Profile, SeedReport, WorldConfig, mutant_names};
 
-    fn profile(name: &str) -> Result<Profile, ExitCode> {
-        Profile::from_name(name).ok_or_else(|| {
+    fn knobs(name: &str, mutant: Option<String>) -> Result<WorldConfig, ExitCode> {
+        let profile = Profile::from_name(name).ok_or_else(|| {
             eprintln!("error: --faults {name}: unknown profile (use `calm` or `faults`)");
             ExitCode::from(2)
-        })
+        })?;
+        if let Some(m) = &mutant
+            && !mutant_names().contains(&m.as_str())
+        {
+            eprintln!(
+                "error: --mutant {m}: unknown (this build knows: {})",
+                if mutant_names().is_empty() {
+                    "none; build with --features mutants".to_owned()
+                } else {
+                    mutant_names().join(", ")
+                }
+            );
+            return Err(ExitCode::from(2));
+        }
+        Ok(WorldConfig { profile, mutant })
     }
 
     /// `sweep`: seeds in parallel jobs, a progress bar, a summary, failing traces saved.
-    pub fn sweep(seeds: u64, first: u64, jobs: usize, faults: &str, out: &Path) -> ExitCode {
-        let profile = match profile(faults) {
-            Ok(p) => p,
+    pub fn sweep(
+        seeds: u64,
+        first: u64,
+        jobs: usize,
+        faults: &str,
+        out: &Path,
+        mutant: Option<String>,
+    ) -> ExitCode {
+        let knobs = match knobs(faults, mutant) {
+            Ok(k) => k,
             Err(code) => return code,
         };
         let bar = ProgressBar::new(seeds);
@@ -82,7 +109,7 @@ mod with_madsim {
                         if seed >= first + seeds {
                             return;
                         }
-                        let report = run_seed(seed, profile, false);
+                        let report = run_seed(seed, &knobs, false);
                         if !report.violations.is_empty() {
                             let n = failures.fetch_add(1, Ordering::Relaxed) + 1;
                             bar.set_message(format!("{n} failed"));
@@ -177,12 +204,12 @@ mod with_madsim {
     }
 
     /// `seed`: one seed, its report and trace hash (and its flight trace, when asked).
-    pub fn seed(seed: u64, faults: &str, trace: Option<&Path>) -> ExitCode {
-        let profile = match profile(faults) {
-            Ok(p) => p,
+    pub fn seed(seed: u64, faults: &str, trace: Option<&Path>, mutant: Option<String>) -> ExitCode {
+        let knobs = match knobs(faults, mutant) {
+            Ok(k) => k,
             Err(code) => return code,
         };
-        let r = run_seed(seed, profile, trace.is_some());
+        let r = run_seed(seed, &knobs, trace.is_some());
         if let (Some(path), Some(text)) = (trace, &r.trace)
             && let Err(e) = std::fs::write(path, text)
         {
@@ -195,6 +222,41 @@ mod with_madsim {
             println!("violation: {v}");
         }
         if r.violations.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) }
+    }
+
+    /// `mutants`: for each mutant, seeds until one fails; a table of what was found.
+    pub fn mutants(seeds: u64, faults: &str) -> ExitCode {
+        let names = mutant_names();
+        if names.is_empty() {
+            eprintln!("error: this build has no mutants; build with --features mutants");
+            return ExitCode::from(2);
+        }
+        println!("| mutant | found | seeds to find | seconds | first violation |");
+        println!("|---|---|---|---|---|");
+        let mut missed = 0;
+        for name in names {
+            let knobs = match knobs(faults, Some(name.to_owned())) {
+                Ok(k) => k,
+                Err(code) => return code,
+            };
+            let started = Instant::now();
+            let found = (1..=seeds).find_map(|seed| {
+                let r = run_seed(seed, &knobs, false);
+                r.violations.first().map(|v| (seed, v.clone()))
+            });
+            let secs = started.elapsed().as_secs_f64();
+            match found {
+                Some((seed, v)) => {
+                    let v: String = v.chars().take(90).collect();
+                    println!("| `{name}` | yes | {seed} | {secs:.1} | {} |", v.replace('|', "/"));
+                }
+                None => {
+                    missed += 1;
+                    println!("| `{name}` | **no** | > {seeds} | {secs:.1} | |");
+                }
+            }
+        }
+        if missed == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) }
     }
 
     /// `determinism`: each seed twice, in separate processes, same trace hash.

@@ -4,7 +4,7 @@ use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::world::{Profile, SeedReport, world};
+use crate::world::{SeedReport, WorldConfig, world};
 
 /// Simulated time after which a seed counts as hung.
 pub const TIME_LIMIT: Duration = Duration::from_secs(3_600);
@@ -13,7 +13,7 @@ pub const TIME_LIMIT: Duration = Duration::from_secs(3_600);
 /// the time limit, or a bug panics) becomes a violation. The flight trace is kept in the report
 /// when the seed failed, or always with `keep_trace`.
 #[must_use]
-pub fn run_seed(seed: u64, profile: Profile, keep_trace: bool) -> SeedReport {
+pub fn run_seed(seed: u64, knobs: &WorldConfig, keep_trace: bool) -> SeedReport {
     let dir = std::env::temp_dir().join(format!("turnstile-sim-{}-{seed}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     if let Err(e) = std::fs::create_dir_all(&dir) {
@@ -23,7 +23,7 @@ pub fn run_seed(seed: u64, profile: Profile, keep_trace: bool) -> SeedReport {
     rt.set_time_limit(TIME_LIMIT);
     let at: PathBuf = dir.clone();
     let result = std::panic::catch_unwind(AssertUnwindSafe(move || {
-        rt.block_on(world(seed, profile, &at, keep_trace))
+        rt.block_on(world(seed, knobs, &at, keep_trace))
     }));
     let _ = std::fs::remove_dir_all(&dir);
     match result {

@@ -48,6 +48,57 @@ impl Profile {
     }
 }
 
+/// How to build a world: the fault profile and, in builds with the `mutants` feature, the bug
+/// the host or its core pretends to have (a name from the core's or the host's catalogue).
+#[derive(Clone, Debug)]
+pub struct WorldConfig {
+    /// Which faults to inject.
+    pub profile: Profile,
+    /// The mutant to switch on, by name.
+    pub mutant: Option<String>,
+}
+
+impl WorldConfig {
+    /// Applies the mutant to the host's configuration.
+    ///
+    /// # Errors
+    /// An unknown name, or a build without the `mutants` feature.
+    fn arm(&self, config: &mut HostConfig) -> Result<(), String> {
+        let Some(name) = &self.mutant else { return Ok(()) };
+        #[cfg(feature = "mutants")]
+        {
+            if let Some(m) = turnstile_core::Mutant::ALL.iter().find(|m| m.name() == name) {
+                config.engine.mutant = Some(*m);
+                return Ok(());
+            }
+            if let Some(m) = turnstile_adapters::HostMutant::from_name(name) {
+                config.store.mutant = Some(m);
+                return Ok(());
+            }
+            Err(format!("unknown mutant {name}"))
+        }
+        #[cfg(not(feature = "mutants"))]
+        {
+            let _ = config;
+            Err(format!("mutant {name}: this build has no mutants (build with --features mutants)"))
+        }
+    }
+}
+
+/// The names of every mutant this build can switch on (core's, then the host's).
+#[must_use]
+pub fn mutant_names() -> Vec<&'static str> {
+    #[cfg(feature = "mutants")]
+    {
+        let core = turnstile_core::Mutant::ALL.iter().map(|m| m.name());
+        core.chain(turnstile_adapters::HostMutant::ALL.iter().map(|m| m.name())).collect()
+    }
+    #[cfg(not(feature = "mutants"))]
+    {
+        Vec::new()
+    }
+}
+
 /// What one seed did and what its checks found.
 #[derive(Clone, Debug, Default)]
 pub struct SeedReport {
@@ -81,14 +132,27 @@ fn draw<T>(rng: &Shared, f: impl FnOnce(&mut Rng) -> T) -> T {
 /// retryable and fatal errors with Retry-After, 401s, streams that hang and streams cut off.
 pub struct SimProvider {
     rng: Shared,
+    /// Preparations this provider failed, per session (a failed preparation must fail only its
+    /// own submission: G-24).
+    prep_failures: Arc<Mutex<BTreeMap<SessionId, u64>>>,
+    /// Requests streamed so far: each request's text is tagged with its number, so a client
+    /// can tell when a message mixes two attempts (a retry without its reset).
+    requests: Arc<Mutex<u64>>,
 }
 
 impl Provider for SimProvider {
     fn prepare(&self, session: &SessionId) -> BoxFuture<Result<ModelInfo, String>> {
-        let fail = draw(&self.rng, |r| r.chance(3));
+        // Preparations take a while, so they finish out of acceptance order.
+        let (fail, ms) = draw(&self.rng, |r| (r.chance(3), r.between(0, 400)));
+        if fail {
+            let mut failures =
+                self.prep_failures.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            *failures.entry(session.clone()).or_default() += 1;
+        }
         // One session has a small window, so summaries (pause and resume) happen.
-        let context_window = if session.as_str() == "s0" { 4_000 } else { 100_000 };
+        let context_window = if session.as_str() == "s0" { 2_500 } else { 100_000 };
         Box::pin(async move {
+            tokio::time::sleep(Duration::from_millis(ms)).await;
             if fail {
                 Err("model unavailable".to_owned())
             } else {
@@ -99,8 +163,13 @@ impl Provider for SimProvider {
 
     fn stream(&self, request: ModelRequest, mut sink: EventSink) -> BoxFuture<()> {
         let mut rng = draw(&self.rng, Rng::fork);
+        let tag = {
+            let mut n = self.requests.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            *n += 1;
+            *n
+        };
         Box::pin(async move {
-            for event in answer(&mut rng, &request) {
+            for event in answer(&mut rng, &request, tag) {
                 match event {
                     Act::Wait(ms) => tokio::time::sleep(Duration::from_millis(ms)).await,
                     Act::Send(e) => {
@@ -147,10 +216,11 @@ fn usage(rng: &mut Rng) -> Usage {
     }
 }
 
-fn text(rng: &mut Rng, out: &mut Vec<Act>) {
+/// Streamed text, each word tagged with the request it came from (`q<request>w<i> `).
+fn text(rng: &mut Rng, out: &mut Vec<Act>, tag: u64) {
     for i in 0..rng.between(1, 6) {
         out.push(Act::Wait(rng.between(1, 40)));
-        out.push(Act::Send(StepEvent::TextDelta { text: format!("w{i} ") }));
+        out.push(Act::Send(StepEvent::TextDelta { text: format!("q{tag}w{i} ") }));
     }
 }
 
@@ -167,13 +237,13 @@ fn failure(class: ErrorClass, status: Option<u16>, retry_after_ms: Option<u64>) 
 }
 
 /// What the provider does for one request.
-fn answer(rng: &mut Rng, request: &ModelRequest) -> Vec<Act> {
+fn answer(rng: &mut Rng, request: &ModelRequest, tag: u64) -> Vec<Act> {
     let mut out = vec![Act::Wait(rng.between(1, 200))];
     if request.kind == RequestKind::Summary {
         if rng.chance(10) {
             out.push(failure(ErrorClass::Provider, Some(400), None));
         } else {
-            text(rng, &mut out);
+            text(rng, &mut out, tag);
             let usage = Usage { output_tokens: rng.between(50, 500), ..Usage::default() };
             let finish = StepEvent::Finished { reason: FinishReason::Stop, usage: Some(usage) };
             out.push(Act::Send(finish));
@@ -189,7 +259,8 @@ fn answer(rng: &mut Rng, request: &ModelRequest) -> Vec<Act> {
                 out.push(Act::Send(StepEvent::ReasoningEnd { signature: Some("sig".into()) }));
             }
             for i in 0..rng.between(1, 2) {
-                let name = ["view", "view", "fail", "deny", "halt", "nope"][rng.below(6) as usize];
+                let names = ["view", "view", "slow", "fail", "deny", "halt", "nope"];
+                let name = names[rng.below(names.len() as u64) as usize];
                 let input = if rng.chance(10) { "{bad" } else { "{\"path\":\"x\"}" };
                 let id = CallId::new(format!("c{}", rng.below(1_000) * 10 + i));
                 out.push(Act::Send(StepEvent::ToolInputStart {
@@ -203,23 +274,30 @@ fn answer(rng: &mut Rng, request: &ModelRequest) -> Vec<Act> {
                     input: input.into(),
                 }));
             }
-            let finish = StepEvent::Finished { reason: FinishReason::ToolCalls, usage: None };
+            // Sometimes a tool step fills the context: the turn pauses for a summary.
+            let usage = rng.chance(30).then(|| usage(rng));
+            let finish = StepEvent::Finished { reason: FinishReason::ToolCalls, usage };
             out.push(Act::Send(finish));
         }
         18..=24 => {
-            text(rng, &mut out);
+            text(rng, &mut out, tag);
             out.push(failure(ErrorClass::Provider, Some(429), Some(rng.between(10, 3_000))));
         }
         25..=27 => out.push(failure(ErrorClass::Provider, Some(503), None)),
         28..=30 => out.push(failure(ErrorClass::Transport, None, None)),
-        31..=33 => out.push(failure(ErrorClass::Unauthorized, Some(401), None)),
+        31..=33 => {
+            if rng.chance(50) {
+                text(rng, &mut out, tag);
+            }
+            out.push(failure(ErrorClass::Unauthorized, Some(401), None));
+        }
         34..=35 => out.push(failure(ErrorClass::Provider, Some(400), None)),
         36..=38 => {
-            text(rng, &mut out);
+            text(rng, &mut out, tag);
             out.push(Act::Hang);
         }
         39..=42 => {
-            text(rng, &mut out);
+            text(rng, &mut out, tag);
             out.push(Act::Cut);
         }
         _ => {
@@ -228,7 +306,7 @@ fn answer(rng: &mut Rng, request: &ModelRequest) -> Vec<Act> {
                 out.push(Act::Send(StepEvent::ReasoningDelta { text: "think".into() }));
                 out.push(Act::Send(StepEvent::ReasoningEnd { signature: None }));
             }
-            text(rng, &mut out);
+            text(rng, &mut out, tag);
             let reason = if rng.chance(5) { FinishReason::Length } else { FinishReason::Stop };
             let finish = StepEvent::Finished { reason, usage: Some(usage(rng)) };
             out.push(Act::Send(finish));
@@ -237,8 +315,8 @@ fn answer(rng: &mut Rng, request: &ModelRequest) -> Vec<Act> {
     out
 }
 
-/// A simulated tool: `view` (slow), `fail` (an error result), `deny` and `halt` (results that
-/// stop the turn).
+/// A simulated tool: `view` (sometimes slow), `slow` (slow, and a cancel must let it finish),
+/// `fail` (an error result), `deny` and `halt` (results that stop the turn).
 pub struct SimTool {
     name: &'static str,
     rng: Shared,
@@ -249,8 +327,17 @@ impl Tool for SimTool {
         ToolSpec { name: self.name.to_owned(), interactive: false }
     }
 
+    fn abortable(&self) -> bool {
+        self.name != "slow"
+    }
+
     fn run(&self, call: ToolCall) -> BoxFuture<ToolOutput> {
-        let ms = draw(&self.rng, |r| r.between(0, 300));
+        // Now and then a tool outlives the cancel grace (5 s): its result comes too late.
+        let ms =
+            draw(
+                &self.rng,
+                |r| if r.chance(15) { r.between(3_000, 9_000) } else { r.between(0, 300) },
+            );
         let name = self.name;
         Box::pin(async move {
             tokio::time::sleep(Duration::from_millis(ms)).await;
@@ -281,6 +368,8 @@ struct Observed {
     results: BTreeMap<RunId, Vec<Result<CompletionRecord, WaitError>>>,
     /// Idempotent resubmissions answered with an existing run.
     existing: Vec<(RunId, Seq)>,
+    /// Broken promises the clients saw as they happened.
+    problems: Vec<String>,
 }
 
 type Log = Arc<Mutex<Observed>>;
@@ -308,6 +397,16 @@ async fn client(host: Host, mut rng: Rng, id: u64, log: Log) -> Vec<tokio::task:
                     waiters.push(w);
                 }
                 mine.push(submit);
+                // Bursts: a follow-up or two right away, so queues form.
+                for k in 0..rng.below(3) {
+                    let mut more = Submit::new(session.as_str(), format!("c{id} p{n} +{k}"));
+                    if rng.chance(50) {
+                        more = more.with_run_id(format!("c{id}-r{n}-{k}"));
+                    }
+                    if let Some(w) = submit_one(&host, more, &log).await {
+                        waiters.push(w);
+                    }
+                }
             }
             55..=62 if !mine.is_empty() => {
                 // A byte-equal resubmission (idempotent) or a conflicting reuse of a RunId.
@@ -324,7 +423,7 @@ async fn client(host: Host, mut rng: Rng, id: u64, log: Log) -> Vec<tokio::task:
                 let run = RunId::new(format!("c{}-r{}", rng.below(3), rng.below(12)));
                 drop(host.cancel_run(&run).await);
             }
-            84..=90 => drop(host.clear_queue(&session).await),
+            84..=88 => drop(host.clear_queue(&session).await),
             _ => drop(host.summarize(&session).await),
         }
     }
@@ -349,6 +448,13 @@ async fn submit_one(host: &Host, submit: Submit, log: &Log) -> Option<tokio::tas
             let (host, log) = (host.clone(), log.clone());
             Some(tokio::spawn(async move {
                 let got = host.wait(&run_id).await;
+                if let Ok(record) = &got {
+                    // I9 as a client sees it: when the RunComplete arrives, the store already
+                    // holds the text it reports.
+                    if let Some(problem) = stored_text_differs(&host, record).await {
+                        note(&log, |o| o.problems.push(format!("run {run_id}: {problem}")));
+                    }
+                }
                 note(&log, |o| o.results.entry(run_id).or_default().push(got));
             }))
         }
@@ -356,8 +462,19 @@ async fn submit_one(host: &Host, submit: Submit, log: &Log) -> Option<tokio::tas
     }
 }
 
+/// The difference between a RunComplete's text and its message as stored, if any.
+async fn stored_text_differs(host: &Host, record: &CompletionRecord) -> Option<String> {
+    let id = record.message_id?;
+    let session = record.session.clone();
+    let stored = host.read(move |r| r.messages(&session)).await.ok()?;
+    let text = stored.iter().find(|m| m.id == id).map(|m| m.text.clone());
+    (text.as_deref() != record.text.as_deref())
+        .then(|| format!("its RunComplete says {:?} but the store holds {text:?}", record.text))
+}
+
 /// Runs one world to its end inside the current (simulated) runtime, then checks it.
-pub async fn world(seed: u64, profile: Profile, dir: &Path, keep_trace: bool) -> SeedReport {
+pub async fn world(seed: u64, knobs: &WorldConfig, dir: &Path, keep_trace: bool) -> SeedReport {
+    let profile = knobs.profile;
     let mut rng = Rng::new(seed);
     let started = tokio::time::Instant::now();
     let mut report = SeedReport { seed, ..SeedReport::default() };
@@ -370,10 +487,19 @@ pub async fn world(seed: u64, profile: Profile, dir: &Path, keep_trace: bool) ->
     config.engine.step_limit = 6;
     config.store.synchronous = Synchronous::Normal;
     config.store.faults = Some(faults.clone());
+    if let Err(e) = knobs.arm(&mut config) {
+        report.violations.push(e);
+        return report;
+    }
     let shared: Shared = Arc::new(Mutex::new(rng.fork()));
-    let provider = SimProvider { rng: shared.clone() };
+    let prep_failures: Arc<Mutex<BTreeMap<SessionId, u64>>> = Arc::default();
+    let provider = SimProvider {
+        rng: shared.clone(),
+        prep_failures: prep_failures.clone(),
+        requests: Arc::default(),
+    };
     let mut tools = ToolSet::new();
-    for name in ["view", "fail", "deny", "halt"] {
+    for name in ["view", "slow", "fail", "deny", "halt"] {
         tools = tools.with(SimTool { name, rng: shared.clone() });
     }
     let host = match Host::open(config, Arc::new(provider), tools).await {
@@ -416,19 +542,28 @@ pub async fn world(seed: u64, profile: Profile, dir: &Path, keep_trace: bool) ->
     drop(host);
     let observed =
         std::mem::take(&mut *log.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
-    check_store(dir, &observed, &mut report);
+    let prep_failures = std::mem::take(
+        &mut *prep_failures.lock().unwrap_or_else(std::sync::PoisonError::into_inner),
+    );
+    check_store(dir, &observed, &prep_failures, &mut report);
     check_trace(&trace_path, &mut report, keep_trace);
     report
 }
 
 /// The store after a clean shutdown: intact, nothing to recover, histories legal, and the ledger
 /// agrees with every answer a client was given.
-fn check_store(dir: &Path, observed: &Observed, report: &mut SeedReport) {
+fn check_store(
+    dir: &Path,
+    observed: &Observed,
+    prep_failures: &BTreeMap<SessionId, u64>,
+    report: &mut SeedReport,
+) {
     let opened = match Store::open(&StoreConfig::new(dir.join("store.db"))) {
         Ok(o) => o,
         Err(e) => return report.violations.push(format!("the store did not reopen: {e}")),
     };
     let v = &mut report.violations;
+    v.extend(observed.problems.iter().cloned());
     if !opened.recovered.is_empty() {
         v.push(format!("a clean shutdown left {} submissions to recover", opened.recovered.len()));
     }
@@ -451,6 +586,34 @@ fn check_store(dir: &Path, observed: &Observed, report: &mut SeedReport) {
     for s in reader.sessions().unwrap_or_default() {
         for p in reader.protocol_problems(&s.id).unwrap_or_default() {
             v.push(format!("session {}: {p}", s.id));
+        }
+    }
+    // G-24: a failed preparation fails its own submission only.
+    let mut prep_failed: BTreeMap<SessionId, u64> = BTreeMap::new();
+    for row in &runs {
+        let kind = row.completion.as_ref().and_then(|c| c.1.error.as_ref()).map(|e| e.kind);
+        if kind == Some(turnstile_core::ErrorKind::Preparation) {
+            *prep_failed.entry(row.session.clone()).or_default() += 1;
+        }
+    }
+    for (session, n) in prep_failed {
+        let failed = prep_failures.get(&session).copied().unwrap_or(0);
+        if n > failed {
+            v.push(format!("session {session}: {n} submissions failed preparation, the provider failed {failed}"));
+        }
+    }
+    // A completed message holds one attempt's text only (a retry resets the content first).
+    for row in &runs {
+        let Some((_, record)) = &row.completion else { continue };
+        let tags: std::collections::BTreeSet<&str> = record
+            .text
+            .as_deref()
+            .unwrap_or("")
+            .split_whitespace()
+            .filter_map(|w| w.split_once('w').map(|(q, _)| q))
+            .collect();
+        if tags.len() > 1 {
+            v.push(format!("seq {}: its text mixes requests {tags:?}", row.seq));
         }
     }
     for (run, seq) in &observed.accepted {
@@ -477,6 +640,43 @@ fn check_store(dir: &Path, observed: &Observed, report: &mut SeedReport) {
     let _ = opened.store.close();
 }
 
+/// SPEC 4.7 read off the trace: a manual summarize is accepted only when the session has no
+/// unfinished submission (the core's checkers see states, not this reply rule).
+fn summaries_while_busy(trace: &turnstile_core::Trace) -> Vec<String> {
+    let mut unfinished: BTreeMap<String, std::collections::BTreeSet<u64>> = BTreeMap::new();
+    let mut problems = Vec::new();
+    for (line, l) in &trace.lines {
+        let outputs = l.expect.as_deref().unwrap_or(&[]);
+        let kind = |o: &serde_json::Value| o.get("kind").cloned().unwrap_or_default();
+        if let turnstile_core::Input::Summarize { session } = &l.input {
+            let accepted = outputs.first().is_some_and(|o| kind(o)["reply"] == "summarizing");
+            let busy = unfinished.get(session.as_str()).is_some_and(|s| !s.is_empty());
+            if accepted && busy {
+                problems.push(format!(
+                    "line {line}: summarize of {session} accepted while it has unfinished submissions"
+                ));
+            }
+        }
+        for o in outputs {
+            let k = kind(o);
+            let (session, seq) = (k["session"].as_str().unwrap_or(""), k["seq"].as_u64());
+            match (k["type"].as_str(), k["reply"].as_str(), k["op"].as_str(), seq) {
+                (Some("reply"), Some("accepted"), _, Some(seq))
+                | (Some("store"), _, Some("child_accepted"), Some(seq)) => {
+                    unfinished.entry(session.to_owned()).or_default().insert(seq);
+                }
+                (Some("finished"), _, _, Some(seq)) => {
+                    if let Some(s) = unfinished.get_mut(session) {
+                        s.remove(&seq);
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    problems
+}
+
 /// The flight trace replays through the core: every invariant after every input, and the
 /// outputs recorded are the outputs produced (I12).
 fn check_trace(path: &Path, report: &mut SeedReport, keep: bool) {
@@ -492,6 +692,7 @@ fn check_trace(path: &Path, report: &mut SeedReport, keep: bool) {
             if let Err(e) = turnstile_core::replay(&trace) {
                 report.violations.push(format!("the core's trace fails replay: {e}"));
             }
+            report.violations.extend(summaries_while_busy(&trace));
         }
         Err(e) => report.violations.push(format!("the flight trace does not parse: {e}")),
     }

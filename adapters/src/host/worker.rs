@@ -101,6 +101,8 @@ pub(crate) struct Worker {
     me: mpsc::WeakUnboundedSender<WorkerMsg>,
     pipelines: BTreeMap<SessionId, Pipeline>,
     io: BTreeMap<IoKey, AbortHandle>,
+    /// Running calls of tools that a cancel must not cut off (`Tool::abortable` false).
+    unabortable: std::collections::BTreeSet<CallIo>,
     /// Finished IO tasks are swept from `io` when it grows past this (then doubled), so the
     /// sweep stays amortised O(1) per task.
     sweep_at: usize,
@@ -119,6 +121,7 @@ impl Worker {
             me: me.downgrade(),
             pipelines: BTreeMap::new(),
             io: BTreeMap::new(),
+            unabortable: std::collections::BTreeSet::new(),
             sweep_at: 1024,
             drains: Vec::new(),
         }
@@ -171,6 +174,8 @@ impl Worker {
             }
             if self.io.len() > self.sweep_at {
                 self.io.retain(|_, h| !h.is_finished());
+                let io = &self.io;
+                self.unabortable.retain(|c| io.contains_key(&IoKey::Tool(c.clone())));
                 self.sweep_at = (self.io.len() * 2).max(1024);
             }
         }
@@ -271,6 +276,9 @@ impl Worker {
                 self.spawn(IoKey::Summary(io), task, move |why| failed.input(panicked(why)));
             }
             OutputKind::RunTool { call, name, input } => {
+                if self.ctx.tools.get(&name).is_some_and(|t| !t.abortable()) {
+                    self.unabortable.insert(call.clone());
+                }
                 let task = run_tool(self.ctx.clone(), call.clone(), name, input);
                 let c = call.clone();
                 let failed = move |why: String| Input::ToolResult {
@@ -312,7 +320,15 @@ impl Worker {
                 self.abort(&IoKey::Prepare(session, seq))
             }
             OutputKind::AbortStep { step } => self.abort(&IoKey::Step(step)),
-            OutputKind::AbortTool { call } => self.abort(&IoKey::Tool(call)),
+            OutputKind::AbortTool { call } => {
+                // A tool that must not be cut off finishes and reports (the core decides
+                // whether its result is still written, SPEC 4.9, I13).
+                if self.unabortable.remove(&call) {
+                    self.io.remove(&IoKey::Tool(call));
+                } else {
+                    self.abort(&IoKey::Tool(call));
+                }
+            }
             OutputKind::AbortRefresh { attempt } => self.abort(&IoKey::Refresh(attempt)),
             OutputKind::AbortSummary { io } => self.abort(&IoKey::Summary(io)),
             OutputKind::AbortTitle { session, seq } => self.abort(&IoKey::Title(session, seq)),
