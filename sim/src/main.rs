@@ -1,7 +1,7 @@
 //! `turnstile-sim`: the simulation sweep of the real host under madsim, its determinism check,
 //! and trace replay.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -45,6 +45,24 @@ enum Command {
         /// Switch on a mutant of the core's or the host's catalogue (`--features mutants`).
         #[arg(long)]
         mutant: Option<String>,
+    },
+    /// Shrink a failing core trace to a minimal one (delta debugging over its inputs): the
+    /// result breaks the same invariant with as few inputs as possible. Save it under
+    /// `tests/traces/regressions/` (named after the rule it pins), fix the bug, then `bless` it.
+    /// Exit status: 0 shrunk, 1 the trace does not break an invariant, 2 unreadable.
+    Shrink {
+        /// The trace file.
+        path: PathBuf,
+        /// Where to write the minimal trace (default: beside it, `<name>.min.jsonl`).
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+    /// Re-run the seeds listed in a regression file (`<seed> <profile> # note` per line) and
+    /// require each to pass (madsim build). Exit status: 0 all passed, 1 one failed, 2 the file
+    /// is malformed (the line is named).
+    Regressions {
+        /// The list, by convention `sim/regressions.txt`.
+        path: PathBuf,
     },
     /// Hunt every mutant (a build with `--features mutants`): sweep seeds for each until one
     /// fails, and print a table (found, seeds and seconds to find, the first violation). Exit
@@ -112,6 +130,8 @@ fn main() -> ExitCode {
             simulate::seed(seed, &faults, trace.as_deref(), mutant)
         }
         Command::Mutants { seeds, faults } => simulate::mutants(seeds, &faults),
+        Command::Shrink { path, out } => shrink_file(&path, out),
+        Command::Regressions { path } => simulate::regressions(&path),
         Command::Determinism { seeds, first, faults } => {
             simulate::determinism(seeds, first, &faults)
         }
@@ -192,6 +212,45 @@ fn replay_all(paths: &[PathBuf]) -> ExitCode {
         return ExitCode::from(2);
     }
     if failed > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS }
+}
+
+fn shrink_file(path: &Path, out: Option<PathBuf>) -> ExitCode {
+    let trace = match load(&path.to_path_buf()) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let Some(shrunk) = turnstile_sim::shrink::shrink(&trace) else {
+        println!("{}: replaying it breaks no invariant; nothing to shrink", path.display());
+        return ExitCode::from(1);
+    };
+    let out = out.unwrap_or_else(|| path.with_extension("min.jsonl"));
+    if let Err(e) = std::fs::write(&out, shrunk.trace.to_jsonl()) {
+        eprintln!("error: {}: {e}", out.display());
+        return ExitCode::from(2);
+    }
+    println!(
+        "shrunk {} inputs to {} in {} replays: {}",
+        shrunk.before,
+        shrunk.after,
+        shrunk.tries,
+        out.display()
+    );
+    println!("it reproduces: {}", shrunk.failure);
+    println!(
+        "replay: cargo run -p turnstile-sim{} -- replay {}",
+        features(&shrunk.trace),
+        out.display()
+    );
+    ExitCode::SUCCESS
+}
+
+/// The cargo features a trace's replay needs (a mutant in its configuration).
+fn features(trace: &Trace) -> &'static str {
+    let json = serde_json::to_value(&trace.header.config).unwrap_or_default();
+    if json.get("mutant").is_some_and(|m| !m.is_null()) { " --features mutants" } else { "" }
 }
 
 fn indent(e: &ReplayFailure) -> String {

@@ -27,6 +27,12 @@ pub fn seed(_: u64, _: &str, _: Option<&Path>, _: Option<String>) -> ExitCode {
     needs_madsim()
 }
 
+/// `regressions`.
+#[cfg(not(madsim))]
+pub fn regressions(_: &Path) -> ExitCode {
+    needs_madsim()
+}
+
 /// `mutants`.
 #[cfg(not(madsim))]
 pub fn mutants(_: u64, _: &str) -> ExitCode {
@@ -40,7 +46,7 @@ pub fn determinism(_: u64, _: u64, _: &str) -> ExitCode {
 }
 
 #[cfg(madsim)]
-pub use with_madsim::{determinism, mutants, seed, sweep};
+pub use with_madsim::{determinism, mutants, regressions, seed, sweep};
 
 #[cfg(madsim)]
 mod with_madsim {
@@ -140,23 +146,43 @@ mod with_madsim {
             for v in r.violations.iter().skip(1).take(4) {
                 println!("     also: {v}");
             }
+            let mutant =
+                knobs.mutant.as_deref().map_or(String::new(), |m| format!(" --mutant {m}"));
+            let features = if mutant.is_empty() { "" } else { " --features mutants" };
             println!(
-                "     rerun: RUSTFLAGS=\"--cfg madsim\" CARGO_TARGET_DIR=target/madsim cargo run --release -p turnstile-sim -- seed {} --faults {faults}",
+                "     rerun: RUSTFLAGS=\"--cfg madsim\" CARGO_TARGET_DIR=target/madsim cargo run --release -p turnstile-sim{features} -- seed {} --faults {faults}{mutant}",
                 r.seed
             );
             if let Some(trace) = &r.trace {
                 let path = out.join(format!("seed-{}.jsonl", r.seed));
                 match std::fs::write(&path, trace) {
-                    Ok(()) => println!(
-                        "     core trace: {} (cargo run -p turnstile-sim -- replay {})",
-                        path.display(),
-                        path.display()
-                    ),
+                    Ok(()) => println!("     core trace: {}", path.display()),
                     Err(e) => eprintln!("error: cannot write {}: {e}", path.display()),
                 }
+                shrink_saved(trace, &out.join(format!("seed-{}.min.jsonl", r.seed)));
             }
         }
         ExitCode::from(1)
+    }
+
+    /// Shrinks a failing seed's core trace when the core itself breaks an invariant on it.
+    fn shrink_saved(text: &str, path: &Path) {
+        let Ok(trace) = turnstile_core::Trace::parse(text) else { return };
+        match turnstile_sim::shrink::shrink(&trace) {
+            None => println!(
+                "     (the core's trace replays cleanly: the failure is the host's; rerun the seed)"
+            ),
+            Some(s) => match std::fs::write(path, s.trace.to_jsonl()) {
+                Ok(()) => println!(
+                    "     shrunk to {} of {} inputs: {} ({})",
+                    s.after,
+                    s.before,
+                    path.display(),
+                    s.failure
+                ),
+                Err(e) => eprintln!("error: cannot write {}: {e}", path.display()),
+            },
+        }
     }
 
     fn summarize(
@@ -222,6 +248,55 @@ mod with_madsim {
             println!("violation: {v}");
         }
         if r.violations.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) }
+    }
+
+    /// `regressions`: every listed seed must pass.
+    pub fn regressions(path: &Path) -> ExitCode {
+        let text = match std::fs::read_to_string(path) {
+            Ok(t) => t,
+            Err(e) => {
+                eprintln!("error: {}: {e}", path.display());
+                return ExitCode::from(2);
+            }
+        };
+        let mut failed = 0;
+        for (i, line) in text.lines().enumerate() {
+            let entry = line.split('#').next().unwrap_or("").trim();
+            if entry.is_empty() {
+                continue;
+            }
+            let mut words = entry.split_whitespace();
+            let (Some(seed), Some(profile), None) = (words.next(), words.next(), words.next())
+            else {
+                eprintln!(
+                    "error: {} line {}: expected `<seed> <profile> # note`",
+                    path.display(),
+                    i + 1
+                );
+                return ExitCode::from(2);
+            };
+            let Ok(seed) = seed.parse::<u64>() else {
+                eprintln!(
+                    "error: {} line {}: seed {seed:?} is not a number",
+                    path.display(),
+                    i + 1
+                );
+                return ExitCode::from(2);
+            };
+            let knobs = match knobs(profile, None) {
+                Ok(k) => k,
+                Err(code) => return code,
+            };
+            let r = run_seed(seed, &knobs, false);
+            match r.violations.first() {
+                None => println!("ok    seed {seed} ({profile})"),
+                Some(v) => {
+                    failed += 1;
+                    println!("FAIL  seed {seed} ({profile}): {v}");
+                }
+            }
+        }
+        if failed == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) }
     }
 
     /// `mutants`: for each mutant, seeds until one fails; a table of what was found.

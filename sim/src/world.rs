@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use sha2::{Digest, Sha256};
 use turnstile_adapters::provider::{RequestKind, RequestMessage};
-use turnstile_adapters::store::{Fault, Faults, RunState, Store, StoreConfig, Synchronous};
+use turnstile_adapters::store::{Fault, Faults, Reader, RunState, Store, StoreConfig, Synchronous};
 use turnstile_adapters::tool::BoxFuture;
 use turnstile_adapters::{
     CompletionRecord, EventSink, Host, HostConfig, ModelInfo, ModelRequest, Provider, SubmitError,
@@ -128,7 +128,7 @@ fn draw<T>(rng: &Shared, f: impl FnOnce(&mut Rng) -> T) -> T {
     f(&mut r)
 }
 
-/// A seeded provider: text, reasoning, tool calls (some with invalid JSON or unknown tools),
+/// A seeded provider (its state is shared by every incarnation of the host): text, reasoning, tool calls (some with invalid JSON or unknown tools),
 /// retryable and fatal errors with Retry-After, 401s, streams that hang and streams cut off.
 pub struct SimProvider {
     rng: Shared,
@@ -374,16 +374,29 @@ struct Observed {
 
 type Log = Arc<Mutex<Observed>>;
 
+/// The host clients talk to now: replaced when the simulated process crashes and restarts.
+type Current = Arc<Mutex<Host>>;
+
+fn now(current: &Current) -> Host {
+    current.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+}
+
 fn note(log: &Log, f: impl FnOnce(&mut Observed)) {
     f(&mut log.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
 }
 
 /// One client: a few commands at random moments.
-async fn client(host: Host, mut rng: Rng, id: u64, log: Log) -> Vec<tokio::task::JoinHandle<()>> {
+async fn client(
+    current: Current,
+    mut rng: Rng,
+    id: u64,
+    log: Log,
+) -> Vec<tokio::task::JoinHandle<()>> {
     let mut waiters = Vec::new();
     let mut mine: Vec<Submit> = Vec::new();
     for n in 0..rng.between(4, 12) {
         tokio::time::sleep(Duration::from_millis(rng.between(0, 1_500))).await;
+        let host = now(&current);
         let session = SessionId::new(format!("s{}", rng.below(3)));
         match rng.below(100) {
             0..=54 => {
@@ -393,7 +406,7 @@ async fn client(host: Host, mut rng: Rng, id: u64, log: Log) -> Vec<tokio::task:
                 } else if rng.chance(50) {
                     submit = submit.with_mode(Mode::OwnTurn);
                 }
-                if let Some(w) = submit_one(&host, submit.clone(), &log).await {
+                if let Some(w) = submit_one(&current, submit.clone(), &log).await {
                     waiters.push(w);
                 }
                 mine.push(submit);
@@ -403,7 +416,7 @@ async fn client(host: Host, mut rng: Rng, id: u64, log: Log) -> Vec<tokio::task:
                     if rng.chance(50) {
                         more = more.with_run_id(format!("c{id}-r{n}-{k}"));
                     }
-                    if let Some(w) = submit_one(&host, more, &log).await {
+                    if let Some(w) = submit_one(&current, more, &log).await {
                         waiters.push(w);
                     }
                 }
@@ -414,7 +427,7 @@ async fn client(host: Host, mut rng: Rng, id: u64, log: Log) -> Vec<tokio::task:
                 if rng.chance(30) {
                     again.prompt.push_str(" (changed)");
                 }
-                if let Some(w) = submit_one(&host, again, &log).await {
+                if let Some(w) = submit_one(&current, again, &log).await {
                     waiters.push(w);
                 }
             }
@@ -431,9 +444,13 @@ async fn client(host: Host, mut rng: Rng, id: u64, log: Log) -> Vec<tokio::task:
 }
 
 /// Submits, records what was answered, and for a new run starts a waiter.
-async fn submit_one(host: &Host, submit: Submit, log: &Log) -> Option<tokio::task::JoinHandle<()>> {
+async fn submit_one(
+    current: &Current,
+    submit: Submit,
+    log: &Log,
+) -> Option<tokio::task::JoinHandle<()>> {
     let run_id = submit.run_id.clone();
-    match host.submit(submit).await {
+    match now(current).submit(submit).await {
         Ok(s) if s.existing => {
             note(log, |o| {
                 o.existing.push((s.run_id.clone().unwrap_or_else(|| RunId::new("")), s.seq))
@@ -445,9 +462,19 @@ async fn submit_one(host: &Host, submit: Submit, log: &Log) -> Option<tokio::tas
             note(log, |o| {
                 o.accepted.insert(run_id.clone(), s.seq);
             });
-            let (host, log) = (host.clone(), log.clone());
+            let (current, log) = (current.clone(), log.clone());
             Some(tokio::spawn(async move {
-                let got = host.wait(&run_id).await;
+                // A crash of the host answers "engine stopped": wait again, on the restarted
+                // host (its recovery decided the outcome). Never more than a few times.
+                let mut got = now(&current).wait(&run_id).await;
+                for _ in 0..20 {
+                    if !matches!(got, Err(WaitError::Stopped(_))) {
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                    got = now(&current).wait(&run_id).await;
+                }
+                let host = now(&current);
                 if let Ok(record) = &got {
                     // I9 as a client sees it: when the RunComplete arrives, the store already
                     // holds the text it reports.
@@ -478,11 +505,9 @@ pub async fn world(seed: u64, knobs: &WorldConfig, dir: &Path, keep_trace: bool)
     let mut rng = Rng::new(seed);
     let started = tokio::time::Instant::now();
     let mut report = SeedReport { seed, ..SeedReport::default() };
-    let trace_path = dir.join("flight.jsonl");
     let faults = Faults::default();
     let mut config = HostConfig::new(dir.join("store.db"));
     config.workers = 2;
-    config.trace = Some(trace_path.clone());
     config.trace_outputs = true;
     config.engine.step_limit = 6;
     config.store.synchronous = Synchronous::Normal;
@@ -502,17 +527,21 @@ pub async fn world(seed: u64, knobs: &WorldConfig, dir: &Path, keep_trace: bool)
     for name in ["view", "slow", "fail", "deny", "halt"] {
         tools = tools.with(SimTool { name, rng: shared.clone() });
     }
-    let host = match Host::open(config, Arc::new(provider), tools).await {
+    let provider = Arc::new(provider);
+    let mut incarnation = 1;
+    let (host, node) = match open_host(&config, dir, incarnation, &provider, &tools).await {
         Ok(h) => h,
         Err(e) => {
             report.violations.push(format!("the host did not open: {e}"));
             return report;
         }
     };
+    let current: Current = Arc::new(Mutex::new(host.clone()));
+    drop(host);
     let log: Log = Arc::default();
     let mut clients = Vec::new();
     for id in 0..3 {
-        clients.push(tokio::spawn(client(host.clone(), rng.fork(), id, log.clone())));
+        clients.push(tokio::spawn(client(current.clone(), rng.fork(), id, log.clone())));
     }
     if profile == Profile::Faults {
         for _ in 0..rng.below(4) {
@@ -520,6 +549,22 @@ pub async fn world(seed: u64, knobs: &WorldConfig, dir: &Path, keep_trace: bool)
             let fault = if rng.chance(50) { Fault::Locked } else { Fault::DiskFull };
             faults.fail_next(u32::try_from(rng.between(1, 3)).unwrap_or(1), fault);
             *report.faults.entry(format!("{fault:?}")).or_default() += 1;
+        }
+        if rng.chance(40) {
+            // The process dies at a random moment and starts again on the same store.
+            tokio::time::sleep(Duration::from_millis(rng.between(0, 6_000))).await;
+            incarnation += 1;
+            match crash_and_restart(node, &config, dir, incarnation, &provider, &tools).await {
+                // One crash per seed: the new incarnation's node is not needed again.
+                Ok((h, _node)) => {
+                    *current.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = h;
+                    *report.faults.entry("Crash".to_owned()).or_default() += 1;
+                }
+                Err(e) => {
+                    report.violations.push(format!("restart after a crash failed: {e}"));
+                    incarnation -= 1;
+                }
+            }
         }
     }
     let mut waiters = Vec::new();
@@ -530,6 +575,7 @@ pub async fn world(seed: u64, knobs: &WorldConfig, dir: &Path, keep_trace: bool)
         }
     }
     tokio::time::sleep(Duration::from_millis(rng.between(0, 3_000))).await;
+    let host = now(&current);
     if let Err(e) = host.shutdown().await {
         report.violations.push(format!("shutdown failed: {e}"));
     }
@@ -540,14 +586,79 @@ pub async fn world(seed: u64, knobs: &WorldConfig, dir: &Path, keep_trace: bool)
     }
     report.sim_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     drop(host);
+    drop(current);
     let observed =
         std::mem::take(&mut *log.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
     let prep_failures = std::mem::take(
         &mut *prep_failures.lock().unwrap_or_else(std::sync::PoisonError::into_inner),
     );
     check_store(dir, &observed, &prep_failures, &mut report);
-    check_trace(&trace_path, &mut report, keep_trace);
+    let traces: Vec<_> = (1..=incarnation).map(|n| flight(dir, n)).collect();
+    check_traces(&traces, &mut report, keep_trace);
     report
+}
+
+/// The flight trace of the host's `n`-th incarnation (a restart starts a new engine).
+fn flight(dir: &Path, n: u32) -> std::path::PathBuf {
+    dir.join(format!("flight-{n}.jsonl"))
+}
+
+/// Opens the host's `n`-th incarnation. Under the simulator it runs on a node of its own, so a
+/// crash can kill exactly its tasks, as a process dying would.
+async fn open_host(
+    config: &HostConfig,
+    dir: &Path,
+    n: u32,
+    provider: &Arc<SimProvider>,
+    tools: &ToolSet,
+) -> Result<(Host, Node), String> {
+    let mut config = config.clone();
+    config.trace = Some(flight(dir, n));
+    let provider: Arc<dyn Provider> = provider.clone();
+    let tools = tools.clone();
+    #[cfg(madsim)]
+    {
+        let node =
+            madsim::runtime::Handle::current().create_node().name(format!("host-{n}")).build();
+        let opened = node.spawn(async move { Host::open(config, provider, tools).await }).await;
+        let host = opened.map_err(|e| e.to_string())?.map_err(|e| e.to_string())?;
+        Ok((host, node.id()))
+    }
+    #[cfg(not(madsim))]
+    {
+        Host::open(config, provider, tools).await.map(|h| (h, ())).map_err(|e| e.to_string())
+    }
+}
+
+/// Where a host incarnation runs: its simulated node (nothing outside the simulator).
+#[cfg(madsim)]
+type Node = madsim::task::NodeId;
+/// Where a host incarnation runs: its simulated node (nothing outside the simulator).
+#[cfg(not(madsim))]
+type Node = ();
+
+/// Kills the host's node (every task of the host stops where it is, as in a process crash) and
+/// opens the next incarnation on the same store, which runs crash recovery.
+async fn crash_and_restart(
+    node: Node,
+    config: &HostConfig,
+    dir: &Path,
+    n: u32,
+    provider: &Arc<SimProvider>,
+    tools: &ToolSet,
+) -> Result<(Host, Node), String> {
+    #[cfg(madsim)]
+    {
+        madsim::runtime::Handle::current().kill(node);
+        // Let the killed tasks go (their store handle and lock with them).
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        open_host(config, dir, n, provider, tools).await
+    }
+    #[cfg(not(madsim))]
+    {
+        let _ = (node, config, dir, n, provider, tools);
+        Err("crashes are simulated only under madsim".to_owned())
+    }
 }
 
 /// The store after a clean shutdown: intact, nothing to recover, histories legal, and the ledger
@@ -558,18 +669,14 @@ fn check_store(
     prep_failures: &BTreeMap<SessionId, u64>,
     report: &mut SeedReport,
 ) {
-    let opened = match Store::open(&StoreConfig::new(dir.join("store.db"))) {
-        Ok(o) => o,
-        Err(e) => return report.violations.push(format!("the store did not reopen: {e}")),
-    };
+    let db = dir.join("store.db");
     let v = &mut report.violations;
     v.extend(observed.problems.iter().cloned());
-    if !opened.recovered.is_empty() {
-        v.push(format!("a clean shutdown left {} submissions to recover", opened.recovered.len()));
-    }
-    let reader = match opened.store.reader() {
+    // The store exactly as the last process left it: a reopen would run recovery, which repairs
+    // what it finds and would hide it.
+    let reader = match Reader::open(&db) {
         Ok(r) => r,
-        Err(e) => return v.push(format!("no reader: {e}")),
+        Err(e) => return v.push(format!("the store cannot be read: {e}")),
     };
     if let Err(e) = reader.integrity_check() {
         v.push(format!("integrity: {e}"));
@@ -637,7 +744,17 @@ fn check_store(
             v.push(format!("resubmission of {run} answered with seq {seq}, accepted as another"));
         }
     }
-    let _ = opened.store.close();
+    drop(reader);
+    match Store::open(&StoreConfig::new(&db)) {
+        Ok(opened) => {
+            if !opened.recovered.is_empty() {
+                let n = opened.recovered.len();
+                v.push(format!("a clean shutdown left {n} submissions to recover"));
+            }
+            let _ = opened.store.close();
+        }
+        Err(e) => v.push(format!("the store did not reopen: {e}")),
+    }
 }
 
 /// SPEC 4.7 read off the trace: a manual summarize is accepted only when the session has no
@@ -677,26 +794,34 @@ fn summaries_while_busy(trace: &turnstile_core::Trace) -> Vec<String> {
     problems
 }
 
-/// The flight trace replays through the core: every invariant after every input, and the
-/// outputs recorded are the outputs produced (I12).
-fn check_trace(path: &Path, report: &mut SeedReport, keep: bool) {
+/// Every incarnation's flight trace replays through the core: every invariant after every
+/// input, and the outputs recorded are the outputs produced (I12). The hash covers them all.
+fn check_traces(paths: &[std::path::PathBuf], report: &mut SeedReport, keep: bool) {
+    let mut all = String::new();
+    for path in paths {
+        check_trace(path, report, &mut all);
+    }
+    report.trace_hash = Sha256::digest(all.as_bytes()).iter().map(|b| format!("{b:02x}")).collect();
+    if keep || !report.violations.is_empty() {
+        // The last incarnation's trace: the one a core failure most likely lives in.
+        report.trace = paths.last().and_then(|p| std::fs::read_to_string(p).ok());
+    }
+}
+
+fn check_trace(path: &Path, report: &mut SeedReport, all: &mut String) {
     let text = match std::fs::read_to_string(path) {
         Ok(t) => t,
         Err(e) => return report.violations.push(format!("no flight trace: {e}")),
     };
-    report.trace_hash =
-        Sha256::digest(text.as_bytes()).iter().map(|b| format!("{b:02x}")).collect();
+    all.push_str(&text);
     match turnstile_core::Trace::parse(&text) {
         Ok(trace) => {
-            report.events = trace.lines.len() as u64;
+            report.events += trace.lines.len() as u64;
             if let Err(e) = turnstile_core::replay(&trace) {
                 report.violations.push(format!("the core's trace fails replay: {e}"));
             }
             report.violations.extend(summaries_while_busy(&trace));
         }
         Err(e) => report.violations.push(format!("the flight trace does not parse: {e}")),
-    }
-    if keep || !report.violations.is_empty() {
-        report.trace = Some(text);
     }
 }

@@ -154,7 +154,14 @@ const SESSION_COLUMNS: &str =
 
 impl Reader {
     /// Opens a reader on an existing store file.
-    pub(super) fn open(path: &Path) -> Result<Reader, StoreError> {
+    ///
+    /// Also a way to inspect a store as it is on disk, without its owner lock and without
+    /// running recovery (which repairs what it finds): what the simulator and the crash tests
+    /// use to see exactly what a stopped process left. The file must exist.
+    ///
+    /// # Errors
+    /// SQLite errors (no such file, not a database).
+    pub fn open(path: &Path) -> Result<Reader, StoreError> {
         // Read-write at the file level (a WAL reader may need to write the -shm index), but
         // `query_only` refuses every write.
         let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
