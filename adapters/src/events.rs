@@ -10,7 +10,15 @@
 //!   records the outcome: nothing is published before it is durable.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
+
+// The waiter registry is the host's one piece of state that threads race on: under
+// `--cfg turnstile_loom` its lock is loom's, and `loom_tests` below explores every interleaving
+// of a waiter, the publisher and a stop. (A cfg of our own: tokio reacts to `cfg(loom)`.)
+#[cfg(turnstile_loom)]
+use loom::sync::{Mutex, MutexGuard};
+#[cfg(not(turnstile_loom))]
+use std::sync::{Mutex, MutexGuard};
 
 use tokio::sync::{broadcast, oneshot, watch};
 use turnstile_core::{MessageId, Seq, SessionId};
@@ -254,7 +262,7 @@ impl Hub {
 /// the last cursor received and nothing is missed or repeated.
 #[derive(Debug)]
 pub struct Completions {
-    pub(crate) reader: Arc<Mutex<Reader>>,
+    pub(crate) reader: Arc<std::sync::Mutex<Reader>>,
     pub(crate) after: Cursor,
     pub(crate) newest: watch::Receiver<Cursor>,
     pub(crate) ended: watch::Receiver<bool>,
@@ -306,5 +314,79 @@ impl Completions {
     #[must_use]
     pub fn cursor(&self) -> Cursor {
         self.after
+    }
+}
+
+#[cfg(all(test, turnstile_loom))]
+mod loom_tests {
+    //! `RUSTFLAGS="--cfg turnstile_loom" cargo test -p turnstile-adapters --lib --release loom`
+    //! (its own target directory). Every interleaving of: a waiter that registers and then reads
+    //! the ledger, a publisher that records the outcome in the ledger and then wakes waiters, and
+    //! (in the second model) a stop. The promise: the waiter learns the outcome exactly once (or
+    //! hears the stop), and is never left waiting with nothing to wake it.
+
+    use loom::sync::{Arc, Mutex};
+    use turnstile_core::{Outcome, Seq, SessionId};
+
+    use super::{Hub, WaitError};
+    use crate::record::{CompletionRecord, Cursor};
+
+    fn record() -> CompletionRecord {
+        CompletionRecord {
+            session: SessionId::new("s"),
+            run_id: None,
+            seq: Seq(1),
+            outcome: Outcome::Completed,
+            stop_reason: None,
+            message_id: None,
+            text: None,
+            error: None,
+        }
+    }
+
+    #[test]
+    fn loom_a_waiter_always_learns_the_outcome_once() {
+        loom::model(|| {
+            let hub = Arc::new(Hub::new(Cursor(0), 4));
+            let ledger: Arc<Mutex<Option<CompletionRecord>>> = Arc::new(Mutex::new(None));
+            let publisher = {
+                let (hub, ledger) = (hub.clone(), ledger.clone());
+                loom::thread::spawn(move || {
+                    *ledger.lock().expect("ledger") = Some(record());
+                    hub.committed(&[(Cursor(1), record())]);
+                })
+            };
+            // The waiter: register first, then read the ledger (as `Host::wait_seq` does).
+            let mut rx = hub.register(Seq(1)).expect("not stopped");
+            let read = ledger.lock().expect("ledger").clone();
+            publisher.join().expect("publisher");
+            let woken = rx.try_recv().ok();
+            match (read, woken) {
+                (Some(r), _) => assert_eq!(r, record()),
+                (None, Some(Ok(r))) => assert_eq!(r, record()),
+                (None, other) => panic!("the waiter missed the outcome: {other:?}"),
+            }
+        });
+    }
+
+    #[test]
+    fn loom_a_stop_answers_every_waiter_that_has_no_outcome() {
+        loom::model(|| {
+            let hub = Arc::new(Hub::new(Cursor(0), 4));
+            let stopper = {
+                let hub = hub.clone();
+                loom::thread::spawn(move || hub.stop("engine stopped: storage failure: disk full"))
+            };
+            let registered = hub.register(Seq(1));
+            stopper.join().expect("stopper");
+            match registered {
+                Err(WaitError::Stopped(why)) => assert!(why.starts_with("engine stopped")),
+                Ok(mut rx) => match rx.try_recv() {
+                    Ok(Err(WaitError::Stopped(_))) => {}
+                    other => panic!("a waiter registered before the stop was not told: {other:?}"),
+                },
+                Err(other) => panic!("unexpected {other:?}"),
+            }
+        });
     }
 }
