@@ -240,6 +240,8 @@ fn failure(class: ErrorClass, status: Option<u16>, retry_after_ms: Option<u64>) 
 fn answer(rng: &mut Rng, request: &ModelRequest, tag: u64) -> Vec<Act> {
     let mut out = vec![Act::Wait(rng.between(1, 200))];
     if request.kind == RequestKind::Summary {
+        // Summaries take a while (a long history): cancels land during them.
+        out.push(Act::Wait(rng.between(300, 3_000)));
         if rng.chance(10) {
             out.push(failure(ErrorClass::Provider, Some(400), None));
         } else {
