@@ -17,8 +17,8 @@ use turnstile_adapters::provider::{RequestKind, RequestMessage};
 use turnstile_adapters::store::{Fault, Faults, Reader, RunState, Store, StoreConfig, Synchronous};
 use turnstile_adapters::tool::BoxFuture;
 use turnstile_adapters::{
-    CompletionRecord, EventSink, Host, HostConfig, ModelInfo, ModelRequest, Provider, SubmitError,
-    Tool, ToolCall, ToolSet, WaitError,
+    CompletionRecord, Cursor, EventSink, Host, HostConfig, ModelInfo, ModelRequest, Provider,
+    SubmitError, Tool, ToolCall, ToolSet, WaitError,
 };
 use turnstile_core::{
     CallId, ErrorClass, FinishReason, Mode, ProviderError, RunId, Seq, SessionId, StepEvent,
@@ -387,6 +387,55 @@ fn note(log: &Log, f: impl FnOnce(&mut Observed)) {
     f(&mut log.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
 }
 
+/// Follows the completion stream from the start, reconnecting (from its last cursor) to the
+/// next incarnation after a crash, until the world is done and the stream ends.
+async fn follow(
+    current: Current,
+    done: Arc<std::sync::atomic::AtomicBool>,
+) -> Vec<(Cursor, CompletionRecord)> {
+    let mut seen = Vec::new();
+    let mut cursor = Cursor(0);
+    loop {
+        let mut stream = now(&current).completions(cursor);
+        while let Ok(Some((c, record))) = stream.next().await {
+            cursor = c;
+            seen.push((c, record));
+        }
+        if done.load(std::sync::atomic::Ordering::Relaxed) {
+            // One last read: everything recorded before the end.
+            let mut rest = now(&current).completions(cursor);
+            while let Ok(Some(entry)) = rest.next().await {
+                seen.push(entry);
+            }
+            return seen;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A live subscriber that reads slowly: it must fall behind without holding anyone up.
+/// Returns how many updates it was told it missed.
+async fn slow_subscriber(
+    current: Current,
+    done: Arc<std::sync::atomic::AtomicBool>,
+    mut rng: Rng,
+) -> u64 {
+    let mut lagged = 0;
+    loop {
+        let mut updates = now(&current).subscribe();
+        while let Some(event) = updates.recv().await {
+            if let turnstile_adapters::Event::Lagged { skipped } = event {
+                lagged += skipped;
+            }
+            tokio::time::sleep(Duration::from_millis(rng.between(0, 400))).await;
+        }
+        if done.load(std::sync::atomic::Ordering::Relaxed) {
+            return lagged;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// One client: a few commands at random moments.
 async fn client(
     current: Current,
@@ -514,6 +563,8 @@ pub async fn world(seed: u64, knobs: &WorldConfig, dir: &Path, keep_trace: bool)
     config.engine.step_limit = 6;
     config.store.synchronous = Synchronous::Normal;
     config.store.faults = Some(faults.clone());
+    // A small live-update buffer, so the slow subscriber below falls behind.
+    config.updates_capacity = 16;
     if let Err(e) = knobs.arm(&mut config) {
         report.violations.push(e);
         return report;
@@ -541,6 +592,9 @@ pub async fn world(seed: u64, knobs: &WorldConfig, dir: &Path, keep_trace: bool)
     let current: Current = Arc::new(Mutex::new(host.clone()));
     drop(host);
     let log: Log = Arc::default();
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let follower = tokio::spawn(follow(current.clone(), done.clone()));
+    let slow = tokio::spawn(slow_subscriber(current.clone(), done.clone(), rng.fork()));
     let mut clients = Vec::new();
     for id in 0..3 {
         clients.push(tokio::spawn(client(current.clone(), rng.fork(), id, log.clone())));
@@ -586,6 +640,12 @@ pub async fn world(seed: u64, knobs: &WorldConfig, dir: &Path, keep_trace: bool)
             report.violations.push(format!("a waiter panicked: {e}"));
         }
     }
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    let followed = follower.await.unwrap_or_default();
+    match slow.await {
+        Ok(lagged) => *report.faults.entry("Lagged".to_owned()).or_default() += lagged,
+        Err(e) => report.violations.push(format!("the slow subscriber panicked: {e}")),
+    }
     report.sim_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     drop(host);
     drop(current);
@@ -594,7 +654,7 @@ pub async fn world(seed: u64, knobs: &WorldConfig, dir: &Path, keep_trace: bool)
     let prep_failures = std::mem::take(
         &mut *prep_failures.lock().unwrap_or_else(std::sync::PoisonError::into_inner),
     );
-    check_store(dir, &observed, &prep_failures, &mut report);
+    check_store(dir, &observed, &prep_failures, &followed, &mut report);
     let traces: Vec<_> = (1..=incarnation).map(|n| flight(dir, n)).collect();
     check_traces(&traces, &mut report, keep_trace);
     report
@@ -669,6 +729,7 @@ fn check_store(
     dir: &Path,
     observed: &Observed,
     prep_failures: &BTreeMap<SessionId, u64>,
+    followed: &[(Cursor, CompletionRecord)],
     report: &mut SeedReport,
 ) {
     let db = dir.join("store.db");
@@ -696,6 +757,19 @@ fn check_store(
         for p in reader.protocol_problems(&s.id).unwrap_or_default() {
             v.push(format!("session {}: {p}", s.id));
         }
+    }
+    // The completion stream is lossless and in ledger order, across restarts: the follower saw
+    // every recorded outcome exactly once.
+    let mut ledger: Vec<(Cursor, CompletionRecord)> =
+        runs.iter().filter_map(|r| r.completion.clone()).collect();
+    ledger.sort_by_key(|(c, _)| *c);
+    if followed != ledger.as_slice() {
+        let first = followed.iter().zip(&ledger).position(|(a, b)| a != b);
+        v.push(format!(
+            "the completion stream gave {} entries, the ledger holds {} (first difference at {first:?})",
+            followed.len(),
+            ledger.len()
+        ));
     }
     // G-24: a failed preparation fails its own submission only.
     let mut prep_failed: BTreeMap<SessionId, u64> = BTreeMap::new();
