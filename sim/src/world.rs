@@ -581,8 +581,9 @@ pub async fn world(seed: u64, knobs: &WorldConfig, dir: &Path, keep_trace: bool)
         tools = tools.with(SimTool { name, rng: shared.clone() });
     }
     let provider = Arc::new(provider);
+    let launcher = Launcher { config: &config, dir, provider: &provider, tools: &tools };
     let mut incarnation = 1;
-    let (host, node) = match open_host(&config, dir, incarnation, &provider, &tools).await {
+    let (host, node) = match launcher.open(incarnation).await {
         Ok(h) => h,
         Err(e) => {
             report.violations.push(format!("the host did not open: {e}"));
@@ -610,7 +611,7 @@ pub async fn world(seed: u64, knobs: &WorldConfig, dir: &Path, keep_trace: bool)
             // The process dies at a random moment and starts again on the same store.
             tokio::time::sleep(Duration::from_millis(rng.between(0, 6_000))).await;
             incarnation += 1;
-            match crash_and_restart(node, &config, dir, incarnation, &provider, &tools).await {
+            match launcher.crash_and_restart(node, incarnation).await {
                 // One crash per seed: the new incarnation's node is not needed again.
                 Ok((h, _node)) => {
                     *current.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = h;
@@ -665,31 +666,13 @@ fn flight(dir: &Path, n: u32) -> std::path::PathBuf {
     dir.join(format!("flight-{n}.jsonl"))
 }
 
-/// Opens the host's `n`-th incarnation. Under the simulator it runs on a node of its own, so a
-/// crash can kill exactly its tasks, as a process dying would.
-async fn open_host(
-    config: &HostConfig,
-    dir: &Path,
-    n: u32,
-    provider: &Arc<SimProvider>,
-    tools: &ToolSet,
-) -> Result<(Host, Node), String> {
-    let mut config = config.clone();
-    config.trace = Some(flight(dir, n));
-    let provider: Arc<dyn Provider> = provider.clone();
-    let tools = tools.clone();
-    #[cfg(madsim)]
-    {
-        let node =
-            madsim::runtime::Handle::current().create_node().name(format!("host-{n}")).build();
-        let opened = node.spawn(async move { Host::open(config, provider, tools).await }).await;
-        let host = opened.map_err(|e| e.to_string())?.map_err(|e| e.to_string())?;
-        Ok((host, node.id()))
-    }
-    #[cfg(not(madsim))]
-    {
-        Host::open(config, provider, tools).await.map(|h| (h, ())).map_err(|e| e.to_string())
-    }
+/// What every incarnation of the host is opened with: the same configuration, store, provider
+/// and tools; only the flight trace is per incarnation.
+struct Launcher<'a> {
+    config: &'a HostConfig,
+    dir: &'a Path,
+    provider: &'a Arc<SimProvider>,
+    tools: &'a ToolSet,
 }
 
 /// Where a host incarnation runs: its simulated node (nothing outside the simulator).
@@ -699,27 +682,43 @@ type Node = madsim::task::NodeId;
 #[cfg(not(madsim))]
 type Node = ();
 
-/// Kills the host's node (every task of the host stops where it is, as in a process crash) and
-/// opens the next incarnation on the same store, which runs crash recovery.
-async fn crash_and_restart(
-    node: Node,
-    config: &HostConfig,
-    dir: &Path,
-    n: u32,
-    provider: &Arc<SimProvider>,
-    tools: &ToolSet,
-) -> Result<(Host, Node), String> {
-    #[cfg(madsim)]
-    {
-        madsim::runtime::Handle::current().kill(node);
-        // Let the killed tasks go (their store handle and lock with them).
-        tokio::time::sleep(Duration::from_millis(10)).await;
-        open_host(config, dir, n, provider, tools).await
+impl Launcher<'_> {
+    /// Opens the host's `n`-th incarnation. Under the simulator it runs on a node of its own,
+    /// so a crash can kill exactly its tasks, as a process dying would.
+    async fn open(&self, n: u32) -> Result<(Host, Node), String> {
+        let mut config = self.config.clone();
+        config.trace = Some(flight(self.dir, n));
+        let provider: Arc<dyn Provider> = self.provider.clone();
+        let tools = self.tools.clone();
+        #[cfg(madsim)]
+        {
+            let node =
+                madsim::runtime::Handle::current().create_node().name(format!("host-{n}")).build();
+            let opened = node.spawn(async move { Host::open(config, provider, tools).await }).await;
+            let host = opened.map_err(|e| e.to_string())?.map_err(|e| e.to_string())?;
+            Ok((host, node.id()))
+        }
+        #[cfg(not(madsim))]
+        {
+            Host::open(config, provider, tools).await.map(|h| (h, ())).map_err(|e| e.to_string())
+        }
     }
-    #[cfg(not(madsim))]
-    {
-        let _ = (node, config, dir, n, provider, tools);
-        Err("crashes are simulated only under madsim".to_owned())
+
+    /// Kills the host's node (every task of the host stops where it is, as in a process crash)
+    /// and opens incarnation `n` on the same store, which runs crash recovery.
+    async fn crash_and_restart(&self, node: Node, n: u32) -> Result<(Host, Node), String> {
+        #[cfg(madsim)]
+        {
+            madsim::runtime::Handle::current().kill(node);
+            // Let the killed tasks go (their store handle and lock with them).
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            self.open(n).await
+        }
+        #[cfg(not(madsim))]
+        {
+            let _ = (node, n);
+            Err("crashes are simulated only under madsim".to_owned())
+        }
     }
 }
 
