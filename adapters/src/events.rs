@@ -285,14 +285,10 @@ impl Completions {
             // end) after the read wakes us.
             self.newest.borrow_and_update();
             let ended = *self.ended.borrow_and_update();
-            let (reader, after) = (self.reader.clone(), self.after);
-            let batch = crate::rt::blocking(move || {
-                let r = reader.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-                r.completions_after(after, 256)
-            })
-            .await
-            .map_err(WaitError::Store)?
-            .map_err(|e| WaitError::Store(e.to_string()))?;
+            let after = self.after;
+            let batch = crate::rt::read(&self.reader, move |r| r.completions_after(after, 256))
+                .await
+                .map_err(WaitError::Store)?;
             if !batch.is_empty() {
                 self.buffer.extend(batch);
                 continue;

@@ -1,9 +1,12 @@
-//! Runtime glue: the two places where the host's code differs under the simulator, and a
-//! panic guard for IO tasks.
+//! Runtime glue: blocking work (the place where the host's code differs under the simulator),
+//! store reads through it, and a panic guard for IO tasks.
 
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
+use std::sync::{Arc, Mutex};
 use std::task::Poll;
+
+use crate::store::{Reader, StoreError};
 
 /// Runs blocking work (SQLite) off the async worker threads. Under the simulator (`--cfg
 /// madsim`) it runs inline, as the simulation is single-threaded and its disk IO is real.
@@ -18,6 +21,20 @@ pub(crate) async fn blocking<T: Send + 'static>(
     {
         tokio::task::spawn_blocking(f).await.map_err(|e| e.to_string())
     }
+}
+
+/// Runs a query on a shared read connection with [`blocking`]: the one way the host reads
+/// the store (requests, preparation, waits, completion streams, `Host::read`).
+pub(crate) async fn read<T: Send + 'static>(
+    reader: &Arc<Mutex<Reader>>,
+    f: impl FnOnce(&Reader) -> Result<T, StoreError> + Send + 'static,
+) -> Result<T, String> {
+    let reader = reader.clone();
+    blocking(move || {
+        let r = reader.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        f(&r).map_err(|e| e.to_string())
+    })
+    .await?
 }
 
 /// Polls `fut`, turning a panic inside it into `Err(message)`, so an IO task that panics can

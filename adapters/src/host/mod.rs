@@ -476,12 +476,7 @@ impl Host {
         &self,
         f: impl FnOnce(&Reader) -> Result<T, StoreError> + Send + 'static,
     ) -> Result<T, String> {
-        let reader = self.inner.reader.clone();
-        crate::rt::blocking(move || {
-            let r = reader.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            f(&r).map_err(|e| e.to_string())
-        })
-        .await?
+        crate::rt::read(&self.inner.reader, f).await
     }
 
     /// Shuts down (SPEC 4.10): new submissions are rejected ("workspace closing"), every

@@ -18,7 +18,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::AbortHandle;
 use turnstile_core::{
     AttemptIo, CallIo, ErrorClass, Input, OutputKind, ProviderError, Seq, SessionId, Setup,
-    StepEvent, StepIo, StoreOp, SummaryIo, ToolOutput,
+    StepEvent, StepIo, SummaryIo, ToolOutput,
 };
 
 use super::writer::WriteReq;
@@ -81,17 +81,11 @@ enum IoKey {
 /// One session's ordered work.
 #[derive(Default)]
 struct Pipeline {
-    queue: VecDeque<Deferred>,
+    queue: VecDeque<Action>,
     /// The open transaction's writes.
     open: Vec<Write>,
     /// Waiting for a structural commit to be durable.
     blocked: bool,
-}
-
-/// An action, or the reply to a caller that follows an acceptance's commit.
-enum Deferred {
-    Action(Action),
-    Reply(oneshot::Sender<Result<Submitted, SubmitError>>, Result<Submitted, SubmitError>),
 }
 
 pub(crate) struct Worker {
@@ -143,7 +137,7 @@ impl Worker {
                     let mut touched = Vec::new();
                     for (session, action) in actions {
                         let p = self.pipelines.entry(session.clone()).or_default();
-                        p.queue.push_back(Deferred::Action(action));
+                        p.queue.push_back(action);
                         if touched.last() != Some(&session) {
                             touched.push(session);
                         }
@@ -195,21 +189,20 @@ impl Worker {
                 return;
             };
             match next {
-                Deferred::Reply(reply, result)
-                | Deferred::Action(Action::Reply { reply, result }) => {
+                Action::Reply { reply, result } => {
                     let _ = reply.send(result);
                 }
-                Deferred::Action(Action::Accept { run, submitted, reply }) => {
+                Action::Accept { run, submitted, reply } => {
                     p.open.push(Write::Accept(run));
                     if self.ctx.armed.is(HostMutant::ReplyBeforeDurable) {
                         // The bug: the caller hears "accepted" before the row is durable.
                         let _ = reply.send(Ok(submitted));
                     } else {
-                        p.queue.push_front(Deferred::Reply(reply, Ok(submitted)));
+                        p.queue.push_front(Action::Reply { reply, result: Ok(submitted) });
                     }
                     self.commit(session);
                 }
-                Deferred::Action(Action::Output(kind)) => self.perform(session, kind),
+                Action::Output(kind) => self.perform(session, kind),
             }
         }
     }
@@ -222,16 +215,7 @@ impl Worker {
             return;
         }
         let writes = std::mem::take(&mut p.open);
-        let streaming = writes.iter().all(|w| {
-            matches!(
-                w,
-                Write::Op(
-                    StoreOp::AppendText { .. }
-                        | StoreOp::AppendReasoning { .. }
-                        | StoreOp::SummaryText { .. }
-                )
-            )
-        });
+        let streaming = writes.iter().all(Write::is_streamed);
         let txn = Txn { session: session.clone(), writes };
         let ack = if streaming {
             None
@@ -370,20 +354,24 @@ impl Worker {
 /// (after every earlier write of the session, which the pipeline guarantees).
 async fn prepare(ctx: Arc<Ctx>, session: SessionId, seq: Seq) {
     let info = ctx.provider.prepare(&session).await;
-    let row = read(&ctx, {
+    let row = crate::rt::read(&ctx.reader, {
         let session = session.clone();
         move |r| r.session(&session)
     })
     .await;
     let input = match (info, row) {
         (Ok(info), Ok(row)) => {
-            let row = row.unwrap_or_default_row(&session);
+            // The acceptance made the session's row durable before this; a missing one reads
+            // as a new session.
+            let (prompt_tokens, completion_tokens, titled) = row.map_or((0, 0, false), |r| {
+                (r.prompt_tokens, r.completion_tokens, r.title.is_some())
+            });
             let setup = Setup {
                 tools: ctx.tools.specs(),
                 context_window: info.context_window,
-                prompt_tokens: row.prompt_tokens,
-                completion_tokens: row.completion_tokens,
-                titled: row.title.is_some(),
+                prompt_tokens,
+                completion_tokens,
+                titled,
             };
             Input::Prepared { session, seq, setup }
         }
@@ -409,37 +397,6 @@ fn panicked(why: String) -> StepEvent {
             ..Default::default()
         },
     }
-}
-
-trait OrDefaultRow {
-    fn unwrap_or_default_row(self, session: &SessionId) -> crate::store::SessionRow;
-}
-
-impl OrDefaultRow for Option<crate::store::SessionRow> {
-    fn unwrap_or_default_row(self, session: &SessionId) -> crate::store::SessionRow {
-        self.unwrap_or(crate::store::SessionRow {
-            id: session.clone(),
-            parent: None,
-            title: None,
-            prompt_tokens: 0,
-            completion_tokens: 0,
-            cost_micros: 0,
-            summary_message: None,
-        })
-    }
-}
-
-/// Runs a blocking store read off the async threads.
-async fn read<T: Send + 'static>(
-    ctx: &Ctx,
-    f: impl FnOnce(&Reader) -> Result<T, crate::store::StoreError> + Send + 'static,
-) -> Result<T, String> {
-    let reader = ctx.reader.clone();
-    crate::rt::blocking(move || {
-        let r = reader.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        f(&r).map_err(|e| e.to_string())
-    })
-    .await?
 }
 
 #[derive(Clone)]
@@ -474,7 +431,7 @@ async fn stream(ctx: Arc<Ctx>, which: Stream) {
         Stream::Step(_) => RequestKind::Step,
         Stream::Summary(_) => RequestKind::Summary,
     };
-    let history = read(&ctx, {
+    let history = crate::rt::read(&ctx.reader, {
         let session = session.clone();
         move |r| {
             let summary = r.session(&session)?.and_then(|s| s.summary_message);

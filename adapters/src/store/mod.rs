@@ -136,6 +136,22 @@ pub enum Write {
     Op(StoreOp),
 }
 
+impl Write {
+    /// True for streamed content (text, reasoning or summary text appended): coalescible, so a
+    /// transaction of only these may wait for the debounce window (SPEC 4.12).
+    #[must_use]
+    pub fn is_streamed(&self) -> bool {
+        matches!(
+            self,
+            Write::Op(
+                StoreOp::AppendText { .. }
+                    | StoreOp::AppendReasoning { .. }
+                    | StoreOp::SummaryText { .. }
+            )
+        )
+    }
+}
+
 /// One transaction of one session: the writes between two `Commit`s of the core, in order.
 #[derive(Clone, Debug)]
 pub struct Txn {
