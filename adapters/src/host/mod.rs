@@ -505,14 +505,16 @@ impl Host {
     /// # Errors
     /// The stop message when the store failed.
     pub async fn flush(&self) -> Result<(), String> {
+        // The writer may be gone, or go while answering: after a clean shutdown everything is
+        // durable already, so that is a success; otherwise the host stopped.
+        let gone = || if self.inner.hub.is_closed() { Ok(()) } else { Err(self.stop_message()) };
         let (tx, rx) = oneshot::channel();
-        let Some(writer) = self.inner.writer.upgrade() else {
-            // After a clean shutdown everything is durable already.
-            return if self.inner.hub.is_closed() { Ok(()) } else { Err(self.stop_message()) };
-        };
-        writer.send(writer::WriteReq::Flush(tx)).map_err(|_| self.stop_message())?;
+        let Some(writer) = self.inner.writer.upgrade() else { return gone() };
+        if writer.send(writer::WriteReq::Flush(tx)).is_err() {
+            return gone();
+        }
         drop(writer);
-        rx.await.unwrap_or_else(|_| Err(self.stop_message()))
+        rx.await.unwrap_or_else(|_| gone())
     }
 
     /// The stop message once the host stopped (a storage failure, an internal error).
