@@ -63,7 +63,10 @@ async fn publish_before_commit_publishes_an_outcome_the_ledger_never_had() {
         let host = host.clone();
         tokio::spawn(async move { host.wait(&RunId::new("r1")).await })
     };
-    tokio::time::sleep(Duration::from_millis(10)).await;
+    // The waiter must be registered before the outcome is (wrongly) published.
+    while host.waiters() == 0 {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
     host.cancel(&SessionId::new("s")).await.expect("cancel");
     let heard = waiter.await.expect("join").expect("the mutant publishes an outcome");
     assert_eq!(heard.outcome, Outcome::Cancelled);
