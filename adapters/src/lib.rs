@@ -45,7 +45,9 @@ pub mod store;
 pub mod tool;
 
 pub use events::{Completions, Event, Update, Updates, WaitError};
-pub use host::{Host, HostConfig, OpenError, SubmitError, Submitted, WriterStats};
+pub use host::{
+    Flight, FlightBuffer, Host, HostConfig, OpenError, SubmitError, Submitted, WriterStats,
+};
 #[cfg(feature = "mutants")]
 pub use mutants::HostMutant;
 pub use provider::{

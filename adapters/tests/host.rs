@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use turnstile_adapters::store::{Fault, RunState};
 use turnstile_adapters::{
-    Answer, Cursor, EchoTool, Event, Host, HostConfig, Scripted, ScriptedProvider, SubmitError,
-    ToolSet, Update, WaitError,
+    Answer, Cursor, EchoTool, Event, Flight, Host, HostConfig, Scripted, ScriptedProvider,
+    SubmitError, ToolSet, Update, WaitError,
 };
 use turnstile_core::{
     ErrorKind, FinishReason, Outcome, Rejection, RunId, SessionId, StepEvent, Submit, Usage,
@@ -381,7 +381,7 @@ async fn the_flight_recorder_writes_a_trace_that_replays() {
     let dir = tempfile::tempdir().expect("dir");
     let mut c = config(&dir);
     let trace = dir.path().join("flight.jsonl");
-    c.trace = Some(trace.clone());
+    c.trace = Some(Flight::File(trace.clone()));
     c.trace_outputs = true;
     let host = open(&c, echo()).await;
     host.submit(Submit::new("s", "one").with_run_id("r1")).await.expect("ok");

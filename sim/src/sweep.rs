@@ -1,8 +1,9 @@
 //! Running seeds under madsim: one deterministic runtime per seed, in parallel jobs.
 
 use std::panic::AssertUnwindSafe;
-use std::path::PathBuf;
 use std::time::Duration;
+
+use turnstile_adapters::store::MemoryDisk;
 
 use crate::world::{SeedReport, WorldConfig, world};
 
@@ -14,18 +15,15 @@ pub const TIME_LIMIT: Duration = Duration::from_secs(3_600);
 /// when the seed failed, or always with `keep_trace`.
 #[must_use]
 pub fn run_seed(seed: u64, knobs: &WorldConfig, keep_trace: bool) -> SeedReport {
-    let dir = std::env::temp_dir().join(format!("turnstile-sim-{}-{seed}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    if let Err(e) = std::fs::create_dir_all(&dir) {
-        return failed(seed, format!("cannot create {}: {e}", dir.display()));
-    }
+    let disk = match MemoryDisk::new(&format!("turnstile-sim-{}-{seed}", std::process::id())) {
+        Ok(d) => d,
+        Err(e) => return failed(seed, format!("cannot create the memory disk: {e}")),
+    };
     let mut rt = madsim::runtime::Runtime::with_seed_and_config(seed, madsim::Config::default());
     rt.set_time_limit(TIME_LIMIT);
-    let at: PathBuf = dir.clone();
     let result = std::panic::catch_unwind(AssertUnwindSafe(move || {
-        rt.block_on(world(seed, knobs, &at, keep_trace))
+        rt.block_on(world(seed, knobs, &disk, keep_trace))
     }));
-    let _ = std::fs::remove_dir_all(&dir);
     match result {
         Ok(report) => report,
         Err(payload) => {

@@ -8,17 +8,18 @@
 //! cover it, but only the simulator runs it.
 
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use sha2::{Digest, Sha256};
 use turnstile_adapters::provider::{RequestKind, RequestMessage};
-use turnstile_adapters::store::{Fault, Faults, Reader, RunState, Store, StoreConfig, Synchronous};
+use turnstile_adapters::store::{
+    Fault, Faults, Location, MemoryDisk, Reader, RunState, Store, StoreConfig,
+};
 use turnstile_adapters::tool::BoxFuture;
 use turnstile_adapters::{
-    CompletionRecord, Cursor, EventSink, Host, HostConfig, ModelInfo, ModelRequest, Provider,
-    SubmitError, Tool, ToolCall, ToolSet, WaitError,
+    CompletionRecord, Cursor, EventSink, Flight, FlightBuffer, Host, HostConfig, ModelInfo,
+    ModelRequest, Provider, SubmitError, Tool, ToolCall, ToolSet, WaitError,
 };
 use turnstile_core::{
     CallId, ErrorClass, FinishReason, Mode, ProviderError, RunId, Seq, SessionId, StepEvent,
@@ -550,18 +551,24 @@ async fn stored_text_differs(host: &Host, record: &CompletionRecord) -> Option<S
         .then(|| format!("its RunComplete says {:?} but the store holds {text:?}", record.text))
 }
 
-/// Runs one world to its end inside the current (simulated) runtime, then checks it.
-pub async fn world(seed: u64, knobs: &WorldConfig, dir: &Path, keep_trace: bool) -> SeedReport {
+/// Runs one world to its end inside the current (simulated) runtime, then checks it. The store
+/// lives on `disk` and the flight traces in memory: both outlive a crashed host, as a disk
+/// would, and the world touches no file.
+pub async fn world(
+    seed: u64,
+    knobs: &WorldConfig,
+    disk: &MemoryDisk,
+    keep_trace: bool,
+) -> SeedReport {
     let profile = knobs.profile;
     let mut rng = Rng::new(seed);
     let started = tokio::time::Instant::now();
     let mut report = SeedReport { seed, ..SeedReport::default() };
     let faults = Faults::default();
-    let mut config = HostConfig::new(dir.join("store.db"));
+    let mut config = HostConfig::with_store(StoreConfig::in_memory(disk));
     config.workers = 2;
     config.trace_outputs = true;
     config.engine.step_limit = 6;
-    config.store.synchronous = Synchronous::Normal;
     config.store.faults = Some(faults.clone());
     // A small live-update buffer, so the slow subscriber below falls behind.
     config.updates_capacity = 16;
@@ -581,7 +588,8 @@ pub async fn world(seed: u64, knobs: &WorldConfig, dir: &Path, keep_trace: bool)
         tools = tools.with(SimTool { name, rng: shared.clone() });
     }
     let provider = Arc::new(provider);
-    let launcher = Launcher { config: &config, dir, provider: &provider, tools: &tools };
+    let launcher =
+        Launcher { config: &config, flights: Mutex::default(), provider: &provider, tools: &tools };
     let mut incarnation = 1;
     let (host, node) = match launcher.open(incarnation).await {
         Ok(h) => h,
@@ -619,7 +627,6 @@ pub async fn world(seed: u64, knobs: &WorldConfig, dir: &Path, keep_trace: bool)
                 }
                 Err(e) => {
                     report.violations.push(format!("restart after a crash failed: {e}"));
-                    incarnation -= 1;
                 }
             }
         }
@@ -655,22 +662,20 @@ pub async fn world(seed: u64, knobs: &WorldConfig, dir: &Path, keep_trace: bool)
     let prep_failures = std::mem::take(
         &mut *prep_failures.lock().unwrap_or_else(std::sync::PoisonError::into_inner),
     );
-    check_store(dir, &observed, &prep_failures, &followed, &mut report);
-    let traces: Vec<_> = (1..=incarnation).map(|n| flight(dir, n)).collect();
+    check_store(&config.store.location, &observed, &prep_failures, &followed, &mut report);
+    let traces = std::mem::take(
+        &mut *launcher.flights.lock().unwrap_or_else(std::sync::PoisonError::into_inner),
+    );
     check_traces(&traces, &mut report, keep_trace);
     report
 }
 
-/// The flight trace of the host's `n`-th incarnation (a restart starts a new engine).
-fn flight(dir: &Path, n: u32) -> std::path::PathBuf {
-    dir.join(format!("flight-{n}.jsonl"))
-}
-
 /// What every incarnation of the host is opened with: the same configuration, store, provider
-/// and tools; only the flight trace is per incarnation.
+/// and tools; only the flight trace is per incarnation (a restart starts a new engine).
 struct Launcher<'a> {
     config: &'a HostConfig,
-    dir: &'a Path,
+    /// The flight trace of each incarnation opened, in order.
+    flights: Mutex<Vec<FlightBuffer>>,
     provider: &'a Arc<SimProvider>,
     tools: &'a ToolSet,
 }
@@ -687,7 +692,9 @@ impl Launcher<'_> {
     /// so a crash can kill exactly its tasks, as a process dying would.
     async fn open(&self, n: u32) -> Result<(Host, Node), String> {
         let mut config = self.config.clone();
-        config.trace = Some(flight(self.dir, n));
+        let flight = FlightBuffer::default();
+        config.trace = Some(Flight::Memory(flight.clone()));
+        self.flights.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(flight);
         let provider: Arc<dyn Provider> = self.provider.clone();
         let tools = self.tools.clone();
         #[cfg(madsim)]
@@ -700,6 +707,7 @@ impl Launcher<'_> {
         }
         #[cfg(not(madsim))]
         {
+            let _ = n;
             Host::open(config, provider, tools).await.map(|h| (h, ())).map_err(|e| e.to_string())
         }
     }
@@ -725,18 +733,17 @@ impl Launcher<'_> {
 /// The store after a clean shutdown: intact, nothing to recover, histories legal, and the ledger
 /// agrees with every answer a client was given.
 fn check_store(
-    dir: &Path,
+    location: &Location,
     observed: &Observed,
     prep_failures: &BTreeMap<SessionId, u64>,
     followed: &[(Cursor, CompletionRecord)],
     report: &mut SeedReport,
 ) {
-    let db = dir.join("store.db");
     let v = &mut report.violations;
     v.extend(observed.problems.iter().cloned());
     // The store exactly as the last process left it: a reopen would run recovery, which repairs
     // what it finds and would hide it.
-    let reader = match Reader::open(&db) {
+    let reader = match Reader::open_at(location) {
         Ok(r) => r,
         Err(e) => return v.push(format!("the store cannot be read: {e}")),
     };
@@ -820,7 +827,7 @@ fn check_store(
         }
     }
     drop(reader);
-    match Store::open(&StoreConfig::new(&db)) {
+    match Store::open(&StoreConfig::at(location.clone())) {
         Ok(opened) => {
             if !opened.recovered.is_empty() {
                 let n = opened.recovered.len();
@@ -871,25 +878,21 @@ fn summaries_while_busy(trace: &turnstile_core::Trace) -> Vec<String> {
 
 /// Every incarnation's flight trace replays through the core: every invariant after every
 /// input, and the outputs recorded are the outputs produced (I12). The hash covers them all.
-fn check_traces(paths: &[std::path::PathBuf], report: &mut SeedReport, keep: bool) {
+fn check_traces(flights: &[FlightBuffer], report: &mut SeedReport, keep: bool) {
     let mut all = String::new();
-    for path in paths {
-        check_trace(path, report, &mut all);
+    for flight in flights {
+        check_trace(&flight.text(), report, &mut all);
     }
     report.trace_hash = Sha256::digest(all.as_bytes()).iter().map(|b| format!("{b:02x}")).collect();
     if keep || !report.violations.is_empty() {
         // The last incarnation's trace: the one a core failure most likely lives in.
-        report.trace = paths.last().and_then(|p| std::fs::read_to_string(p).ok());
+        report.trace = flights.last().map(FlightBuffer::text);
     }
 }
 
-fn check_trace(path: &Path, report: &mut SeedReport, all: &mut String) {
-    let text = match std::fs::read_to_string(path) {
-        Ok(t) => t,
-        Err(e) => return report.violations.push(format!("no flight trace: {e}")),
-    };
-    all.push_str(&text);
-    match turnstile_core::Trace::parse(&text) {
+fn check_trace(text: &str, report: &mut SeedReport, all: &mut String) {
+    all.push_str(text);
+    match turnstile_core::Trace::parse(text) {
         Ok(trace) => {
             report.events += trace.lines.len() as u64;
             if let Err(e) = turnstile_core::replay(&trace) {

@@ -28,20 +28,38 @@ use super::{Command, Msg, SubmitError, Submitted};
 use crate::events::{Hub, Update};
 use crate::store::NewRun;
 
-/// The core engine, optionally recording every input to a trace file (the flight recorder).
+/// The core engine, optionally recording every input to a trace (the flight recorder).
 pub(crate) enum Driver {
     Plain(Box<Engine>),
-    Recording { recorder: Box<Recorder>, file: File },
+    Recording { recorder: Box<Recorder>, sink: FlightSink },
+}
+
+/// Where the flight recorder's lines go.
+pub(crate) enum FlightSink {
+    File(File),
+    Memory(super::FlightBuffer),
+}
+
+impl FlightSink {
+    pub(crate) fn write(&mut self, text: &str) -> std::io::Result<()> {
+        match self {
+            FlightSink::File(f) => f.write_all(text.as_bytes()),
+            FlightSink::Memory(b) => {
+                b.push(text);
+                Ok(())
+            }
+        }
+    }
 }
 
 impl Driver {
     fn handle(&mut self, now: Millis, input: Input) -> Result<(), HostError> {
         match self {
             Driver::Plain(e) => e.handle(now, input),
-            Driver::Recording { recorder, file } => {
+            Driver::Recording { recorder, sink } => {
                 let r = recorder.handle(now, input);
                 // The trace is a debugging aid: a failed write is reported, not fatal.
-                if let Err(e) = file.write_all(recorder.take_jsonl().as_bytes()) {
+                if let Err(e) = sink.write(&recorder.take_jsonl()) {
                     eprintln!("turnstile: flight recorder write failed: {e}");
                 }
                 r

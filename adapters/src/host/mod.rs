@@ -60,19 +60,52 @@ pub struct HostConfig {
     pub updates_capacity: usize,
     /// Capacity of the engine's inbox (back-pressure on clients and streams).
     pub inbox_capacity: usize,
-    /// The flight recorder: write every input to this trace file (`turnstile-sim replay`
+    /// The flight recorder: write every input to this trace (`turnstile-sim replay`
     /// reproduces the run), with the outputs when `trace_outputs` is set.
-    pub trace: Option<PathBuf>,
+    pub trace: Option<Flight>,
     /// Record the outputs too, so a replay compares them.
     pub trace_outputs: bool,
 }
 
+/// Where the flight recorder writes the trace (JSON lines, `docs/trace-format.md`).
+#[derive(Clone, Debug)]
+pub enum Flight {
+    /// A file, created (or truncated) when the host opens; every input is written as it is
+    /// handled, so the trace survives a crash up to the input that crashed.
+    File(PathBuf),
+    /// A buffer in memory that outlives the host (the simulator: a crashed host's trace is
+    /// still there to check).
+    Memory(FlightBuffer),
+}
+
+/// A shared, growing flight trace in memory; clones write to and read the same text.
+#[derive(Clone, Debug, Default)]
+pub struct FlightBuffer(Arc<Mutex<String>>);
+
+impl FlightBuffer {
+    /// The trace written so far.
+    #[must_use]
+    pub fn text(&self) -> String {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
+    pub(crate) fn push(&self, text: &str) {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push_str(text);
+    }
+}
+
 impl HostConfig {
-    /// SPEC defaults for a store at `path`.
+    /// SPEC defaults for a store file at `path`.
     #[must_use]
     pub fn new(path: impl Into<PathBuf>) -> HostConfig {
+        HostConfig::with_store(StoreConfig::new(path))
+    }
+
+    /// SPEC defaults for the store `store` describes (a file or an in-memory disk).
+    #[must_use]
+    pub fn with_store(store: StoreConfig) -> HostConfig {
         HostConfig {
-            store: StoreConfig::new(path),
+            store,
             engine: Config::default(),
             workers: std::thread::available_parallelism().map_or(2, |n| n.get()),
             debounce: Duration::from_millis(33),
@@ -211,16 +244,20 @@ impl Host {
                 Engine::new(config.engine.clone(), opened.start.clone())
                     .map_err(OpenError::Engine)?,
             )),
-            Some(path) => {
+            Some(flight) => {
                 let mut header = TraceHeader::new(config.engine.clone(), opened.start.clone());
                 header.origin =
                     Some(serde_json::json!({ "recorded_by": "turnstile-adapters host" }));
                 let recorder =
                     Recorder::new(header, config.trace_outputs).map_err(OpenError::Engine)?;
-                let mut file = std::fs::File::create(path).map_err(OpenError::Trace)?;
-                std::io::Write::write_all(&mut file, recorder.header_jsonl().as_bytes())
-                    .map_err(OpenError::Trace)?;
-                engine::Driver::Recording { recorder: Box::new(recorder), file }
+                let mut sink = match flight {
+                    Flight::File(path) => engine::FlightSink::File(
+                        std::fs::File::create(path).map_err(OpenError::Trace)?,
+                    ),
+                    Flight::Memory(buffer) => engine::FlightSink::Memory(buffer.clone()),
+                };
+                sink.write(&recorder.header_jsonl()).map_err(OpenError::Trace)?;
+                engine::Driver::Recording { recorder: Box::new(recorder), sink }
             }
         };
         let hub = Arc::new(Hub::new(newest, config.updates_capacity));

@@ -10,19 +10,20 @@
 
 mod apply;
 mod faults;
+mod location;
 mod read;
 mod recovery;
 mod schema;
 #[cfg(test)]
 mod tests;
 
-use std::fs::{File, OpenOptions, TryLockError};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use rusqlite::{Connection, OpenFlags, TransactionBehavior};
+use rusqlite::Connection;
 use turnstile_core::{Attachment, Mode, RunId, Seq, SessionId, Start, StoreOp};
 
 pub use faults::{Fault, Faults};
+pub use location::{Location, MemoryDisk};
 pub use read::{
     Reader, RunRow, RunState, SessionRow, StoredCall, StoredMessage, StoredResult, StoredRole,
 };
@@ -35,8 +36,9 @@ pub const STORE_IN_USE: &str = "store is in use by another turnstile process";
 /// How to open a store.
 #[derive(Clone, Debug)]
 pub struct StoreConfig {
-    /// The database file. The owner lock is `<path>.lock` beside it.
-    pub path: PathBuf,
+    /// Where the database is: a file (the owner lock is `<path>.lock` beside it) or an
+    /// in-memory disk (simulation and tests).
+    pub location: Location,
     /// `PRAGMA synchronous`: `FULL` (default) makes every commit durable on power loss;
     /// `NORMAL` only on process crash.
     pub synchronous: Synchronous,
@@ -51,8 +53,21 @@ impl StoreConfig {
     /// A durable store at this path, without injected faults.
     #[must_use]
     pub fn new(path: impl Into<PathBuf>) -> StoreConfig {
+        StoreConfig::at(Location::File(path.into()))
+    }
+
+    /// A store on an in-memory disk, without injected faults: what the simulator uses (no
+    /// file system, no fsync), with the same SQL, owner lock and recovery as a file.
+    #[must_use]
+    pub fn in_memory(disk: &MemoryDisk) -> StoreConfig {
+        StoreConfig::at(Location::Memory(disk.clone()))
+    }
+
+    /// A store at `location`, without injected faults.
+    #[must_use]
+    pub fn at(location: Location) -> StoreConfig {
         StoreConfig {
-            path: path.into(),
+            location,
             synchronous: Synchronous::Full,
             faults: None,
             #[cfg(feature = "mutants")]
@@ -182,14 +197,14 @@ pub struct Store {
     /// succeeded, so a failed commit hands out the same cursors again.
     last_cursor: u64,
     /// Held for the store's life: the exclusive owner lock.
-    _lock: std::fs::File,
+    _lock: location::OwnerLock,
 }
 
 /// Prepared statements kept per connection: every statement of `apply` and `recovery` fits.
 const STATEMENT_CACHE: usize = 64;
 
 impl Store {
-    /// Opens (creating if needed) the store at `config.path`: takes the owner lock, migrates
+    /// Opens (creating if needed) the store at `config.location`: takes the owner lock, migrates
     /// the schema, runs recovery (SPEC 4.12), and says what the engine starts from.
     ///
     /// A store whose lock another process (or another live `Store`) holds is not touched at
@@ -200,18 +215,15 @@ impl Store {
     /// cannot be opened; [`StoreError::Corrupt`] for a schema newer than this code or rows that
     /// do not parse; SQLite errors.
     pub fn open(config: &StoreConfig) -> Result<Opened, StoreError> {
-        let lock = lock(&config.path)?;
-        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
-            | OpenFlags::SQLITE_OPEN_CREATE
-            | OpenFlags::SQLITE_OPEN_NO_MUTEX
-            | OpenFlags::SQLITE_OPEN_URI;
-        let mut conn = Connection::open_with_flags(&config.path, flags)?;
+        let lock = config.location.lock()?;
+        let mut conn = config.location.connect(true)?;
         conn.busy_timeout(read::BUSY_TIMEOUT)?;
+        let want = config.location.journal_mode();
         let mode: String =
-            conn.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0))?;
-        if !mode.eq_ignore_ascii_case("wal") {
+            conn.pragma_update_and_check(None, "journal_mode", want, |r| r.get(0))?;
+        if !mode.eq_ignore_ascii_case(want) {
             return Err(StoreError::Corrupt(format!(
-                "the store could not switch to WAL journaling (journal_mode is {mode})"
+                "the store could not switch to {want} journaling (journal_mode is {mode})"
             )));
         }
         let synchronous = match config.synchronous {
@@ -246,11 +258,11 @@ impl Store {
         if let Some(f) = fault.filter(|f| !f.after_apply()) {
             return Err(f.error());
         }
-        let result = apply_all(&mut self.conn, txns, self.last_cursor, fault);
+        let result = apply_all(&self.conn, txns, self.last_cursor, fault);
         if !self.conn.is_autocommit() {
-            // The transaction's drop normally rolls back; make sure nothing stays open if that
-            // rollback failed, so the next commit can begin. Its own error adds nothing.
-            let _ = self.conn.execute_batch("ROLLBACK");
+            // A failure after BEGIN (a write, an injected fault, COMMIT itself): undo it all,
+            // so the next commit can begin. The rollback's own error adds nothing.
+            let _ = self.conn.prepare_cached("ROLLBACK").and_then(|mut s| s.execute([]));
         }
         let cursors = result?;
         if let Some(last) = cursors.last() {
@@ -259,18 +271,18 @@ impl Store {
         Ok(cursors)
     }
 
-    /// A new read-only connection to the same file.
+    /// A new read-only connection to the same database.
     ///
     /// # Errors
     /// SQLite errors.
     pub fn reader(&self) -> Result<Reader, StoreError> {
-        Reader::open(&self.config.path)
+        Reader::open_at(&self.config.location)
     }
 
-    /// The store's file.
+    /// Where the store is.
     #[must_use]
-    pub fn path(&self) -> &Path {
-        &self.config.path
+    pub fn location(&self) -> &Location {
+        &self.config.location
     }
 
     /// Checkpoints the WAL into the database file (`wal_checkpoint(TRUNCATE)`) and closes the
@@ -287,42 +299,25 @@ impl Store {
     }
 }
 
-/// Applies and commits `txns` in one transaction; returns the cursors it assigned.
+/// Applies and commits `txns` in one transaction; returns the cursors it assigned. On an error
+/// the transaction is left open for the caller to roll back. BEGIN and COMMIT are cached
+/// statements like every other, so a commit compiles nothing.
 fn apply_all(
-    conn: &mut Connection,
+    conn: &Connection,
     txns: &[Txn],
     last_cursor: u64,
     fault: Option<Fault>,
 ) -> Result<Vec<Cursor>, StoreError> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    conn.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
     let mut cursors = apply::Cursors { last: last_cursor, assigned: Vec::new() };
     for txn in txns {
         for w in &txn.writes {
-            apply::write(&tx, w, &mut cursors)?;
+            apply::write(conn, w, &mut cursors)?;
         }
     }
     if let Some(f) = fault {
-        // `tx` is dropped here, which rolls back everything applied above.
         return Err(f.error());
     }
-    tx.commit()?;
+    conn.prepare_cached("COMMIT")?.execute([])?;
     Ok(cursors.assigned)
-}
-
-/// Takes the exclusive owner lock `<path>.lock`.
-fn lock(path: &Path) -> Result<File, StoreError> {
-    let mut lock_path = path.as_os_str().to_owned();
-    lock_path.push(".lock");
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(&lock_path)
-        .map_err(StoreError::Io)?;
-    match file.try_lock() {
-        Ok(()) => Ok(file),
-        Err(TryLockError::WouldBlock) => Err(StoreError::InUse),
-        Err(TryLockError::Error(e)) => Err(StoreError::Io(e)),
-    }
 }

@@ -6,13 +6,13 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::time::Duration;
 
-use rusqlite::{Connection, OpenFlags, OptionalExtension, Row, params};
+use rusqlite::{Connection, OptionalExtension, Row, params};
 use turnstile_core::{
     Attachment, CallId, Fingerprint, KnownRun, MessageId, Mode, RunId, Seq, SessionId, Start,
 };
 
-use super::StoreError;
 use super::schema::{int, parse_json, parse_mode, parse_outcome, uint};
+use super::{Location, StoreError};
 use crate::record::{CompletionRecord, Cursor};
 
 /// How long a connection waits for a lock before failing with SQLITE_BUSY: short, because the
@@ -162,12 +162,17 @@ impl Reader {
     /// # Errors
     /// SQLite errors (no such file, not a database).
     pub fn open(path: &Path) -> Result<Reader, StoreError> {
+        Reader::open_at(&Location::File(path.to_owned()))
+    }
+
+    /// Opens a reader on an existing store wherever it is (see [`Reader::open`]).
+    ///
+    /// # Errors
+    /// SQLite errors (no such file, not a database).
+    pub fn open_at(location: &Location) -> Result<Reader, StoreError> {
         // Read-write at the file level (a WAL reader may need to write the -shm index), but
         // `query_only` refuses every write.
-        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
-            | OpenFlags::SQLITE_OPEN_NO_MUTEX
-            | OpenFlags::SQLITE_OPEN_URI;
-        let conn = Connection::open_with_flags(path, flags)?;
+        let conn = location.connect(false)?;
         conn.busy_timeout(BUSY_TIMEOUT)?;
         conn.pragma_update(None, "query_only", true)?;
         conn.set_prepared_statement_cache_capacity(32);

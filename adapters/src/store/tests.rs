@@ -147,6 +147,20 @@ fn dump(r: &Reader) -> (Vec<SessionRow>, Vec<RunRow>, Vec<Vec<StoredMessage>>) {
     (sessions, r.runs().unwrap(), messages)
 }
 
+/// Counts statement compilations on `conn` from now on (SQLite calls the authorizer while
+/// compiling, also when it re-compiles a cached statement whose plan depended on a bound value).
+fn count_compiles(conn: &mut rusqlite::Connection) -> std::sync::Arc<std::sync::atomic::AtomicU64> {
+    use rusqlite::hooks::{AuthContext, Authorization};
+    let n = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let counter = n.clone();
+    conn.authorizer(Some(move |_: AuthContext<'_>| {
+        counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Authorization::Allow
+    }))
+    .unwrap();
+    n
+}
+
 fn sqlite_code(e: &StoreError) -> Option<rusqlite::ErrorCode> {
     match e {
         StoreError::Sqlite(rusqlite::Error::SqliteFailure(f, _)) => Some(f.code),
@@ -201,6 +215,50 @@ fn a_second_open_is_refused_and_runs_no_recovery_over_live_work() {
     drop(first);
     let opened = open(&dir);
     assert_eq!(opened.recovered.len(), 1, "the lock is released with the store");
+}
+
+#[test]
+fn a_memory_disk_keeps_what_was_committed_across_stores_and_has_the_same_owner_lock() {
+    let disk = MemoryDisk::new("store-tests-memory-keeps").unwrap();
+    let config = StoreConfig::in_memory(&disk);
+    let mut first = Store::open(&config).unwrap().store;
+    let t = txn("s", vec![new_run("s", 1, Some("r1"), "hi"), Write::Op(activated("s", 1))]);
+    first.commit(&[t, ops("s", vec![user("s", 1, 1, "hi")])]).unwrap();
+
+    let err = Store::open(&config).expect_err("the lock is held");
+    assert!(matches!(err, StoreError::InUse));
+    let live = Reader::open_at(&config.location).unwrap();
+    assert_eq!(live.run(&RunId::new("r1")).unwrap().unwrap().state, RunState::Active);
+
+    // A crash: the store goes without closing; the disk keeps the committed rows.
+    drop(first);
+    let opened = Store::open(&config).unwrap();
+    assert_eq!(opened.recovered.len(), 1, "recovery ran over the disk's rows");
+    let reader = opened.store.reader().unwrap();
+    assert_eq!(reader.messages(&sid("s")).unwrap()[0].text, "hi");
+    assert_eq!(reader.run(&RunId::new("r1")).unwrap().unwrap().state, RunState::Finished);
+    assert_eq!(reader.integrity_check(), Ok(()));
+    assert_eq!(opened.store.location().to_string(), "memory:store-tests-memory-keeps");
+    assert!(opened.store.location().file().is_none());
+}
+
+#[test]
+fn a_memory_disk_name_is_checked_and_not_shared_by_two_live_disks() {
+    let bad = MemoryDisk::new("a/b").expect_err("a slash");
+    assert_eq!(
+        bad.to_string(),
+        "memory disk name \"a/b\": use letters, digits, '-', '_' and '.' only"
+    );
+    let disk = MemoryDisk::new("store-tests-memory-twice").unwrap();
+    Store::open(&StoreConfig::in_memory(&disk)).unwrap();
+    let err = MemoryDisk::new("store-tests-memory-twice").expect_err("the name holds a store");
+    assert_eq!(
+        err.to_string(),
+        "memory disk \"store-tests-memory-twice\" is already in use in this process"
+    );
+    drop(disk);
+    let again = MemoryDisk::new("store-tests-memory-twice").expect("the old disk is gone");
+    assert_eq!(Store::open(&StoreConfig::in_memory(&again)).unwrap().start, Start::default());
 }
 
 #[test]
@@ -927,13 +985,9 @@ fn protocol_problems_name_the_message_and_call() {
 
 /// Drives the real engine through one turn with reasoning, a tool call and a second step, and
 /// applies its writes exactly as a host does: grouped by `Commit`, the acceptance row first.
-#[test]
-fn an_engine_turn_applied_commit_by_commit_is_protocol_legal() {
-    let dir = tempfile::tempdir().unwrap();
-    let opened = open(&dir);
-    let mut store = opened.store;
-    let mut engine = Engine::new(Config::default(), opened.start).unwrap();
-    let submit = Submit::new("s1", "list the files").with_run_id("r1");
+/// Drives one submission through an engine to its end, committing each `Commit` of the core as
+/// one transaction: a turn with reasoning, text, a tool call and a second step.
+fn drive_turn(engine: &mut Engine, store: &mut Store, submit: &Submit) -> (Vec<Completion>, u32) {
     let mut inbox = VecDeque::from([Input::Submit(submit.clone())]);
     let mut pending: BTreeMap<SessionId, Vec<Write>> = BTreeMap::new();
     let mut done = Vec::new();
@@ -1007,11 +1061,23 @@ fn an_engine_turn_applied_commit_by_commit_is_protocol_legal() {
         }
     }
     assert!(pending.values().all(Vec::is_empty), "every write was committed: {pending:?}");
+    (done, commits)
+}
+
+#[test]
+fn an_engine_turn_applied_commit_by_commit_is_protocol_legal() {
+    let dir = tempfile::tempdir().unwrap();
+    let opened = open(&dir);
+    let mut store = opened.store;
+    let writer_compiles = count_compiles(&mut store.conn);
+    let mut engine = Engine::new(Config::default(), opened.start).unwrap();
+    let submit = Submit::new("s1", "list the files").with_run_id("r1");
+    let (done, commits) = drive_turn(&mut engine, &mut store, &submit);
     assert!(commits >= 3);
     assert_eq!(done.len(), 1);
     assert_eq!(done[0].outcome(), Outcome::Completed);
 
-    let r = store.reader().unwrap();
+    let mut r = store.reader().unwrap();
     assert_eq!(r.protocol_problems(&sid("s1")).unwrap(), Vec::<String>::new());
     let run = r.run(&RunId::new("r1")).unwrap().unwrap();
     assert_eq!(run.state, RunState::Finished);
@@ -1033,14 +1099,38 @@ fn an_engine_turn_applied_commit_by_commit_is_protocol_legal() {
     let s = r.session(&sid("s1")).unwrap().unwrap();
     assert_eq!((s.prompt_tokens, s.completion_tokens, s.cost_micros), (120, 30, 18));
     assert_eq!(r.integrity_check(), Ok(()));
+
+    // The same turn again, other values bound: every statement is already compiled and cached.
+    // (A plan that depends on a bound value is compiled again at every rebinding: the cost the
+    // host pays per step when a query is written that way.)
+    let reader_compiles = count_compiles(&mut r.conn);
+    for session in ["s1", "none"] {
+        r.messages(&sid(session)).unwrap();
+        r.session(&sid(session)).unwrap();
+        r.run(&RunId::new(session)).unwrap();
+    }
+    writer_compiles.store(0, std::sync::atomic::Ordering::Relaxed);
+    reader_compiles.store(0, std::sync::atomic::Ordering::Relaxed);
+    let again = Submit::new("s2", "list them again").with_run_id("r2");
+    let (done2, _) = drive_turn(&mut engine, &mut store, &again);
+    assert_eq!(done2[0].outcome(), Outcome::Completed);
+    for session in ["s2", "s1", "other"] {
+        r.messages(&sid(session)).unwrap();
+        r.session(&sid(session)).unwrap();
+        r.run(&RunId::new(session)).unwrap();
+    }
+    let compiles = |n: &std::sync::Arc<std::sync::atomic::AtomicU64>| {
+        n.load(std::sync::atomic::Ordering::Relaxed)
+    };
+    assert_eq!((compiles(&writer_compiles), compiles(&reader_compiles)), (0, 0), "writer, reader");
     drop(r);
     store.close().unwrap();
 
     // The restart hands the engine everything it needs to refuse a rerun of r1.
     let again = open(&dir);
     assert!(again.recovered.is_empty());
-    assert_eq!(again.start.next_seq, Some(Seq(2)));
-    assert_eq!(again.start.runs.len(), 1);
+    assert_eq!(again.start.next_seq, Some(Seq(3)));
+    assert_eq!(again.start.runs.len(), 2);
     assert_eq!(again.start.runs[0].fingerprint, Fingerprint::of(&submit));
     let mut engine = Engine::new(Config::default(), again.start).unwrap();
     engine.handle(Millis(0), Input::Submit(submit)).unwrap();

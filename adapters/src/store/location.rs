@@ -1,0 +1,190 @@
+//! Where a store lives: a file (production), or an in-memory database that outlives the stores
+//! opened on it (the simulator, tests). Both give the same SQL, the same owner lock semantics
+//! and the same recovery; only durability differs (memory lasts as long as its [`MemoryDisk`]).
+
+use std::fs::{File, OpenOptions, TryLockError};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use rusqlite::config::DbConfig;
+use rusqlite::{Connection, OpenFlags};
+
+use super::StoreError;
+
+/// Where a store's database is.
+#[derive(Clone, Debug)]
+pub enum Location {
+    /// A database file; the owner lock is `<path>.lock` beside it. Journaled with WAL, so
+    /// readers read while the writer writes.
+    File(PathBuf),
+    /// An in-memory database of this process (SQLite's `memdb` VFS), shared by every
+    /// connection opened on the same [`MemoryDisk`]. A simulated crash kills the host but not
+    /// the disk, so what was committed is there for the next `Store::open`, as on a real disk.
+    Memory(MemoryDisk),
+}
+
+impl Location {
+    /// The file, for a file store.
+    #[must_use]
+    pub fn file(&self) -> Option<&Path> {
+        match self {
+            Location::File(p) => Some(p),
+            Location::Memory(_) => None,
+        }
+    }
+
+    /// Opens a connection to the database (creating it when `create`).
+    pub(crate) fn connect(&self, create: bool) -> Result<Connection, StoreError> {
+        let mut flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX
+            | OpenFlags::SQLITE_OPEN_URI;
+        if create {
+            flags |= OpenFlags::SQLITE_OPEN_CREATE;
+        }
+        let conn = match self {
+            Location::File(path) => Connection::open_with_flags(path, flags)?,
+            // The memdb database exists while the disk's own connection holds it open.
+            Location::Memory(disk) => Connection::open_with_flags(&disk.inner.uri, flags)?,
+        };
+        // The query planner stability guarantee: a plan never depends on a bound value, so a
+        // cached statement is compiled once, not again at every rebinding (SQLite re-compiles
+        // such statements otherwise, e.g. `... WHERE session = ?1 ORDER BY ord`).
+        conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)?;
+        Ok(conn)
+    }
+
+    /// The journal mode a writer sets: WAL for files; memdb databases journal in memory.
+    pub(crate) fn journal_mode(&self) -> &'static str {
+        match self {
+            Location::File(_) => "WAL",
+            Location::Memory(_) => "MEMORY",
+        }
+    }
+
+    /// Takes the exclusive owner lock: a second live `Store` on the same location, in this or
+    /// (for files) another process, gets [`StoreError::InUse`].
+    pub(crate) fn lock(&self) -> Result<OwnerLock, StoreError> {
+        match self {
+            Location::File(path) => lock_file(path).map(OwnerLock::File),
+            Location::Memory(disk) => {
+                if disk.inner.owned.swap(true, Ordering::AcqRel) {
+                    return Err(StoreError::InUse);
+                }
+                Ok(OwnerLock::Memory(disk.clone()))
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for Location {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Location::File(p) => write!(f, "{}", p.display()),
+            Location::Memory(disk) => write!(f, "memory:{}", disk.inner.name),
+        }
+    }
+}
+
+/// An in-memory database that lives as long as any clone of this handle: what a simulated
+/// disk is. Every [`Location::Memory`] of the same disk reaches the same database.
+#[derive(Clone)]
+pub struct MemoryDisk {
+    inner: Arc<DiskInner>,
+}
+
+struct DiskInner {
+    name: String,
+    uri: String,
+    /// Keeps the database alive between stores (memdb frees it with its last connection).
+    _holder: Mutex<Connection>,
+    /// The owner lock of the stores opened on it.
+    owned: AtomicBool,
+}
+
+impl MemoryDisk {
+    /// A new, empty in-memory database named `name` (letters, digits, `-`, `_` and `.`).
+    /// The name is process-wide in SQLite, so it must not be in use by another live disk.
+    ///
+    /// # Errors
+    /// [`StoreError::Corrupt`] for a bad name or a name whose database already holds data
+    /// (another live disk); SQLite errors.
+    pub fn new(name: &str) -> Result<MemoryDisk, StoreError> {
+        let valid = !name.is_empty()
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+        if !valid {
+            return Err(StoreError::Corrupt(format!(
+                "memory disk name {name:?}: use letters, digits, '-', '_' and '.' only"
+            )));
+        }
+        let uri = format!("file:/{name}?vfs=memdb");
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX
+            | OpenFlags::SQLITE_OPEN_URI;
+        let holder = Connection::open_with_flags(&uri, flags)?;
+        let objects: i64 =
+            holder.query_row("SELECT count(*) FROM sqlite_schema", [], |r| r.get(0))?;
+        if objects != 0 {
+            return Err(StoreError::Corrupt(format!(
+                "memory disk {name:?} is already in use in this process"
+            )));
+        }
+        Ok(MemoryDisk {
+            inner: Arc::new(DiskInner {
+                name: name.to_owned(),
+                uri,
+                _holder: Mutex::new(holder),
+                owned: AtomicBool::new(false),
+            }),
+        })
+    }
+
+    /// The disk's name.
+    #[must_use]
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+}
+
+impl std::fmt::Debug for MemoryDisk {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemoryDisk").field("name", &self.inner.name).finish_non_exhaustive()
+    }
+}
+
+/// The owner lock a [`super::Store`] holds for its life; released when dropped (also when
+/// a simulated crash drops the host).
+#[derive(Debug)]
+pub(crate) enum OwnerLock {
+    /// The locked `<path>.lock` file (the lock lasts while the file is open).
+    File(#[allow(dead_code)] File),
+    /// The disk whose `owned` flag this lock set.
+    Memory(MemoryDisk),
+}
+
+impl Drop for OwnerLock {
+    fn drop(&mut self) {
+        if let OwnerLock::Memory(disk) = self {
+            disk.inner.owned.store(false, Ordering::Release);
+        }
+    }
+}
+
+/// Takes the exclusive owner lock `<path>.lock`.
+fn lock_file(path: &Path) -> Result<File, StoreError> {
+    let mut lock_path = path.as_os_str().to_owned();
+    lock_path.push(".lock");
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&lock_path)
+        .map_err(StoreError::Io)?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(TryLockError::WouldBlock) => Err(StoreError::InUse),
+        Err(TryLockError::Error(e)) => Err(StoreError::Io(e)),
+    }
+}
