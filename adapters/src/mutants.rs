@@ -20,6 +20,8 @@ pub enum HostMutant {
     StructuralOvertakesHeld,
     /// Crash recovery does not write results for tool calls that have none (SPEC 4.12, I8).
     RecoveryLeavesOrphans,
+    /// A sub-agent's model requests offer the `agent` tool too (SPEC 4.11: depth 1).
+    ChildOfferedAgent,
 }
 
 impl HostMutant {
@@ -29,6 +31,7 @@ impl HostMutant {
         HostMutant::ReplyBeforeDurable,
         HostMutant::StructuralOvertakesHeld,
         HostMutant::RecoveryLeavesOrphans,
+        HostMutant::ChildOfferedAgent,
     ];
 
     /// The mutant's name in `snake_case`.
@@ -39,6 +42,7 @@ impl HostMutant {
             HostMutant::ReplyBeforeDurable => "reply_before_durable",
             HostMutant::StructuralOvertakesHeld => "structural_overtakes_held",
             HostMutant::RecoveryLeavesOrphans => "recovery_leaves_orphans",
+            HostMutant::ChildOfferedAgent => "child_offered_agent",
         }
     }
 

@@ -10,7 +10,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use turnstile_core::{CallId, SessionId, ToolOutput, ToolSpec};
+use turnstile_core::{AGENT_TOOL, CallId, SessionId, ToolOutput, ToolSpec};
 
 /// A boxed, sendable future: what the host's traits return, so they stay object-safe.
 pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
@@ -48,9 +48,13 @@ pub trait Tool: Send + Sync + 'static {
 
 /// The tools a host offers, by name. Names are unique: adding a second tool with a name
 /// replaces the first.
+///
+/// The `agent` tool (sub-agents, SPEC 4.11) is not a [`Tool`]: the core runs it by starting a
+/// turn in a child session, so the set only says whether it is offered ([`ToolSet::with_agent`]).
 #[derive(Clone, Default)]
 pub struct ToolSet {
     tools: BTreeMap<String, Arc<dyn Tool>>,
+    agent: bool,
 }
 
 impl ToolSet {
@@ -63,17 +67,47 @@ impl ToolSet {
     /// The set with `tool` added (replacing one with the same name).
     #[must_use]
     pub fn with(mut self, tool: impl Tool) -> ToolSet {
-        self.tools.insert(tool.spec().name, Arc::new(tool));
+        let name = tool.spec().name;
+        if name == AGENT_TOOL {
+            self.agent = false;
+        }
+        self.tools.insert(name, Arc::new(tool));
         self
     }
 
-    /// The specs the core's `Setup` lists, in name order.
+    /// The set with the `agent` tool offered: a call starts a sub-agent in a child session,
+    /// whose turn the host drives like any other; its end is the call's result (SPEC 4.11).
+    /// Replaces a [`Tool`] named `agent`.
     #[must_use]
-    pub fn specs(&self) -> Vec<ToolSpec> {
-        self.tools.values().map(|t| t.spec()).collect()
+    pub fn with_agent(mut self) -> ToolSet {
+        self.tools.remove(AGENT_TOOL);
+        self.agent = true;
+        self
     }
 
-    /// The tool with this name.
+    /// The specs the core's `Setup` lists for a top-level session, in name order.
+    #[must_use]
+    pub fn specs(&self) -> Vec<ToolSpec> {
+        let agent =
+            self.agent.then(|| ToolSpec { name: AGENT_TOOL.to_owned(), interactive: false });
+        let mut specs: Vec<ToolSpec> = self.tools.values().map(|t| t.spec()).chain(agent).collect();
+        specs.sort_by(|a, b| a.name.cmp(&b.name));
+        specs
+    }
+
+    /// The tools a model request of `session` offers: for a sub-agent's child session, what
+    /// the core gives it (no `agent` tool, nothing interactive: SPEC 4.11); for any other
+    /// session, [`ToolSet::specs`].
+    #[must_use]
+    pub fn specs_for(&self, session: &SessionId) -> Vec<ToolSpec> {
+        let mut specs = self.specs();
+        if session.is_child() {
+            specs.retain(|t| t.name != AGENT_TOOL && !t.interactive);
+        }
+        specs
+    }
+
+    /// The tool with this name (never the `agent` tool, which the core runs).
     #[must_use]
     pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
         self.tools.get(name)
@@ -82,7 +116,8 @@ impl ToolSet {
 
 impl std::fmt::Debug for ToolSet {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_list().entries(self.tools.keys()).finish()
+        let agent = self.agent.then_some(AGENT_TOOL);
+        f.debug_list().entries(self.tools.keys().map(String::as_str).chain(agent)).finish()
     }
 }
 

@@ -788,3 +788,65 @@ async fn a_tool_that_must_finish_is_not_cut_off_and_its_result_is_written() {
     legal(&host, "s").await;
     host.shutdown().await.expect("shutdown");
 }
+
+/// SPEC 4.11 through the host: the `agent` tool is offered to the parent (not to the child),
+/// the child runs in its own session with the parent's id and "New Agent Session", its text is
+/// the parent's tool result, its cost is added to the parent, and both ledger rows finish.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sub_agent_runs_in_a_child_session_and_its_text_is_the_parent_s_result() {
+    let dir = tempfile::tempdir().expect("dir");
+    type Offered = Vec<(String, Vec<String>)>;
+    let offered: Arc<std::sync::Mutex<Offered>> = Arc::default();
+    let seen = offered.clone();
+    let provider = ScriptedProvider::new(move |req, _| {
+        let tools = req.tools.iter().map(|t| t.name.clone()).collect();
+        seen.lock().expect("lock").push((req.session.to_string(), tools));
+        if req.session.is_child() {
+            return Answer::streamed("found two files", 2, 5, usage());
+        }
+        match req.messages.last() {
+            Some(turnstile_adapters::provider::RequestMessage::ToolResults(_)) => {
+                Answer::streamed("the agent says so", 2, 5, usage())
+            }
+            _ => Answer::tool_call("c1", "agent", r#"{"prompt":"look around"}"#),
+        }
+    });
+    let tools = ToolSet::new().with(EchoTool { name: "view".into(), delay_ms: 5 }).with_agent();
+    let host = Host::open(config(&dir), Arc::new(provider), tools).await.expect("open");
+    host.submit(Submit::new("p", "delegate").with_run_id("r1")).await.expect("accepted");
+    let done = host.wait(&RunId::new("r1")).await.expect("completion");
+    assert_eq!(done.outcome, Outcome::Completed);
+    assert_eq!(done.text.as_deref(), Some("the agent says so"));
+
+    let sessions = host.read(|r| r.sessions()).await.expect("read");
+    let child = sessions.iter().find(|s| s.id.is_child()).expect("a child session");
+    assert_eq!(child.parent, Some(SessionId::new("p")));
+    assert_eq!(child.title.as_deref(), Some(turnstile_core::NEW_AGENT_TITLE));
+    assert!(child.id.as_str().ends_with("$$c1"), "{}", child.id);
+    let parent = sessions.iter().find(|s| s.id.as_str() == "p").expect("the parent");
+    // The first parent step (the call) reports no usage: its own last step plus the child.
+    assert_eq!(parent.cost_micros, 2 * 7, "the parent's answer and the child's");
+
+    let p = SessionId::new("p");
+    let messages = host.read(move |r| r.messages(&p)).await.expect("read");
+    let result = messages.iter().flat_map(|m| &m.results).next().expect("the agent's result");
+    assert_eq!((result.content.as_str(), result.is_error), ("found two files", false));
+    let runs = host.read(|r| r.runs()).await.expect("read");
+    let child_run = runs.iter().find(|r| r.session == child.id).expect("the child's row");
+    assert_eq!(child_run.state, RunState::Finished);
+    let record = &child_run.completion.as_ref().expect("recorded").1;
+    assert_eq!(
+        (record.outcome, record.text.as_deref()),
+        (Outcome::Completed, Some("found two files"))
+    );
+    legal(&host, "p").await;
+    legal(&host, child.id.as_str()).await;
+
+    let offered = offered.lock().expect("lock").clone();
+    for (session, tools) in &offered {
+        let agent = tools.iter().any(|t| t == "agent");
+        assert_eq!(agent, session == "p", "{session} was offered {tools:?}");
+        assert!(tools.iter().any(|t| t == "view"), "{session} keeps its other tools");
+    }
+    host.shutdown().await.expect("shutdown");
+}

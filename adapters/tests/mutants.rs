@@ -39,7 +39,8 @@ fn every_mutant_has_a_case_here_or_in_the_crash_test() {
             "publish_before_commit",
             "reply_before_durable",
             "structural_overtakes_held",
-            "recovery_leaves_orphans"
+            "recovery_leaves_orphans",
+            "child_offered_agent"
         ]
     );
     for m in HostMutant::ALL {
@@ -122,4 +123,34 @@ async fn structural_overtakes_held_publishes_before_the_text_is_stored() {
     let stored = common::assistant_text(&host, "s").await;
     assert_eq!(stored, "", "the RunComplete was published before its text was written");
     let _ = host.shutdown().await;
+}
+
+/// Rejected by `a_sub_agent_runs_in_a_child_session_and_its_text_is_the_parent_s_result`
+/// (`tests/host.rs`): the child's request offers the `agent` tool.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn child_offered_agent_offers_sub_agents_to_a_sub_agent() {
+    let dir = tempfile::tempdir().expect("dir");
+    let offered: Arc<std::sync::Mutex<Vec<(SessionId, bool)>>> = Arc::default();
+    let seen = offered.clone();
+    let provider = ScriptedProvider::new(move |req, _| {
+        let agent = req.tools.iter().any(|t| t.name == "agent");
+        seen.lock().expect("lock").push((req.session.clone(), agent));
+        match req.messages.last() {
+            _ if req.session.is_child() => Answer::streamed("done", 1, 1, Usage::default()),
+            Some(turnstile_adapters::provider::RequestMessage::ToolResults(_)) => {
+                Answer::streamed("ok", 1, 1, Usage::default())
+            }
+            _ => Answer::tool_call("c1", "agent", r#"{"prompt":"go"}"#),
+        }
+    });
+    let c = config(&dir, HostMutant::ChildOfferedAgent);
+    let host = Host::open(c, Arc::new(provider), ToolSet::new().with_agent()).await.expect("open");
+    host.submit(Submit::new("p", "x").with_run_id("r1")).await.expect("accepted");
+    host.wait(&RunId::new("r1")).await.expect("completion");
+    let offered = offered.lock().expect("lock").clone();
+    assert!(
+        offered.iter().any(|(s, agent)| s.is_child() && *agent),
+        "the mutant offers `agent` to the child: {offered:?}"
+    );
+    host.shutdown().await.expect("shutdown");
 }

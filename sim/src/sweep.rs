@@ -15,7 +15,17 @@ pub const TIME_LIMIT: Duration = Duration::from_secs(3_600);
 /// when the seed failed, or always with `keep_trace`.
 #[must_use]
 pub fn run_seed(seed: u64, knobs: &WorldConfig, keep_trace: bool) -> SeedReport {
-    let disk = match MemoryDisk::new(&format!("turnstile-sim-{}-{seed}", std::process::id())) {
+    // A seed that panicked may leave its runtime's tasks, and so its disk, behind: a rerun of
+    // the same seed in this process (shrinking, a mutant hunt) takes the next free name.
+    let pid = std::process::id();
+    let mut disk = MemoryDisk::new(&format!("turnstile-sim-{pid}-{seed}"));
+    for again in 1..64 {
+        if disk.is_ok() {
+            break;
+        }
+        disk = MemoryDisk::new(&format!("turnstile-sim-{pid}-{seed}-{again}"));
+    }
+    let disk = match disk {
         Ok(d) => d,
         Err(e) => return failed(seed, format!("cannot create the memory disk: {e}")),
     };

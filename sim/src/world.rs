@@ -14,7 +14,7 @@ use std::time::Duration;
 use sha2::{Digest, Sha256};
 use turnstile_adapters::provider::{RequestKind, RequestMessage};
 use turnstile_adapters::store::{
-    Fault, Faults, Location, MemoryDisk, Reader, RunState, Store, StoreConfig,
+    Fault, Faults, Location, MemoryDisk, Reader, RunRow, RunState, Store, StoreConfig,
 };
 use turnstile_adapters::tool::BoxFuture;
 use turnstile_adapters::{
@@ -22,8 +22,9 @@ use turnstile_adapters::{
     ModelRequest, Provider, SubmitError, Tool, ToolCall, ToolSet, WaitError,
 };
 use turnstile_core::{
-    CallId, ErrorClass, FinishReason, Mode, ProviderError, RunId, Seq, SessionId, StepEvent,
-    StopTurn, Submit, ToolOutput, ToolSpec, Usage,
+    AGENT_TOOL, CANCELLED_TOOL_RESULT, CallId, ErrorClass, FinishReason, Mode, NEW_AGENT_TITLE,
+    NO_TEXT_OUTPUT, Outcome, ProviderError, Rejection, RunId, Seq, SessionId, StepEvent, StopTurn,
+    Submit, ToolOutput, ToolSpec, Usage,
 };
 
 use crate::rng::Rng;
@@ -139,6 +140,8 @@ pub struct SimProvider {
     /// Requests streamed so far: each request's text is tagged with its number, so a client
     /// can tell when a message mixes two attempts (a retry without its reset).
     requests: Arc<Mutex<u64>>,
+    /// Requests of sub-agents that offered the `agent` tool (SPEC 4.11 allows none).
+    agent_offered_to_child: Arc<Mutex<Vec<SessionId>>>,
 }
 
 impl Provider for SimProvider {
@@ -163,6 +166,13 @@ impl Provider for SimProvider {
     }
 
     fn stream(&self, request: ModelRequest, mut sink: EventSink) -> BoxFuture<()> {
+        if request.session.is_child() && request.tools.iter().any(|t| t.name == AGENT_TOOL) {
+            let mut seen = self
+                .agent_offered_to_child
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            seen.push(request.session.clone());
+        }
         let mut rng = draw(&self.rng, Rng::fork);
         let tag = {
             let mut n = self.requests.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -261,21 +271,28 @@ fn answer(rng: &mut Rng, request: &ModelRequest, tag: u64) -> Vec<Act> {
                 out.push(Act::Send(StepEvent::ReasoningDelta { text: "hmm".into() }));
                 out.push(Act::Send(StepEvent::ReasoningEnd { signature: Some("sig".into()) }));
             }
+            // Sub-agents where the request offers them (top-level sessions); now and then a
+            // child calls `agent` anyway, which it was not offered (an unknown tool to it).
+            let offered = request.tools.iter().any(|t| t.name == AGENT_TOOL);
             for i in 0..rng.between(1, 2) {
                 let names = ["view", "view", "slow", "fail", "deny", "halt", "nope"];
-                let name = names[rng.below(names.len() as u64) as usize];
-                let input = if rng.chance(10) { "{bad" } else { "{\"path\":\"x\"}" };
+                let mut name = names[rng.below(names.len() as u64) as usize];
+                if rng.chance(if offered { 25 } else { 2 }) {
+                    name = AGENT_TOOL;
+                }
+                let input = match (rng.below(10), name == AGENT_TOOL) {
+                    (0, _) => "{bad".to_owned(),
+                    (1, true) => "{}".to_owned(),
+                    (_, true) => format!("{{\"prompt\":\"sub q{tag}\"}}"),
+                    (_, false) => "{\"path\":\"x\"}".to_owned(),
+                };
                 let id = CallId::new(format!("c{}", rng.below(1_000) * 10 + i));
                 out.push(Act::Send(StepEvent::ToolInputStart {
                     id: id.clone(),
                     name: name.into(),
                 }));
                 out.push(Act::Wait(rng.between(0, 20)));
-                out.push(Act::Send(StepEvent::ToolCall {
-                    id,
-                    name: name.into(),
-                    input: input.into(),
-                }));
+                out.push(Act::Send(StepEvent::ToolCall { id, name: name.into(), input }));
             }
             // Sometimes a tool step fills the context: the turn pauses for a summary.
             let usage = rng.chance(30).then(|| usage(rng));
@@ -489,10 +506,35 @@ async fn client(
                 drop(host.cancel_run(&run).await);
             }
             84..=88 => drop(host.clear_queue(&session).await),
+            89..=92 => child_command(&host, &mut rng, &log).await,
             _ => drop(host.summarize(&session).await),
         }
     }
     waiters
+}
+
+/// A command about a sub-agent's child session the store holds: a cancel (only the child
+/// stops; its parent continues with the cancel text as the call's result) or a submission,
+/// which is refused (SPEC 4.1, 4.11).
+async fn child_command(host: &Host, rng: &mut Rng, log: &Log) {
+    let sessions = host.read(|r| r.sessions()).await.unwrap_or_default();
+    let children: Vec<SessionId> =
+        sessions.into_iter().map(|s| s.id).filter(SessionId::is_child).collect();
+    if children.is_empty() {
+        return;
+    }
+    let child = children[rng.below(children.len() as u64) as usize].clone();
+    if rng.chance(70) {
+        drop(host.cancel(&child).await);
+        return;
+    }
+    match host.submit(Submit::new(child.as_str(), "continue it")).await {
+        Err(SubmitError::Rejected(Rejection::ChildSession(id))) if id == child => {}
+        Err(SubmitError::Stopped(_)) => {}
+        other => note(log, |o| {
+            o.problems.push(format!("a submission to child session {child} got {other:?}"));
+        }),
+    }
 }
 
 /// Submits, records what was answered, and for a new run starts a waiter.
@@ -582,8 +624,9 @@ pub async fn world(
         rng: shared.clone(),
         prep_failures: prep_failures.clone(),
         requests: Arc::default(),
+        agent_offered_to_child: Arc::default(),
     };
-    let mut tools = ToolSet::new();
+    let mut tools = ToolSet::new().with_agent();
     for name in ["view", "slow", "fail", "deny", "halt"] {
         tools = tools.with(SimTool { name, rng: shared.clone() });
     }
@@ -663,6 +706,18 @@ pub async fn world(
         &mut *prep_failures.lock().unwrap_or_else(std::sync::PoisonError::into_inner),
     );
     check_store(&config.store.location, &observed, &prep_failures, &followed, &mut report);
+    let offered = std::mem::take(
+        &mut *provider
+            .agent_offered_to_child
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner),
+    );
+    if let Some(child) = offered.first() {
+        let n = offered.len();
+        report
+            .violations
+            .push(format!("{n} requests of sub-agents offered the agent tool (first: {child})"));
+    }
     let traces = std::mem::take(
         &mut *launcher.flights.lock().unwrap_or_else(std::sync::PoisonError::into_inner),
     );
@@ -756,7 +811,8 @@ fn check_store(
             v.push(format!("seq {} is unfinished after shutdown", row.seq));
         }
         if let Some((_, record)) = &row.completion {
-            *report.outcomes.entry(format!("{:?}", record.outcome)).or_default() += 1;
+            let who = if row.session.is_child() { "sub-agent " } else { "" };
+            *report.outcomes.entry(format!("{who}{:?}", record.outcome)).or_default() += 1;
         }
     }
     for s in reader.sessions().unwrap_or_default() {
@@ -776,6 +832,11 @@ fn check_store(
             followed.len(),
             ledger.len()
         ));
+    }
+    // SPEC 4.11: a child session has its parent and title, and the parent's result for the
+    // `agent` call is what the child's ledger row says the child ended with.
+    for problem in sub_agent_problems(&reader, &runs) {
+        v.push(problem);
     }
     // G-24: a failed preparation fails its own submission only.
     let mut prep_failed: BTreeMap<SessionId, u64> = BTreeMap::new();
@@ -837,6 +898,56 @@ fn check_store(
         }
         Err(e) => v.push(format!("the store did not reopen: {e}")),
     }
+}
+
+/// Every child session against its ledger row and its parent's result (SPEC 4.11). A result
+/// the host wrote itself (`synthetic`: a repair after a crash) is not the child's to decide.
+fn sub_agent_problems(reader: &Reader, runs: &[RunRow]) -> Vec<String> {
+    let mut problems = Vec::new();
+    for s in reader.sessions().unwrap_or_default().into_iter().filter(|s| s.id.is_child()) {
+        let id = &s.id;
+        if s.title.as_deref() != Some(NEW_AGENT_TITLE) {
+            problems.push(format!("child session {id} is titled {:?}", s.title));
+        }
+        let Some(parent) = &s.parent else {
+            problems.push(format!("child session {id} has no parent"));
+            continue;
+        };
+        let rows: Vec<&RunRow> = runs.iter().filter(|r| &r.session == id).collect();
+        let [row] = rows.as_slice() else {
+            problems.push(format!("child session {id} has {} ledger rows", rows.len()));
+            continue;
+        };
+        if row.run_id.is_some() {
+            problems.push(format!("child session {id}: its submission has a RunId"));
+        }
+        let Some((_, record)) = &row.completion else { continue };
+        let (message, call) = id.as_str().split_once("$$").unwrap_or_default();
+        let stored = reader.messages(parent).unwrap_or_default();
+        let result = stored
+            .iter()
+            .filter(|m| m.id.to_string() == message)
+            .flat_map(|m| &m.results)
+            .find(|r| r.call.as_str() == call);
+        let Some(result) = result.filter(|r| !r.synthetic) else { continue };
+        let text = record.text.clone().unwrap_or_default();
+        let expected = match record.outcome {
+            Outcome::Completed if text.is_empty() => (NO_TEXT_OUTPUT.to_owned(), true),
+            Outcome::Completed => (text, false),
+            Outcome::Failed => {
+                let message = record.error.as_ref().map_or("", |e| e.message.as_str());
+                (format!("Failed to generate response: {message}"), true)
+            }
+            _ => (CANCELLED_TOOL_RESULT.to_owned(), true),
+        };
+        if (result.content.clone(), result.is_error) != expected {
+            problems.push(format!(
+                "child session {id} ended {:?}, but its parent's result is {:?} (error {})",
+                record.outcome, result.content, result.is_error
+            ));
+        }
+    }
+    problems
 }
 
 /// SPEC 4.7 read off the trace: a manual summarize is accepted only when the session has no

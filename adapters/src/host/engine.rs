@@ -19,10 +19,10 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
 use turnstile_core::{
     Engine, HostError, Input, Millis, Output, OutputKind, Recorder, Rejection, Reply, SessionId,
-    Submit, TimerId,
+    StoreOp, Submit, TimerId,
 };
 
-use super::worker::{Action, WorkerMsg};
+use super::worker::{Action, Lane, Routed, WorkerMsg};
 use super::writer::WriteReq;
 use super::{Command, Msg, SubmitError, Submitted};
 use crate::events::{Hub, Update};
@@ -103,6 +103,9 @@ pub(crate) struct EngineTask {
     pub(crate) known: BTreeMap<SessionId, (bool, usize)>,
     /// Callers of `shutdown`, answered when the engine stopped and everything is durable.
     pub(crate) stopping: Vec<oneshot::Sender<Result<(), String>>>,
+    /// The parent of every running sub-agent's child session: a child's outputs go through
+    /// its parent's lane (see [`Lane`]). Entered at `ChildAccepted`, left at the child's end.
+    pub(crate) parents: BTreeMap<SessionId, SessionId>,
 }
 
 impl EngineTask {
@@ -226,8 +229,7 @@ impl EngineTask {
             }
             return;
         }
-        let mut batches: Vec<Vec<(SessionId, Action)>> =
-            (0..self.workers.len()).map(|_| Vec::new()).collect();
+        let mut batches: Vec<Vec<Routed>> = (0..self.workers.len()).map(|_| Vec::new()).collect();
         let mut touched: Vec<SessionId> = Vec::new();
         while let Some(out) = self.driver.poll_output() {
             if let Some(s) = out.kind.session()
@@ -246,8 +248,14 @@ impl EngineTask {
                 OutputKind::Stopped => {}
                 kind => {
                     let Some(session) = kind.session().cloned() else { continue };
-                    let w = self.worker_of(&session);
-                    batches[w].push((session, Action::Output(kind)));
+                    if let OutputKind::Store(StoreOp::ChildAccepted { parent, .. }) = &kind {
+                        self.parents.insert(session.clone(), parent.clone());
+                    }
+                    let ended = matches!(kind, OutputKind::Finished(_));
+                    self.route(&mut batches, session.clone(), Action::Output(kind));
+                    if ended {
+                        self.parents.remove(&session);
+                    }
                 }
             }
         }
@@ -259,12 +267,7 @@ impl EngineTask {
         self.announce(touched);
     }
 
-    fn reply(
-        &mut self,
-        reply: Reply,
-        caller: &mut Caller,
-        batches: &mut [Vec<(SessionId, Action)>],
-    ) {
+    fn reply(&mut self, reply: Reply, caller: &mut Caller, batches: &mut [Vec<Routed>]) {
         match (reply, std::mem::replace(caller, Caller::None)) {
             (Reply::Accepted { session, seq, run_id, mode }, Caller::Submit(submit, reply)) => {
                 let submitted = Submitted {
@@ -283,8 +286,7 @@ impl EngineTask {
                     prompt: submit.prompt,
                     attachments: submit.attachments,
                 };
-                let w = self.worker_of(&session);
-                batches[w].push((session, Action::Accept { run, submitted, reply }));
+                self.route(batches, session, Action::Accept { run, submitted, reply });
             }
             // A reply about an existing run waits behind that run's session's earlier writes, so
             // it never reveals a run (or an outcome) that is not durable yet.
@@ -297,8 +299,7 @@ impl EngineTask {
                     existing: true,
                     outcome,
                 });
-                let w = self.worker_of(&session);
-                batches[w].push((session, Action::Reply { reply, result }));
+                self.route(batches, session, Action::Reply { reply, result });
             }
             (
                 Reply::Rejected { error: Rejection::RunIdConflict(run_id) },
@@ -306,10 +307,7 @@ impl EngineTask {
             ) => {
                 let result = Err(SubmitError::Rejected(Rejection::RunIdConflict(run_id.clone())));
                 match self.driver.engine().run_session(&run_id).cloned() {
-                    Some(session) => {
-                        let w = self.worker_of(&session);
-                        batches[w].push((session, Action::Reply { reply, result }));
-                    }
+                    Some(session) => self.route(batches, session, Action::Reply { reply, result }),
                     None => drop(reply.send(result)),
                 }
             }
@@ -329,9 +327,16 @@ impl EngineTask {
         }
     }
 
-    /// The worker that drives `session`: a stable hash, so a session always goes to one task.
-    fn worker_of(&self, session: &SessionId) -> usize {
-        let h = session.as_str().bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+    /// Queues `action` of `session` for the worker of its lane.
+    fn route(&self, batches: &mut [Vec<Routed>], session: SessionId, action: Action) {
+        let lane = Lane(self.parents.get(&session).unwrap_or(&session).clone());
+        let w = self.worker_of(&lane);
+        batches[w].push(Routed { lane, session, action });
+    }
+
+    /// The worker that drives `lane`: a stable hash, so a lane always goes to one task.
+    fn worker_of(&self, lane: &Lane) -> usize {
+        let h = lane.0.as_str().bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
             (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
         });
         usize::try_from(h % self.workers.len() as u64).unwrap_or(0)

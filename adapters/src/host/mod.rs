@@ -308,6 +308,7 @@ impl Host {
             timers: Default::default(),
             known: Default::default(),
             stopping: Vec::new(),
+            parents: Default::default(),
         };
         tokio::spawn(task.run());
         let inner = Inner {

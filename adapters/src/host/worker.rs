@@ -8,6 +8,11 @@
 //! A commit of only streamed text does not block: the writer debounces it. Independent
 //! sessions on different workers proceed in parallel.
 //!
+//! A sub-agent's child session shares its parent's pipeline (its [`Lane`]): the child's end is
+//! the parent's tool result, so the child's outcome is durable before the parent's result that
+//! carries it, and a crash never leaves a parent that used a result its child's ledger row
+//! does not have. Each session keeps its own open transaction inside the lane.
+//!
 //! IO runs in spawned tasks that report to the engine as inputs naming the IO exactly; an
 //! abort drops the task (closing its stream), and a late report is ignored by the core.
 
@@ -46,12 +51,24 @@ pub(crate) enum Action {
     },
 }
 
+/// The pipeline a session's actions go through: the session's own, or for a sub-agent's
+/// child session its parent's (sub-agents have depth 1, SPEC 4.11).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct Lane(pub(crate) SessionId);
+
+/// One action, with the session it concerns and the lane that orders it.
+pub(crate) struct Routed {
+    pub(crate) lane: Lane,
+    pub(crate) session: SessionId,
+    pub(crate) action: Action,
+}
+
 /// A worker's inbox.
 pub(crate) enum WorkerMsg {
-    /// Actions for sessions of this worker, in the core's order.
-    Actions(Vec<(SessionId, Action)>),
-    /// A structural transaction of `session` is durable (or the store failed).
-    Committed { session: SessionId, result: Result<(), String> },
+    /// Actions for lanes of this worker, in the core's order.
+    Actions(Vec<Routed>),
+    /// A structural transaction of a session in `lane` is durable (or the store failed).
+    Committed { lane: Lane, result: Result<(), String> },
     /// Answer once every pipeline is empty, then end (shutdown).
     Drain(oneshot::Sender<()>),
 }
@@ -78,12 +95,12 @@ enum IoKey {
     Title(SessionId, Seq),
 }
 
-/// One session's ordered work.
+/// One lane's ordered work.
 #[derive(Default)]
 struct Pipeline {
-    queue: VecDeque<Action>,
-    /// The open transaction's writes.
-    open: Vec<Write>,
+    queue: VecDeque<(SessionId, Action)>,
+    /// Each session's open transaction (the writes since its last `Commit`).
+    open: BTreeMap<SessionId, Vec<Write>>,
     /// Waiting for a structural commit to be durable.
     blocked: bool,
 }
@@ -93,7 +110,7 @@ pub(crate) struct Worker {
     rx: mpsc::UnboundedReceiver<WorkerMsg>,
     /// For commit acknowledgements; weak, so the worker ends when the engine task is gone.
     me: mpsc::WeakUnboundedSender<WorkerMsg>,
-    pipelines: BTreeMap<SessionId, Pipeline>,
+    pipelines: BTreeMap<Lane, Pipeline>,
     io: BTreeMap<IoKey, AbortHandle>,
     /// Running calls of tools that a cancel must not cut off (`Tool::abortable` false).
     unabortable: std::collections::BTreeSet<CallIo>,
@@ -134,27 +151,27 @@ impl Worker {
         while let Some(msg) = self.rx.recv().await {
             match msg {
                 WorkerMsg::Actions(actions) => {
-                    let mut touched = Vec::new();
-                    for (session, action) in actions {
-                        let p = self.pipelines.entry(session.clone()).or_default();
-                        p.queue.push_back(action);
-                        if touched.last() != Some(&session) {
-                            touched.push(session);
+                    let mut touched: Vec<Lane> = Vec::new();
+                    for Routed { lane, session, action } in actions {
+                        let p = self.pipelines.entry(lane.clone()).or_default();
+                        p.queue.push_back((session, action));
+                        if touched.last() != Some(&lane) {
+                            touched.push(lane);
                         }
                     }
-                    for s in touched {
-                        self.advance(&s);
+                    for lane in touched {
+                        self.advance(&lane);
                     }
                 }
-                WorkerMsg::Committed { session, result } => {
+                WorkerMsg::Committed { lane, result } => {
                     if let Err(why) = result {
-                        // The store failed for good: the host is stopping. Drop this session's
+                        // The store failed for good: the host is stopping. Drop this lane's
                         // pending work (its waiters hear the stop from the hub).
-                        self.pipelines.remove(&session);
+                        self.pipelines.remove(&lane);
                         let _ = why;
-                    } else if let Some(p) = self.pipelines.get_mut(&session) {
+                    } else if let Some(p) = self.pipelines.get_mut(&lane) {
                         p.blocked = false;
-                        self.advance(&session);
+                        self.advance(&lane);
                     }
                 }
                 WorkerMsg::Drain(done) => self.drains.push(done),
@@ -175,16 +192,16 @@ impl Worker {
         }
     }
 
-    /// Performs the session's queued actions until one must wait for durability.
-    fn advance(&mut self, session: &SessionId) {
+    /// Performs the lane's queued actions until one must wait for durability.
+    fn advance(&mut self, lane: &Lane) {
         loop {
-            let Some(p) = self.pipelines.get_mut(session) else { return };
+            let Some(p) = self.pipelines.get_mut(lane) else { return };
             if p.blocked {
                 return;
             }
-            let Some(next) = p.queue.pop_front() else {
+            let Some((session, next)) = p.queue.pop_front() else {
                 if p.open.is_empty() {
-                    self.pipelines.remove(session);
+                    self.pipelines.remove(lane);
                 }
                 return;
             };
@@ -193,56 +210,54 @@ impl Worker {
                     let _ = reply.send(result);
                 }
                 Action::Accept { run, submitted, reply } => {
-                    p.open.push(Write::Accept(run));
+                    p.open.entry(session.clone()).or_default().push(Write::Accept(run));
                     if self.ctx.armed.is(HostMutant::ReplyBeforeDurable) {
                         // The bug: the caller hears "accepted" before the row is durable.
                         let _ = reply.send(Ok(submitted));
                     } else {
-                        p.queue.push_front(Action::Reply { reply, result: Ok(submitted) });
+                        let answer = Action::Reply { reply, result: Ok(submitted) };
+                        p.queue.push_front((session.clone(), answer));
                     }
-                    self.commit(session);
+                    self.commit(lane, &session);
                 }
-                Action::Output(kind) => self.perform(session, kind),
+                Action::Output(kind) => self.perform(lane, &session, kind),
             }
         }
     }
 
-    /// Ends the open transaction: streaming-only ones go to the debouncer, structural ones
-    /// block the pipeline until durable.
-    fn commit(&mut self, session: &SessionId) {
-        let Some(p) = self.pipelines.get_mut(session) else { return };
-        if p.open.is_empty() {
-            return;
-        }
-        let writes = std::mem::take(&mut p.open);
+    /// Ends the session's open transaction: streaming-only ones go to the debouncer,
+    /// structural ones block the lane until durable.
+    fn commit(&mut self, lane: &Lane, session: &SessionId) {
+        let Some(p) = self.pipelines.get_mut(lane) else { return };
+        let Some(writes) = p.open.remove(session) else { return };
         let streaming = writes.iter().all(Write::is_streamed);
         let txn = Txn { session: session.clone(), writes };
         let ack = if streaming {
             None
         } else {
             p.blocked = true;
-            let (me, session) = (self.me.clone(), session.clone());
+            let (me, lane) = (self.me.clone(), lane.clone());
             let ack: super::writer::Ack = Box::new(move |result| {
                 if let Some(me) = me.upgrade() {
-                    let _ = me.send(WorkerMsg::Committed { session, result });
+                    let _ = me.send(WorkerMsg::Committed { lane, result });
                 }
             });
             Some(ack)
         };
         if self.ctx.writer.send(WriteReq::Txn { txn, ack }).is_err() {
             // The writer is gone (shutdown or failure): nothing more can be made durable.
-            self.pipelines.remove(session);
+            self.pipelines.remove(lane);
         }
     }
 
-    fn perform(&mut self, session: &SessionId, kind: OutputKind) {
+    fn perform(&mut self, lane: &Lane, session: &SessionId, kind: OutputKind) {
         match kind {
             OutputKind::Store(op) => {
-                if let Some(p) = self.pipelines.get_mut(session) {
-                    p.open.push(Write::Op(op));
+                if let Some(p) = self.pipelines.get_mut(lane) {
+                    p.open.entry(session.clone()).or_default().push(Write::Op(op));
                 }
             }
-            OutputKind::Commit { .. } => self.commit(session),
+            OutputKind::Commit { .. } => self.commit(lane, session),
             OutputKind::Prepare { session, seq } => {
                 let task = prepare(self.ctx.clone(), session.clone(), seq);
                 let (s, q) = (session.clone(), seq);
@@ -448,12 +463,13 @@ async fn stream(ctx: Arc<Ctx>, which: Stream) {
             return;
         }
     };
-    let request = ModelRequest {
-        session,
-        kind,
-        messages: history::build(&stored, summary, kind),
-        tools: ctx.tools.specs(),
+    let tools = if ctx.armed.is(HostMutant::ChildOfferedAgent) {
+        ctx.tools.specs()
+    } else {
+        ctx.tools.specs_for(&session)
     };
+    let request =
+        ModelRequest { session, kind, messages: history::build(&stored, summary, kind), tools };
     let ended = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let sink = EventSink::engine(EngineTarget {
         inbox: ctx.inbox.clone(),
