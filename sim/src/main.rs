@@ -74,6 +74,11 @@ enum Command {
         /// Fault profile, as for `sweep`.
         #[arg(long, default_value = "faults")]
         faults: String,
+        /// Write a regression trace for each core mutant whose failing seed's core trace
+        /// shrinks: `sim-mutant-<name>.jsonl`, the shrunk inputs with the correct core's
+        /// outputs (a scenario the mutant breaks; `tests/traces/regressions/` keeps them).
+        #[arg(long)]
+        out: Option<PathBuf>,
     },
     /// Run one seed and print its report and trace hash (madsim build).
     Seed {
@@ -129,7 +134,9 @@ fn main() -> ExitCode {
         Command::Seed { seed, faults, trace, mutant } => {
             simulate::seed(seed, &faults, trace.as_deref(), mutant)
         }
-        Command::Mutants { seeds, faults } => simulate::mutants(seeds, &faults),
+        Command::Mutants { seeds, faults, out } => {
+            simulate::mutants(seeds, &faults, out.as_deref())
+        }
         Command::Shrink { path, out } => shrink_file(&path, out),
         Command::Regressions { path } => simulate::regressions(&path),
         Command::Determinism { seeds, first, faults } => {

@@ -35,7 +35,7 @@ pub fn regressions(_: &Path) -> ExitCode {
 
 /// `mutants`.
 #[cfg(not(madsim))]
-pub fn mutants(_: u64, _: &str) -> ExitCode {
+pub fn mutants(_: u64, _: &str, _: Option<&Path>) -> ExitCode {
     needs_madsim()
 }
 
@@ -300,14 +300,16 @@ mod with_madsim {
     }
 
     /// `mutants`: for each mutant, seeds until one fails; a table of what was found.
-    pub fn mutants(seeds: u64, faults: &str) -> ExitCode {
+    pub fn mutants(seeds: u64, faults: &str, out: Option<&Path>) -> ExitCode {
         let names = mutant_names();
         if names.is_empty() {
             eprintln!("error: this build has no mutants; build with --features mutants");
             return ExitCode::from(2);
         }
-        println!("| mutant | found | seeds to find | seconds | first violation |");
-        println!("|---|---|---|---|---|");
+        println!(
+            "| mutant | found | seeds to find | seconds | shrunk core trace | first violation |"
+        );
+        println!("|---|---|---|---|---|---|");
         let mut missed = 0;
         for name in names {
             let knobs = match knobs(faults, Some(name.to_owned())) {
@@ -317,21 +319,85 @@ mod with_madsim {
             let started = Instant::now();
             let found = (1..=seeds).find_map(|seed| {
                 let r = run_seed(seed, &knobs, false);
-                r.violations.first().map(|v| (seed, v.clone()))
+                r.violations.first().cloned().map(|v| (seed, v, r.trace))
             });
             let secs = started.elapsed().as_secs_f64();
             match found {
-                Some((seed, v)) => {
+                Some((seed, v, trace)) => {
                     let v: String = v.chars().take(90).collect();
-                    println!("| `{name}` | yes | {seed} | {secs:.1} | {} |", v.replace('|', "/"));
+                    let shrunk = shrunk_length(trace.as_deref());
+                    if let (Some(dir), Some(text)) = (out, trace.as_deref()) {
+                        // Inputs a mutant's run produced may not fit the correct core (it
+                        // refuses them): then there is no scenario to pin, only a note.
+                        if let Err(e) = save_regression(dir, name, seed, faults, text) {
+                            eprintln!("note: no regression trace for {name}: {e}");
+                        }
+                    }
+                    println!(
+                        "| `{name}` | yes | {seed} | {secs:.1} | {shrunk} | {} |",
+                        v.replace('|', "/")
+                    );
                 }
                 None => {
                     missed += 1;
-                    println!("| `{name}` | **no** | > {seeds} | {secs:.1} | |");
+                    println!("| `{name}` | **no** | > {seeds} | {secs:.1} | | |");
                 }
             }
         }
         if missed == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) }
+    }
+
+    /// How far the failing seed's core trace shrinks ("148 → 17 inputs"), or why it does not:
+    /// a failure the core's replay does not show is the host's (its waiters, its store).
+    fn shrunk_length(trace: Option<&str>) -> String {
+        let Some(text) = trace else { return "no trace".to_owned() };
+        match turnstile_core::Trace::parse(text) {
+            Ok(t) => match turnstile_sim::shrink::shrink(&t) {
+                Some(s) => format!("{} → {} inputs", s.before, s.after),
+                None => "— (the core's replay passes: a host or client check)".to_owned(),
+            },
+            Err(e) => format!("unreadable trace: {e}"),
+        }
+    }
+
+    /// Writes `dir/sim-mutant-<name>.jsonl`: the failing seed's core trace shrunk, without the
+    /// mutant, with the correct core's outputs. Nothing is written for a host mutant or a
+    /// trace that does not shrink (the core's replay passes).
+    fn save_regression(
+        dir: &Path,
+        name: &str,
+        seed: u64,
+        faults: &str,
+        text: &str,
+    ) -> Result<(), String> {
+        let Some(mutant) = turnstile_core::Mutant::ALL.iter().find(|m| m.name() == name) else {
+            return Ok(());
+        };
+        let trace = turnstile_core::Trace::parse(text).map_err(|e| format!("seed {seed}: {e}"))?;
+        let Some(shrunk) = turnstile_sim::shrink::shrink(&trace) else { return Ok(()) };
+        let mut pinned = shrunk.trace;
+        pinned.header.config.mutant = None;
+        let file = format!("sim-mutant-{name}");
+        pinned.header.name = Some(file.clone());
+        pinned.header.rule = Some(format!(
+            "A scenario mutant `{name}` breaks ({}). Found by `turnstile-sim mutants` at seed \
+             {seed} ({faults}), shrunk from {} to {} inputs; with the mutant: {}",
+            mutant.explain(),
+            shrunk.before,
+            shrunk.after,
+            shrunk.failure
+        ));
+        pinned.header.origin = Some(serde_json::json!({
+            "recorded_by": "turnstile-sim mutants",
+            "mutant": name,
+            "seed": seed,
+            "profile": faults,
+        }));
+        let blessed = turnstile_core::bless(&pinned)
+            .map_err(|e| format!("{file}: the correct core fails it too: {e}"))?;
+        let path = dir.join(format!("{file}.jsonl"));
+        std::fs::write(&path, blessed.to_jsonl())
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))
     }
 
     /// `determinism`: each seed twice, in separate processes, same trace hash.

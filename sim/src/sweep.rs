@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use turnstile_adapters::store::MemoryDisk;
 
-use crate::world::{SeedReport, WorldConfig, world};
+use crate::world::{Flights, SeedReport, WorldConfig, last_flight, world};
 
 /// Simulated time after which a seed counts as hung.
 pub const TIME_LIMIT: Duration = Duration::from_secs(3_600);
@@ -31,8 +31,9 @@ pub fn run_seed(seed: u64, knobs: &WorldConfig, keep_trace: bool) -> SeedReport 
     };
     let mut rt = madsim::runtime::Runtime::with_seed_and_config(seed, madsim::Config::default());
     rt.set_time_limit(TIME_LIMIT);
-    let result = std::panic::catch_unwind(AssertUnwindSafe(move || {
-        rt.block_on(world(seed, knobs, &disk, keep_trace))
+    let flights = Flights::default();
+    let result = std::panic::catch_unwind(AssertUnwindSafe(|| {
+        rt.block_on(world(seed, knobs, &disk, &flights, keep_trace))
     }));
     match result {
         Ok(report) => report,
@@ -42,7 +43,11 @@ pub fn run_seed(seed: u64, knobs: &WorldConfig, keep_trace: bool) -> SeedReport 
                 .cloned()
                 .or_else(|| payload.downcast_ref::<&str>().map(|s| (*s).to_owned()))
                 .unwrap_or_else(|| "a panic without a message".to_owned());
-            failed(seed, format!("panicked (a hang ends at the time limit): {why}"))
+            let mut report =
+                failed(seed, format!("panicked (a hang ends at the time limit): {why}"));
+            // What the host did until then: the trace of the incarnation that hung.
+            report.trace = last_flight(&flights);
+            report
         }
     }
 }

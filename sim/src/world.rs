@@ -593,6 +593,16 @@ async fn stored_text_differs(host: &Host, record: &CompletionRecord) -> Option<S
         .then(|| format!("its RunComplete says {:?} but the store holds {text:?}", record.text))
 }
 
+/// The flight trace of each host incarnation, in order: owned by the caller, so that a seed
+/// that panicked (a hang hits the time limit) still has the traces it recorded.
+pub type Flights = Mutex<Vec<FlightBuffer>>;
+
+/// The last flight trace recorded (see [`Flights`]).
+#[must_use]
+pub fn last_flight(flights: &Flights) -> Option<String> {
+    flights.lock().unwrap_or_else(std::sync::PoisonError::into_inner).last().map(FlightBuffer::text)
+}
+
 /// Runs one world to its end inside the current (simulated) runtime, then checks it. The store
 /// lives on `disk` and the flight traces in memory: both outlive a crashed host, as a disk
 /// would, and the world touches no file.
@@ -600,6 +610,7 @@ pub async fn world(
     seed: u64,
     knobs: &WorldConfig,
     disk: &MemoryDisk,
+    flights: &Flights,
     keep_trace: bool,
 ) -> SeedReport {
     let profile = knobs.profile;
@@ -631,8 +642,7 @@ pub async fn world(
         tools = tools.with(SimTool { name, rng: shared.clone() });
     }
     let provider = Arc::new(provider);
-    let launcher =
-        Launcher { config: &config, flights: Mutex::default(), provider: &provider, tools: &tools };
+    let launcher = Launcher { config: &config, flights, provider: &provider, tools: &tools };
     let mut incarnation = 1;
     let (host, node) = match launcher.open(incarnation).await {
         Ok(h) => h,
@@ -718,9 +728,7 @@ pub async fn world(
             .violations
             .push(format!("{n} requests of sub-agents offered the agent tool (first: {child})"));
     }
-    let traces = std::mem::take(
-        &mut *launcher.flights.lock().unwrap_or_else(std::sync::PoisonError::into_inner),
-    );
+    let traces = launcher.flights.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
     check_traces(&traces, &mut report, keep_trace);
     report
 }
@@ -730,7 +738,7 @@ pub async fn world(
 struct Launcher<'a> {
     config: &'a HostConfig,
     /// The flight trace of each incarnation opened, in order.
-    flights: Mutex<Vec<FlightBuffer>>,
+    flights: &'a Flights,
     provider: &'a Arc<SimProvider>,
     tools: &'a ToolSet,
 }
@@ -991,26 +999,37 @@ fn summaries_while_busy(trace: &turnstile_core::Trace) -> Vec<String> {
 /// input, and the outputs recorded are the outputs produced (I12). The hash covers them all.
 fn check_traces(flights: &[FlightBuffer], report: &mut SeedReport, keep: bool) {
     let mut all = String::new();
+    let mut failing = None;
     for flight in flights {
-        check_trace(&flight.text(), report, &mut all);
+        let text = flight.text();
+        if !check_trace(&text, report, &mut all) && failing.is_none() {
+            failing = Some(text);
+        }
     }
     report.trace_hash = Sha256::digest(all.as_bytes()).iter().map(|b| format!("{b:02x}")).collect();
     if keep || !report.violations.is_empty() {
-        // The last incarnation's trace: the one a core failure most likely lives in.
-        report.trace = flights.last().map(FlightBuffer::text);
+        // The first incarnation whose trace the core's replay rejects (what shrinking needs),
+        // else the last one's.
+        report.trace = failing.or_else(|| flights.last().map(FlightBuffer::text));
     }
 }
 
-fn check_trace(text: &str, report: &mut SeedReport, all: &mut String) {
+/// Checks one incarnation's trace; false when the core's replay rejects it.
+fn check_trace(text: &str, report: &mut SeedReport, all: &mut String) -> bool {
     all.push_str(text);
     match turnstile_core::Trace::parse(text) {
         Ok(trace) => {
             report.events += trace.lines.len() as u64;
+            report.violations.extend(summaries_while_busy(&trace));
             if let Err(e) = turnstile_core::replay(&trace) {
                 report.violations.push(format!("the core's trace fails replay: {e}"));
+                return false;
             }
-            report.violations.extend(summaries_while_busy(&trace));
+            true
         }
-        Err(e) => report.violations.push(format!("the flight trace does not parse: {e}")),
+        Err(e) => {
+            report.violations.push(format!("the flight trace does not parse: {e}"));
+            false
+        }
     }
 }
