@@ -283,6 +283,14 @@ async fn shutdown_interrupts_and_releases_the_store_and_a_second_host_is_refused
     assert_eq!(a.error.as_ref().map(|e| e.kind), Some(ErrorKind::Interrupted));
     let late = host.submit(Submit::new("s", "late")).await;
     assert_eq!(late, Err(SubmitError::Rejected(Rejection::WorkspaceClosing)));
+    // SPEC 4.1's order holds with the engine gone: the submission's own faults come first.
+    let empty = host.submit(Submit::new("s", "")).await;
+    assert_eq!(empty, Err(SubmitError::Rejected(Rejection::PromptEmpty)));
+    let child = host.submit(Submit::new("m1$$c1", "continue")).await;
+    assert_eq!(
+        child,
+        Err(SubmitError::Rejected(Rejection::ChildSession(SessionId::new("m1$$c1"))))
+    );
     assert_eq!(host.shutdown().await, Ok(()), "shutdown is idempotent");
     assert_eq!(host.is_busy(&SessionId::new("s")).await, Ok(false));
     host.cancel(&SessionId::new("s")).await.expect("a cancel after shutdown is a no-op");

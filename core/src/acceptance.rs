@@ -9,9 +9,15 @@ use crate::output::{OutputKind, Rejection, Reply};
 use crate::state::{Closing, Prep, Sessions, State, Submission, Waiting};
 use crate::transition::Tx;
 
-/// Checks a submission in SPEC 4.1's order (the closing check comes after the RunId look-up,
-/// see [`closing`]); a rejection consumes no sequence.
-fn validate(submit: &Submit) -> Result<(), Rejection> {
+/// The checks of SPEC 4.1 that depend on the submission alone, in SPEC's order: "prompt is
+/// empty", "session id is missing", "cannot continue an agent tool session". The engine makes
+/// them first (the closing check comes after the RunId look-up, see `closing`); a rejection
+/// consumes no sequence. A host whose engine has stopped applies them too, so that what it
+/// refuses is refused in SPEC's order ("workspace closing" last).
+///
+/// # Errors
+/// The first check the submission fails.
+pub fn validate(submit: &Submit) -> Result<(), Rejection> {
     if submit.prompt.is_empty() && !submit.attachments.iter().any(|a| a.is_text()) {
         return Err(Rejection::PromptEmpty);
     }

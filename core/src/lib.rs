@@ -133,6 +133,7 @@ mod title;
 pub mod trace;
 mod transition;
 
+pub use acceptance::validate;
 pub use cleanup::{
     CANCELED_FINISH, CANCELLED_TOOL_RESULT, FAILED_TOOL_RESULT, INTERRUPTED_TITLE, SHUTDOWN_FINISH,
 };

@@ -326,6 +326,9 @@ mod with_madsim {
                 Some((seed, v, trace)) => {
                     let v: String = v.chars().take(90).collect();
                     let shrunk = shrunk_length(trace.as_deref());
+                    #[cfg(not(feature = "mutants"))]
+                    let _ = out;
+                    #[cfg(feature = "mutants")]
                     if let (Some(dir), Some(text)) = (out, trace.as_deref()) {
                         // Inputs a mutant's run produced may not fit the correct core (it
                         // refuses them): then there is no scenario to pin, only a note.
@@ -360,6 +363,7 @@ mod with_madsim {
         }
     }
 
+    #[cfg(feature = "mutants")]
     /// Writes `dir/sim-mutant-<name>.jsonl`: the failing seed's core trace shrunk, without the
     /// mutant, with the correct core's outputs. Nothing is written for a host mutant or a
     /// trace that does not shrink (the core's replay passes).

@@ -661,6 +661,22 @@ pub async fn world(
     for id in 0..3 {
         clients.push(tokio::spawn(client(current.clone(), rng.fork(), id, log.clone())));
     }
+    // Sometimes the host is shut down while clients are still at work: later submissions are
+    // refused ("workspace closing"), and every waiter still gets exactly one answer.
+    let crashes = Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let early = rng.chance(20).then(|| {
+        let (current, ms, crashes) = (current.clone(), rng.between(0, 8_000), crashes.clone());
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+            // `crashes` is odd while a crash and restart are under way.
+            let before = crashes.load(std::sync::atomic::Ordering::Relaxed);
+            let result = now(&current).shutdown().await;
+            // A crash during the shutdown stops it half-way, as it would a real one.
+            let after = crashes.load(std::sync::atomic::Ordering::Relaxed);
+            let crashed = before % 2 == 1 || after != before;
+            result.or_else(|e| if crashed { Ok(()) } else { Err(e) })
+        })
+    });
     if profile == Profile::Faults {
         for _ in 0..rng.below(4) {
             tokio::time::sleep(Duration::from_millis(rng.between(0, 2_000))).await;
@@ -672,7 +688,10 @@ pub async fn world(
             // The process dies at a random moment and starts again on the same store.
             tokio::time::sleep(Duration::from_millis(rng.between(0, 6_000))).await;
             incarnation += 1;
-            match launcher.crash_and_restart(node, incarnation).await {
+            crashes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let restarted = launcher.crash_and_restart(node, incarnation).await;
+            crashes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            match restarted {
                 // One crash per seed: the new incarnation's node is not needed again.
                 Ok((h, _node)) => {
                     *current.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = h;
@@ -689,6 +708,13 @@ pub async fn world(
         match c.await {
             Ok(w) => waiters.extend(w),
             Err(e) => report.violations.push(format!("a client panicked: {e}")),
+        }
+    }
+    if let Some(early) = early {
+        match early.await {
+            Ok(Ok(())) => *report.faults.entry("EarlyShutdown".to_owned()).or_default() += 1,
+            Ok(Err(e)) => report.violations.push(format!("an early shutdown failed: {e}")),
+            Err(e) => report.violations.push(format!("the early shutdown panicked: {e}")),
         }
     }
     tokio::time::sleep(Duration::from_millis(rng.between(0, 3_000))).await;

@@ -355,9 +355,18 @@ impl Host {
     /// [`SubmitError::Rejected`] with SPEC section 8's text; [`SubmitError::Stopped`] when the
     /// host stopped.
     pub async fn submit(&self, submit: Submit) -> Result<Submitted, SubmitError> {
+        // What the engine would refuse first, kept for when it is gone: SPEC 4.1's order
+        // still holds then ("workspace closing" after the checks of the submission itself).
+        let checked = turnstile_core::validate(&submit);
+        let refused = |checked: Result<(), Rejection>| match checked {
+            Err(rejection) => SubmitError::Rejected(rejection),
+            Ok(()) => self.gone(),
+        };
         let (tx, rx) = oneshot::channel();
-        self.send(Command::Submit(submit, tx)).await?;
-        rx.await.unwrap_or_else(|_| Err(self.gone()))
+        if self.send(Command::Submit(submit, tx)).await.is_err() {
+            return Err(refused(checked));
+        }
+        rx.await.unwrap_or_else(|_| Err(refused(checked)))
     }
 
     /// Cancels the session's unfinished submissions accepted so far (SPEC 4.10).
