@@ -86,6 +86,9 @@ impl std::fmt::Display for Location {
     }
 }
 
+/// The application id a live memory disk writes into its database's header ("tstl").
+const DISK_MARK: i64 = 0x7473_746c;
+
 /// An in-memory database that lives as long as any clone of this handle: what a simulated
 /// disk is. Every [`Location::Memory`] of the same disk reaches the same database.
 #[derive(Clone)]
@@ -123,13 +126,17 @@ impl MemoryDisk {
             | OpenFlags::SQLITE_OPEN_NO_MUTEX
             | OpenFlags::SQLITE_OPEN_URI;
         let holder = Connection::open_with_flags(&uri, flags)?;
+        // A live disk marks its database (the header's application id), so a second disk of
+        // the same name is refused even before a store was opened on the first.
+        let id: i64 = holder.pragma_query_value(None, "application_id", |r| r.get(0))?;
         let objects: i64 =
             holder.query_row("SELECT count(*) FROM sqlite_schema", [], |r| r.get(0))?;
-        if objects != 0 {
+        if id != 0 || objects != 0 {
             return Err(StoreError::Corrupt(format!(
                 "memory disk {name:?} is already in use in this process"
             )));
         }
+        holder.pragma_update(None, "application_id", DISK_MARK)?;
         Ok(MemoryDisk {
             inner: Arc::new(DiskInner {
                 name: name.to_owned(),

@@ -250,6 +250,8 @@ fn a_memory_disk_name_is_checked_and_not_shared_by_two_live_disks() {
         "memory disk name \"a/b\": use letters, digits, '-', '_' and '.' only"
     );
     let disk = MemoryDisk::new("store-tests-memory-twice").unwrap();
+    let err = MemoryDisk::new("store-tests-memory-twice").expect_err("a live, empty disk");
+    assert!(err.to_string().ends_with("is already in use in this process"), "{err}");
     Store::open(&StoreConfig::in_memory(&disk)).unwrap();
     let err = MemoryDisk::new("store-tests-memory-twice").expect_err("the name holds a store");
     assert_eq!(
