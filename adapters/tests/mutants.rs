@@ -59,6 +59,17 @@ async fn publish_before_commit_publishes_an_outcome_the_ledger_never_had() {
     let host = open(&c, ScriptedProvider::new(|_, _| Answer::hang())).await;
     host.submit(Submit::new("s", "x").with_run_id("r1")).await.expect("accepted");
     common::until_active(&host, "r1").await;
+    // Nothing else may be left to write when the disk fills (the title, the step's message):
+    // only the cancel's clean-up must meet the fault.
+    loop {
+        let s = SessionId::new("s");
+        let row = host.read(move |r| r.session(&s)).await.expect("read").expect("row");
+        if row.title.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    host.flush().await.expect("flush");
     faults.fail_always(Fault::DiskFull);
     let waiter = {
         let host = host.clone();
