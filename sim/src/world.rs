@@ -620,6 +620,8 @@ pub async fn world(
     let faults = Faults::default();
     let mut config = HostConfig::with_store(StoreConfig::in_memory(disk));
     config.workers = 2;
+    // A failing store stops the host after 2 s of retries (an outage below).
+    config.store_retry = Duration::from_secs(2);
     config.trace_outputs = true;
     config.engine.step_limit = 6;
     config.store.faults = Some(faults.clone());
@@ -668,7 +670,7 @@ pub async fn world(
         let (current, ms, crashes) = (current.clone(), rng.between(0, 8_000), crashes.clone());
         tokio::spawn(async move {
             tokio::time::sleep(Duration::from_millis(ms)).await;
-            // `crashes` is odd while a crash and restart are under way.
+            // `crashes` is odd while a crash or an outage, and the restart after it, are under way.
             let before = crashes.load(std::sync::atomic::Ordering::Relaxed);
             let result = now(&current).shutdown().await;
             // A crash during the shutdown stops it half-way, as it would a real one.
@@ -701,6 +703,34 @@ pub async fn world(
                     report.violations.push(format!("restart after a crash failed: {e}"));
                 }
             }
+        } else if rng.chance(15) {
+            // The disk fails for good: the host retries, stops (fail-stop, releasing the store)
+            // and everyone waiting hears the stop; the disk comes back and a new host's
+            // recovery decides. A host with nothing to write meanwhile never notices.
+            tokio::time::sleep(Duration::from_millis(rng.between(0, 6_000))).await;
+            crashes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            faults.fail_always(Fault::DiskFull);
+            let host = now(&current);
+            let mut waited = 0;
+            while host.stopped().is_none() && waited < 10_000 {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                waited += 100;
+            }
+            faults.clear();
+            if host.stopped().is_some() {
+                incarnation += 1;
+                match launcher.open(incarnation).await {
+                    Ok((h, _node)) => {
+                        *current.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = h;
+                        *report.faults.entry("Outage".to_owned()).or_default() += 1;
+                    }
+                    Err(e) => {
+                        report.violations.push(format!("restart after an outage failed: {e}"))
+                    }
+                }
+            }
+            drop(host);
+            crashes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
     }
     let mut waiters = Vec::new();
