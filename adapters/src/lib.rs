@@ -41,6 +41,7 @@ mod mutants;
 pub mod provider;
 pub mod record;
 mod rt;
+pub use rt::panic_message;
 pub mod store;
 pub mod tool;
 

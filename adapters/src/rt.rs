@@ -51,7 +51,10 @@ pub(crate) async fn catch_unwind<F: Future>(fut: F) -> Result<F::Output, String>
     .await
 }
 
-fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+/// The message of a panic's payload (`panic!` with a literal or a formatted string), or "a
+/// panic without a message".
+#[must_use]
+pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
     if let Some(s) = payload.downcast_ref::<&str>() {
         (*s).to_owned()
     } else if let Some(s) = payload.downcast_ref::<String>() {

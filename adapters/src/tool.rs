@@ -96,13 +96,13 @@ impl ToolSet {
     }
 
     /// The tools a model request of `session` offers: for a sub-agent's child session, what
-    /// the core gives it (no `agent` tool, nothing interactive: SPEC 4.11); for any other
-    /// session, [`ToolSet::specs`].
+    /// the core gives it ([`turnstile_core::offered_to_sub_agent`]: no `agent` tool, nothing
+    /// interactive, SPEC 4.11); for any other session, [`ToolSet::specs`].
     #[must_use]
     pub fn specs_for(&self, session: &SessionId) -> Vec<ToolSpec> {
         let mut specs = self.specs();
         if session.is_child() {
-            specs.retain(|t| t.name != AGENT_TOOL && !t.interactive);
+            specs.retain(turnstile_core::offered_to_sub_agent);
         }
         specs
     }

@@ -158,7 +158,7 @@ pub use step::{LOOP_MESSAGE, LOOP_TITLE, STEP_LIMIT_TITLE};
 pub use stream::{INVALID_JSON_RESULT, unknown_tool_result};
 pub use subagent::{
     AGENT_TOOL, NEW_AGENT_TITLE, NO_TEXT_OUTPUT, PROMPT_REQUIRED, child_session_id,
-    unusable_call_id,
+    offered_to_sub_agent, unusable_call_id,
 };
 pub use summary::{
     CONTEXT_WINDOW_MESSAGE, CONTEXT_WINDOW_TITLE, SUMMARIZATION_TITLE, SUMMARY_REQUEST,

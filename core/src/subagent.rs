@@ -15,7 +15,7 @@ use crate::admission;
 use crate::cancel;
 use crate::cleanup::CANCELLED_TOOL_RESULT;
 use crate::ids::{CallId, MessageId, Millis, Seq, SessionId};
-use crate::input::{Mode, Setup, ToolOutput};
+use crate::input::{Mode, Setup, ToolOutput, ToolSpec};
 use crate::outcome::Verdict;
 use crate::output::{OutputKind, StoreOp};
 use crate::state::{Crossing, ParentLink, Sessions, State, Submission};
@@ -50,11 +50,16 @@ pub(crate) fn agent_prompt(input: &str) -> Option<String> {
     v.get("prompt").and_then(|p| p.as_str()).filter(|p| !p.trim().is_empty()).map(str::to_owned)
 }
 
-/// What a sub-agent may use: the parent's setup without the `agent` tool (depth 1) and without
-/// interactive tools.
+/// Whether a sub-agent is offered `tool`: not the `agent` tool (depth 1) and nothing
+/// interactive (SPEC 4.11). A host lists a child's tools in its model requests by this rule.
+#[must_use]
+pub fn offered_to_sub_agent(tool: &ToolSpec) -> bool {
+    tool.name != AGENT_TOOL && !tool.interactive
+}
+
+/// What a sub-agent may use: the parent's setup with the tools [`offered_to_sub_agent`].
 pub(crate) fn child_setup(parent: &Setup) -> Setup {
-    let tools =
-        parent.tools.iter().filter(|t| t.name != AGENT_TOOL && !t.interactive).cloned().collect();
+    let tools = parent.tools.iter().filter(|t| offered_to_sub_agent(t)).cloned().collect();
     Setup {
         tools,
         context_window: parent.context_window,

@@ -38,11 +38,7 @@ pub fn run_seed(seed: u64, knobs: &WorldConfig, keep_trace: bool) -> SeedReport 
     match result {
         Ok(report) => report,
         Err(payload) => {
-            let why = payload
-                .downcast_ref::<String>()
-                .cloned()
-                .or_else(|| payload.downcast_ref::<&str>().map(|s| (*s).to_owned()))
-                .unwrap_or_else(|| "a panic without a message".to_owned());
+            let why = turnstile_adapters::panic_message(payload.as_ref());
             let mut report =
                 failed(seed, format!("panicked (a hang ends at the time limit): {why}"));
             // What the host did until then: the trace of the incarnation that hung.

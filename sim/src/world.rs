@@ -665,16 +665,17 @@ pub async fn world(
     }
     // Sometimes the host is shut down while clients are still at work: later submissions are
     // refused ("workspace closing"), and every waiter still gets exactly one answer.
-    let crashes = Arc::new(std::sync::atomic::AtomicU32::new(0));
+    // Counts the starts and ends of host replacements (a crash, an outage): odd while one is
+    // under way, so a shutdown that failed because its host went away can tell.
+    let restarts = Arc::new(std::sync::atomic::AtomicU32::new(0));
     let early = rng.chance(20).then(|| {
-        let (current, ms, crashes) = (current.clone(), rng.between(0, 8_000), crashes.clone());
+        let (current, ms, restarts) = (current.clone(), rng.between(0, 8_000), restarts.clone());
         tokio::spawn(async move {
             tokio::time::sleep(Duration::from_millis(ms)).await;
-            // `crashes` is odd while a crash or an outage, and the restart after it, are under way.
-            let before = crashes.load(std::sync::atomic::Ordering::Relaxed);
+            let before = restarts.load(std::sync::atomic::Ordering::Relaxed);
             let result = now(&current).shutdown().await;
             // A crash during the shutdown stops it half-way, as it would a real one.
-            let after = crashes.load(std::sync::atomic::Ordering::Relaxed);
+            let after = restarts.load(std::sync::atomic::Ordering::Relaxed);
             let crashed = before % 2 == 1 || after != before;
             result.or_else(|e| if crashed { Ok(()) } else { Err(e) })
         })
@@ -690,9 +691,9 @@ pub async fn world(
             // The process dies at a random moment and starts again on the same store.
             tokio::time::sleep(Duration::from_millis(rng.between(0, 6_000))).await;
             incarnation += 1;
-            crashes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            restarts.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let restarted = launcher.crash_and_restart(node, incarnation).await;
-            crashes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            restarts.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             match restarted {
                 // One crash per seed: the new incarnation's node is not needed again.
                 Ok((h, _node)) => {
@@ -708,7 +709,7 @@ pub async fn world(
             // and everyone waiting hears the stop; the disk comes back and a new host's
             // recovery decides. A host with nothing to write meanwhile never notices.
             tokio::time::sleep(Duration::from_millis(rng.between(0, 6_000))).await;
-            crashes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            restarts.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             faults.fail_always(Fault::DiskFull);
             let host = now(&current);
             let mut waited = 0;
@@ -730,7 +731,7 @@ pub async fn world(
                 }
             }
             drop(host);
-            crashes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            restarts.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
     }
     let mut waiters = Vec::new();

@@ -104,7 +104,8 @@ pub(crate) struct EngineTask {
     /// Callers of `shutdown`, answered when the engine stopped and everything is durable.
     pub(crate) stopping: Vec<oneshot::Sender<Result<(), String>>>,
     /// The parent of every running sub-agent's child session: a child's outputs go through
-    /// its parent's lane (see [`Lane`]). Entered at `ChildAccepted`, left at the child's end.
+    /// its parent's lane (see [`Lane`]). Entered at `ChildAccepted`, left after the transition
+    /// in which the child finished.
     pub(crate) parents: BTreeMap<SessionId, SessionId>,
 }
 
@@ -231,6 +232,7 @@ impl EngineTask {
         }
         let mut batches: Vec<Vec<Routed>> = (0..self.workers.len()).map(|_| Vec::new()).collect();
         let mut touched: Vec<SessionId> = Vec::new();
+        let mut ended: Vec<SessionId> = Vec::new();
         while let Some(out) = self.driver.poll_output() {
             if let Some(s) = out.kind.session()
                 && !touched.contains(s)
@@ -251,13 +253,17 @@ impl EngineTask {
                     if let OutputKind::Store(StoreOp::ChildAccepted { parent, .. }) = &kind {
                         self.parents.insert(session.clone(), parent.clone());
                     }
-                    let ended = matches!(kind, OutputKind::Finished(_));
-                    self.route(&mut batches, session.clone(), Action::Output(kind));
-                    if ended {
-                        self.parents.remove(&session);
+                    if matches!(kind, OutputKind::Finished(_)) {
+                        ended.push(session.clone());
                     }
+                    self.route(&mut batches, session, Action::Output(kind));
                 }
             }
+        }
+        // A finished child gets no output after its transition: only now is its lane forgotten,
+        // so nothing of that transition can take another lane.
+        for session in ended {
+            self.parents.remove(&session);
         }
         for (w, batch) in batches.into_iter().enumerate() {
             if !batch.is_empty() {
