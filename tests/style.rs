@@ -1,6 +1,6 @@
-//! Checks of the core's shape that reviewers would otherwise have to remember (STYLE.md):
-//! every module names its SPEC section, functions stay short, handlers state their
-//! preconditions, and there are no mutable globals.
+//! Checks of the core's shape that reviewers would otherwise have to remember: every module
+//! names its SPEC section, the folders are layers that import only downwards, functions stay
+//! short, handlers state their preconditions, and there are no mutable globals.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -10,15 +10,69 @@ const LONG_FN_ALLOWLIST: &[(&str, &str)] = &[];
 
 const FN_LINES_MAX: usize = 70;
 
+fn core_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../core/src")
+}
+
+/// Every `.rs` file under `core/src`, recursively, in path order.
 fn core_sources() -> Vec<(PathBuf, String)> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../core/src");
-    let mut files: Vec<PathBuf> = fs::read_dir(&dir)
-        .expect("core/src")
-        .map(|e| e.expect("entry").path())
-        .filter(|p| p.extension().is_some_and(|e| e == "rs"))
-        .collect();
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        for e in fs::read_dir(dir).expect("core/src") {
+            let p = e.expect("entry").path();
+            if p.is_dir() {
+                walk(&p, out);
+            } else if p.extension().is_some_and(|e| e == "rs") {
+                out.push(p);
+            }
+        }
+    }
+    let mut files = Vec::new();
+    walk(&core_dir(), &mut files);
     files.sort();
     files.into_iter().map(|p| (p.clone(), fs::read_to_string(&p).expect("read"))).collect()
+}
+
+/// The core's layers, lowest first: a file may name (`crate::<layer>`) only its own layer or a
+/// lower one. `lifecycle` and `check` share a rank and never name each other.
+const LAYERS: &[(&str, u8)] =
+    &[("alphabet", 1), ("state", 2), ("lifecycle", 3), ("check", 3), ("engine", 4), ("trace", 5)];
+
+/// The layer of a file under `core/src` (`lib.rs`, the root, has none).
+fn layer_of(path: &Path) -> Option<&'static str> {
+    let rel = path.strip_prefix(core_dir()).ok()?;
+    let first = rel.components().next()?.as_os_str().to_str()?;
+    let name = first.strip_suffix(".rs").unwrap_or(first);
+    LAYERS.iter().find(|(l, _)| *l == name).map(|(l, _)| *l)
+}
+
+fn rank(layer: &str) -> u8 {
+    LAYERS.iter().find(|(l, _)| *l == layer).map_or(0, |(_, r)| *r)
+}
+
+/// Every `crate::<top>` or `crate::<top>::<file>` path in a file's code (comments and strings
+/// removed), with its line number.
+fn crate_paths(text: &str) -> Vec<(usize, String, Option<String>)> {
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let code = code_only(line);
+        let mut rest = code.as_str();
+        while let Some(pos) = rest.find("crate::") {
+            let after = &rest[pos + "crate::".len()..];
+            let word = |s: &str| -> String {
+                s.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect()
+            };
+            let top = word(after);
+            // `crate::state::turn::Turn` names the file `turn`; `crate::Engine::new` names none.
+            let is_module = |w: &String| w.chars().next().is_some_and(|c| c.is_lowercase());
+            let second = Some(&top)
+                .filter(|t| is_module(t))
+                .and_then(|_| after[top.len()..].strip_prefix("::").map(word))
+                .filter(is_module);
+            out.push((i + 1, top, second));
+            rest = after;
+        }
+    }
+    out
 }
 
 /// Removes string and char literals and line comments, so braces inside them do not count.
@@ -101,6 +155,95 @@ fn every_core_module_opens_with_docs_naming_its_spec_section() {
             path.display()
         );
     }
+}
+
+#[test]
+fn the_core_folders_are_layers_that_import_only_downwards() {
+    let mut wrong = Vec::new();
+    for (path, text) in core_sources() {
+        let Some(me) = layer_of(&path) else { continue };
+        for (line, top, _) in crate_paths(&text) {
+            if rank(&top) == 0 {
+                continue; // a root re-export such as `crate::Engine` in a doc example
+            }
+            if top != me && rank(&top) >= rank(me) {
+                wrong.push(format!("{}:{line}: {me} imports {top}", path.display()));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "imports against the layers:\n{}", wrong.join("\n"));
+}
+
+#[test]
+fn files_inside_a_layer_import_each_other_without_cycles() {
+    // Handlers (`lifecycle`) may call each other; every other folder is ordered file by file.
+    let mut edges: Vec<(String, String)> = Vec::new();
+    for (path, text) in core_sources() {
+        let Some(me) = layer_of(&path).filter(|l| *l != "lifecycle") else { continue };
+        let file = path.file_stem().and_then(|f| f.to_str()).unwrap_or("?").to_owned();
+        for (_, top, second) in crate_paths(&text) {
+            if let Some(other) = second.filter(|o| top == me && *o != file) {
+                edges.push((format!("{me}/{file}"), format!("{me}/{other}")));
+            }
+        }
+    }
+    edges.sort();
+    edges.dedup();
+    // Depth-first search for a cycle in the file graph.
+    fn visit(
+        n: &str,
+        edges: &[(String, String)],
+        path: &mut Vec<String>,
+        done: &mut Vec<String>,
+    ) -> Option<Vec<String>> {
+        if let Some(pos) = path.iter().position(|p| p == n) {
+            return Some(path[pos..].to_vec());
+        }
+        if done.iter().any(|d| d == n) {
+            return None;
+        }
+        path.push(n.to_owned());
+        for (_, to) in edges.iter().filter(|(from, _)| from == n) {
+            if let Some(c) = visit(to, edges, path, done) {
+                return Some(c);
+            }
+        }
+        path.pop();
+        done.push(n.to_owned());
+        None
+    }
+    let mut done = Vec::new();
+    for (from, _) in &edges {
+        if let Some(cycle) = visit(from, &edges, &mut Vec::new(), &mut done) {
+            panic!("an import cycle inside a layer: {}", cycle.join(" -> "));
+        }
+    }
+    assert!(!edges.is_empty(), "the scanner found the imports between files");
+}
+
+#[test]
+fn the_layer_scanner_sees_paths_and_ignores_comments() {
+    let text = "use crate::state::turn::Turn; // crate::engine\nlet x = crate::Engine::new;";
+    let paths = crate_paths(text);
+    assert_eq!(
+        paths,
+        vec![(1, "state".to_owned(), Some("turn".to_owned())), (2, "Engine".to_owned(), None)]
+    );
+}
+
+#[test]
+fn only_the_decider_builds_a_completion() {
+    // SPEC I1 by construction: `lifecycle/outcome.rs` consumes the submission and is the only
+    // caller of the record's constructor (its fields are private to `alphabet/outcome.rs`).
+    let mut callers = Vec::new();
+    for (path, text) in core_sources() {
+        let rel = path.strip_prefix(core_dir()).expect("under core/src").to_owned();
+        let calls = text.lines().filter(|l| code_only(l).contains("Completion::record(")).count();
+        if calls > 0 {
+            callers.push(rel.display().to_string());
+        }
+    }
+    assert_eq!(callers, vec!["lifecycle/outcome.rs".to_owned()]);
 }
 
 #[test]

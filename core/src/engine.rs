@@ -3,24 +3,24 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use crate::acceptance;
-use crate::cancel;
-use crate::config::{Acceptor, Config, Start};
-use crate::error::HostError;
-use crate::ids::{Millis, RunId, Seq, SessionId};
-use crate::input::{AttemptIo, Input, Submit};
-use crate::ledger::{RunEntry, RunLedger};
-use crate::output::Output;
-use crate::preparation;
-use crate::retry;
-use crate::shutdown;
+use crate::alphabet::{
+    Acceptor, AttemptIo, Config, HostError, Input, Millis, Output, RunId, Seq, SessionId, Start,
+    Submit,
+};
+use crate::check::Violation;
+use crate::lifecycle::acceptance;
+use crate::lifecycle::cancel;
+use crate::lifecycle::preparation;
+use crate::lifecycle::retry;
+use crate::lifecycle::shutdown;
+use crate::lifecycle::step;
+use crate::lifecycle::stream;
+use crate::lifecycle::subagent;
+use crate::lifecycle::summary;
+use crate::lifecycle::title;
+use crate::state::Tx;
 use crate::state::{Closing, Lane, Sessions, State};
-use crate::step;
-use crate::stream;
-use crate::subagent;
-use crate::summary;
-use crate::title;
-use crate::transition::Tx;
+use crate::state::{RunEntry, RunLedger};
 
 /// The sans-IO lifecycle engine of one workspace.
 ///
@@ -164,7 +164,7 @@ impl Engine {
             *next += 1;
         });
         #[cfg(debug_assertions)]
-        if let Err(v) = crate::invariants::check_invariants(self) {
+        if let Err(v) = check_invariants(self) {
             panic!("invariant violated after an input at {} ms: {v}", now.0);
         }
         Ok(())
@@ -257,7 +257,7 @@ fn check_protocol(st: &State, last: Millis, now: Millis, input: &Input) -> Resul
         },
         Input::Prepared { setup, .. }
             if st.config.acceptor == Acceptor::External
-                && setup.tool(crate::subagent::AGENT_TOOL).is_some() =>
+                && setup.tool(crate::alphabet::AGENT_TOOL).is_some() =>
         {
             Err(HostError::WrongAcceptor {
                 reason: "sub-agents take their sequences from the core; with an external acceptor the agent tool is not allowed",
@@ -327,11 +327,23 @@ fn dispatch(st: &mut State, ss: &mut Sessions, tx: &mut Tx, now: Millis, input: 
     }
 }
 
+/// Checks the engine's state against the invariants of SPEC section 6 that a state shows:
+/// queue order (I7), one lane per session (I3), that every unfinished submission waits for a
+/// pending host request or timer (the local half of I6), and the bookkeeping behind
+/// exactly-once (I1). O(size of the state): the engine calls it after every input in debug
+/// builds; replay, the property tests, the model checker and the simulator call it too.
+///
+/// # Errors
+/// The first [`Violation`] found; an engine that failed on an internal bug is one.
+pub fn check_invariants(engine: &Engine) -> Result<(), Violation> {
+    crate::check::check_state(&engine.state, &engine.sessions)
+}
+
 #[cfg(test)]
 #[allow(clippy::expect_used)]
 mod tests {
     use super::*;
-    use crate::input::Submit;
+    use crate::alphabet::Submit;
     use crate::state::Prep;
 
     /// STYLE 7: the checker runs after every transition; a state corrupted behind the engine's
@@ -351,16 +363,17 @@ mod tests {
         q.swap(0, 1);
         assert_eq!(q[0].prep, Prep::Preparing);
         // Any input will do; this one changes nothing, so only the corruption is there to find.
-        let _ = e.handle(Millis(1), Input::CancelRun { run_id: crate::ids::RunId::new("none") });
+        let _ =
+            e.handle(Millis(1), Input::CancelRun { run_id: crate::alphabet::RunId::new("none") });
     }
 
     #[test]
     fn the_checker_reports_a_corruption_by_name() {
         let mut e = Engine::new(Config::default(), Start::default()).expect("start");
         e.handle(Millis(0), Input::Submit(Submit::new("s", "a"))).expect("valid");
-        assert_eq!(crate::invariants::check_invariants(&e), Ok(()));
+        assert_eq!(check_invariants(&e), Ok(()));
         e.state.as_mut().expect("running").outcomes_decided += 1;
-        let v = crate::invariants::check_invariants(&e).expect_err("corrupted");
+        let v = check_invariants(&e).expect_err("corrupted");
         assert_eq!(v.invariant, "I1");
     }
 

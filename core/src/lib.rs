@@ -67,33 +67,18 @@
 //!
 //! ## Layout
 //!
-//! One module per SPEC concept; `docs/architecture.md` maps every input and output to its
-//! handler.
+//! The folders are layers; a file imports only its own layer or a lower one (checked by
+//! `tests/style.rs`, which also forbids import cycles between the files of a layer other than
+//! the handlers). `docs/architecture.md` maps every input and output to its handler.
 //!
-//! | module | SPEC | what it owns |
+//! | layer | folder | what it owns |
 //! |---|---|---|
-//! | [`ids`] | 3 | identifiers and time |
-//! | [`input`], [`output`] | 2, 7 | the alphabets |
-//! | `engine` | 2 | the two doors, host-protocol checks, dispatch |
-//! | `acceptance` | 4.1 | validation, sequences, RunId idempotency |
-//! | `preparation` | 4.1 | prepared, failed |
-//! | `admission` | 4.2, 4.6 | hand-off and step start |
-//! | `fold` | 4.3 | folding the prepared prefix |
-//! | `stream` | 4.4 | streaming into a step's message, the stream's end |
-//! | `retry` | 4.5 | retries, backoff, credential refresh |
-//! | `step` | 4.4, 4.6 | tool results, usage, the ends of a turn |
-//! | `loops` | 4.8 | loop-detection signatures and window |
-//! | `summary` | 4.7 | summarization: housekeeping, pause and resume, manual |
-//! | `subagent` | 4.11 | sub-agents and cross-session work |
-//! | `title` | 4.11 | session titles |
-//! | `cancel` | 4.10 | cancel watermark, cancel_run, clear_queue, aborts |
-//! | `shutdown` | 4.10 | shutdown, deadline, timers |
-//! | `cleanup` | 4.9 | clean-up writes, end of a turn |
-//! | [`outcome`] | 5 | the one decider and the completion record |
-//! | `ledger` | 4.1 | RunIds and fingerprints |
-//! | `transition` | 7 | canonical output order |
-//! | [`invariants`] | 6 | state checker and stream auditor |
-//! | [`trace`], [`mod@replay`] | 10 | trace files, flight recorder, replay |
+//! | 1 | `alphabet/` | what crosses the host boundary: [`ids`] and time, [`input`]s, [`output`]s, the [`outcome`] and its completion record, `Config` and `Start`, `HostError`, the exact strings of SPEC 8 ([`text`]), the mutant catalogue (test builds) |
+//! | 2 | `state/` | what the engine holds: submissions and queue entries, turns with their calls and phases, summaries, sessions, the run ledger, timers; `Tx`, the transition buffer that puts outputs in SPEC 7 order |
+//! | 3 | `lifecycle/` | the handlers, one module per SPEC concept: `acceptance` (4.1), `preparation` (4.1), `admission` (4.2, 4.6 hand-off), `fold` (4.3), `stream` (4.4), `retry` (4.5), `step` (4.4, 4.6), `loops` (4.8), `summary` (4.7), `subagent` (4.11), `title` (4.11), `cancel` (4.10), `shutdown` (4.10), `cleanup` (4.9), `outcome` (5: the one decider); they may call each other |
+//! | 3 | `check/` | the invariants of SPEC 6 (the state checker and the stream [`Auditor`]) and the conformance [`projection`] of SPEC 7, written without the handlers |
+//! | 4 | `engine.rs` | [`Engine`]: the two doors, the host-protocol checks, dispatch to the handlers |
+//! | 5 | `trace/` | trace files and the flight recorder ([`trace`]), [`mod@replay`] and bless (SPEC 10) |
 //!
 //! Dependencies: `serde` (inputs, outputs and traces are data), `serde_json` (the trace format),
 //! `sha2` (RunId fingerprints, loop signatures).
@@ -102,67 +87,31 @@
 #![forbid(unsafe_code)]
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 
-mod acceptance;
-mod admission;
-mod cancel;
-mod cleanup;
-mod config;
+mod alphabet;
+mod check;
 mod engine;
-mod error;
-mod fold;
-pub mod ids;
-pub mod input;
-pub mod invariants;
-mod ledger;
-mod loops;
-#[cfg_attr(not(feature = "mutants"), allow(dead_code, unused_macros))]
-mod mutants;
-pub mod outcome;
-pub mod output;
-mod preparation;
-pub mod projection;
-pub mod replay;
-mod retry;
-mod shutdown;
+mod lifecycle;
 mod state;
-mod step;
-mod stream;
-mod subagent;
-mod summary;
-mod title;
 pub mod trace;
-mod transition;
 
-pub use acceptance::validate;
-pub use cleanup::{
-    CANCELED_FINISH, CANCELLED_TOOL_RESULT, FAILED_TOOL_RESULT, INTERRUPTED_TITLE, SHUTDOWN_FINISH,
-};
-pub use config::{Acceptor, Config, Start};
-pub use engine::Engine;
-pub use error::HostError;
-pub use ids::{CallId, MessageId, Millis, RunId, Seq, SessionId, TimerId, TurnId};
-pub use input::{
-    Attachment, AttemptIo, CallIo, ErrorClass, FinishReason, Input, Mode, ProviderError, Setup,
-    StepEvent, StepIo, StopTurn, Submit, SummaryIo, ToolOutput, ToolSpec, Usage,
-};
-pub use invariants::{Auditor, Violation, check_invariants};
-pub use ledger::{Fingerprint, KnownRun};
 #[cfg(feature = "mutants")]
-pub use mutants::Mutant;
-pub use outcome::{Completion, ErrorInfo, ErrorKind, Outcome, StopReason};
-pub use output::{MessageFinish, Output, OutputKind, Rejection, Reply, StoreOp, TimerPurpose};
-pub use preparation::PREPARATION_TITLE;
-pub use replay::{ReplayFailure, ReplayReport, bless, replay};
-pub use retry::{UNAUTHORIZED_TITLE, retry_delay_ms};
-pub use step::{LOOP_MESSAGE, LOOP_TITLE, STEP_LIMIT_TITLE};
-pub use stream::{INVALID_JSON_RESULT, unknown_tool_result};
-pub use subagent::{
-    AGENT_TOOL, NEW_AGENT_TITLE, NO_TEXT_OUTPUT, PROMPT_REQUIRED, child_session_id,
-    offered_to_sub_agent, unusable_call_id,
+pub use alphabet::Mutant;
+pub use alphabet::text::*;
+pub use alphabet::{
+    Acceptor, Attachment, AttemptIo, CallId, CallIo, Completion, Config, ErrorClass, ErrorInfo,
+    ErrorKind, Fingerprint, FinishReason, HostError, Input, KnownRun, MessageFinish, MessageId,
+    Millis, Mode, Outcome, Output, OutputKind, ProviderError, Rejection, Reply, RunId, Seq,
+    SessionId, Setup, Start, StepEvent, StepIo, StopReason, StopTurn, StoreOp, Submit, SummaryIo,
+    TimerId, TimerPurpose, ToolOutput, ToolSpec, TurnId, Usage,
 };
-pub use summary::{
-    CONTEXT_WINDOW_MESSAGE, CONTEXT_WINDOW_TITLE, SUMMARIZATION_TITLE, SUMMARY_REQUEST,
-    at_threshold, continuation,
-};
-pub use title::{UNTITLED, clean_title, title_from_prompt};
+pub use alphabet::{ids, input, outcome, output, text};
+pub use check::{Auditor, Violation, projection};
+pub use engine::{Engine, check_invariants};
+pub use lifecycle::acceptance::validate;
+pub use lifecycle::retry::retry_delay_ms;
+pub use lifecycle::stream::unknown_tool_result;
+pub use lifecycle::subagent::{child_session_id, offered_to_sub_agent, unusable_call_id};
+pub use lifecycle::summary::{at_threshold, continuation};
+pub use lifecycle::title::{clean_title, title_from_prompt};
+pub use trace::replay::{self, ReplayFailure, ReplayReport, bless, replay};
 pub use trace::{Recorder, Trace, TraceError, TraceHeader, TraceLine};

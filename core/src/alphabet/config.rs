@@ -1,0 +1,101 @@
+//! Configuration and the state an engine starts from (SPEC 4.1, 4.12, 8).
+
+use serde::{Deserialize, Serialize};
+
+use crate::alphabet::ids::{MessageId, Seq};
+use crate::alphabet::run::KnownRun;
+
+/// Tunable constants (SPEC section 8). Every field has the SPEC default.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// How long an aborted turn waits for its running tools before clean-up (SPEC 4.9).
+    pub cancel_grace_ms: u64,
+    /// How long shutdown waits for aborting turns before cleaning them up (SPEC 4.10).
+    pub shutdown_deadline_ms: u64,
+    /// Steps per submission before it fails with `step_limit`; 0 means unlimited (SPEC 4.6).
+    pub step_limit: u32,
+    /// Tool calls kept per step; later ones are ignored like duplicate ids.
+    pub calls_per_step_max: u32,
+    /// Who assigns sequences (SPEC 4.10): the core (default) or an external acceptor.
+    pub acceptor: Acceptor,
+    /// Summarize automatically when the context is nearly full (SPEC 4.7).
+    pub auto_summarize: bool,
+    /// Tokens left that trigger a summary for windows above 200,000 (SPEC 4.7).
+    pub summarize_buffer_tokens: u64,
+    /// Queue length per session above which [`crate::Engine::queue_len`] should make a host push
+    /// back. The core never drops an accepted submission to honour it.
+    pub queue_max: u32,
+    /// The bug this engine pretends to have (SPEC 10 "Mutants"); test builds only.
+    #[cfg(feature = "mutants")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mutant: Option<crate::alphabet::mutants::Mutant>,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            cancel_grace_ms: 5_000,
+            shutdown_deadline_ms: 5_000,
+            step_limit: 0,
+            calls_per_step_max: 128,
+            queue_max: 1_024,
+            acceptor: Acceptor::Core,
+            auto_summarize: true,
+            summarize_buffer_tokens: 20_000,
+            #[cfg(feature = "mutants")]
+            mutant: None,
+        }
+    }
+}
+
+impl Config {
+    /// Checks the values that would make the engine misbehave silently.
+    ///
+    /// # Errors
+    /// [`crate::alphabet::error::HostError::InvalidConfig`] naming the field: `calls_per_step_max` 0 (every
+    /// tool call would be dropped unanswered; offer no tools instead) or `queue_max` 0 (no
+    /// prompt could ever wait).
+    pub fn validate(&self) -> Result<(), crate::alphabet::error::HostError> {
+        let bad =
+            |field, reason| Err(crate::alphabet::error::HostError::InvalidConfig { field, reason });
+        if self.calls_per_step_max == 0 {
+            return bad("calls_per_step_max", "must be at least 1; offer no tools to disable them");
+        }
+        if self.queue_max == 0 {
+            return bad("queue_max", "must be at least 1");
+        }
+        Ok(())
+    }
+}
+
+/// Who assigns submission sequences.
+///
+/// The choice decides which cancel watermarks make sense, so the engine checks it: with the
+/// core as acceptor, a submission may not bring a sequence and a cancel may not name one above
+/// the newest (it would cancel prompts not yet typed, breaking I10); with an external acceptor
+/// (an HTTP front end, another node) every submission brings its sequence, strictly increasing,
+/// and a cancel's watermark may run ahead of what has reached the core.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Acceptor {
+    /// The core assigns sequences at acceptance.
+    #[default]
+    Core,
+    /// Sequences come with the submissions, from an acceptor outside the core.
+    External,
+}
+
+/// What the store's ledger says when the engine starts (SPEC 4.1, 4.12 recovery).
+///
+/// The host runs recovery first, so every run here is finished.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Start {
+    /// The first sequence to assign: above the ledger's maximum.
+    pub next_seq: Option<Seq>,
+    /// The first message id to assign: above the store's maximum.
+    pub next_message: Option<MessageId>,
+    /// Every run in the ledger, with its outcome.
+    pub runs: Vec<KnownRun>,
+}

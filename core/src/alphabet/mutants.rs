@@ -1,0 +1,218 @@
+//! Switchable bugs for measuring the checkers (SPEC section 10, "Mutants"). Test builds only.
+//!
+//! With the `mutants` feature, [`crate::Config::mutant`] names at most one plausible bug, and
+//! the core behaves as if it had that bug. The model checker (and later the simulator) must
+//! find every mutant in its scope; `turnstile-model mutants` reports which they found. Without
+//! the feature the field does not exist and every [`mutant!`] check is the constant `false`, so
+//! a host's build cannot carry a mutant.
+
+use serde::{Deserialize, Serialize};
+
+/// One plausible bug of the core. Each names the SPEC rule or appendix flaw it breaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Mutant {
+    /// A cancel on a session with nothing unfinished is remembered as a flag and cancels
+    /// the session's next submission on entry (breaks I10, SPEC 4.10).
+    CancelFlag,
+    /// A cancel covers only the oldest unfinished submission under its watermark; the other
+    /// covered waiting ones survive (breaks I4).
+    WatermarkFirstOnly,
+    /// A submission with a RunId defaults to mode fold and can be folded into another turn
+    /// (breaks SPEC 3, 4.3).
+    FoldRunIds,
+    /// A submission that pauses for summarization already gets its completion
+    /// (RunComplete), and a second one when it really ends (breaks I1, I11).
+    CompleteOnPause,
+    /// A turn that ends failed does not hand off to the queue's prepared head, which is
+    /// stranded (G-01, SPEC 4.6).
+    SkipHandoffOnError,
+    /// At hand-off a still-preparing queue head is moved to the back of the queue, so a
+    /// prepared later entry runs first (breaks I7, G-16).
+    RequeueHeadAtBack,
+    /// Admission takes the first prepared entry even when an earlier one is still preparing
+    /// (breaks I7, SPEC 4.2, G-16).
+    AdmitInPreparationOrder,
+    /// Clean-up does not synthesize the error result of a tool call without a result
+    /// (breaks I8, SPEC 4.9).
+    NoSyntheticResult,
+    /// A deciding submission's completion is emitted before its flush, ledger outcome and
+    /// commit (breaks I9, SPEC 7).
+    CompleteBeforeFlush,
+    /// A tool result that arrives after its turn's clean-up is still written (breaks I13,
+    /// SPEC 4.9).
+    LateToolResultWritten,
+    /// Cancelling a paused submission during its summarization aborts the summary but
+    /// resumes the submission instead of ending it cancelled (G-03, I4).
+    SummaryCancelContinues,
+    /// A cancel during a credential-refresh wait does not abort the refresh; the turn ends
+    /// only when the refresh answer arrives (G-13, I5).
+    RefreshNotAborted,
+    /// The retry after a successful credential refresh does not reset the streamed content
+    /// (G-21, SPEC 4.5).
+    RefreshWithoutReset,
+    /// When a paused submission's summary succeeds, a prepared queue head is activated
+    /// before the paused submission resumes (G-25, I11).
+    QueueBeforeResume,
+    /// After a failed preparation in a session, every later submission of that session
+    /// fails preparation at once (G-24, SPEC 4.1).
+    StickyPreparationFailure,
+    /// Shutdown drops waiting submissions without any outcome or RunComplete (G-20, I1).
+    ShutdownSwallowsWaiting,
+    /// `clear_queue` leaves still-preparing entries in the queue, so a cleared prompt runs
+    /// later (G-07, SPEC 4.10).
+    ClearSkipsPreparing,
+    /// A manual summarize is accepted while the session has waiting submissions but no
+    /// active turn (G-05, SPEC 4.7, SPEC 3 busy).
+    SummarizeWhileQueued,
+    /// A retry after a retryable provider error does not reset the streamed content, so the
+    /// attempt is appended to the failed one (SPEC 4.5, G-11).
+    RetryWithoutReset,
+}
+
+impl Mutant {
+    /// Every mutant, in catalogue order.
+    pub const ALL: &'static [Mutant] = &[
+        Mutant::CancelFlag,
+        Mutant::WatermarkFirstOnly,
+        Mutant::FoldRunIds,
+        Mutant::CompleteOnPause,
+        Mutant::SkipHandoffOnError,
+        Mutant::RequeueHeadAtBack,
+        Mutant::AdmitInPreparationOrder,
+        Mutant::NoSyntheticResult,
+        Mutant::CompleteBeforeFlush,
+        Mutant::LateToolResultWritten,
+        Mutant::SummaryCancelContinues,
+        Mutant::RefreshNotAborted,
+        Mutant::RefreshWithoutReset,
+        Mutant::QueueBeforeResume,
+        Mutant::StickyPreparationFailure,
+        Mutant::ShutdownSwallowsWaiting,
+        Mutant::ClearSkipsPreparing,
+        Mutant::SummarizeWhileQueued,
+        Mutant::RetryWithoutReset,
+    ];
+
+    /// The tools whose scope contains the mutant (SPEC 10): every mutant here is a core-level
+    /// bug, so the model checker and the simulator must both find it; store-level mutants
+    /// (the simulator's and the crash tests' alone) belong to the store.
+    #[must_use]
+    pub fn scope(self) -> &'static [&'static str] {
+        &["model", "sim"]
+    }
+
+    /// The mutant's name as the command line and `docs/verification.md` spell it.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Mutant::CancelFlag => "cancel_flag",
+            Mutant::WatermarkFirstOnly => "watermark_first_only",
+            Mutant::FoldRunIds => "fold_run_ids",
+            Mutant::CompleteOnPause => "complete_on_pause",
+            Mutant::SkipHandoffOnError => "skip_handoff_on_error",
+            Mutant::RequeueHeadAtBack => "requeue_head_at_back",
+            Mutant::AdmitInPreparationOrder => "admit_in_preparation_order",
+            Mutant::NoSyntheticResult => "no_synthetic_result",
+            Mutant::CompleteBeforeFlush => "complete_before_flush",
+            Mutant::LateToolResultWritten => "late_tool_result_written",
+            Mutant::SummaryCancelContinues => "summary_cancel_continues",
+            Mutant::RefreshNotAborted => "refresh_not_aborted",
+            Mutant::RefreshWithoutReset => "refresh_without_reset",
+            Mutant::QueueBeforeResume => "queue_before_resume",
+            Mutant::StickyPreparationFailure => "sticky_preparation_failure",
+            Mutant::ShutdownSwallowsWaiting => "shutdown_swallows_waiting",
+            Mutant::ClearSkipsPreparing => "clear_skips_preparing",
+            Mutant::SummarizeWhileQueued => "summarize_while_queued",
+            Mutant::RetryWithoutReset => "retry_without_reset",
+        }
+    }
+
+    /// One line: what the bug is and which SPEC rule or appendix flaw it breaks.
+    #[must_use]
+    pub fn explain(self) -> &'static str {
+        match self {
+            Mutant::CancelFlag => {
+                "a cancel on a session with nothing unfinished is remembered as a flag and cancels the session's next submission on entry (breaks I10, SPEC 4.10)"
+            }
+            Mutant::WatermarkFirstOnly => {
+                "a cancel covers only the oldest unfinished submission under its watermark; the other covered waiting ones survive (breaks I4)"
+            }
+            Mutant::FoldRunIds => {
+                "a submission with a RunId defaults to mode fold and can be folded into another turn (breaks SPEC 3, 4.3)"
+            }
+            Mutant::CompleteOnPause => {
+                "a submission that pauses for summarization already gets its completion (RunComplete), and a second one when it really ends (breaks I1, I11)"
+            }
+            Mutant::SkipHandoffOnError => {
+                "a turn that ends failed does not hand off to the queue's prepared head, which is stranded (G-01, SPEC 4.6)"
+            }
+            Mutant::RequeueHeadAtBack => {
+                "at hand-off a still-preparing queue head is moved to the back of the queue, so a prepared later entry runs first (breaks I7, G-16)"
+            }
+            Mutant::AdmitInPreparationOrder => {
+                "admission takes the first prepared entry even when an earlier one is still preparing (breaks I7, SPEC 4.2, G-16)"
+            }
+            Mutant::NoSyntheticResult => {
+                "clean-up does not synthesize the error result of a tool call without a result (breaks I8, SPEC 4.9)"
+            }
+            Mutant::CompleteBeforeFlush => {
+                "a deciding submission's completion is emitted before its flush, ledger outcome and commit (breaks I9, SPEC 7)"
+            }
+            Mutant::LateToolResultWritten => {
+                "a tool result that arrives after its turn's clean-up is still written (breaks I13, SPEC 4.9)"
+            }
+            Mutant::SummaryCancelContinues => {
+                "cancelling a paused submission during its summarization aborts the summary but resumes the submission instead of ending it cancelled (G-03, I4)"
+            }
+            Mutant::RefreshNotAborted => {
+                "a cancel during a credential-refresh wait does not abort the refresh; the turn ends only when the refresh answer arrives (G-13, I5)"
+            }
+            Mutant::RefreshWithoutReset => {
+                "the retry after a successful credential refresh does not reset the streamed content (G-21, SPEC 4.5)"
+            }
+            Mutant::QueueBeforeResume => {
+                "when a paused submission's summary succeeds, a prepared queue head is activated before the paused submission resumes (G-25, I11)"
+            }
+            Mutant::StickyPreparationFailure => {
+                "after a failed preparation in a session, every later submission of that session fails preparation at once (G-24, SPEC 4.1)"
+            }
+            Mutant::ShutdownSwallowsWaiting => {
+                "shutdown drops waiting submissions without any outcome or RunComplete (G-20, I1)"
+            }
+            Mutant::ClearSkipsPreparing => {
+                "clear_queue leaves still-preparing entries in the queue, so a cleared prompt runs later (G-07, SPEC 4.10)"
+            }
+            Mutant::SummarizeWhileQueued => {
+                "a manual summarize is accepted while the session has waiting submissions but no active turn (G-05, SPEC 4.7, SPEC 3 busy)"
+            }
+            Mutant::RetryWithoutReset => {
+                "a retry after a retryable provider error does not reset the streamed content, so the attempt is appended to the failed one (SPEC 4.5, G-11)"
+            }
+        }
+    }
+}
+
+/// True when the engine's configuration switches `$m` on (or one of `A | B`). Without the
+/// `mutants` feature this is the constant `false` and does not even evaluate `$config`.
+#[cfg(feature = "mutants")]
+macro_rules! mutant {
+    ($config:expr, $m:ident) => {
+        $config.mutant == Some($crate::alphabet::mutants::Mutant::$m)
+    };
+    ($config:expr, $($m:ident)|+) => {
+        matches!($config.mutant, Some($($crate::alphabet::mutants::Mutant::$m)|+))
+    };
+}
+
+/// True when the engine's configuration switches `$m` on (or one of `A | B`). Without the
+/// `mutants` feature this is the constant `false` and does not even evaluate `$config`.
+#[cfg(not(feature = "mutants"))]
+macro_rules! mutant {
+    ($config:expr, $($m:ident)|+) => {
+        false
+    };
+}
+
+pub(crate) use mutant;

@@ -1,0 +1,189 @@
+//! How a submission ended: its outcome and the completion record (SPEC section 5).
+//!
+//! A [`Completion`] is built only by the outcome decider of the lifecycle
+//! (`lifecycle/outcome.rs`), exactly once per accepted submission; its fields are private, so a
+//! host or another module cannot forge one:
+//!
+//! ```compile_fail
+//! // The record's fields are private: neither the tuple field nor the fields can be named.
+//! let forged = turnstile_core::Completion(std::sync::Arc::new(todo!()));
+//! ```
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use crate::alphabet::ids::{MessageId, RunId, Seq, SessionId};
+/// How a submission ended (SPEC 3 "Outcome").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// The turn ended normally (possibly stopped by a denial or a hook halt).
+    Completed,
+    /// The submission failed; the completion carries the error.
+    Failed,
+    /// A cancel, cancel_run or clear_queue covered it.
+    Cancelled,
+    /// Shutdown or a process stop ended it.
+    Interrupted,
+    /// It became part of another submission's turn.
+    Folded,
+}
+
+/// Why a completed submission stopped (SPEC 5 `stop_reason`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    /// The model ended its turn.
+    EndTurn,
+    /// The output hit the token limit.
+    MaxTokens,
+    /// The provider filtered the output.
+    ContentFilter,
+    /// A tool call was denied.
+    PermissionDenied,
+    /// A pre-tool hook halted the turn.
+    HookHalt,
+}
+
+/// The error kinds of SPEC section 5.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// The host could not prepare the submission.
+    Preparation,
+    /// The provider answered with an error.
+    Provider,
+    /// The provider refused the credentials, and a refresh did not help.
+    Unauthorized,
+    /// The stream or connection broke.
+    Transport,
+    /// The summarization of a paused submission failed.
+    Summarization,
+    /// Summarization did not free enough context.
+    ContextWindow,
+    /// The same tool interaction repeated too often.
+    LoopDetected,
+    /// The submission reached the configured step limit.
+    StepLimit,
+    /// Shutdown or a process stop ended the submission.
+    Interrupted,
+}
+
+/// The error of a `failed` or `interrupted` submission.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorInfo {
+    /// The kind.
+    pub kind: ErrorKind,
+    /// A short title for people.
+    pub title: String,
+    /// The error text.
+    pub message: String,
+}
+
+/// The completion record of a submission: its outcome with SPEC section 5's fields.
+///
+/// Built only by the outcome decider, exactly once per accepted submission. When `run_id` is
+/// present, it *is* the public RunComplete of that run; the host publishes it after the commit
+/// that records it, and there is never a second one for the same run.
+///
+/// Cheap to clone: the ledger write and the publication share one record.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(transparent)]
+pub struct Completion(Arc<Fields>);
+
+/// The fields of a [`Completion`], private to this module.
+#[derive(Debug, PartialEq, Eq, Serialize)]
+struct Fields {
+    session: SessionId,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    run_id: Option<RunId>,
+    seq: Seq,
+    outcome: Outcome,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stop_reason: Option<StopReason>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    message_id: Option<MessageId>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    text: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<ErrorInfo>,
+}
+
+impl Completion {
+    /// The submission's session.
+    #[must_use]
+    pub fn session(&self) -> &SessionId {
+        &self.0.session
+    }
+    /// The run, when the submission carried a RunId (then this is its RunComplete).
+    #[must_use]
+    pub fn run_id(&self) -> Option<&RunId> {
+        self.0.run_id.as_ref()
+    }
+    /// True when this completion is the public RunComplete of a run.
+    #[must_use]
+    pub fn is_run_complete(&self) -> bool {
+        self.0.run_id.is_some()
+    }
+    /// The submission's sequence.
+    #[must_use]
+    pub fn seq(&self) -> Seq {
+        self.0.seq
+    }
+    /// The outcome.
+    #[must_use]
+    pub fn outcome(&self) -> Outcome {
+        self.0.outcome
+    }
+    /// Why a completed submission stopped, when it stopped for a known reason.
+    #[must_use]
+    pub fn stop_reason(&self) -> Option<StopReason> {
+        self.0.stop_reason
+    }
+    /// The last assistant message; present exactly when the submission was activated.
+    #[must_use]
+    pub fn message_id(&self) -> Option<MessageId> {
+        self.0.message_id
+    }
+    /// That message's text (possibly empty or partial); present exactly when activated.
+    #[must_use]
+    pub fn text(&self) -> Option<&str> {
+        self.0.text.as_deref()
+    }
+    /// The error; present exactly for `failed` and `interrupted`.
+    #[must_use]
+    pub fn error(&self) -> Option<&ErrorInfo> {
+        self.0.error.as_ref()
+    }
+}
+
+impl Completion {
+    /// The record of a decided submission. Called only by the decider (`lifecycle/outcome.rs`,
+    /// checked by `tests/style.rs`); `last` is the activated submission's last assistant message.
+    pub(crate) fn record(
+        session: SessionId,
+        run_id: Option<RunId>,
+        seq: Seq,
+        outcome: Outcome,
+        stop_reason: Option<StopReason>,
+        last: Option<(MessageId, String)>,
+        error: Option<ErrorInfo>,
+    ) -> Completion {
+        let (message_id, text) = match last {
+            Some((id, text)) => (Some(id), Some(text)),
+            None => (None, None),
+        };
+        Completion(Arc::new(Fields {
+            session,
+            run_id,
+            seq,
+            outcome,
+            stop_reason,
+            message_id,
+            text,
+            error,
+        }))
+    }
+}

@@ -1,0 +1,757 @@
+//! The stream auditor: SPEC section 6 over the input and output stream alone.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::alphabet::{
+    AttemptIo, CallId, CallIo, Input, MessageFinish, MessageId, Outcome, Output, OutputKind, Reply,
+    RunId, Seq, SessionId, Start, StepEvent, StepIo, StoreOp, SummaryIo, TimerId, TurnId,
+};
+
+use super::{Violation, fail};
+
+/// What the auditor knows of one accepted submission.
+#[derive(Clone, Debug)]
+struct Sub {
+    session: SessionId,
+    run_id: Option<RunId>,
+    activated: bool,
+    user_message: bool,
+    outcome: Option<Outcome>,
+    /// The outcome a cancel, clear or shutdown decided for it (I4).
+    claimed: Option<Outcome>,
+    /// Paused for a summarization (activated, not running).
+    paused: bool,
+    /// For a sub-agent: the submission whose turn started it.
+    parent_seq: Option<Seq>,
+}
+
+/// What the auditor knows of an assistant message's finish.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Finish {
+    None,
+    /// `tool_use`: may still become `end_turn` when a result stops the turn (SPEC 4.4).
+    ToolUse,
+    /// Another finish the stream gave: a cancel or a failure while the step's tools still run
+    /// replaces it with `canceled` or `error` (SPEC 4.4, 4.9).
+    Stream,
+    /// `canceled` or `error`: never rewritten.
+    Final,
+}
+
+/// Which unfinished submissions a cancel-like input covers.
+type Covers = Box<dyn Fn(Seq, &Sub) -> bool>;
+
+/// One record of a session's message history, for I8.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Record {
+    User,
+    Assistant { id: MessageId, finished: Finish, reasoning_open: bool },
+    Call { id: MessageId, call: CallId, finished: bool },
+    Result { id: MessageId, call: CallId },
+}
+
+/// Records a message-level write in the session's history for the I8 check at turn end.
+fn record_message(log: &mut Vec<Record>, op: &StoreOp) -> Result<(), Violation> {
+    match op {
+        StoreOp::AssistantMessage { id, .. } => {
+            log.push(Record::Assistant { id: *id, finished: Finish::None, reasoning_open: false });
+        }
+        StoreOp::ToolInputStarted { id, call, .. } => {
+            log.push(Record::Call { id: *id, call: call.clone(), finished: false });
+        }
+        StoreOp::ToolCall { id, call, .. } => {
+            let open = log.iter_mut().find(|r| matches!(r, Record::Call { id: m, call: c, finished: false } if m == id && c == call));
+            match open {
+                Some(Record::Call { finished, .. }) => *finished = true,
+                _ => log.push(Record::Call { id: *id, call: call.clone(), finished: true }),
+            }
+        }
+        StoreOp::ToolResult { id, call, .. } => {
+            log.push(Record::Result { id: *id, call: call.clone() })
+        }
+        StoreOp::ReasoningStarted { id, .. } | StoreOp::ReasoningEnded { id, .. } => {
+            let start = matches!(op, StoreOp::ReasoningStarted { .. });
+            match find(log, *id).map(|i| &mut log[i]) {
+                Some(Record::Assistant { reasoning_open, .. }) if *reasoning_open != start => {
+                    *reasoning_open = start
+                }
+                _ => {
+                    return fail(
+                        "I8",
+                        format!("message {id}: reasoning started twice or ended unstarted"),
+                    );
+                }
+            }
+        }
+        StoreOp::MessageReset { id, .. } => {
+            // The attempt's content is gone: its calls and reasoning leave the history.
+            log.retain(|r| !matches!(r, Record::Call { id: m, .. } if m == id));
+            if let Some(Record::Assistant { reasoning_open, finished, .. }) =
+                find(log, *id).map(|i| &mut log[i])
+            {
+                if *finished != Finish::None {
+                    return fail("I8", format!("message {id} reset after its finish"));
+                }
+                *reasoning_open = false;
+            }
+        }
+        StoreOp::MessageFinished { id, finish, .. } => record_finish(log, *id, finish)?,
+        _ => {}
+    }
+    Ok(())
+}
+
+/// Checks the input/output stream of one engine against SPEC section 6, knowing nothing of the
+/// engine's internals. Feed it every transition with [`Auditor::observe`].
+#[derive(Clone, Debug, Default)]
+pub struct Auditor {
+    subs: BTreeMap<Seq, Sub>,
+    newest: Option<Seq>,
+    /// RunIds whose RunComplete was published, in this life or before the start.
+    completed_runs: BTreeSet<RunId>,
+    runs: BTreeMap<RunId, Seq>,
+    watermarks: BTreeMap<SessionId, Seq>,
+    prepares: BTreeSet<(SessionId, Seq)>,
+    /// Sessions flushed in the current transition (SPEC I9: flush before completion).
+    flushed: BTreeSet<SessionId>,
+    steps: BTreeSet<StepIo>,
+    refreshes: BTreeSet<AttemptIo>,
+    summaries: BTreeSet<SummaryIo>,
+    /// Title requests not answered (not counted as pending IO: no submission waits on them).
+    titles: BTreeSet<(SessionId, Seq)>,
+    /// Sessions summarizing now, with the summary's id (I3 counts a summary like a turn).
+    summarizing: BTreeMap<SessionId, TurnId>,
+    /// The paused submission of a session, which must be the next one activated there (I11).
+    paused: BTreeMap<SessionId, Seq>,
+    tools: BTreeSet<CallIo>,
+    /// Aborted tools: a result may still arrive (and be written) until clean-up, but nothing
+    /// waits for one, so they do not count as pending IO (the grace timer or the shutdown
+    /// deadline must).
+    aborted_tools: BTreeSet<CallIo>,
+    timers: BTreeSet<TimerId>,
+    last_user: BTreeMap<SessionId, Seq>,
+    last_activation: BTreeMap<SessionId, Seq>,
+    history: BTreeMap<SessionId, Vec<Record>>,
+    dirty: BTreeSet<SessionId>,
+    stopped: bool,
+}
+
+impl Auditor {
+    /// An auditor for an engine started from `start`.
+    #[must_use]
+    pub fn new(start: &Start) -> Auditor {
+        let mut a = Auditor::default();
+        for r in &start.runs {
+            a.completed_runs.insert(r.run_id.clone());
+            a.runs.insert(r.run_id.clone(), r.seq);
+        }
+        a
+    }
+
+    /// The number of accepted submissions without an outcome.
+    #[must_use]
+    pub fn unfinished(&self) -> usize {
+        self.subs.values().filter(|s| s.outcome.is_none()).count()
+    }
+
+    /// Number of host requests and timers still pending (I6: nonzero while anything is
+    /// unfinished).
+    #[must_use]
+    pub fn pending_io(&self) -> usize {
+        self.prepares.len()
+            + self.steps.len()
+            + self.refreshes.len()
+            + self.summaries.len()
+            + self.tools.len()
+            + self.timers.len()
+    }
+
+    /// Checks one transition: the input and every output it produced.
+    ///
+    /// # Errors
+    /// The first [`Violation`] found.
+    pub fn observe(&mut self, input: &Input, outputs: &[Output]) -> Result<(), Violation> {
+        if self.is_stale(input) && !outputs.is_empty() {
+            return fail("I13", format!("a stale reply produced {} outputs", outputs.len()));
+        }
+        self.take_reply(input);
+        let mut claimed = self.claim(input);
+        // A cancel of a turn covers the sub-agents that turn started (SPEC 4.10, I4).
+        if matches!(input, Input::Cancel { .. } | Input::CancelRun { .. }) {
+            for (seq, s) in &mut self.subs {
+                if s.outcome.is_none()
+                    && s.claimed.is_none()
+                    && s.parent_seq.is_some_and(|p| claimed.contains(&p))
+                {
+                    s.claimed = Some(Outcome::Cancelled);
+                    claimed.push(*seq);
+                }
+            }
+        }
+        self.flushed.clear();
+        for o in outputs {
+            self.output(o)?;
+        }
+        // A cancel, clear or shutdown ends the waiting submissions it covers at once (SPEC 4.10).
+        if let Some(seq) = claimed
+            .iter()
+            .find(|q| self.subs.get(q).is_some_and(|s| !s.activated && s.outcome.is_none()))
+        {
+            return fail(
+                "I4",
+                format!(
+                    "waiting submission {seq} was covered but not ended in the same transition"
+                ),
+            );
+        }
+        if !self.dirty.is_empty() {
+            return fail(
+                "I9",
+                format!("writes of {:?} left uncommitted at the end of a transition", self.dirty),
+            );
+        }
+        if self.unfinished() > 0 && self.pending_io() == 0 {
+            return fail("I6", "a submission is unfinished and nothing is pending");
+        }
+        Ok(())
+    }
+
+    fn is_stale(&self, input: &Input) -> bool {
+        match input {
+            Input::Prepared { seq, .. } | Input::PreparationFailed { seq, .. } => {
+                !self.prepares.iter().any(|p| p.1 == *seq && matches!(input, Input::Prepared { session, .. } | Input::PreparationFailed { session, .. } if *session == p.0))
+            }
+            Input::Step { step, .. } => !self.steps.contains(step),
+            Input::CredentialsRefreshed { attempt, .. } => !self.refreshes.contains(attempt),
+            Input::Summary { io, .. } => !self.summaries.contains(io),
+            Input::TitleGenerated { session, seq, .. } => !self.titles.contains(&(session.clone(), *seq)),
+            Input::ToolResult { call, .. } => !self.tools.contains(call) && !self.aborted_tools.contains(call),
+            Input::TimerFired { timer } => !self.timers.contains(timer),
+            _ => false,
+        }
+    }
+
+    /// A reply consumes the request it answers.
+    fn take_reply(&mut self, input: &Input) {
+        match input {
+            Input::Prepared { session, seq, .. }
+            | Input::PreparationFailed { session, seq, .. } => {
+                self.prepares.remove(&(session.clone(), *seq));
+            }
+            Input::Step { step, event: StepEvent::Finished { .. } | StepEvent::Failed { .. } } => {
+                self.steps.remove(step);
+            }
+            Input::ToolResult { call, .. } => {
+                self.tools.remove(call);
+                self.aborted_tools.remove(call);
+            }
+            Input::CredentialsRefreshed { attempt, .. } => {
+                self.refreshes.remove(attempt);
+            }
+            Input::TitleGenerated { session, seq, .. } => {
+                self.titles.remove(&(session.clone(), *seq));
+            }
+            Input::Summary { io, event: StepEvent::Finished { .. } | StepEvent::Failed { .. } } => {
+                self.summaries.remove(io);
+            }
+            Input::TimerFired { timer } => {
+                self.timers.remove(timer);
+            }
+            _ => {}
+        }
+    }
+
+    /// Records which submissions a cancel, clear or shutdown decides (I4, I10).
+    /// Returns the sequences this input claimed.
+    fn claim(&mut self, input: &Input) -> Vec<Seq> {
+        let (session, covers): (Option<&SessionId>, Covers) = match input {
+            Input::Cancel { session, up_to } => {
+                let wm = up_to.or(self.newest).unwrap_or(Seq(0));
+                let e = self.watermarks.entry(session.clone()).or_insert(wm);
+                *e = (*e).max(wm);
+                (Some(session), Box::new(move |seq, _| seq <= wm))
+            }
+            Input::CancelRun { run_id } => {
+                let target = self.runs.get(run_id).copied();
+                (None, Box::new(move |seq, _| Some(seq) == target))
+            }
+            Input::ClearQueue { session } => (Some(session), Box::new(|_, s: &Sub| !s.activated)),
+            Input::Shutdown => {
+                let mut claimed = Vec::new();
+                for (seq, s) in
+                    self.subs.iter_mut().filter(|(_, s)| s.outcome.is_none() && s.claimed.is_none())
+                {
+                    s.claimed = Some(Outcome::Interrupted);
+                    claimed.push(*seq);
+                }
+                return claimed;
+            }
+            _ => return Vec::new(),
+        };
+        let mut claimed = Vec::new();
+        for (seq, s) in &mut self.subs {
+            if s.outcome.is_none()
+                && s.claimed.is_none()
+                && session.is_none_or(|x| *x == s.session)
+                && covers(*seq, s)
+            {
+                s.claimed = Some(Outcome::Cancelled);
+                claimed.push(*seq);
+            }
+        }
+        claimed
+    }
+
+    fn sub(&mut self, seq: Seq, what: &str) -> Result<&mut Sub, Violation> {
+        match self.subs.get_mut(&seq) {
+            Some(s) => Ok(s),
+            None => fail("I2", format!("{what} for submission {seq}, which was never accepted")),
+        }
+    }
+
+    fn output(&mut self, o: &Output) -> Result<(), Violation> {
+        if self.io_ended(&o.kind) {
+            return Ok(());
+        }
+        match &o.kind {
+            OutputKind::Reply(r) => self.reply(r),
+            OutputKind::Prepare { session, seq } => {
+                self.must_be_live(*seq, "a preparation")?;
+                self.prepares.insert((session.clone(), *seq));
+                Ok(())
+            }
+            OutputKind::StartStep { step } => {
+                self.must_be_live(step.seq, "a step")?;
+                self.steps.insert(step.clone());
+                Ok(())
+            }
+            OutputKind::RefreshCredentials { attempt } => {
+                if let AttemptIo::Step(step) = attempt {
+                    self.must_be_live(step.seq, "a credential refresh")?;
+                }
+                self.refreshes.insert(attempt.clone());
+                Ok(())
+            }
+            OutputKind::StartSummary { io } => self.start_summary(io),
+            OutputKind::RequestTitle { session, seq, .. } => {
+                self.titles.insert((session.clone(), *seq));
+                Ok(())
+            }
+            OutputKind::RunTool { call, .. } => {
+                self.must_be_live(call.seq, "a tool")?;
+                self.tools.insert(call.clone());
+                Ok(())
+            }
+            OutputKind::SetTimer { timer, .. } => {
+                self.timers.insert(*timer);
+                Ok(())
+            }
+            OutputKind::Store(op) => self.store(op),
+            OutputKind::Commit { session } => {
+                self.dirty.remove(session);
+                Ok(())
+            }
+            OutputKind::Finished(c) => self.finished(c),
+            OutputKind::AbortPreparation { .. }
+            | OutputKind::AbortStep { .. }
+            | OutputKind::AbortRefresh { .. }
+            | OutputKind::AbortTitle { .. }
+            | OutputKind::AbortSummary { .. }
+            | OutputKind::AbortTool { .. }
+            | OutputKind::CancelTimer { .. } => Ok(()), // handled by io_ended
+            OutputKind::Stopped => {
+                if self.stopped || self.unfinished() > 0 {
+                    return fail("I6", "Stopped twice or with unfinished submissions");
+                }
+                self.stopped = true;
+                Ok(())
+            }
+        }
+    }
+
+    /// An abort or a disarmed timer: the IO it names is no longer pending. Returns false for
+    /// any other output.
+    fn io_ended(&mut self, kind: &OutputKind) -> bool {
+        match kind {
+            OutputKind::AbortPreparation { session, seq } => {
+                self.prepares.remove(&(session.clone(), *seq))
+            }
+            OutputKind::AbortStep { step } => self.steps.remove(step),
+            OutputKind::AbortRefresh { attempt } => self.refreshes.remove(attempt),
+            OutputKind::AbortTitle { session, seq } => self.titles.remove(&(session.clone(), *seq)),
+            OutputKind::AbortSummary { io } => self.summaries.remove(io),
+            OutputKind::CancelTimer { timer } => self.timers.remove(timer),
+            OutputKind::AbortTool { call } => {
+                // A result may still arrive before clean-up; nothing waits for it any more.
+                if self.tools.remove(call) {
+                    self.aborted_tools.insert(call.clone());
+                }
+                true
+            }
+            _ => return false,
+        };
+        true
+    }
+
+    /// I5: nothing starts for a submission that is finished or that a cancel decided.
+    fn must_be_live(&mut self, seq: Seq, what: &str) -> Result<(), Violation> {
+        let s = self.sub(seq, what)?;
+        if s.outcome.is_some() || s.claimed.is_some() {
+            return fail(
+                "I5",
+                format!("{what} started for submission {seq} after its outcome was decided"),
+            );
+        }
+        if s.paused {
+            return fail(
+                "I3",
+                format!("{what} started for submission {seq} while it is paused for a summary"),
+            );
+        }
+        Ok(())
+    }
+
+    fn reply(&mut self, r: &Reply) -> Result<(), Violation> {
+        let Reply::Accepted { session, seq, run_id, .. } = r else {
+            return Ok(());
+        };
+        self.accept(session, *seq, run_id.as_ref(), None)
+    }
+
+    /// A new submission: from a client (a reply) or a sub-agent (a child's ledger row).
+    fn accept(
+        &mut self,
+        session: &SessionId,
+        seq: Seq,
+        run_id: Option<&RunId>,
+        parent_seq: Option<Seq>,
+    ) -> Result<(), Violation> {
+        let seq = &seq;
+        if self.newest.is_some_and(|n| *seq <= n) {
+            return fail("I7", format!("sequence {seq} assigned after {:?}", self.newest));
+        }
+        self.newest = Some(*seq);
+        if let Some(r) = run_id
+            && self.runs.insert(r.clone(), *seq).is_some()
+        {
+            return fail("I1", format!("run {r} accepted twice"));
+        }
+        let covered = self.watermarks.get(session).is_some_and(|wm| seq <= wm);
+        let sub = Sub {
+            session: session.clone(),
+            run_id: run_id.cloned(),
+            activated: false,
+            user_message: false,
+            outcome: None,
+            claimed: covered.then_some(Outcome::Cancelled),
+            paused: false,
+            parent_seq,
+        };
+        self.subs.insert(*seq, sub);
+        Ok(())
+    }
+
+    fn store(&mut self, op: &StoreOp) -> Result<(), Violation> {
+        let session = op.session().clone();
+        if let StoreOp::ChildAccepted { seq, parent_seq, .. } = op {
+            self.accept(&session, *seq, None, Some(*parent_seq))?;
+        }
+        if let Some(seq) = op.seq() {
+            let s = self.sub(seq, "a write")?;
+            if s.outcome.is_some() {
+                return fail("I9", format!("a write for submission {seq} after its completion"));
+            }
+        }
+        self.dirty.insert(session.clone());
+        let log = self.history.entry(session.clone()).or_default();
+        match op {
+            StoreOp::LedgerActivated { seq, .. } => self.activated(&session, *seq)?,
+            StoreOp::LedgerPaused { seq, .. } => {
+                self.paused.insert(session, *seq);
+                self.sub(*seq, "a pause")?.paused = true;
+            }
+            StoreOp::UserMessage { seq, synthetic: true, .. } => {
+                log.push(Record::User);
+                self.must_be_activated(*seq)?;
+            }
+            StoreOp::UserMessage { seq, .. } => {
+                if self.last_user.get(&session).is_some_and(|l| l >= seq) {
+                    return fail(
+                        "I7",
+                        format!("session {session}: user message of {seq} out of order"),
+                    );
+                }
+                log.push(Record::User);
+                self.last_user.insert(session, *seq);
+                self.sub(*seq, "a user message")?.user_message = true;
+            }
+            StoreOp::SummaryDone { .. }
+            | StoreOp::SummaryFailed { .. }
+            | StoreOp::SummaryDeleted { .. } => {
+                self.summarizing.remove(&session);
+            }
+            StoreOp::LedgerOutcome { .. } | StoreOp::ChildAccepted { .. } => {}
+            StoreOp::Flush { session } => {
+                self.flushed.insert(session.clone());
+            }
+            _ => {
+                record_message(log, op)?;
+                if let Some(seq) = op.seq() {
+                    self.must_be_activated(seq)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// I3 (one turn or summary per session), I7 (own turns in acceptance order) and I11 (a
+    /// paused submission resumes before anything queued) at an activation.
+    fn activated(&mut self, session: &SessionId, seq: Seq) -> Result<(), Violation> {
+        if let Some((other, _)) = self.subs.iter().find(|(q, s)| {
+            s.session == *session && s.activated && s.outcome.is_none() && **q != seq
+        }) {
+            return fail(
+                "I3",
+                format!("session {session} activates {seq} while {other} is active or paused"),
+            );
+        }
+        if self.summarizing.contains_key(session) {
+            return fail("I3", format!("session {session} activates {seq} while it summarizes"));
+        }
+        match self.paused.get(session).copied() {
+            Some(p) if p != seq => {
+                return fail("I11", format!("session {session} activates {seq} before paused {p}"));
+            }
+            Some(_) => {
+                self.paused.remove(session);
+                self.sub(seq, "a resume")?.paused = false;
+                return Ok(());
+            }
+            None => {}
+        }
+        if self.last_activation.get(session).is_some_and(|l| *l >= seq) {
+            return fail(
+                "I7",
+                format!("session {session} activates {seq} out of acceptance order"),
+            );
+        }
+        self.last_activation.insert(session.clone(), seq);
+        self.sub(seq, "an activation")?.activated = true;
+        Ok(())
+    }
+
+    /// I3: a summary starts only where no turn runs (a paused submission does not run).
+    fn start_summary(&mut self, io: &SummaryIo) -> Result<(), Violation> {
+        let session = &io.session;
+        if let Some(seq) = self.paused.get(session).copied() {
+            let s = self.sub(seq, "a summary")?;
+            if s.outcome.is_some() || s.claimed.is_some() {
+                return fail(
+                    "I5",
+                    format!("a summary started for paused {seq} after its outcome was decided"),
+                );
+            }
+        }
+        if let Some((seq, _)) = self
+            .subs
+            .iter()
+            .find(|(_, s)| s.session == *session && s.activated && !s.paused && s.outcome.is_none())
+        {
+            return fail("I3", format!("session {session} summarizes while {seq} is active"));
+        }
+        if self
+            .summarizing
+            .insert(session.clone(), io.summary)
+            .is_some_and(|other| other != io.summary)
+        {
+            return fail("I3", format!("session {session} starts a second summary while one runs"));
+        }
+        self.summaries.insert(io.clone());
+        Ok(())
+    }
+
+    /// I9: a submission that never became active writes no message.
+    fn must_be_activated(&mut self, seq: Seq) -> Result<(), Violation> {
+        if !self.sub(seq, "a message write")?.activated {
+            return fail(
+                "I9",
+                format!("submission {seq} writes a message without being activated"),
+            );
+        }
+        Ok(())
+    }
+
+    fn finished(&mut self, c: &crate::alphabet::Completion) -> Result<(), Violation> {
+        let seq = c.seq();
+        if self.dirty.contains(c.session()) {
+            return fail(
+                "I9",
+                format!("completion of {seq} published before its writes were committed"),
+            );
+        }
+        let s = self.sub(seq, "a completion")?.clone();
+        if s.outcome.is_some() {
+            return fail("I1", format!("submission {seq} got a second outcome"));
+        }
+        if s.run_id.as_ref() != c.run_id() || s.session != *c.session() {
+            return fail("I2", format!("completion of {seq} names another run or session"));
+        }
+        if let Some(r) = c.run_id()
+            && !self.completed_runs.insert(r.clone())
+        {
+            return fail("I1", format!("second RunComplete for run {r}"));
+        }
+        match s.claimed {
+            Some(claim) if claim != c.outcome() => {
+                return fail(
+                    "I4",
+                    format!(
+                        "submission {seq} ended {:?}, but a cancel or shutdown decided {claim:?}",
+                        c.outcome()
+                    ),
+                );
+            }
+            None if c.outcome() == Outcome::Cancelled => {
+                return fail(
+                    "I4",
+                    format!("submission {seq} ended cancelled though no cancel covered it (I10)"),
+                );
+            }
+            _ => {}
+        }
+        let folded = c.outcome() == Outcome::Folded;
+        if folded != (s.user_message && !s.activated) {
+            return fail(
+                "I9",
+                format!("submission {seq}: folded outcome without exactly a folded user message"),
+            );
+        }
+        if s.activated && !self.flushed.contains(c.session()) {
+            return fail("I9", format!("completion of {seq} published without the final flush"));
+        }
+        if c.message_id().is_some() != s.activated || c.text().is_some() != s.activated {
+            return fail("I9", format!("submission {seq}: message_id/text present iff activated"));
+        }
+        let wants_error = matches!(c.outcome(), Outcome::Failed | Outcome::Interrupted);
+        if c.error().is_some() != wants_error {
+            return fail(
+                "I1",
+                format!("submission {seq}: error present iff failed or interrupted"),
+            );
+        }
+        if s.activated {
+            self.check_history(&s.session)?;
+        }
+        self.forget(c.session(), seq, c.outcome());
+        Ok(())
+    }
+
+    /// A finished submission's IO is over and it is no longer paused.
+    fn forget(&mut self, session: &SessionId, seq: Seq, outcome: Outcome) {
+        self.steps.retain(|x| x.seq != seq);
+        self.refreshes.retain(|x| !matches!(x, AttemptIo::Step(io) if io.seq == seq));
+        self.tools.retain(|x| x.seq != seq);
+        self.aborted_tools.retain(|x| x.seq != seq);
+        self.prepares.retain(|p| p.1 != seq);
+        if self.paused.get(session) == Some(&seq) {
+            self.paused.remove(session);
+        }
+        if let Some(sub) = self.subs.get_mut(&seq) {
+            sub.outcome = Some(outcome);
+        }
+    }
+
+    /// I8 at a turn end: every assistant message finished, every call with exactly one result,
+    /// no user message between a call's message and its result.
+    fn check_history(&mut self, session: &SessionId) -> Result<(), Violation> {
+        let log = self.history.remove(session).unwrap_or_default();
+        let mut results: BTreeMap<(MessageId, &CallId), usize> = BTreeMap::new();
+        let mut open_calls: BTreeSet<(MessageId, &CallId)> = BTreeSet::new();
+        let mut since_user_ok: BTreeSet<MessageId> = BTreeSet::new();
+        for r in &log {
+            match r {
+                Record::User => since_user_ok.clear(),
+                Record::Assistant { id, finished, reasoning_open } => {
+                    if *finished == Finish::None || *reasoning_open {
+                        return fail(
+                            "I8",
+                            format!(
+                                "session {session}: message {id} unfinished or reasoning open at turn end"
+                            ),
+                        );
+                    }
+                    // Only the latest assistant message takes results: a new one closes the
+                    // previous one's (SPEC 4.9: results follow their call's message).
+                    since_user_ok.clear();
+                    since_user_ok.insert(*id);
+                }
+                Record::Call { id, call, finished } => {
+                    if !finished {
+                        return fail(
+                            "I8",
+                            format!("session {session}: call {call} unfinished at turn end"),
+                        );
+                    }
+                    open_calls.insert((*id, call));
+                }
+                Record::Result { id, call } => {
+                    if !since_user_ok.contains(id) || !open_calls.contains(&(*id, call)) {
+                        return fail(
+                            "I8",
+                            format!(
+                                "session {session}: result of {call} precedes or is separated from its call"
+                            ),
+                        );
+                    }
+                    *results.entry((*id, call)).or_default() += 1;
+                }
+            }
+        }
+        for c in &open_calls {
+            if results.get(c) != Some(&1) {
+                return fail(
+                    "I8",
+                    format!("session {session}: call {} has {:?} results", c.1, results.get(c)),
+                );
+            }
+        }
+        if results.keys().any(|k| !open_calls.contains(k)) {
+            return fail("I8", format!("session {session}: a result without its call"));
+        }
+        Ok(())
+    }
+}
+
+/// The newest assistant record with this id.
+fn find(log: &[Record], m: MessageId) -> Option<usize> {
+    log.iter()
+        .rev()
+        .position(|r| matches!(r, Record::Assistant { id, .. } if *id == m))
+        .map(|p| log.len() - 1 - p)
+}
+
+/// A message's finish (I8): once, except that `tool_use` may become another finish, and a
+/// stream's finish may become `canceled` or `error` while the step's tools still run.
+fn record_finish(
+    log: &mut [Record],
+    id: MessageId,
+    finish: &MessageFinish,
+) -> Result<(), Violation> {
+    let ends = matches!(finish, MessageFinish::Canceled { .. } | MessageFinish::Error { .. });
+    let new = match finish {
+        MessageFinish::ToolUse => Finish::ToolUse,
+        _ if ends => Finish::Final,
+        _ => Finish::Stream,
+    };
+    match find(log, id).map(|i| &mut log[i]) {
+        Some(Record::Assistant { finished, .. })
+            if *finished == Finish::None
+                || (*finished == Finish::ToolUse && *finish != MessageFinish::ToolUse)
+                || (*finished == Finish::Stream && ends) =>
+        {
+            *finished = new;
+        }
+        _ => return fail("I8", format!("message {id} finished twice or never created")),
+    }
+    Ok(())
+}

@@ -1,0 +1,176 @@
+//! Retries and credential refresh inside a step or a summary (SPEC 4.5).
+//!
+//! A step gets at most 4 attempts: 3 retries after 5, 10 and 20 s, a `retry-after-ms` or
+//! `retry-after` header replacing the backoff when it is between 0 and 60 s or below the
+//! backoff. Every retry first resets the message's streamed content (one structural write), so
+//! an attempt is never appended to a failed one. A 401 gets one credential refresh per step;
+//! after it the step is retried with a fresh retry budget and the content reset (G-21). All of
+//! it stays inside one turn with one outcome: no intermediate terminal event (G-02). A summary
+//! follows the same rules ([`on_failure`] decides for both).
+
+use crate::alphabet::mutants::mutant;
+use crate::alphabet::{
+    AttemptIo, ErrorInfo, ErrorKind, Millis, OutputKind, ProviderError, StepIo, StoreOp, TimerId,
+    TimerPurpose, UNAUTHORIZED_TITLE,
+};
+use crate::lifecycle::cleanup::{self, TurnEnd};
+use crate::state::Tx;
+use crate::state::{
+    ATTEMPTS_MAX, BACKOFF_MS, Budget, Lane, Parts, Phase, Session, Sessions, State,
+};
+
+/// Header delays at or above this are ignored unless below the backoff (SPEC 4.5).
+const HEADER_DELAY_MAX_MS: u64 = 60_000;
+
+/// The delay before retry number `retry` (0-based) of a step, honouring the error's headers.
+#[must_use]
+pub fn retry_delay_ms(retry: usize, error: &ProviderError) -> u64 {
+    let backoff = BACKOFF_MS[retry.min(BACKOFF_MS.len() - 1)];
+    match error.header_delay_ms() {
+        Some(d) if (d > 0 && d < HEADER_DELAY_MAX_MS) || d < backoff => d,
+        _ => backoff,
+    }
+}
+
+/// What a failed attempt leads to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum OnFailure {
+    /// A first 401 in the step: ask the host for fresh credentials.
+    Refresh,
+    /// A retryable error within the budget: try again after this delay.
+    Retry { delay_ms: u64 },
+    /// Give up with this error.
+    Fail(ErrorInfo),
+}
+
+/// The one rule of SPEC 4.5, for steps and summaries alike.
+pub(crate) fn on_failure(budget: &Budget, error: ProviderError) -> OnFailure {
+    if error.is_unauthorized() {
+        if budget.refreshed {
+            let e = ErrorInfo {
+                kind: ErrorKind::Unauthorized,
+                title: UNAUTHORIZED_TITLE.to_owned(),
+                message: error.message,
+            };
+            return OnFailure::Fail(e);
+        }
+        return OnFailure::Refresh;
+    }
+    if !error.is_retryable() || budget.attempts >= ATTEMPTS_MAX {
+        return OnFailure::Fail(cleanup::provider_error(error));
+    }
+    OnFailure::Retry {
+        delay_ms: retry_delay_ms(budget.attempts.saturating_sub(1) as usize, &error),
+    }
+}
+
+/// A failed attempt of the lane's turn: refresh, back off, or fail.
+pub(crate) fn on_failed(
+    st: &mut State,
+    tx: &mut Tx,
+    now: Millis,
+    s: &mut Session,
+    error: ProviderError,
+) {
+    let Lane::Turn(t) = &mut s.lane else { return };
+    let Phase::Streaming { attempt } = t.phase else { return };
+    debug_assert!(
+        t.budget.attempts >= 1 && t.budget.attempts <= ATTEMPTS_MAX,
+        "an attempt is running"
+    );
+    debug_assert!(t.calls.iter().all(|c| !c.is_running()), "no tool runs yet");
+    let seq = t.owner.seq;
+    match on_failure(&t.budget, error) {
+        OnFailure::Refresh => {
+            t.phase = Phase::Refreshing { attempt };
+            let attempt = AttemptIo::Step(t.step_io(&s.id, attempt));
+            tx.handoff(seq, OutputKind::RefreshCredentials { attempt });
+        }
+        OnFailure::Retry { delay_ms } => {
+            let deadline = now.plus_ms(delay_ms);
+            let purpose = TimerPurpose::Retry { session: s.id.clone(), turn: t.id };
+            let timer = st.new_timer(deadline, purpose.clone());
+            t.phase = Phase::Backoff { next: attempt + 1, timer };
+            tx.handoff(seq, OutputKind::SetTimer { timer, deadline, purpose });
+        }
+        OnFailure::Fail(e) => cleanup::end_turn(st, tx, s, TurnEnd::Failed(e)),
+    }
+}
+
+/// The backoff timer fired: reset the message and start the next attempt.
+pub(crate) fn on_backoff_done(st: &State, tx: &mut Tx, s: &mut Session, timer: TimerId) {
+    let Lane::Turn(t) = &mut s.lane else { return };
+    let Phase::Backoff { next, timer: armed } = t.phase else { return };
+    if armed != timer {
+        return;
+    }
+    debug_assert!(!st.timers.contains_key(&timer), "a fired timer is disarmed first");
+    debug_assert!(t.budget.attempts < ATTEMPTS_MAX, "a backoff only while the budget lasts");
+    debug_assert_eq!(
+        t.message_state,
+        crate::state::MessageState::Open,
+        "the step has not finished"
+    );
+    restart(tx, s, next, !mutant!(st.config, RetryWithoutReset));
+}
+
+/// `CredentialsRefreshed` for a step: retry with a fresh budget, or fail `unauthorized`.
+pub(crate) fn on_refreshed(st: &mut State, ss: &mut Sessions, tx: &mut Tx, io: StepIo, ok: bool) {
+    ss.with(&io.session.clone(), false, |s| {
+        let Lane::Turn(t) = &mut s.lane else { return };
+        if mutant!(st.config, RefreshNotAborted)
+            && (t.id, t.step) == (io.turn, io.step)
+            && let Phase::Aborting { cause, grace: None } = t.phase
+        {
+            // The bug (G-13): the cancel took effect only now that the person answered.
+            return cleanup::end_turn(st, tx, s, TurnEnd::Aborted(cause));
+        }
+        if t.id != io.turn
+            || t.owner.seq != io.seq
+            || t.step != io.step
+            || t.phase != (Phase::Refreshing { attempt: io.attempt })
+        {
+            return; // stale (I13)
+        }
+        debug_assert!(!t.budget.refreshed, "one refresh per step");
+        debug_assert_eq!(t.message_state, crate::state::MessageState::Open);
+        if !ok {
+            return unauthorized(st, tx, s, "The credential refresh failed.".to_owned());
+        }
+        t.budget = Budget { attempts: 0, refreshed: true };
+        restart(tx, s, io.attempt + 1, !mutant!(st.config, RefreshWithoutReset));
+    });
+}
+
+/// Resets the message's streamed content and starts attempt `attempt` of the current step.
+/// Only a mutant (`retry_without_reset`, `refresh_without_reset`) passes `reset: false`.
+fn restart(tx: &mut Tx, s: &mut Session, attempt: u32, reset: bool) {
+    let Lane::Turn(t) = &mut s.lane else { return };
+    let (seq, id) = (t.owner.seq, t.message);
+    if reset {
+        let op = StoreOp::MessageReset { session: s.id.clone(), seq, id };
+        tx.handoff(seq, OutputKind::Store(op));
+        tx.seal_handoff(seq);
+    }
+    for c in &t.calls {
+        t.seen.remove(&c.id); // the ids of a discarded attempt may come again
+    }
+    t.calls.clear();
+    t.text.clear();
+    t.parts = Parts::default();
+    t.budget.attempts += 1;
+    t.phase = Phase::Streaming { attempt };
+    tx.handoff(seq, OutputKind::StartStep { step: t.step_io(&s.id, attempt) });
+}
+
+/// The error of a failed refresh.
+pub(crate) fn refresh_failed() -> ErrorInfo {
+    let message = "The credential refresh failed.".to_owned();
+    ErrorInfo { kind: ErrorKind::Unauthorized, title: UNAUTHORIZED_TITLE.to_owned(), message }
+}
+
+fn unauthorized(st: &mut State, tx: &mut Tx, s: &mut Session, message: String) {
+    let e =
+        ErrorInfo { kind: ErrorKind::Unauthorized, title: UNAUTHORIZED_TITLE.to_owned(), message };
+    cleanup::end_turn(st, tx, s, TurnEnd::Failed(e));
+}

@@ -1,0 +1,136 @@
+//! Sub-agents (SPEC 4.11).
+//!
+//! A complete call to the `agent` tool starts a turn in a child session named
+//! `<assistant message id>$$<tool call id>`, titled "New Agent Session", whose parent is the
+//! calling session. The child submission gets a sequence but no RunId, no preparation, and is
+//! never queued. Sub-agents do not get the `agent` tool (depth 1) nor interactive tools. The
+//! child's end becomes the parent's tool result. `cancel(child)` cancels only the child; a
+//! cancel of the parent's turn cascades to its children. Every cost increment of a child is
+//! added, in the same write, to its parent.
+//!
+//! A handler holds one session at a time, so what crosses sessions is queued as a
+//! [`Crossing`] and carried out by [`cross`] before the transition ends.
+
+use crate::alphabet::{
+    AGENT_TOOL, CANCELLED_TOOL_RESULT, CallId, MessageId, Millis, Mode, NEW_AGENT_TITLE,
+    NO_TEXT_OUTPUT, OutputKind, Seq, SessionId, Setup, StoreOp, ToolOutput, ToolSpec,
+};
+use crate::lifecycle::admission;
+use crate::lifecycle::cancel;
+use crate::lifecycle::outcome::Verdict;
+use crate::lifecycle::step;
+use crate::state::Tx;
+use crate::state::{Crossing, ParentLink, Sessions, State, Submission};
+
+/// The result of an `agent` call whose id contains `$$`: its child session id would not split
+/// into exactly two parts (SPEC 4.11), so no child starts.
+#[must_use]
+pub fn unusable_call_id(call: &CallId) -> String {
+    format!("Tool call failed: the call id {call} contains $$ and cannot name a sub-agent session.")
+}
+
+/// The child session of an `agent` call: `<assistant message id>$$<tool call id>`.
+#[must_use]
+pub fn child_session_id(message: MessageId, call: &CallId) -> SessionId {
+    SessionId::new(format!("{message}$${call}"))
+}
+
+/// The `prompt` of an `agent` call's arguments, when it has a non-empty one.
+pub(crate) fn agent_prompt(input: &str) -> Option<String> {
+    let v: serde_json::Value = serde_json::from_str(input).ok()?;
+    v.get("prompt").and_then(|p| p.as_str()).filter(|p| !p.trim().is_empty()).map(str::to_owned)
+}
+
+/// Whether a sub-agent is offered `tool`: not the `agent` tool (depth 1) and nothing
+/// interactive (SPEC 4.11). A host lists a child's tools in its model requests by this rule.
+#[must_use]
+pub fn offered_to_sub_agent(tool: &ToolSpec) -> bool {
+    tool.name != AGENT_TOOL && !tool.interactive
+}
+
+/// What a sub-agent may use: the parent's setup with the tools [`offered_to_sub_agent`].
+pub(crate) fn child_setup(parent: &Setup) -> Setup {
+    let tools = parent.tools.iter().filter(|t| offered_to_sub_agent(t)).cloned().collect();
+    Setup {
+        tools,
+        context_window: parent.context_window,
+        prompt_tokens: 0,
+        completion_tokens: 0,
+        titled: true,
+    }
+}
+
+/// Delegates an `agent` call: assigns the child's sequence now and queues its start.
+pub(crate) fn delegate(
+    st: &mut State,
+    link: ParentLink,
+    message: MessageId,
+    prompt: String,
+    setup: &Setup,
+) -> SessionId {
+    let child = child_session_id(message, &link.call.call);
+    let seq = st.next_seq;
+    st.next_seq = Seq(seq.0 + 1);
+    st.accepted += 1;
+    let setup = Box::new(child_setup(setup));
+    st.crossings.push_back(Crossing::StartChild { link, child: child.clone(), seq, prompt, setup });
+    child
+}
+
+/// The parent's tool result for a child that ended with `verdict` (SPEC 4.11).
+pub(crate) fn child_result(verdict: &Verdict, text: &str) -> ToolOutput {
+    let (content, is_error) = match verdict {
+        Verdict::Completed(_) if text.is_empty() => (NO_TEXT_OUTPUT.to_owned(), true),
+        Verdict::Completed(_) => (text.to_owned(), false),
+        Verdict::Failed(e) => (format!("Failed to generate response: {}", e.message), true),
+        // Interrupted by shutdown: the same text whether the child ended at once or at the
+        // deadline (then the parent's clean-up writes it).
+        Verdict::Cancelled | Verdict::Interrupted(_) | Verdict::Folded => {
+            (CANCELLED_TOOL_RESULT.to_owned(), true)
+        }
+    };
+    ToolOutput { content, is_error, stop: None }
+}
+
+/// Carries out one crossing.
+pub(crate) fn cross(st: &mut State, ss: &mut Sessions, tx: &mut Tx, now: Millis, c: Crossing) {
+    match c {
+        Crossing::StartChild { link, child, seq, prompt, setup } => {
+            ss.with(&child.clone(), true, |s| {
+                debug_assert!(s.is_idle(), "a child session is new");
+                let (parent, parent_seq) = (link.call.session.clone(), link.call.seq);
+                let title = NEW_AGENT_TITLE;
+                let op = StoreOp::ChildAccepted {
+                    session: child.clone(),
+                    seq,
+                    parent,
+                    parent_seq,
+                    prompt: prompt.clone(),
+                    title,
+                };
+                tx.handoff(seq, OutputKind::Store(op));
+                s.parent = Some(link);
+                let attachments = Vec::new();
+                let sub = Submission {
+                    seq,
+                    session: child,
+                    run_id: None,
+                    mode: Mode::OwnTurn,
+                    prompt,
+                    attachments,
+                    steps: 0,
+                    summaries: 0,
+                };
+                admission::start_child(st, tx, s, sub, *setup);
+            });
+        }
+        Crossing::ChildEnded { link, result } => {
+            ss.with(&link.call.session.clone(), false, |s| {
+                step::report(st, tx, s, link.call, result, true)
+            });
+        }
+        Crossing::AbortChild { child, cause } => {
+            ss.with(&child, false, |s| cancel::abort_turn(st, tx, now, s, cause));
+        }
+    }
+}

@@ -1,0 +1,127 @@
+//! Layer 2, the state: what the engine holds between transitions, as enums with payloads
+//! (SPEC 3, 4.2), and the buffer of the transition being computed (SPEC 7).
+//!
+//! Each SPEC phase is a variant carrying only its data: a waiting entry is `Preparing` or
+//! `Prepared`; a session's lane is idle or holds one turn; a turn streams, runs tools, or
+//! aborts. There is no flag whose value must agree with another field. Inside the folder, files
+//! import downwards only: `submission` < `turn` < `session` < this file; `ledger` and
+//! `transition` stand alone. The state imports only the alphabet.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use crate::alphabet::{Config, MessageId, Millis, Seq, SessionId, TimerId, TimerPurpose, TurnId};
+
+mod ledger;
+mod session;
+mod submission;
+mod transition;
+mod turn;
+
+pub(crate) use ledger::{RunEntry, RunLedger};
+pub(crate) use session::{
+    Crossing, Gauges, ParentLink, PendingTitle, Session, Sessions, TitleState,
+};
+pub(crate) use submission::{Prep, SUMMARIES_WITHOUT_PROGRESS_MAX, Submission, Waiting};
+pub(crate) use transition::Tx;
+pub(crate) use turn::{
+    ATTEMPTS_MAX, Abort, Attempting, BACKOFF_MS, Budget, Call, CallState, LOOP_WINDOW_MAX, Lane,
+    LastMessage, MessageState, Parts, Paused, Phase, Purpose, Reasoning, Summary, Turn,
+};
+
+/// A timer the host has armed for the core.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Timer {
+    pub(crate) deadline: Millis,
+    pub(crate) purpose: TimerPurpose,
+}
+
+/// Whether the workspace accepts work (SPEC 4.10 shutdown).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Closing {
+    /// Accepting submissions.
+    Open,
+    /// Shutdown began; `deadline` is armed while a turn is still aborting.
+    Draining { deadline: Option<TimerId> },
+    /// Shutdown finished; `Stopped` was emitted.
+    Closed,
+}
+
+/// Everything the engine knows. Owned by [`crate::Engine`].
+#[derive(Debug)]
+#[cfg_attr(feature = "checker", derive(Clone))]
+pub(crate) struct State {
+    pub(crate) config: Config,
+    /// The next sequence to assign; every sequence seen so far is below it.
+    pub(crate) next_seq: Seq,
+    pub(crate) next_message: u64,
+    pub(crate) next_turn: u64,
+    pub(crate) next_timer: u64,
+    /// Every RunId ever accepted (SPEC 4.1); grows with the ledger.
+    pub(crate) runs: RunLedger,
+    /// Cancel watermarks that still cover a sequence that can arrive (SPEC 4.10): only those
+    /// at or above [`State::next_seq`]; at most one per session.
+    pub(crate) watermarks: BTreeMap<SessionId, Seq>,
+    /// Title requests not answered yet, by session (at most one per session; SPEC 4.11).
+    pub(crate) titles: BTreeMap<SessionId, PendingTitle>,
+    /// Cross-session work of the current transition; empty between transitions.
+    pub(crate) crossings: VecDeque<Crossing>,
+    /// Armed timers; at most one per aborting turn plus the shutdown deadline.
+    pub(crate) timers: BTreeMap<TimerId, Timer>,
+    pub(crate) closing: Closing,
+    /// Submissions accepted and outcomes decided in this engine's life (for the checker).
+    pub(crate) accepted: u64,
+    pub(crate) outcomes_decided: u64,
+    /// Mutant `sticky_preparation_failure` only (SPEC 10): sessions whose preparation failed,
+    /// with the error. One entry per such session; test builds only.
+    #[cfg(feature = "mutants")]
+    pub(crate) poisoned: BTreeMap<SessionId, String>,
+}
+
+impl State {
+    pub(crate) fn new_message(&mut self) -> MessageId {
+        let id = MessageId(self.next_message);
+        self.next_message += 1;
+        id
+    }
+
+    pub(crate) fn new_turn(&mut self) -> TurnId {
+        let id = TurnId(self.next_turn);
+        self.next_turn += 1;
+        id
+    }
+
+    /// Arms a timer in the state; the caller emits the `SetTimer`.
+    pub(crate) fn new_timer(&mut self, deadline: Millis, purpose: TimerPurpose) -> TimerId {
+        let id = TimerId(self.next_timer);
+        self.next_timer += 1;
+        self.timers.insert(id, Timer { deadline, purpose });
+        id
+    }
+
+    /// Number of unfinished submissions across all sessions.
+    pub(crate) fn unfinished(&self) -> u64 {
+        self.accepted - self.outcomes_decided
+    }
+}
+
+/// Mutant `sticky_preparation_failure`: remembers that a preparation of `session` failed.
+#[cfg(feature = "mutants")]
+pub(crate) fn poison(st: &mut State, session: &SessionId, error: &str) {
+    st.poisoned.insert(session.clone(), error.to_owned());
+}
+
+/// Without the feature nothing is remembered.
+#[cfg(not(feature = "mutants"))]
+pub(crate) fn poison(_: &mut State, _: &SessionId, _: &str) {}
+
+/// Mutant `sticky_preparation_failure`: the remembered failure of `session`, if any.
+#[cfg(feature = "mutants")]
+pub(crate) fn poisoned(st: &State, session: &SessionId) -> Option<String> {
+    st.poisoned.get(session).cloned()
+}
+
+/// Without the feature no session is poisoned.
+#[cfg(not(feature = "mutants"))]
+pub(crate) fn poisoned(_: &State, _: &SessionId) -> Option<String> {
+    None
+}

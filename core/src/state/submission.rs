@@ -1,0 +1,50 @@
+//! A submission and where it waits (SPEC 3 "Submission", "Waiting", 4.1, 4.2).
+
+use crate::alphabet::{Attachment, Mode, RunId, Seq, SessionId, Setup};
+
+/// An accepted, unfinished submission. Deliberately not `Clone`: it lives in exactly one place
+/// until [`crate::lifecycle::outcome`] consumes it (SPEC I1). The `checker` feature clones it only as part
+/// of a whole-engine [`crate::Engine::fork`], where each copy still holds it once.
+#[derive(Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "checker", derive(Clone))]
+pub(crate) struct Submission {
+    pub(crate) seq: Seq,
+    pub(crate) session: SessionId,
+    pub(crate) run_id: Option<RunId>,
+    pub(crate) mode: Mode,
+    pub(crate) prompt: String,
+    /// Written with the submission's user message (then emptied); bounded by what the caller
+    /// sent.
+    pub(crate) attachments: Vec<Attachment>,
+    /// Steps run so far, across resumed turns (the step limit counts them, SPEC 4.6).
+    pub(crate) steps: u32,
+    /// Summarizations not separated by a step that ended below the threshold (the no-progress
+    /// guard of SPEC 4.7); at most [`SUMMARIES_WITHOUT_PROGRESS_MAX`].
+    pub(crate) summaries: u32,
+}
+
+/// Summarizations without progress before the submission fails `context_window` (SPEC 8).
+pub(crate) const SUMMARIES_WITHOUT_PROGRESS_MAX: u32 = 2;
+
+/// Where a waiting submission is (SPEC 3 "Waiting").
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Prep {
+    /// The host is preparing it.
+    Preparing,
+    /// Prepared, behind others or about to be admitted, with what the preparation resolved.
+    Prepared(Setup),
+}
+
+impl Prep {
+    pub(crate) fn is_prepared(&self) -> bool {
+        matches!(self, Prep::Prepared(_))
+    }
+}
+
+/// One entry of a session's queue.
+#[derive(Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "checker", derive(Clone))]
+pub(crate) struct Waiting {
+    pub(crate) sub: Submission,
+    pub(crate) prep: Prep,
+}

@@ -1,0 +1,279 @@
+//! Trace files (SPEC section 10) and the flight recorder.
+//!
+//! A trace is JSON Lines: a header (format, version, configuration, start state, origin), then
+//! one input per line with its time and, optionally, the outputs expected from it. The format
+//! is specified in `docs/trace-format.md` with a JSON Schema beside it. Parsing works on
+//! strings; reading files is the caller's business (the core does no IO).
+
+use std::collections::{BTreeMap, VecDeque};
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::alphabet::{Config, HostError, Input, Millis, Outcome, Output, Seq, Start};
+use crate::engine::Engine;
+
+pub mod replay;
+
+/// The value of the header's `format` field.
+pub const TRACE_FORMAT: &str = "turnstile-trace";
+/// The trace format version this build reads and writes.
+pub const TRACE_VERSION: u32 = 1;
+
+/// The first line of a trace file.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TraceHeader {
+    /// Always [`TRACE_FORMAT`].
+    pub format: String,
+    /// The format version, [`TRACE_VERSION`].
+    pub version: u32,
+    /// A short name, by convention the file name without `.jsonl`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// The rule or flaw the trace pins down, in a sentence.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule: Option<String>,
+    /// The engine configuration.
+    #[serde(default)]
+    pub config: Config,
+    /// The engine's start state.
+    #[serde(default)]
+    pub start: Start,
+    /// Where the trace came from: a seed and commit, a model counterexample, a recording.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<serde_json::Value>,
+    /// The outcome each listed sequence must have when the trace ends (checked by replay).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expect_outcomes: Option<BTreeMap<Seq, Outcome>>,
+}
+
+impl TraceHeader {
+    /// A header for this configuration and start state.
+    #[must_use]
+    pub fn new(config: Config, start: Start) -> TraceHeader {
+        TraceHeader {
+            format: TRACE_FORMAT.to_owned(),
+            version: TRACE_VERSION,
+            name: None,
+            rule: None,
+            config,
+            start,
+            origin: None,
+            expect_outcomes: None,
+        }
+    }
+}
+
+/// One input line.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TraceLine {
+    /// The input's time.
+    pub at: Millis,
+    /// The input.
+    pub input: Input,
+    /// The outputs this input must produce, in order, when present (`[]`: none at all).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expect: Option<Vec<serde_json::Value>>,
+    /// The projection (SPEC 7, [`crate::projection`]) the outputs must have, when present: how
+    /// a model counterexample states what the specification expected.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expect_projection: Option<crate::check::projection::Projection>,
+}
+
+/// A parsed trace.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Trace {
+    /// The header.
+    pub header: TraceHeader,
+    /// The input lines, with the file's line number (1-based) of each.
+    pub lines: Vec<(usize, TraceLine)>,
+}
+
+/// A trace that could not be read, with the 1-based line at fault.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TraceError {
+    /// The line number (1-based).
+    pub line: usize,
+    /// What is wrong there (serde's message names the field).
+    pub message: String,
+}
+
+impl fmt::Display for TraceError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "line {}: {}", self.line, self.message)
+    }
+}
+
+impl std::error::Error for TraceError {}
+
+impl Trace {
+    /// Parses a JSON Lines trace. Blank lines are skipped.
+    ///
+    /// # Errors
+    /// A [`TraceError`] naming the first bad line: a missing or malformed header, an unknown
+    /// version, a line that is not a valid input (truncated JSON included).
+    pub fn parse(text: &str) -> Result<Trace, TraceError> {
+        let mut lines =
+            text.lines().enumerate().map(|(i, l)| (i + 1, l)).filter(|(_, l)| !l.trim().is_empty());
+        let Some((n, first)) = lines.next() else {
+            return Err(TraceError {
+                line: 1,
+                message: "empty trace: a header line is required".to_owned(),
+            });
+        };
+        let header: TraceHeader = serde_json::from_str(first)
+            .map_err(|e| TraceError { line: n, message: format!("header: {e}") })?;
+        if header.format != TRACE_FORMAT {
+            let message =
+                format!("header: format is {:?}, expected {TRACE_FORMAT:?}", header.format);
+            return Err(TraceError { line: n, message });
+        }
+        if header.version != TRACE_VERSION {
+            let message = format!(
+                "header: version {} is not supported (this build reads {TRACE_VERSION})",
+                header.version
+            );
+            return Err(TraceError { line: n, message });
+        }
+        let mut out = Vec::new();
+        for (n, l) in lines {
+            let line: TraceLine = serde_json::from_str(l)
+                .map_err(|e| TraceError { line: n, message: e.to_string() })?;
+            out.push((n, line));
+        }
+        Ok(Trace { header, lines: out })
+    }
+
+    /// The trace as JSON Lines text (header first, one input per line, trailing newline).
+    #[must_use]
+    pub fn to_jsonl(&self) -> String {
+        let mut s = json_line(&self.header);
+        for (_, l) in &self.lines {
+            s.push_str(&json_line(l));
+        }
+        s
+    }
+}
+
+/// One value as a JSON line. Serialising our own types cannot fail.
+pub(crate) fn json_line<T: Serialize>(v: &T) -> String {
+    #[allow(clippy::expect_used)] // invariant: every type here serialises (no non-string map keys)
+    let mut s = serde_json::to_string(v).expect("trace types serialise");
+    s.push('\n');
+    s
+}
+
+/// An output as the JSON value a trace's `expect` holds.
+#[must_use]
+pub fn output_value(o: &Output) -> serde_json::Value {
+    #[allow(clippy::expect_used)] // invariant: outputs serialise (no non-string map keys)
+    serde_json::to_value(o).expect("outputs serialise")
+}
+
+/// A flight recorder: an [`Engine`] that writes every input it is given (and, optionally, the
+/// outputs it produced) as trace lines, so any host can capture a run that `replay` reproduces.
+#[derive(Debug)]
+pub struct Recorder {
+    engine: Engine,
+    header: TraceHeader,
+    with_outputs: bool,
+    lines: Vec<TraceLine>,
+    /// Lines already handed out by `take_jsonl` (their file line numbers come first).
+    taken: usize,
+    pending: VecDeque<Output>,
+}
+
+impl Recorder {
+    /// A recording engine. With `with_outputs`, each line also records the outputs produced,
+    /// so a replay compares them.
+    ///
+    /// # Errors
+    /// As [`Engine::new`].
+    pub fn new(header: TraceHeader, with_outputs: bool) -> Result<Recorder, HostError> {
+        let engine = Engine::new(header.config.clone(), header.start.clone())?;
+        Ok(Recorder {
+            engine,
+            header,
+            with_outputs,
+            lines: Vec::new(),
+            taken: 0,
+            pending: VecDeque::new(),
+        })
+    }
+
+    /// As [`Engine::handle`]. The input is recorded unless the engine refused it as host misuse
+    /// (which changes nothing); an input that broke the engine is recorded, so the recording
+    /// reproduces the failure.
+    ///
+    /// # Errors
+    /// As [`Engine::handle`].
+    pub fn handle(&mut self, now: Millis, input: Input) -> Result<(), HostError> {
+        match self.engine.handle(now, input.clone()) {
+            Ok(()) => {}
+            Err(e @ HostError::Internal(_)) => {
+                self.lines.push(TraceLine {
+                    at: now,
+                    input,
+                    expect: None,
+                    expect_projection: None,
+                });
+                return Err(e);
+            }
+            Err(e) => return Err(e),
+        }
+        let mut expect = self.with_outputs.then(Vec::new);
+        while let Some(o) = self.engine.poll_output() {
+            if let Some(e) = &mut expect {
+                e.push(output_value(&o));
+            }
+            self.pending.push_back(o);
+        }
+        self.lines.push(TraceLine { at: now, input, expect, expect_projection: None });
+        Ok(())
+    }
+
+    /// As [`Engine::poll_output`].
+    #[must_use]
+    pub fn poll_output(&mut self) -> Option<Output> {
+        self.pending.pop_front()
+    }
+
+    /// The recording engine, for its getters.
+    #[must_use]
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// The header line, to start a trace file with (a host that writes as it goes calls this
+    /// once, then [`Recorder::take_jsonl`] after inputs).
+    #[must_use]
+    pub fn header_jsonl(&self) -> String {
+        json_line(&self.header)
+    }
+
+    /// The input lines recorded since the last call, as JSON Lines, and forgets them: a host
+    /// appends them to its trace file so the recorder's memory stays bounded.
+    #[must_use]
+    pub fn take_jsonl(&mut self) -> String {
+        self.taken += self.lines.len();
+        self.lines.drain(..).map(|l| json_line(&l)).collect()
+    }
+
+    /// The recording kept in memory (everything since the last [`Recorder::take_jsonl`]) as a
+    /// trace.
+    #[must_use]
+    pub fn trace(&self) -> Trace {
+        Trace {
+            header: self.header.clone(),
+            lines: self
+                .lines
+                .iter()
+                .cloned()
+                .enumerate()
+                .map(|(i, l)| (self.taken + i + 2, l))
+                .collect(),
+        }
+    }
+}
