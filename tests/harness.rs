@@ -11,7 +11,8 @@ use turnstile_core::trace::{Trace, TraceHeader, TraceLine};
 use turnstile_core::{
     AttemptIo, Auditor, CallId, CallIo, Completion, Config, Engine, ErrorClass, FinishReason,
     Input, Millis, Outcome, Output, OutputKind, ProviderError, Reply, Seq, SessionId, Setup, Start,
-    StepEvent, StepIo, StoreOp, Submit, SummaryIo, TimerId, ToolOutput, Usage, check_invariants,
+    StepEvent, StepIo, StoreOp, Submit, SummaryIo, TimerId, ToolOutput, ToolSpec, Usage,
+    check_invariants,
 };
 
 /// The engine with its checkers and the host's view of pending IO.
@@ -35,7 +36,8 @@ pub struct Host {
     /// What `prepare` answers with (a standard tool set, and a session that has a title so
     /// that no title request clutters tests about other rules).
     pub setup: Setup,
-    /// Tools started and not answered (aborted ones stay: their result may still arrive).
+    /// Tools started and not answered. An aborted one is dropped (it never reports); one left
+    /// to finish stays until it reports or its turn ends.
     pub tools: Vec<(CallIo, String)>,
     /// Armed timers.
     pub timers: BTreeMap<TimerId, Millis>,
@@ -52,6 +54,15 @@ pub struct Host {
     /// What a lenient host saw go wrong (engine panics and host errors, state and stream
     /// invariants, second completions), in order.
     pub violations: Vec<String>,
+}
+
+/// The setup `prepare` answers with: a standard tool set and a session that has a title (so
+/// that no title request clutters tests about other rules). `write` and `edit` are left to
+/// finish when their turn is aborted (SPEC 4.9); the host drops the other tools' calls.
+pub fn standard_setup() -> Setup {
+    let mut setup = Setup { titled: true, ..Setup::with_tools(&["ls", "grep", "bash", "view"]) };
+    setup.tools.extend(["write", "edit"].map(|n| ToolSpec::new(n).left_to_finish()));
+    setup
 }
 
 impl Host {
@@ -72,10 +83,7 @@ impl Host {
             steps: Vec::new(),
             refreshes: Vec::new(),
             summaries: Vec::new(),
-            setup: Setup {
-                titled: true,
-                ..Setup::with_tools(&["ls", "grep", "bash", "view", "write", "edit"])
-            },
+            setup: standard_setup(),
             tools: Vec::new(),
             timers: BTreeMap::new(),
             history: Vec::new(),
@@ -248,6 +256,7 @@ impl Host {
             OutputKind::AbortTitle { session, seq } => {
                 self.titles.retain(|t| t != &(session.clone(), *seq))
             }
+            OutputKind::AbortTool { call } => self.tools.retain(|t| t.0 != *call),
             OutputKind::RunTool { call, name, .. } => {
                 self.tools.push((call.clone(), name.clone()));
                 self.history

@@ -396,14 +396,14 @@ fn an_idle_cancel_changes_nothing() {
 }
 
 #[test]
-fn a_cancel_with_running_tools_waits_for_them_within_the_grace() {
+fn a_cancel_with_running_tools_left_to_finish_waits_for_them_within_the_grace() {
     let mut h = host();
     let a = active(&mut h, "s", "a");
-    h.tool_call(a, "t1", "bash");
-    h.tool_call(a, "t2", "bash");
+    h.tool_call(a, "t1", "write");
+    h.tool_call(a, "t2", "write");
     h.finish(a, FinishReason::ToolCalls);
     let out = h.send(Input::Cancel { session: SessionId::new("s"), up_to: None });
-    assert_eq!(kinds(&out), ["abort_tool #1 t1", "abort_tool #1 t2", "set_timer"]);
+    assert_eq!(kinds(&out), ["set_timer"], "a tool left to finish is not aborted (SPEC 4.9)");
     assert!(h.engine.is_busy(&SessionId::new("s")), "a turn in clean-up keeps the session busy");
     let late_but_in_time = h.tool_result(a, "t1", ToolOutput::ok("it ran"));
     assert!(
@@ -424,10 +424,75 @@ fn a_cancel_with_running_tools_waits_for_them_within_the_grace() {
 }
 
 #[test]
-fn the_grace_timer_cleans_up_with_synthetic_results_and_later_results_are_ignored() {
+fn a_cancel_drops_the_calls_the_host_drops_and_ends_the_turn_at_once() {
+    let mut h = host();
+    let a = h.submit(Submit::new("s", "a").with_run_id("ra"));
+    h.prepare(a);
+    let b = h.submit(Submit::new("s", "b").with_run_id("rb"));
+    h.prepare(b);
+    h.tool_call(a, "t1", "bash");
+    h.tool_call(a, "t2", "grep");
+    h.finish(a, FinishReason::ToolCalls);
+    let out = h.send(Input::CancelRun { run_id: turnstile_core::RunId::new("ra") });
+    let k = kinds(&out);
+    assert_eq!(k[..2], ["abort_tool #1 t1", "abort_tool #1 t2"]);
+    assert!(!k.iter().any(|k| k == "set_timer"), "no grace: nothing can still report: {k:?}");
+    let done = "finished #1 Cancelled +RunComplete".to_owned();
+    assert!(k.contains(&done), "clean-up in the same transition: {k:?}");
+    assert!(
+        out.iter().any(|o| matches!(&o.kind, OutputKind::StartStep { step } if step.seq == b)),
+        "and the hand-off too: the next run starts at once"
+    );
+    let call = |id: &str| turnstile_core::CallIo {
+        session: SessionId::new("s"),
+        seq: a,
+        turn: turnstile_core::TurnId(1),
+        step: 0,
+        call: turnstile_core::CallId::new(id),
+    };
+    let late = h.send(Input::ToolResult { call: call("t1"), result: ToolOutput::ok("late") });
+    assert!(late.is_empty(), "a dropped call's result is stale (I13)");
+}
+
+#[test]
+fn a_cancel_aborts_the_droppable_calls_and_waits_only_for_the_one_left_to_finish() {
     let mut h = host();
     let a = active(&mut h, "s", "a");
     h.tool_call(a, "t1", "bash");
+    h.tool_call(a, "t2", "write");
+    h.finish(a, FinishReason::ToolCalls);
+    let out = h.send(Input::Cancel { session: SessionId::new("s"), up_to: None });
+    assert_eq!(kinds(&out), ["abort_tool #1 t1", "set_timer"]);
+    let out = h.tool_result(a, "t2", ToolOutput::ok("written"));
+    let k = kinds(&out);
+    assert_eq!(
+        k[..4],
+        [
+            "cancel_timer",
+            "store tool_result #1",
+            "store tool_result #1",
+            "store message_finished #1"
+        ],
+        "the real result, then the dropped call's synthetic one"
+    );
+    let results: Vec<(String, bool)> = out
+        .iter()
+        .filter_map(|o| match &o.kind {
+            OutputKind::Store(StoreOp::ToolResult { call, synthetic, .. }) => {
+                Some((call.as_str().to_owned(), *synthetic))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(results, [("t2".to_owned(), false), ("t1".to_owned(), true)]);
+    assert_eq!(h.outcome(a), Some(Outcome::Cancelled));
+}
+
+#[test]
+fn the_grace_timer_cleans_up_with_synthetic_results_and_later_results_are_ignored() {
+    let mut h = host();
+    let a = active(&mut h, "s", "a");
+    h.tool_call(a, "t1", "write");
     h.finish(a, FinishReason::ToolCalls);
     let call = h.tools[0].0.clone();
     h.send(Input::Cancel { session: SessionId::new("s"), up_to: None });
@@ -448,7 +513,7 @@ fn the_grace_timer_cleans_up_with_synthetic_results_and_later_results_are_ignore
 fn a_timer_reported_early_is_host_misuse_and_changes_nothing() {
     let mut h = host();
     let a = active(&mut h, "s", "a");
-    h.tool_call(a, "t1", "bash");
+    h.tool_call(a, "t1", "write");
     h.finish(a, FinishReason::ToolCalls);
     h.send(Input::Cancel { session: SessionId::new("s"), up_to: None });
     let timer = *h.timers.keys().next().expect("timer");
@@ -525,16 +590,13 @@ fn shutdown_interrupts_everything_and_every_run_gets_its_run_complete() {
     let mut h = host();
     let a = h.submit(Submit::new("s", "a").with_run_id("ra"));
     h.prepare(a);
-    h.tool_call(a, "t1", "bash");
+    h.tool_call(a, "t1", "write");
     h.finish(a, FinishReason::ToolCalls);
     let b = h.submit(Submit::new("s", "b").with_run_id("rb"));
     let c = active(&mut h, "t", "c");
     let out = h.send(Input::Shutdown);
     let k = kinds(&out);
-    assert_eq!(
-        k[..3],
-        ["abort_tool #1 t1", "abort_preparation #2", "abort_step #3 turn 2 step 0 attempt 0"]
-    );
+    assert_eq!(k[..2], ["abort_preparation #2", "abort_step #3 turn 2 step 0 attempt 0"]);
     assert_eq!(k.last().map(String::as_str), Some("set_timer"), "the shutdown deadline");
     assert_eq!(h.outcome(b), Some(Outcome::Interrupted));
     assert_eq!(h.outcome(c), Some(Outcome::Interrupted));
@@ -619,7 +681,7 @@ fn the_same_inputs_give_byte_identical_outputs() {
         let mut h = host();
         let a = active(&mut h, "s", "a");
         let b = h.submit(Submit::new("s", "b").with_run_id("r"));
-        h.tool_call(a, "t", "ls");
+        h.tool_call(a, "t", "edit");
         h.finish(a, FinishReason::ToolCalls);
         h.prepare(b);
         h.send(Input::Cancel { session: SessionId::new("s"), up_to: None });

@@ -102,8 +102,9 @@ fn finish_all(h: &mut Host, max: usize) {
 }
 
 /// A tool call that runs: `c1` to `ls`, and the stream's `tool_calls` finish.
+/// A running call `c1` of a tool left to finish (`write`): a cancel waits for it.
 fn running_tool(h: &mut Host, seq: Seq) -> CallIo {
-    h.tool_call(seq, "c1", "ls");
+    h.tool_call(seq, "c1", "write");
     h.finish(seq, FinishReason::ToolCalls);
     h.tools.iter().find(|t| t.0.seq == seq).map(|t| t.0.clone()).expect("c1 runs")
 }
@@ -279,6 +280,19 @@ fn late_tool_result_written_writes_a_result_after_clean_up() {
     assert_eq!(good, Vec::<String>::new(), "I13: stale, no output");
     assert_eq!(bad, ["store tool_result #1", "commit"]);
     assert_eq!(results(&b, "c1").len(), 2, "two results for one call");
+}
+
+#[test]
+fn waits_for_dropped_tools_holds_a_cancel_for_the_whole_grace() {
+    let [(good, _), (bad, _)] = pair(Mutant::WaitsForDroppedTools, None, |h| {
+        let a = active(h, "s");
+        h.tool_call(a, "c1", "bash"); // dropped on abort
+        h.finish(a, FinishReason::ToolCalls);
+        kinds(&h.send(Input::Cancel { session: SessionId::new("s"), up_to: None }))
+    });
+    assert_eq!(good[0], "abort_tool #1 c1");
+    assert!(good.contains(&"finished #1 Cancelled".to_owned()), "ends at once: {good:?}");
+    assert_eq!(bad, ["abort_tool #1 c1", "set_timer"], "waits 5 s for a call that cannot report");
 }
 
 #[test]

@@ -60,8 +60,15 @@ fn cancel(h: &mut Host, session: &str) {
     h.send(Input::Cancel { session: s(session), up_to: None });
 }
 
+/// A step that calls `ls`, a tool the host drops on abort.
 fn tool_step(h: &mut Host, seq: Seq, call: &str) {
     h.tool_call(seq, call, "ls");
+    h.finish(seq, FinishReason::ToolCalls);
+}
+
+/// A step that calls `write`, a tool an abort must leave to finish (SPEC 4.9).
+fn finishing_tool_step(h: &mut Host, seq: Seq, call: &str) {
+    h.tool_call(seq, call, "write");
     h.finish(seq, FinishReason::ToolCalls);
 }
 
@@ -157,7 +164,7 @@ pub fn all() -> Vec<Scenario> {
             |h| {
                 let a = h.submit(own("s", "a"));
                 h.prepare(a);
-                h.tool_call(a, "c1", "ls");
+                h.tool_call(a, "c1", "write");
                 h.finish(a, FinishReason::Stop);
                 cancel(h, "s");
                 h.tool_result(a, "c1", turnstile_core::ToolOutput::ok("done"));
@@ -170,7 +177,7 @@ pub fn all() -> Vec<Scenario> {
             |h| {
                 let a = h.submit(Submit::new("s", "a").with_run_id("r1"));
                 h.prepare(a);
-                h.tool_call(a, "c1", "ls");
+                h.tool_call(a, "c1", "write");
                 h.finish(a, FinishReason::ToolCalls);
                 h.send(Input::Shutdown);
                 h.send(Input::Submit(Submit::new("s", "a").with_run_id("r1")));
@@ -405,8 +412,8 @@ pub fn all() -> Vec<Scenario> {
             |h| {
                 let a = h.submit(own("s", "a").with_run_id("r"));
                 h.prepare(a);
-                h.tool_call(a, "t1", "bash");
-                h.tool_call(a, "t2", "bash");
+                h.tool_call(a, "t1", "write");
+                h.tool_call(a, "t2", "write");
                 h.finish(a, FinishReason::ToolCalls);
                 cancel(h, "s");
                 h.advance(1_000);
@@ -421,11 +428,44 @@ pub fn all() -> Vec<Scenario> {
             |h| {
                 let a = h.submit(own("s", "a"));
                 h.prepare(a);
-                tool_step(h, a, "t1");
+                finishing_tool_step(h, a, "t1");
                 let call = h.tools[0].0.clone();
                 cancel(h, "s");
                 h.fire_next_timer();
                 h.send(Input::ToolResult { call, result: ToolOutput::ok("too late") });
+            }
+        ),
+        scenario!(
+            "cancel-dropped-tool-ends-at-once",
+            "SPEC 4.9: a cancel during a call the host drops aborts it and cleans up in the same transition (no grace); its late result is ignored",
+            &[(1, Cancelled), (2, Completed)],
+            |h| {
+                let a = h.submit(own("s", "a").with_run_id("ra"));
+                h.prepare(a);
+                h.tool_call(a, "t1", "bash");
+                h.tool_call(a, "t2", "grep");
+                h.finish(a, FinishReason::ToolCalls);
+                let call = h.tools[0].0.clone();
+                let b = h.submit(own("s", "b"));
+                h.prepare(b);
+                h.send(Input::CancelRun { run_id: RunId::new("ra") });
+                h.send(Input::ToolResult { call, result: ToolOutput::ok("too late") });
+                h.finish(b, FinishReason::Stop);
+            }
+        ),
+        scenario!(
+            "cancel-grace-only-for-calls-left-to-finish",
+            "SPEC 4.9: a cancel aborts the droppable call at once and waits only for the one left to finish; its result is written, the dropped one gets the synthetic result",
+            &[(1, Cancelled)],
+            |h| {
+                let a = h.submit(own("s", "a").with_run_id("r"));
+                h.prepare(a);
+                h.tool_call(a, "t1", "bash");
+                h.tool_call(a, "t2", "write");
+                h.finish(a, FinishReason::ToolCalls);
+                cancel(h, "s");
+                h.advance(1_000);
+                h.tool_result(a, "t2", ToolOutput::ok("written"));
             }
         ),
         scenario!(
@@ -486,7 +526,7 @@ pub fn all() -> Vec<Scenario> {
             |h| {
                 let a = h.submit(own("s", "a").with_run_id("ra"));
                 h.prepare(a);
-                tool_step(h, a, "t1");
+                finishing_tool_step(h, a, "t1");
                 h.send(Input::Shutdown);
                 h.fire_next_timer();
             }
@@ -616,7 +656,7 @@ pub fn all() -> Vec<Scenario> {
             |h| {
                 let a = h.submit(own("s", "a"));
                 h.prepare(a);
-                tool_step(h, a, "t1");
+                finishing_tool_step(h, a, "t1");
                 let call = h.tools[0].0.clone();
                 let b = h.submit(own("s", "b"));
                 h.prepare(b);
@@ -1046,7 +1086,7 @@ pub fn all() -> Vec<Scenario> {
             |h| {
                 let a = h.submit(own("s", "a"));
                 h.prepare(a);
-                tool_step(h, a, "t1");
+                finishing_tool_step(h, a, "t1");
                 let b = h.submit(Submit::new("s", "b").with_run_id("rb"));
                 cancel(h, "s");
                 h.tool_result(a, "t1", ToolOutput::ok("ran"));

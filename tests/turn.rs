@@ -929,8 +929,7 @@ fn a_cancel_during_tools_and_a_failure_after_a_step_replace_the_tool_use_finish(
     let b = active(&mut h, "t");
     h.tool_call(b, "c1", "ls");
     h.finish(b, FinishReason::ToolCalls);
-    h.send(Input::Cancel { session: SessionId::new("t"), up_to: None });
-    let out = h.fire_next_timer();
+    let out = h.send(Input::Cancel { session: SessionId::new("t"), up_to: None });
     assert!(ops(&out).iter().any(|op| matches!(op, StoreOp::MessageFinished { finish: MessageFinish::Canceled { message }, .. }
         if message == "User canceled request")));
 }

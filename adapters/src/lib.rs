@@ -55,4 +55,4 @@ pub use provider::{
     Answer, EventSink, ModelInfo, ModelRequest, Provider, Scripted, ScriptedProvider,
 };
 pub use record::{CompletionRecord, Cursor};
-pub use tool::{EchoTool, Tool, ToolCall, ToolSet};
+pub use tool::{BoxFuture, EchoTool, Tool, ToolCall, ToolSet};

@@ -22,6 +22,9 @@ pub enum HostMutant {
     RecoveryLeavesOrphans,
     /// A sub-agent's model requests offer the `agent` tool too (SPEC 4.11: depth 1).
     ChildOfferedAgent,
+    /// The setup a preparation resolves names the tools but loses what an abort does to each:
+    /// every call reads as droppable, so a cancel cuts off a call that must finish (SPEC 4.9).
+    AbortPolicyLost,
 }
 
 impl HostMutant {
@@ -32,6 +35,7 @@ impl HostMutant {
         HostMutant::StructuralOvertakesHeld,
         HostMutant::RecoveryLeavesOrphans,
         HostMutant::ChildOfferedAgent,
+        HostMutant::AbortPolicyLost,
     ];
 
     /// The mutant's name in `snake_case`.
@@ -43,6 +47,7 @@ impl HostMutant {
             HostMutant::StructuralOvertakesHeld => "structural_overtakes_held",
             HostMutant::RecoveryLeavesOrphans => "recovery_leaves_orphans",
             HostMutant::ChildOfferedAgent => "child_offered_agent",
+            HostMutant::AbortPolicyLost => "abort_policy_lost",
         }
     }
 

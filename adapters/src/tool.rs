@@ -28,22 +28,21 @@ pub struct ToolCall {
 
 /// A tool.
 ///
-/// `run` may take as long as it needs; the host drops the future when the turn is cancelled
-/// (after which a result is ignored), so a tool that holds external resources should release
-/// them on drop.
+/// `run` may take as long as it needs. What a cancel (or shutdown) does to a running call is
+/// the spec's [`OnAbort`](turnstile_core::OnAbort), which the core is told with the turn's
+/// setup:
+/// - [`OnAbort::Drop`](turnstile_core::OnAbort::Drop) (the default, [`ToolSpec::new`]): the
+///   host drops the future at once and the turn's clean-up does not wait for it, so a tool that
+///   holds external resources should release them on drop;
+/// - [`OnAbort::Finish`](turnstile_core::OnAbort::Finish) ([`ToolSpec::left_to_finish`]): a
+///   call with effects that must not be cut off half-way runs to its end; its result is written
+///   if it arrives before the turn's clean-up (the tool really ran, SPEC 4.9), which waits for
+///   it up to the cancel grace, and is ignored after it (I13).
 pub trait Tool: Send + Sync + 'static {
-    /// The name the model calls it by, and whether it asks a person.
+    /// The name the model calls it by, whether it asks a person, and what an abort does to it.
     fn spec(&self) -> ToolSpec;
     /// Runs one call.
     fn run(&self, call: ToolCall) -> BoxFuture<ToolOutput>;
-
-    /// Whether a cancel may drop a running call (the default). A tool with effects that must
-    /// not be cut off half-way answers false: the host then lets the call finish and reports
-    /// its result, which the core writes if it arrives before the turn's clean-up (the tool
-    /// really ran, SPEC 4.9) and ignores after it (I13).
-    fn abortable(&self) -> bool {
-        true
-    }
 }
 
 /// The tools a host offers, by name. Names are unique: adding a second tool with a name
@@ -88,8 +87,7 @@ impl ToolSet {
     /// The specs the core's `Setup` lists for a top-level session, in name order.
     #[must_use]
     pub fn specs(&self) -> Vec<ToolSpec> {
-        let agent =
-            self.agent.then(|| ToolSpec { name: AGENT_TOOL.to_owned(), interactive: false });
+        let agent = self.agent.then(|| ToolSpec::new(AGENT_TOOL));
         let mut specs: Vec<ToolSpec> = self.tools.values().map(|t| t.spec()).chain(agent).collect();
         specs.sort_by(|a, b| a.name.cmp(&b.name));
         specs
@@ -132,7 +130,7 @@ pub struct EchoTool {
 
 impl Tool for EchoTool {
     fn spec(&self) -> ToolSpec {
-        ToolSpec { name: self.name.clone(), interactive: false }
+        ToolSpec::new(self.name.clone())
     }
 
     fn run(&self, call: ToolCall) -> BoxFuture<ToolOutput> {

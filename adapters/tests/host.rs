@@ -553,7 +553,7 @@ struct Boom;
 
 impl turnstile_adapters::Tool for Boom {
     fn spec(&self) -> turnstile_core::ToolSpec {
-        turnstile_core::ToolSpec { name: "boom".into(), interactive: false }
+        turnstile_core::ToolSpec::new("boom")
     }
     fn run(
         &self,
@@ -755,51 +755,73 @@ async fn summarizing_an_unknown_session_is_refused_and_harms_nothing() {
     host.shutdown().await.expect("shutdown");
 }
 
-/// A tool that must not be cut off.
-struct Careful;
-
-impl turnstile_adapters::Tool for Careful {
-    fn spec(&self) -> turnstile_core::ToolSpec {
-        turnstile_core::ToolSpec { name: "careful".into(), interactive: false }
-    }
-    fn abortable(&self) -> bool {
-        false
-    }
-    fn run(
-        &self,
-        _: turnstile_adapters::ToolCall,
-    ) -> turnstile_adapters::tool::BoxFuture<turnstile_core::ToolOutput> {
-        Box::pin(async {
-            tokio::time::sleep(Duration::from_millis(100)).await;
-            turnstile_core::ToolOutput::ok("really ran")
-        })
-    }
-}
-
 /// SPEC 4.9: a cancel does not cut off a tool that must finish; its result arrives within the
 /// grace and is written as reported (it really ran), not replaced by the cancel text.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tool_that_must_finish_is_not_cut_off_and_its_result_is_written() {
     let dir = tempfile::tempdir().expect("dir");
-    let provider = ScriptedProvider::new(|_, _| Answer::tool_call("c1", "careful", "{}"));
-    let host = Host::open(config(&dir), Arc::new(provider), ToolSet::new().with(Careful))
-        .await
-        .expect("open");
-    host.submit(Submit::new("s", "go").with_run_id("r")).await.expect("ok");
-    common::until_active(&host, "r").await;
-    tokio::time::sleep(Duration::from_millis(30)).await;
-    host.cancel(&SessionId::new("s")).await.expect("cancel");
-    let done = host.wait(&RunId::new("r")).await.expect("done");
-    assert_eq!(done.outcome, Outcome::Cancelled);
-    let msgs = host.read(|r| r.messages(&SessionId::new("s"))).await.expect("read");
-    let results: Vec<_> = msgs
-        .iter()
-        .flat_map(|m| m.results.iter())
-        .map(|r| (r.content.clone(), r.synthetic))
-        .collect();
+    let results = common::cancel_during_a_tool_left_to_finish(config(&dir)).await;
     assert_eq!(results, [("really ran".to_owned(), false)]);
+}
+
+/// SPEC 4.9: a cancel during a call the host drops (the default) does not wait for it: the
+/// turn is cleaned up in the cancel's own transition, with no grace timer, and the next run
+/// starts. The flight trace shows what the core decided; the RunComplete follows at once
+/// rather than after the 5 s grace.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_during_a_droppable_tool_ends_the_turn_at_once() {
+    let dir = tempfile::tempdir().expect("dir");
+    let mut c = config(&dir);
+    let flight = turnstile_adapters::FlightBuffer::default();
+    c.trace = Some(Flight::Memory(flight.clone()));
+    c.trace_outputs = true;
+    let provider = ScriptedProvider::new(|req, _| match req.messages.last() {
+        Some(turnstile_adapters::provider::RequestMessage::ToolResults(_)) => {
+            Answer::streamed("done", 1, 0, usage())
+        }
+        _ if req.last_user_text() == Some("next") => Answer::streamed("next done", 1, 0, usage()),
+        _ => Answer::tool_call("c1", "bash", "{}"),
+    });
+    let tools = ToolSet::new().with(EchoTool { name: "bash".into(), delay_ms: 600_000 });
+    let host = Host::open(c, Arc::new(provider), tools).await.expect("open");
+    host.submit(Submit::new("s", "go").with_run_id("r1")).await.expect("ok");
+    host.submit(Submit::new("s", "next").with_run_id("r2")).await.expect("ok");
+    while !flight.text().contains(r#""type":"run_tool""#) {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    host.cancel_run(&RunId::new("r1")).await.expect("cancel");
+    assert_eq!(host.wait(&RunId::new("r1")).await.expect("done").outcome, Outcome::Cancelled);
+    assert_eq!(host.wait(&RunId::new("r2")).await.expect("done").outcome, Outcome::Completed);
+    let msgs = host.read(|r| r.messages(&SessionId::new("s"))).await.expect("read");
+    let results: Vec<_> = msgs.iter().flat_map(|m| m.results.iter()).map(|r| r.synthetic).collect();
+    assert_eq!(results, [true], "the dropped call gets the synthetic result");
     legal(&host, "s").await;
     host.shutdown().await.expect("shutdown");
+
+    let trace = turnstile_core::Trace::parse(&flight.text()).expect("parses");
+    let (_, cancel) = trace
+        .lines
+        .iter()
+        .find(|(_, l)| matches!(l.input, turnstile_core::Input::CancelRun { .. }))
+        .expect("the cancel_run was recorded");
+    let outputs = cancel.expect.as_ref().expect("outputs recorded");
+    let kinds: Vec<String> = outputs
+        .iter()
+        .map(|o| match (o["kind"]["type"].as_str(), o["kind"]["outcome"].as_str()) {
+            (Some(t), Some(outcome)) => format!("{t} {outcome}"),
+            (t, _) => t.unwrap_or("?").to_owned(),
+        })
+        .collect();
+    assert!(kinds.iter().any(|k| k == "abort_tool"), "the call was aborted: {kinds:?}");
+    assert!(
+        !kinds.iter().any(|k| k == "set_timer"),
+        "no grace timer: nothing can still report: {kinds:?}"
+    );
+    assert!(
+        kinds.iter().any(|k| k == "finished cancelled"),
+        "the RunComplete is decided in the cancel's own transition: {kinds:?}"
+    );
+    turnstile_core::replay(&trace).expect("the flight trace replays");
 }
 
 /// SPEC 4.11 through the host: the `agent` tool is offered to the parent (not to the child),

@@ -40,7 +40,8 @@ fn every_mutant_has_a_case_here_or_in_the_crash_test() {
             "reply_before_durable",
             "structural_overtakes_held",
             "recovery_leaves_orphans",
-            "child_offered_agent"
+            "child_offered_agent",
+            "abort_policy_lost"
         ]
     );
     for m in HostMutant::ALL {
@@ -164,4 +165,17 @@ async fn child_offered_agent_offers_sub_agents_to_a_sub_agent() {
         "the mutant offers `agent` to the child: {offered:?}"
     );
     host.shutdown().await.expect("shutdown");
+}
+
+/// Rejected by `a_tool_that_must_finish_is_not_cut_off_and_its_result_is_written`: the setup
+/// loses the tool's abort policy, so the core aborts the call, the host drops it half-way, and
+/// the stored result is the cancel text instead of what the tool did.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn abort_policy_lost_cuts_off_a_tool_that_must_finish() {
+    let dir = tempfile::tempdir().expect("dir");
+    let results =
+        common::cancel_during_a_tool_left_to_finish(config(&dir, HostMutant::AbortPolicyLost))
+            .await;
+    let cancelled = (turnstile_core::CANCELLED_TOOL_RESULT.to_owned(), true);
+    assert_eq!(results, [cancelled], "the call was cut off and its work lost");
 }

@@ -11,7 +11,7 @@ use std::fmt::Write as _;
 
 use turnstile_core::{
     CallId, Config, Engine, FinishReason, Input, Millis, OutputKind, RunId, Setup, Start,
-    StepEvent, StoreOp, Submit, ToolOutput,
+    StepEvent, StoreOp, Submit, ToolOutput, ToolSpec,
 };
 
 /// What the scripted model does on each step of a session: text, tool calls, finish.
@@ -54,7 +54,9 @@ impl Host {
                 writeln!(self.log, "{:>6} ms  reply {r:?}", self.now.0).unwrap()
             }
             OutputKind::Prepare { session, seq } => {
-                let setup = Setup::with_tools(&["ls", "slow"]);
+                // `slow` has effects that a cancel must not cut off: the core waits for it.
+                let mut setup = Setup::with_tools(&["ls"]);
+                setup.tools.push(ToolSpec::new("slow").left_to_finish());
                 self.inbox.push_back(Input::Prepared { session, seq, setup });
             }
             OutputKind::StartStep { step } => {

@@ -100,9 +100,9 @@ pub use alphabet::text::*;
 pub use alphabet::{
     Acceptor, Attachment, AttemptIo, CallId, CallIo, Completion, Config, ErrorClass, ErrorInfo,
     ErrorKind, Fingerprint, FinishReason, HostError, Input, KnownRun, MessageFinish, MessageId,
-    Millis, Mode, Outcome, Output, OutputKind, ProviderError, Rejection, Reply, RunId, Seq,
-    SessionId, Setup, Start, StepEvent, StepIo, StopReason, StopTurn, StoreOp, Submit, SummaryIo,
-    TimerId, TimerPurpose, ToolOutput, ToolSpec, TurnId, Usage,
+    Millis, Mode, OnAbort, Outcome, Output, OutputKind, ProviderError, Rejection, Reply, RunId,
+    Seq, SessionId, Setup, Start, StepEvent, StepIo, StopReason, StopTurn, StoreOp, Submit,
+    SummaryIo, TimerId, TimerPurpose, ToolOutput, ToolSpec, TurnId, Usage,
 };
 pub use alphabet::{ids, input, outcome, output, text};
 pub use check::{Auditor, Violation, projection};

@@ -93,6 +93,9 @@ pub enum Action {
     ToolCall {
         /// The session.
         session: u8,
+        /// True for a call of the tool an abort must leave to finish; false for the one the
+        /// host drops on abort (SPEC 4.9).
+        finishes: bool,
     },
     /// The current step's stream finishes (with the tool call if one was streamed).
     StepDone {

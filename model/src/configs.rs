@@ -35,6 +35,7 @@ const NONE: Budget = Budget {
     shutdowns: 0,
     prep_failures: 0,
     tool_calls: 0,
+    finishing: 0,
     stops: 0,
     highs: 0,
     retryable: 0,
@@ -54,6 +55,7 @@ const DEFAULT: Budget = Budget {
     shutdowns: 1,
     prep_failures: 1,
     tool_calls: 1,
+    finishing: 1,
     highs: 1,
     stale: 1,
     ..NONE
@@ -68,7 +70,7 @@ pub fn all() -> Vec<Bounds> {
             about: "seconds: 1 session, 3 submissions (one with a RunId), resubmission, cancel, \
                     clear, manual summarize, a preparation failure, a tool call, a fatal error",
             config: Config::default(),
-            expected_states: 329_038,
+            expected_states: 294_370,
             budget: Budget {
                 sessions: 1,
                 submits: 3,
@@ -89,7 +91,7 @@ pub fn all() -> Vec<Bounds> {
                     during shutdown), cancel, cancel_run, shutdown, tool calls with a stop, a \
                     pause, a retry, a 401 and its refresh failing, stale replies",
             config: Config::default(),
-            expected_states: 151_136,
+            expected_states: 259_152,
             budget: Budget {
                 sessions: 1,
                 submits: 2,
@@ -98,6 +100,7 @@ pub fn all() -> Vec<Bounds> {
                 cancel_runs: 1,
                 shutdowns: 1,
                 tool_calls: 1,
+                finishing: 1,
                 stops: 1,
                 highs: 1,
                 retryable: 1,
@@ -130,12 +133,13 @@ pub fn all() -> Vec<Bounds> {
                     pauses, then the no-progress guard), finish reasons that do not match the \
                     calls, a cancel",
             config: Config::default(),
-            expected_states: 52_538,
+            expected_states: 113_010,
             budget: Budget {
                 sessions: 1,
                 submits: 2,
                 cancels: 1,
                 tool_calls: 3,
+                finishing: 1,
                 highs: 3,
                 odd_finishes: 2,
                 stale: 1,
@@ -148,7 +152,7 @@ pub fn all() -> Vec<Bounds> {
                     cancel, a cancel_run, shutdown, a preparation failure, a tool call, a \
                     summarization, stale replies",
             config: Config::default(),
-            expected_states: 1_286_732,
+            expected_states: 2_040_448,
             budget: DEFAULT,
         },
         Bounds {
@@ -156,7 +160,7 @@ pub fn all() -> Vec<Bounds> {
             about: "minutes: the default configuration plus a retryable error (backoff, reset, \
                     retry) on two sessions",
             config: Config::default(),
-            expected_states: 3_521_832,
+            expected_states: 5_869_360,
             budget: Budget { retryable: 1, ..DEFAULT },
         },
     ]

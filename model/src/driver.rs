@@ -10,7 +10,7 @@ use turnstile_core::projection::{Projection, Projector};
 use turnstile_core::{
     AttemptIo, Auditor, CallId, CallIo, Config, Engine, ErrorClass, FinishReason, Input, Millis,
     Mode, Output, OutputKind, ProviderError, RunId, SessionId, Setup, Start, StepEvent, StepIo,
-    StopTurn, StoreOp, Submit, SummaryIo, TimerId, TimerPurpose, ToolOutput, Usage,
+    StopTurn, StoreOp, Submit, SummaryIo, TimerId, TimerPurpose, ToolOutput, ToolSpec, Usage,
 };
 
 use crate::spec::{Action, Call, Failure, Kind, Lane, SESSION_NAMES, Spec, Timer, call_id};
@@ -227,16 +227,16 @@ impl Lockstep {
                     error: "no model".into(),
                 }
             }
-            Action::ToolCall { session: s } => {
+            Action::ToolCall { session: s, finishes } => {
                 let step = v.step[s as usize].clone().ok_or_else(|| missing("step"))?;
                 let id = CallId::new(call_id(step_of(spec, s)));
-                let event = StepEvent::ToolCall { id, name: "ls".into(), input: "{}".into() };
+                let name = if finishes { FINISHING_TOOL } else { DROPPED_TOOL }.into();
+                let event = StepEvent::ToolCall { id, name, input: "{}".into() };
                 Input::Step { step, event }
             }
             Action::StepDone { session: s, high, odd } => {
                 let step = v.step[s as usize].clone().ok_or_else(|| missing("step"))?;
-                let streamed =
-                    matches!(spec.lanes[s as usize], Lane::Turn(t) if t.call == Call::Streamed);
+                let streamed = matches!(spec.lanes[s as usize], Lane::Turn(t) if matches!(t.call, Call::Streamed { .. }));
                 let tool_calls = streamed != odd;
                 let reason = if tool_calls { FinishReason::ToolCalls } else { FinishReason::Stop };
                 Input::Step { step, event: finished(reason, high) }
@@ -429,11 +429,17 @@ fn run_prompt(r: u8) -> String {
     format!("run {r}")
 }
 
-/// The setup every preparation resolves: one tool, a known context window, a titled session
-/// (titles are not modelled).
+/// The setup's tool whose calls the host drops on abort (SPEC 4.9).
+pub const DROPPED_TOOL: &str = "ls";
+/// The setup's tool whose calls an abort must leave to finish.
+pub const FINISHING_TOOL: &str = "make";
+
+/// The setup every preparation resolves: the two tools, a known context window, a titled
+/// session (titles are not modelled).
 #[must_use]
 pub fn setup() -> Setup {
-    Setup { context_window: CONTEXT_WINDOW, titled: true, ..Setup::with_tools(&["ls"]) }
+    let tools = vec![ToolSpec::new(DROPPED_TOOL), ToolSpec::new(FINISHING_TOOL).left_to_finish()];
+    Setup { context_window: CONTEXT_WINDOW, titled: true, tools, ..Setup::default() }
 }
 
 fn finished(reason: FinishReason, high: bool) -> StepEvent {

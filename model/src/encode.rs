@@ -73,6 +73,14 @@ pub fn encode(s: &Spec) -> Key {
     for lane in &s.lanes {
         encode_lane(&mut p, lane);
     }
+    // Which tool each lane's call names (SPEC 4.9): one bit per lane.
+    let finishes = |l: &Lane| match l {
+        Lane::Turn(t) => {
+            matches!(t.call, Call::Streamed { finishes: true } | Call::Running { finishes: true })
+        }
+        _ => false,
+    };
+    p.byte(u64::from(finishes(&s.lanes[0])) | u64::from(finishes(&s.lanes[1])) << 1, "finishes");
     let b = budget(&s.budget);
     for pair in b.chunks(2) {
         p.nibbles(pair[0], pair.get(1).copied().unwrap_or(0), "budget");
@@ -80,9 +88,10 @@ pub fn encode(s: &Spec) -> Key {
     p.bytes
 }
 
-fn budget(b: &Budget) -> [u8; 19] {
+fn budget(b: &Budget) -> [u8; 20] {
     [
         b.odd_finishes,
+        b.finishing,
         b.sessions,
         b.submits,
         b.runs,
@@ -147,8 +156,8 @@ fn encode_lane(p: &mut Pack, lane: &Lane) {
         Lane::Turn(t) => {
             let call = match t.call {
                 Call::None => 0,
-                Call::Streamed => 1,
-                Call::Running => 2,
+                Call::Streamed { .. } => 1,
+                Call::Running { .. } => 2,
                 Call::Done => 3,
             };
             let (phase, extra, attempt) = match &t.phase {

@@ -275,7 +275,10 @@ impl Spec {
         match t.phase {
             TurnPhase::Step(a) => self.attempt_actions(session, a, out, |out| {
                 if t.call == Call::None && b.tool_calls > 0 {
-                    out.push(Action::ToolCall { session });
+                    out.push(Action::ToolCall { session, finishes: false });
+                    if b.finishing > 0 {
+                        out.push(Action::ToolCall { session, finishes: true });
+                    }
                 }
                 out.push(Action::StepDone { session, high: false, odd: false });
                 if b.highs > 0 {
@@ -297,7 +300,8 @@ impl Spec {
                 }
             }
             TurnPhase::Aborting { grace, .. } => {
-                if t.call == Call::Running {
+                // Only a call left to finish still reports (a dropped one is stale, I13).
+                if t.call == (Call::Running { finishes: true }) {
                     out.push(Action::ToolResult { session, stop: false });
                 }
                 if grace {
@@ -414,10 +418,13 @@ impl Spec {
                 self.decide(n, Outcome::Failed, Some(ErrorKind::Preparation), None, e);
                 self.admit(self.sub(n).session, e);
             }
-            Action::ToolCall { session } => {
+            Action::ToolCall { session, finishes } => {
                 self.budget.tool_calls -= 1;
+                if finishes {
+                    self.budget.finishing -= 1;
+                }
                 let t = self.turn_mut(session);
-                t.call = Call::Streamed;
+                t.call = Call::Streamed { finishes };
                 let (owner, step) = (t.owner, t.step);
                 e.rec(session, Rec::ToolCall { seq: seq(owner), call: call_id(step) });
             }
@@ -578,17 +585,20 @@ impl Spec {
         }
         self.stale[STALE_STEP] = true;
         let t = self.turn_mut(s);
-        let streamed = t.call == Call::Streamed;
+        let streamed = match t.call {
+            Call::Streamed { finishes } => Some(finishes),
+            _ => None,
+        };
         // The finish the stream gave: `tool_calls` exactly when a call was streamed, unless odd.
-        t.tool_use = streamed != odd;
+        t.tool_use = streamed.is_some() != odd;
         t.high = high;
         let (owner, step, tool_use) = (t.owner, t.step, t.tool_use);
         let finish = if tool_use { FinishP::ToolUse } else { FinishP::EndTurn };
         e.rec(s, Rec::Finish { seq: seq(owner), finish });
-        if streamed {
+        if let Some(finishes) = streamed {
             // Every complete call runs, whatever the finish reason (SPEC 4.4).
             let t = self.turn_mut(s);
-            t.call = Call::Running;
+            t.call = Call::Running { finishes };
             t.phase = TurnPhase::Tool;
             e.io(Io::RunTool { seq: seq(owner), call: call_id(step) });
         } else {
@@ -698,8 +708,8 @@ impl Spec {
 
     /// SPEC 4.9: a call of the current step without a result gets a synthetic one.
     fn synthesize(&mut self, s: u8, t: Turn, e: &mut Emit) {
-        if matches!(t.call, Call::Streamed | Call::Running) {
-            if t.call == Call::Running {
+        if matches!(t.call, Call::Streamed { .. } | Call::Running { .. }) {
+            if matches!(t.call, Call::Running { .. }) {
                 self.stale[LATE_TOOL] = true;
             }
             let call = call_id(t.step);
@@ -980,8 +990,10 @@ impl Spec {
         }
     }
 
-    /// Aborts the session's turn: its IO stops; clean-up runs now, or when the running tool
-    /// reports, or when the grace timer (cancel) or the shutdown deadline fires.
+    /// Aborts the session's turn: its IO stops. A running call of the tool the host drops is
+    /// aborted and can never report, so clean-up runs now, as it does with no call running;
+    /// only a call left to finish (not aborted: it runs to its end) holds clean-up back, until
+    /// it reports or the grace timer (cancel) or the shutdown deadline fires (SPEC 4.9).
     fn abort_turn(&mut self, s: u8, cause: Cause, e: &mut Emit) {
         let t = *self.turn_mut(s);
         let owner = seq(t.owner);
@@ -990,15 +1002,19 @@ impl Spec {
             TurnPhase::Step(a) => self.stop_attempt(s, t, a, e),
             TurnPhase::Tool => {}
         }
-        if t.call == Call::Running {
-            e.io(Io::AbortTool { seq: owner, call: call_id(t.step) });
-            let grace = cause == Cause::Cancel;
-            if grace {
-                e.io(Io::SetTimer { timer: timer_p(Timer::Grace(s)) });
+        match t.call {
+            Call::Running { finishes: true } => {
+                let grace = cause == Cause::Cancel;
+                if grace {
+                    e.io(Io::SetTimer { timer: timer_p(Timer::Grace(s)) });
+                }
+                self.turn_mut(s).phase = TurnPhase::Aborting { cause, grace };
             }
-            self.turn_mut(s).phase = TurnPhase::Aborting { cause, grace };
-        } else {
-            self.cleanup(s, cause, e);
+            Call::Running { finishes: false } => {
+                e.io(Io::AbortTool { seq: owner, call: call_id(t.step) });
+                self.cleanup(s, cause, e);
+            }
+            _ => self.cleanup(s, cause, e),
         }
     }
 

@@ -34,15 +34,23 @@ pub struct Sub {
     pub pauses: u8,
 }
 
-/// The tool call of the current step (the model's steps make at most one).
+/// The tool call of the current step (the model's steps make at most one). `finishes` says
+/// which of the setup's two tools it calls: one the host drops on abort, or one an abort must
+/// leave to finish (SPEC 4.9).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Call {
     /// None streamed.
     None,
     /// Streamed, not running (the stream has not finished).
-    Streamed,
+    Streamed {
+        /// True for the tool left to finish.
+        finishes: bool,
+    },
     /// Running.
-    Running,
+    Running {
+        /// True for the tool left to finish.
+        finishes: bool,
+    },
     /// It has its result.
     Done,
 }
@@ -184,6 +192,8 @@ pub struct Budget {
     pub prep_failures: u8,
     /// Tool calls streamed.
     pub tool_calls: u8,
+    /// Among them, calls of the tool an abort must leave to finish (the others are dropped).
+    pub finishing: u8,
     /// Tool results that stop the turn.
     pub stops: u8,
     /// Steps at the summarization threshold.

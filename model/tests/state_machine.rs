@@ -24,6 +24,7 @@ const WIDE: Budget = Budget {
     shutdowns: 1,
     prep_failures: 2,
     tool_calls: 8,
+    finishing: 4,
     stops: 1,
     highs: 5,
     retryable: 5,

@@ -335,6 +335,9 @@ fn answer(rng: &mut Rng, request: &ModelRequest, tag: u64) -> Vec<Act> {
     out
 }
 
+/// The world's tool that an abort must leave to finish ([`turnstile_core::OnAbort::Finish`]).
+pub const LEFT_TO_FINISH: &str = "slow";
+
 /// A simulated tool: `view` (sometimes slow), `slow` (slow, and a cancel must let it finish),
 /// `fail` (an error result), `deny` and `halt` (results that stop the turn).
 pub struct SimTool {
@@ -344,11 +347,8 @@ pub struct SimTool {
 
 impl Tool for SimTool {
     fn spec(&self) -> ToolSpec {
-        ToolSpec { name: self.name.to_owned(), interactive: false }
-    }
-
-    fn abortable(&self) -> bool {
-        self.name != "slow"
+        let spec = ToolSpec::new(self.name);
+        if self.name == LEFT_TO_FINISH { spec.left_to_finish() } else { spec }
     }
 
     fn run(&self, call: ToolCall) -> BoxFuture<ToolOutput> {

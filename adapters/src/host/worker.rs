@@ -112,8 +112,6 @@ pub(crate) struct Worker {
     me: mpsc::WeakUnboundedSender<WorkerMsg>,
     pipelines: BTreeMap<Lane, Pipeline>,
     io: BTreeMap<IoKey, AbortHandle>,
-    /// Running calls of tools that a cancel must not cut off (`Tool::abortable` false).
-    unabortable: std::collections::BTreeSet<CallIo>,
     /// Finished IO tasks are swept from `io` when it grows past this (then doubled), so the
     /// sweep stays amortised O(1) per task.
     sweep_at: usize,
@@ -132,7 +130,6 @@ impl Worker {
             me: me.downgrade(),
             pipelines: BTreeMap::new(),
             io: BTreeMap::new(),
-            unabortable: std::collections::BTreeSet::new(),
             sweep_at: 1024,
             drains: Vec::new(),
         }
@@ -185,8 +182,6 @@ impl Worker {
             }
             if self.io.len() > self.sweep_at {
                 self.io.retain(|_, h| !h.is_finished());
-                let io = &self.io;
-                self.unabortable.retain(|c| io.contains_key(&IoKey::Tool(c.clone())));
                 self.sweep_at = (self.io.len() * 2).max(1024);
             }
         }
@@ -275,9 +270,6 @@ impl Worker {
                 self.spawn(IoKey::Summary(io), task, move |why| failed.input(panicked(why)));
             }
             OutputKind::RunTool { call, name, input } => {
-                if self.ctx.tools.get(&name).is_some_and(|t| !t.abortable()) {
-                    self.unabortable.insert(call.clone());
-                }
                 let task = run_tool(self.ctx.clone(), call.clone(), name, input);
                 let c = call.clone();
                 let failed = move |why: String| Input::ToolResult {
@@ -319,15 +311,9 @@ impl Worker {
                 self.abort(&IoKey::Prepare(session, seq))
             }
             OutputKind::AbortStep { step } => self.abort(&IoKey::Step(step)),
-            OutputKind::AbortTool { call } => {
-                // A tool that must not be cut off finishes and reports (the core decides
-                // whether its result is still written, SPEC 4.9, I13).
-                if self.unabortable.remove(&call) {
-                    self.io.remove(&IoKey::Tool(call));
-                } else {
-                    self.abort(&IoKey::Tool(call));
-                }
-            }
+            // The core aborts only calls of droppable tools (a tool left to finish is never
+            // aborted, SPEC 4.9): drop the work at once; a result can no longer be reported.
+            OutputKind::AbortTool { call } => self.abort(&IoKey::Tool(call)),
             OutputKind::AbortRefresh { attempt } => self.abort(&IoKey::Refresh(attempt)),
             OutputKind::AbortSummary { io } => self.abort(&IoKey::Summary(io)),
             OutputKind::AbortTitle { session, seq } => self.abort(&IoKey::Title(session, seq)),
@@ -381,8 +367,14 @@ async fn prepare(ctx: Arc<Ctx>, session: SessionId, seq: Seq) {
             let (prompt_tokens, completion_tokens, titled) = row.map_or((0, 0, false), |r| {
                 (r.prompt_tokens, r.completion_tokens, r.title.is_some())
             });
+            let mut tools = ctx.tools.specs();
+            if ctx.armed.is(HostMutant::AbortPolicyLost) {
+                // The bug: the setup names the tools but not what an abort does to them, so
+                // every call reads as droppable and one that must finish is cut off.
+                tools.iter_mut().for_each(|t| t.on_abort = turnstile_core::OnAbort::Drop);
+            }
             let setup = Setup {
-                tools: ctx.tools.specs(),
+                tools,
                 context_window: info.context_window,
                 prompt_tokens,
                 completion_tokens,

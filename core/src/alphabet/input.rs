@@ -193,11 +193,10 @@ pub struct Setup {
 }
 
 impl Setup {
-    /// A setup with these tools (not interactive) and nothing else known.
+    /// A setup with these tools (not interactive, dropped on abort) and nothing else known.
     #[must_use]
     pub fn with_tools(names: &[&str]) -> Setup {
-        let tools =
-            names.iter().map(|n| ToolSpec { name: (*n).to_owned(), interactive: false }).collect();
+        let tools = names.iter().map(|n| ToolSpec::new(*n)).collect();
         Setup { tools, ..Setup::default() }
     }
 
@@ -223,6 +222,53 @@ pub struct ToolSpec {
     /// True for a tool that asks a person (sub-agents do not get these, SPEC 4.11).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub interactive: bool,
+    /// What the host does with a running call when its turn is aborted (SPEC 4.9). The core
+    /// decides from it, in the abort's own transition, which calls can still report: only those
+    /// hold the turn's clean-up back.
+    #[serde(default, skip_serializing_if = "OnAbort::is_drop")]
+    pub on_abort: OnAbort,
+}
+
+impl ToolSpec {
+    /// A tool that is not interactive and whose calls the host drops on abort (the default).
+    #[must_use]
+    pub fn new(name: impl Into<String>) -> ToolSpec {
+        ToolSpec { name: name.into(), interactive: false, on_abort: OnAbort::Drop }
+    }
+
+    /// The same tool, with calls that an abort must leave to finish ([`OnAbort::Finish`]).
+    #[must_use]
+    pub fn left_to_finish(mut self) -> ToolSpec {
+        self.on_abort = OnAbort::Finish;
+        self
+    }
+}
+
+/// What happens to a running tool call when its turn is aborted (cancel, cancel_run, shutdown;
+/// SPEC 4.9).
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum OnAbort {
+    /// The core emits [`crate::OutputKind::AbortTool`] and the host drops the call's work at
+    /// once: it never reports (a result that arrives anyway is ignored, I13). Clean-up does not
+    /// wait for it, so a cancel during a long call ends at once.
+    #[default]
+    Drop,
+    /// The call has effects that must not be cut off half-way: the core sends no abort, the
+    /// host lets it finish and reports its result, which is written if it arrives before the
+    /// turn's clean-up (the tool really ran). Clean-up waits for it up to the cancel grace (or
+    /// the shutdown deadline); a result after clean-up is ignored.
+    Finish,
+}
+
+impl OnAbort {
+    /// True for [`OnAbort::Drop`] (the serialised form omits it).
+    #[must_use]
+    pub fn is_drop(&self) -> bool {
+        *self == OnAbort::Drop
+    }
 }
 
 fn is_zero(n: &u64) -> bool {

@@ -20,8 +20,8 @@ pub use config::{Acceptor, Config, Start};
 pub use error::HostError;
 pub use ids::{CallId, MessageId, Millis, RunId, Seq, SessionId, TimerId, TurnId};
 pub use input::{
-    Attachment, AttemptIo, CallIo, ErrorClass, FinishReason, Input, Mode, ProviderError, Setup,
-    StepEvent, StepIo, StopTurn, Submit, SummaryIo, ToolOutput, ToolSpec, Usage,
+    Attachment, AttemptIo, CallIo, ErrorClass, FinishReason, Input, Mode, OnAbort, ProviderError,
+    Setup, StepEvent, StepIo, StopTurn, Submit, SummaryIo, ToolOutput, ToolSpec, Usage,
 };
 #[cfg(feature = "mutants")]
 pub use mutants::Mutant;

@@ -69,6 +69,9 @@ pub enum Mutant {
     /// A retry after a retryable provider error does not reset the streamed content, so the
     /// attempt is appended to the failed one (SPEC 4.5, G-11).
     RetryWithoutReset,
+    /// An aborted turn waits for a call the host dropped as if it could still report: a cancel
+    /// during a long droppable tool waits the whole grace (SPEC 4.9, I6).
+    WaitsForDroppedTools,
 }
 
 impl Mutant {
@@ -93,6 +96,7 @@ impl Mutant {
         Mutant::ClearSkipsPreparing,
         Mutant::SummarizeWhileQueued,
         Mutant::RetryWithoutReset,
+        Mutant::WaitsForDroppedTools,
     ];
 
     /// The tools whose scope contains the mutant (SPEC 10): every mutant here is a core-level
@@ -126,6 +130,7 @@ impl Mutant {
             Mutant::ClearSkipsPreparing => "clear_skips_preparing",
             Mutant::SummarizeWhileQueued => "summarize_while_queued",
             Mutant::RetryWithoutReset => "retry_without_reset",
+            Mutant::WaitsForDroppedTools => "waits_for_dropped_tools",
         }
     }
 
@@ -189,6 +194,9 @@ impl Mutant {
             }
             Mutant::RetryWithoutReset => {
                 "a retry after a retryable provider error does not reset the streamed content, so the attempt is appended to the failed one (SPEC 4.5, G-11)"
+            }
+            Mutant::WaitsForDroppedTools => {
+                "an aborted turn waits for a call the host dropped as if it could still report: a cancel during a long droppable tool waits the whole grace (SPEC 4.9, I6)"
             }
         }
     }

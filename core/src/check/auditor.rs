@@ -123,11 +123,10 @@ pub struct Auditor {
     summarizing: BTreeMap<SessionId, TurnId>,
     /// The paused submission of a session, which must be the next one activated there (I11).
     paused: BTreeMap<SessionId, Seq>,
+    /// Running tool calls whose result is awaited. An `AbortTool` removes one: the host drops
+    /// it, so a result that still arrives is stale (I13); a call left to finish is never
+    /// aborted and stays here until it reports or its turn ends.
     tools: BTreeSet<CallIo>,
-    /// Aborted tools: a result may still arrive (and be written) until clean-up, but nothing
-    /// waits for one, so they do not count as pending IO (the grace timer or the shutdown
-    /// deadline must).
-    aborted_tools: BTreeSet<CallIo>,
     timers: BTreeSet<TimerId>,
     last_user: BTreeMap<SessionId, Seq>,
     last_activation: BTreeMap<SessionId, Seq>,
@@ -225,7 +224,7 @@ impl Auditor {
             Input::CredentialsRefreshed { attempt, .. } => !self.refreshes.contains(attempt),
             Input::Summary { io, .. } => !self.summaries.contains(io),
             Input::TitleGenerated { session, seq, .. } => !self.titles.contains(&(session.clone(), *seq)),
-            Input::ToolResult { call, .. } => !self.tools.contains(call) && !self.aborted_tools.contains(call),
+            Input::ToolResult { call, .. } => !self.tools.contains(call),
             Input::TimerFired { timer } => !self.timers.contains(timer),
             _ => false,
         }
@@ -243,7 +242,6 @@ impl Auditor {
             }
             Input::ToolResult { call, .. } => {
                 self.tools.remove(call);
-                self.aborted_tools.remove(call);
             }
             Input::CredentialsRefreshed { attempt, .. } => {
                 self.refreshes.remove(attempt);
@@ -381,13 +379,7 @@ impl Auditor {
             OutputKind::AbortTitle { session, seq } => self.titles.remove(&(session.clone(), *seq)),
             OutputKind::AbortSummary { io } => self.summaries.remove(io),
             OutputKind::CancelTimer { timer } => self.timers.remove(timer),
-            OutputKind::AbortTool { call } => {
-                // A result may still arrive before clean-up; nothing waits for it any more.
-                if self.tools.remove(call) {
-                    self.aborted_tools.insert(call.clone());
-                }
-                true
-            }
+            OutputKind::AbortTool { call } => self.tools.remove(call),
             _ => return false,
         };
         true
@@ -651,7 +643,6 @@ impl Auditor {
         self.steps.retain(|x| x.seq != seq);
         self.refreshes.retain(|x| !matches!(x, AttemptIo::Step(io) if io.seq == seq));
         self.tools.retain(|x| x.seq != seq);
-        self.aborted_tools.retain(|x| x.seq != seq);
         self.prepares.retain(|p| p.1 != seq);
         if self.paused.get(session) == Some(&seq) {
             self.paused.remove(session);

@@ -1,8 +1,8 @@
 //! The invariants of SPEC section 6 that an engine's state shows (I1, I3, I6, I7).
 
-use crate::alphabet::{Mode, SessionId, TimerPurpose};
+use crate::alphabet::{Mode, OnAbort, SessionId, TimerPurpose};
 use crate::state::{
-    ATTEMPTS_MAX, Attempting, CallState, Closing, LOOP_WINDOW_MAX, Lane, MessageState, Phase,
+    ATTEMPTS_MAX, Attempting, Call, CallState, Closing, LOOP_WINDOW_MAX, Lane, MessageState, Phase,
     Purpose, Session, Sessions, State, Summary, Turn,
 };
 
@@ -99,6 +99,11 @@ fn check_session(st: &State, id: &SessionId, s: &Session) -> Result<(u64, usize)
     Ok((held, runs))
 }
 
+/// True when the call's tool is one an abort leaves to finish (SPEC 4.9).
+fn left_to_finish(t: &Turn, c: &Call) -> bool {
+    t.setup.tool(&c.name).is_some_and(|spec| spec.on_abort == OnAbort::Finish)
+}
+
 fn check_turn(st: &State, id: &SessionId, t: &Turn) -> Result<(), Violation> {
     let running = t.calls.iter().filter(|c| c.is_running()).count();
     let started =
@@ -112,8 +117,17 @@ fn check_turn(st: &State, id: &SessionId, t: &Turn) -> Result<(), Violation> {
                     tm.purpose == TimerPurpose::Retry { session: id.clone(), turn: t.id }
                 })
         }
-        // I6: a tool step waits for a running tool.
-        Phase::Tools { .. } => !open && running > 0,
+        // I6: a tool step waits for a running tool; nothing is dropped before an abort.
+        Phase::Tools { .. } => {
+            !open && running > 0 && !t.calls.iter().any(|c| c.state == CallState::Dropped)
+        }
+        // SPEC 4.9: clean-up waits only for calls that can still report: a droppable tool's
+        // call is dropped by the abort, never waited for.
+        Phase::Aborting { .. }
+            if t.calls.iter().any(|c| c.state == CallState::Running && !left_to_finish(t, c)) =>
+        {
+            false
+        }
         Phase::Aborting { grace, .. } => {
             let armed = match grace {
                 Some(g) => st.timers.contains_key(&g),

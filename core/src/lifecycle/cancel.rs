@@ -6,14 +6,16 @@
 //! does not cover is touched, and a cancel that covers nothing changes nothing (I10).
 
 use crate::alphabet::mutants::mutant;
-use crate::alphabet::{AttemptIo, Millis, OutputKind, RunId, Seq, SessionId, TimerPurpose};
+use crate::alphabet::{
+    AttemptIo, Millis, OnAbort, OutputKind, RunId, Seq, SessionId, TimerPurpose,
+};
 use crate::lifecycle::admission;
 use crate::lifecycle::cleanup::{self, TurnEnd};
 use crate::lifecycle::outcome::{self, Verdict};
 use crate::lifecycle::summary;
 use crate::state::Tx;
 use crate::state::{
-    Abort, CallState, Crossing, Lane, Phase, Prep, Purpose, Session, Sessions, State,
+    Abort, CallState, Crossing, Lane, Phase, Prep, Purpose, Session, Sessions, State, Turn,
 };
 
 /// `Cancel`: covers the session's unfinished submissions at or below the watermark.
@@ -170,9 +172,11 @@ fn cover(
 }
 
 /// Aborts the lane's turn (SPEC 4.9): the stream, a credential refresh, a backoff and every
-/// running tool are aborted; with tools running, clean-up waits for them or for the grace timer
-/// (a cancel) or the shutdown deadline; with none, it runs now (a cancel during a refresh wait
-/// takes effect at once: G-13). An already aborting turn keeps its first cause.
+/// running tool are aborted. A call the host drops on abort can never report, so only calls
+/// left to finish ([`crate::OnAbort::Finish`]) and sub-agents hold clean-up back, up to the
+/// grace timer (a cancel) or the shutdown deadline; with none, clean-up runs now (a cancel during
+/// a long droppable call or a refresh wait takes effect at once: G-13). An already aborting turn
+/// keeps its first cause.
 pub(crate) fn abort_turn(st: &mut State, tx: &mut Tx, now: Millis, s: &mut Session, cause: Abort) {
     if matches!(s.lane, Lane::Summary(_)) {
         return summary::abort(st, tx, s, cause);
@@ -195,29 +199,51 @@ pub(crate) fn abort_turn(st: &mut State, tx: &mut Tx, now: Millis, s: &mut Sessi
         ),
         Phase::Backoff { .. } => {} // end_turn disarms the timer
         Phase::Tools { .. } => {
-            for c in t.calls.iter().filter(|c| c.is_running()) {
-                match &c.state {
-                    // The cancel cascades to the sub-agent (SPEC 4.11, I4).
-                    CallState::Delegated { child } => {
-                        st.crossings
-                            .push_back(Crossing::AbortChild { child: child.clone(), cause });
+            abort_calls(st, tx, &s.id, t, cause);
+            if t.calls.iter().any(|c| c.is_running()) {
+                let grace = match cause {
+                    Abort::Cancel => {
+                        let deadline = now.plus_ms(st.config.cancel_grace_ms);
+                        let purpose =
+                            TimerPurpose::CancelGrace { session: s.id.clone(), turn: t.id };
+                        let timer = st.new_timer(deadline, purpose.clone());
+                        tx.handoff(seq, OutputKind::SetTimer { timer, deadline, purpose });
+                        Some(timer)
                     }
-                    _ => tx.abort(seq, OutputKind::AbortTool { call: t.call_io(&s.id, &c.id) }),
-                }
+                    Abort::Shutdown => None,
+                };
+                t.phase = Phase::Aborting { cause, grace };
+                return;
             }
-            let grace = match cause {
-                Abort::Cancel => {
-                    let deadline = now.plus_ms(st.config.cancel_grace_ms);
-                    let purpose = TimerPurpose::CancelGrace { session: s.id.clone(), turn: t.id };
-                    let timer = st.new_timer(deadline, purpose.clone());
-                    tx.handoff(seq, OutputKind::SetTimer { timer, deadline, purpose });
-                    Some(timer)
-                }
-                Abort::Shutdown => None,
-            };
-            t.phase = Phase::Aborting { cause, grace };
-            return;
         }
     }
     cleanup::end_turn(st, tx, s, TurnEnd::Aborted(cause));
+}
+
+/// The running calls of an aborted step: a droppable tool gets its `AbortTool` and is
+/// `Dropped` (it will never report); a sub-agent is aborted with its parent (SPEC 4.11, I4); a
+/// tool left to finish is not told anything and keeps running.
+fn abort_calls(st: &mut State, tx: &mut Tx, session: &SessionId, t: &mut Turn, cause: Abort) {
+    let seq = t.owner.seq;
+    for i in 0..t.calls.len() {
+        let c = &t.calls[i];
+        match &c.state {
+            CallState::Delegated { child } => {
+                st.crossings.push_back(Crossing::AbortChild { child: child.clone(), cause });
+            }
+            CallState::Running => {
+                let on_abort = t.setup.tool(&c.name).map_or(OnAbort::Drop, |spec| spec.on_abort);
+                if on_abort == OnAbort::Finish {
+                    continue;
+                }
+                tx.abort(seq, OutputKind::AbortTool { call: t.call_io(session, &c.id) });
+                // The bug `waits_for_dropped_tools`: the dropped call is still waited for, up to
+                // the grace (the 5 s Escape of a host that drops its tools).
+                if !mutant!(st.config, WaitsForDroppedTools) {
+                    t.calls[i].state = CallState::Dropped;
+                }
+            }
+            _ => {}
+        }
+    }
 }

@@ -204,8 +204,11 @@ pub(crate) enum CallState {
     Complete,
     /// Complete, but its arguments were not valid JSON: stored as `{}`, never run.
     Invalid,
-    /// Running: a `RunTool` was emitted.
+    /// Running: a `RunTool` was emitted; its result is awaited.
     Running,
+    /// Its turn was aborted and the host dropped it ([`crate::OnAbort::Drop`]): it will never
+    /// report, so nothing waits for it; clean-up gives it its synthetic result (SPEC 4.9).
+    Dropped,
     /// An `agent` call: a sub-agent runs in `child` (SPEC 4.11); its end is the result.
     Delegated { child: SessionId },
     /// Its result was written: `output` feeds the loop signature, `stop` the turn's end.
@@ -213,7 +216,7 @@ pub(crate) enum CallState {
 }
 
 impl Call {
-    /// True while the call waits for its result (a tool or a sub-agent runs).
+    /// True while the call's result is awaited (a tool or a sub-agent runs and can report).
     pub(crate) fn is_running(&self) -> bool {
         matches!(self.state, CallState::Running | CallState::Delegated { .. })
     }
