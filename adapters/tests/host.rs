@@ -348,6 +348,47 @@ async fn a_transient_store_failure_is_retried_and_loses_nothing() {
     host.shutdown().await.expect("shutdown");
 }
 
+/// Seeds 21503, 109025 and 153031 of the simulation: bursts of failures that each fit the
+/// retry budget must not add up to a stop when a later one lands on the retries of an earlier
+/// one. A shutdown during the retries waits for them and then finishes cleanly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shutdown_during_store_retries_succeeds_when_each_burst_fits_the_retry_budget() {
+    let dir = tempfile::tempdir().expect("dir");
+    let mut c = config(&dir);
+    // The simulated world's budget: attempts at 0, 10, 30, 70, ..., 1270 and 2000 ms, so up
+    // to 8 failures in a row are absorbed and a 9th stops the host.
+    c.store_retry = Duration::from_secs(2);
+    let faults = common::faulty(&mut c);
+    let host = open(&c, hang()).await;
+    host.submit(Submit::new("s", "active").with_run_id("a")).await.expect("a");
+    host.submit(Submit::new("s", "waiting").with_run_id("b")).await.expect("b");
+    common::until_active(&host, "a").await;
+    // The shutdown's writes fail 4 times (150 ms of retries) ...
+    faults.fail_next(4, Fault::Locked);
+    let shutdown = {
+        let host = host.clone();
+        tokio::spawn(async move { host.shutdown().await })
+    };
+    // ... and a second burst of 6 arrives during them (from the 3rd failure to the 5th
+    // attempt: a window of 120 ms). Chained, 9 or 10 failures in a row would stop the host;
+    // each burst on its own is absorbed.
+    while faults.injected() < 3 {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    faults.fail_burst(6, Fault::DiskFull);
+    assert_eq!(shutdown.await.expect("join"), Ok(()), "each burst fits the retry budget");
+    assert_eq!(host.stopped(), None);
+    let a = host.wait(&RunId::new("a")).await.expect("a");
+    let b = host.wait(&RunId::new("b")).await.expect("b");
+    assert_eq!((a.outcome, b.outcome), (Outcome::Interrupted, Outcome::Interrupted));
+    drop(host);
+    faults.clear();
+    let again = open(&c, echo()).await;
+    legal(&again, "s").await;
+    assert!(again.recovered().is_empty(), "a clean shutdown leaves nothing to recover");
+    again.shutdown().await.expect("shutdown");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_persistent_store_failure_stops_the_engine_and_recovery_decides_on_restart() {
     let dir = tempfile::tempdir().expect("dir");

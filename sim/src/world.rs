@@ -681,10 +681,13 @@ pub async fn world(
         })
     });
     if profile == Profile::Faults {
+        // Transient faults: bursts of up to 3 failing commits, which the host must absorb
+        // (a clean shutdown after them). A burst never lands on the retries of an earlier
+        // one: chained on one commit they would outlast the retry budget, an outage.
         for _ in 0..rng.below(4) {
             tokio::time::sleep(Duration::from_millis(rng.between(0, 2_000))).await;
             let fault = if rng.chance(50) { Fault::Locked } else { Fault::DiskFull };
-            faults.fail_next(u32::try_from(rng.between(1, 3)).unwrap_or(1), fault);
+            faults.fail_burst(u32::try_from(rng.between(1, 3)).unwrap_or(1), fault);
             *report.faults.entry(format!("{fault:?}")).or_default() += 1;
         }
         if rng.chance(40) {

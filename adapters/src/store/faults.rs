@@ -56,7 +56,8 @@ impl Fault {
 /// keeps a clone and re-programs it while the store runs.
 ///
 /// The program: first the `fail_next` budget (the next `n` commits fail), then the
-/// `fail_always` fault if set, else commits succeed.
+/// `fail_always` fault if set, else commits succeed. A `fail_burst` becomes the budget at once,
+/// or, while injected failures are under way, after the next attempt that none fails.
 #[derive(Clone, Debug, Default)]
 pub struct Faults {
     inner: Arc<Mutex<Program>>,
@@ -75,6 +76,10 @@ struct Program {
     commits: u64,
     /// Commits an injected fault failed.
     injected: u64,
+    /// Commit attempts failed by injected faults since the last one that was not.
+    streak: u32,
+    /// A burst waiting for the streak under way to end (see [`Faults::fail_burst`]).
+    queued: Option<(u32, Fault)>,
 }
 
 impl Faults {
@@ -83,6 +88,24 @@ impl Faults {
         let mut p = self.program();
         p.next_left = n;
         p.next = Some(fault);
+    }
+
+    /// A transient failure: the next `n` commits fail with `fault`, as with
+    /// [`Faults::fail_next`], but never in the same streak as failures injected before. While
+    /// the last commit attempt failed from an injected fault (the writer is retrying), the burst
+    /// waits for the next attempt that no injected fault fails (the retry that succeeds), then
+    /// begins; a burst already waiting is replaced.
+    ///
+    /// The host absorbs a short streak within its retry budget; bursts that land on the
+    /// retries of one commit would add up to an outage (that is [`Faults::fail_always`]).
+    pub fn fail_burst(&self, n: u32, fault: Fault) {
+        let mut p = self.program();
+        if p.streak > 0 {
+            p.queued = Some((n, fault));
+        } else {
+            p.next_left = n;
+            p.next = Some(fault);
+        }
     }
 
     /// Every commit fails with `fault` (after any `fail_next` budget), until [`Faults::clear`].
@@ -96,6 +119,7 @@ impl Faults {
         p.next_left = 0;
         p.next = None;
         p.always = None;
+        p.queued = None;
     }
 
     /// How many commits were attempted since the handle was made, failed ones included.
@@ -122,6 +146,13 @@ impl Faults {
         };
         if fault.is_some() {
             p.injected += 1;
+            p.streak += 1;
+        } else {
+            p.streak = 0;
+            if let Some((n, next)) = p.queued.take() {
+                p.next_left = n;
+                p.next = Some(next);
+            }
         }
         fault
     }
@@ -151,6 +182,38 @@ mod tests {
         assert_eq!(f.on_commit(), None);
         assert_eq!(g.commits(), 5);
         assert_eq!(g.injected(), 3);
+    }
+
+    /// Seeds 21503, 109025 and 153031: three bursts of 3 landed on the retries of one
+    /// commit, nine failures in a row, the whole of the simulated host's 2 s retry budget.
+    #[test]
+    fn a_burst_during_a_failure_streak_waits_for_the_next_success() {
+        let f = Faults::default();
+        let attempt = || f.on_commit();
+        f.fail_burst(3, Fault::DiskFull);
+        assert_eq!(attempt(), Some(Fault::DiskFull));
+        // Bursts while the writer retries: the last one waits, the one before it is replaced.
+        f.fail_burst(2, Fault::ReadOnly);
+        f.fail_burst(3, Fault::Locked);
+        assert_eq!(attempt(), Some(Fault::DiskFull));
+        assert_eq!(attempt(), Some(Fault::DiskFull));
+        assert_eq!(attempt(), None, "the streak ends when its own burst is spent");
+        for _ in 0..3 {
+            assert_eq!(attempt(), Some(Fault::Locked));
+        }
+        assert_eq!(attempt(), None);
+        // With no streak under way a burst begins at once, replacing a budget not yet used.
+        f.fail_next(3, Fault::DiskFull);
+        f.fail_burst(1, Fault::Locked);
+        assert_eq!(attempt(), Some(Fault::Locked));
+        assert_eq!(attempt(), None);
+        // `clear` forgets a waiting burst too.
+        f.fail_next(1, Fault::DiskFull);
+        assert_eq!(attempt(), Some(Fault::DiskFull));
+        f.fail_burst(3, Fault::Locked);
+        f.clear();
+        assert_eq!(attempt(), None);
+        assert_eq!(attempt(), None);
     }
 
     #[test]
