@@ -7,7 +7,8 @@
 //! 2. streamed deltas per second through core, debouncer and SQLite (providers that stream as
 //!    fast as they can);
 //! 3. SQLite writes per streamed message at a realistic pace, against the debounce windows;
-//! 4. cancel-to-RunComplete latency with a provider that never answers (median, p99);
+//! 4. cancel-to-RunComplete latency with a provider that never answers (median, p99), and
+//!    with a long droppable tool call running (the cancel must not wait for the grace);
 //! 5. memory per idle session (resident set growth over many finished sessions);
 //! 6. concurrently streaming sessions sustained while every held write commits within its
 //!    window (p99 age at commit at most two windows), with group commit and without.
@@ -208,8 +209,46 @@ async fn paced_writes(dir: &std::path::Path) {
 }
 
 async fn cancel_latency(dir: &std::path::Path) {
+    // The baseline: the provider never answers, so the cancel aborts a stream.
+    let hang = ScriptedProvider::new(|_, _| Answer::hang());
+    let host = open(config(dir, "cancel"), hang).await;
+    let lat = cancel_runs(&host, "provider never answers", |_| true).await;
+    host.shutdown().await.expect("shutdown");
+    // A long tool call the host drops on abort: the cancel must not wait for the 5 s grace.
+    let started = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let tool = Parked { started: started.clone() };
+    let calls = ScriptedProvider::new(|_, _| Answer::tool_call("c1", "bash", "{}"));
+    let host = Host::open(config(dir, "cancel-tool"), Arc::new(calls), ToolSet::new().with(tool))
+        .await
+        .expect("open");
+    let running = move |i: usize| started.load(Ordering::SeqCst) > i;
+    let with_tool = cancel_runs(&host, "a droppable tool runs", running).await;
+    host.shutdown().await.expect("shutdown");
+    println!(
+        "=> cancel with a droppable tool running: median {:.1}x the no-tool median",
+        with_tool.as_secs_f64() / lat.as_secs_f64()
+    );
+}
+
+/// A tool that never answers (dropped on abort, the default) and counts the calls it started.
+struct Parked {
+    started: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl turnstile_adapters::Tool for Parked {
+    fn spec(&self) -> turnstile_core::ToolSpec {
+        turnstile_core::ToolSpec::new("bash")
+    }
+    fn run(&self, _: turnstile_adapters::ToolCall) -> BoxFuture<turnstile_core::ToolOutput> {
+        self.started.fetch_add(1, Ordering::SeqCst);
+        Box::pin(std::future::pending())
+    }
+}
+
+/// Submits runs one at a time, waits until each is active and `ready(i)` holds, then measures
+/// `cancel_run` to its RunComplete. Prints median, p99 and max; returns the median.
+async fn cancel_runs(host: &Host, what: &str, ready: impl Fn(usize) -> bool) -> Duration {
     let runs = if quick() { 20 } else { 200 };
-    let host = open(config(dir, "cancel"), ScriptedProvider::new(|_, _| Answer::hang())).await;
     let mut lat = Vec::with_capacity(runs);
     for i in 0..runs {
         let run = RunId::new(format!("r{i}"));
@@ -219,7 +258,7 @@ async fn cancel_latency(dir: &std::path::Path) {
         loop {
             let r = run.clone();
             let state = host.read(move |rd| Ok(rd.run(&r)?.map(|x| x.state))).await.expect("read");
-            if state == Some(turnstile_adapters::store::RunState::Active) {
+            if state == Some(turnstile_adapters::store::RunState::Active) && ready(i) {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(1)).await;
@@ -233,12 +272,12 @@ async fn cancel_latency(dir: &std::path::Path) {
     lat.sort();
     let q = |p: f64| lat[((lat.len() as f64 * p).ceil() as usize).clamp(1, lat.len()) - 1];
     println!(
-        "cancel_run to RunComplete ({runs} runs, provider never answers): median {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+        "cancel_run to RunComplete ({runs} runs, {what}): median {:.2} ms, p99 {:.2} ms, max {:.2} ms",
         q(0.5).as_secs_f64() * 1e3,
         q(0.99).as_secs_f64() * 1e3,
         lat[lat.len() - 1].as_secs_f64() * 1e3,
     );
-    host.shutdown().await.expect("shutdown");
+    q(0.5)
 }
 
 /// Resident set size in bytes (Linux), or 0 where unknown.

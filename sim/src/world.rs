@@ -1055,6 +1055,32 @@ fn summaries_while_busy(trace: &turnstile_core::Trace) -> Vec<String> {
     problems
 }
 
+/// SPEC 4.9 from the tool's side: a call of the tool that an abort must leave to finish
+/// ([`LEFT_TO_FINISH`]) is never aborted, so the host never cuts it off half-way. (The core
+/// aborts only what the setup says the host may drop: this checks that the host said it.)
+fn finishing_calls_aborted(trace: &turnstile_core::Trace) -> Vec<String> {
+    let mut finishing = std::collections::BTreeSet::new();
+    let mut problems = Vec::new();
+    for (line, l) in &trace.lines {
+        for o in l.expect.as_deref().unwrap_or(&[]) {
+            let k = &o["kind"];
+            let call = (k["call"]["seq"].as_u64(), k["call"]["call"].as_str().map(str::to_owned));
+            match k["type"].as_str() {
+                Some("run_tool") if k["name"] == LEFT_TO_FINISH => {
+                    finishing.insert(call);
+                }
+                Some("abort_tool") if finishing.contains(&call) => problems.push(format!(
+                    "line {line}: call {:?} of `{LEFT_TO_FINISH}`, a tool an abort must leave to \
+                     finish, was aborted (cut off half-way)",
+                    call.1.unwrap_or_default()
+                )),
+                _ => {}
+            }
+        }
+    }
+    problems
+}
+
 /// Every incarnation's flight trace replays through the core: every invariant after every
 /// input, and the outputs recorded are the outputs produced (I12). The hash covers them all.
 fn check_traces(flights: &[FlightBuffer], report: &mut SeedReport, keep: bool) {
@@ -1081,6 +1107,7 @@ fn check_trace(text: &str, report: &mut SeedReport, all: &mut String) -> bool {
         Ok(trace) => {
             report.events += trace.lines.len() as u64;
             report.violations.extend(summaries_while_busy(&trace));
+            report.violations.extend(finishing_calls_aborted(&trace));
             if let Err(e) = turnstile_core::replay(&trace) {
                 report.violations.push(format!("the core's trace fails replay: {e}"));
                 return false;

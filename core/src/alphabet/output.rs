@@ -114,8 +114,9 @@ pub enum OutputKind {
         /// The call's arguments (JSON text).
         input: String,
     },
-    /// Abort a running tool. A result that still arrives before the turn's clean-up is
-    /// written as reported (the tool really ran); after clean-up it is ignored.
+    /// Drop a running tool call at once (its tool is [`crate::OnAbort::Drop`]): it will never
+    /// report, nothing waits for it, and a result that still arrives is ignored (I13). A call
+    /// of a tool left to finish ([`crate::OnAbort::Finish`]) is never aborted (SPEC 4.9).
     AbortTool {
         /// The call.
         call: CallIo,
