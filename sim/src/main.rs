@@ -46,10 +46,12 @@ enum Command {
         #[arg(long)]
         mutant: Option<String>,
     },
-    /// Shrink a failing core trace to a minimal one (delta debugging over its inputs): the
-    /// result breaks the same invariant with as few inputs as possible. Save it under
-    /// `tests/traces/regressions/` (named after the rule it pins), fix the bug, then `bless` it.
-    /// Exit status: 0 shrunk, 1 the trace does not break an invariant, 2 unreadable.
+    /// Shrink a trace whose replay breaks an invariant (SPEC 6) to a minimal one (delta
+    /// debugging over its inputs): the result breaks the same invariant with as few inputs as
+    /// possible. Expected outputs are not compared while shrinking, so a trace that only
+    /// differs from its expected outputs has nothing to shrink (the command says so). Save the
+    /// result under `tests/traces/regressions/` (named after the rule it pins), fix the bug,
+    /// then `bless` it. Exit status: 0 shrunk, 1 the trace breaks no invariant, 2 unreadable.
     Shrink {
         /// The trace file.
         path: PathBuf,
@@ -108,8 +110,13 @@ enum Command {
         faults: String,
     },
     /// Re-run trace files through the core, checking every invariant after every input and
-    /// comparing outputs where the trace states them. Directories are searched for `*.jsonl`.
-    /// Exit status: 0 all passed, 1 an invariant or an output differed, 2 a file could not be read.
+    /// comparing outputs where the trace states them. Directories are searched for `*.jsonl`
+    /// (recursively); one with no trace is an error. A trace must match the trace schema
+    /// exactly: an unknown field anywhere is refused with its line and path.
+    /// Exit status: 0 all passed, 1 an invariant or an output differed, 2 a file could not be
+    /// read (or a directory holds no trace).
+    ///
+    /// Example: `turnstile-sim replay tests/traces`
     Replay {
         /// Trace files or directories.
         #[arg(required = true)]
@@ -117,8 +124,12 @@ enum Command {
     },
     /// Rewrite trace files with the outputs the core produces now (after review of a deliberate
     /// behaviour change). Invariants are still checked; a violation leaves the file untouched.
+    /// Directories are searched as for `replay`. Exit status: as for `replay` (0 all blessed,
+    /// 1 an invariant broke, 2 a file could not be read or written).
+    ///
+    /// Example: `turnstile-sim bless tests/traces/regressions`
     Bless {
-        /// Trace files.
+        /// Trace files or directories.
         #[arg(required = true)]
         paths: Vec<PathBuf>,
     },
@@ -145,18 +156,17 @@ fn main() -> ExitCode {
     }
 }
 
+/// The trace files named by `paths`: files as given, directories searched recursively for
+/// `*.jsonl` in name order. A directory with no trace under it is an error, not a pass.
 fn expand(paths: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
     let mut out = Vec::new();
     for p in paths {
         if p.is_dir() {
-            let entries = std::fs::read_dir(p).map_err(|e| format!("{}: {e}", p.display()))?;
-            let mut sub: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
-            sub.sort();
-            let nested: Vec<PathBuf> = sub
-                .into_iter()
-                .filter(|q| q.is_dir() || q.extension().is_some_and(|e| e == "jsonl"))
-                .collect();
-            out.extend(expand(&nested)?);
+            let found = traces_under(p)?;
+            if found.is_empty() {
+                return Err(format!("no trace files (*.jsonl) under {}", p.display()));
+            }
+            out.extend(found);
         } else {
             out.push(p.clone());
         }
@@ -164,18 +174,40 @@ fn expand(paths: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
     Ok(out)
 }
 
-fn load(path: &PathBuf) -> Result<Trace, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    Trace::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
+fn traces_under(dir: &Path) -> Result<Vec<PathBuf>, String> {
+    let entries = std::fs::read_dir(dir)
+        .map_err(|e| format!("{}: cannot list the directory: {e}", dir.display()))?;
+    let mut sub: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
+    sub.sort();
+    let mut out = Vec::new();
+    for q in sub {
+        if q.is_dir() {
+            out.extend(traces_under(&q)?);
+        } else if q.extension().is_some_and(|e| e == "jsonl") {
+            out.push(q);
+        }
+    }
+    Ok(out)
+}
+
+fn load(path: &Path) -> Result<Trace, String> {
+    let bytes = std::fs::read(path)
+        .map_err(|e| format!("{}: cannot read the trace: {e}", path.display()))?;
+    Trace::parse_bytes(&bytes).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// The files of `paths`, or the exit status 2 after saying why not.
+fn files_or_exit(paths: &[PathBuf]) -> Result<Vec<PathBuf>, ExitCode> {
+    expand(paths).map_err(|e| {
+        eprintln!("turnstile-sim: {e}");
+        ExitCode::from(2)
+    })
 }
 
 fn replay_all(paths: &[PathBuf]) -> ExitCode {
-    let files = match expand(paths) {
+    let files = match files_or_exit(paths) {
         Ok(f) => f,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::from(2);
-        }
+        Err(code) => return code,
     };
     let (mut passed, mut failed, mut unreadable) = (0usize, 0usize, 0usize);
     let (mut inputs, mut outputs, mut completions) = (0usize, 0usize, 0usize);
@@ -183,7 +215,7 @@ fn replay_all(paths: &[PathBuf]) -> ExitCode {
         let trace = match load(path) {
             Ok(t) => t,
             Err(e) => {
-                eprintln!("error: {e}");
+                eprintln!("turnstile-sim: {e}");
                 unreadable += 1;
                 continue;
             }
@@ -222,20 +254,37 @@ fn replay_all(paths: &[PathBuf]) -> ExitCode {
 }
 
 fn shrink_file(path: &Path, out: Option<PathBuf>) -> ExitCode {
-    let trace = match load(&path.to_path_buf()) {
+    let trace = match load(path) {
         Ok(t) => t,
         Err(e) => {
-            eprintln!("error: {e}");
+            eprintln!("turnstile-sim: {e}");
             return ExitCode::from(2);
         }
     };
     let Some(shrunk) = turnstile_sim::shrink::shrink(&trace) else {
-        println!("{}: replaying it breaks no invariant; nothing to shrink", path.display());
+        // Say what the trace does fail with, if anything: shrinking minimises an invariant
+        // break, not a difference from the outputs a trace expects.
+        match replay(&trace) {
+            Ok(_) => println!(
+                "{}: its replay breaks no invariant and matches every expected output; \
+                 nothing to shrink (shrink minimises a trace that breaks an invariant)",
+                path.display()
+            ),
+            Err(e) => println!(
+                "{}: its replay breaks no invariant, so there is nothing to shrink (shrink \
+                 minimises a trace that breaks an invariant). It fails otherwise:\n  {}\n\
+                 If that difference is a deliberate change, bless the trace: \
+                 turnstile-sim bless {}",
+                path.display(),
+                e.to_string().replace('\n', "\n  "),
+                path.display()
+            ),
+        }
         return ExitCode::from(1);
     };
     let out = out.unwrap_or_else(|| path.with_extension("min.jsonl"));
     if let Err(e) = std::fs::write(&out, shrunk.trace.to_jsonl()) {
-        eprintln!("error: {}: {e}", out.display());
+        eprintln!("turnstile-sim: {}: cannot write the shrunk trace: {e}", out.display());
         return ExitCode::from(2);
     }
     println!(
@@ -245,7 +294,7 @@ fn shrink_file(path: &Path, out: Option<PathBuf>) -> ExitCode {
         shrunk.tries,
         out.display()
     );
-    println!("it reproduces: {}", shrunk.failure);
+    println!("it breaks the same invariant: {}", shrunk.failure);
     println!(
         "replay: cargo run -p turnstile-sim{} -- replay {}",
         features(&shrunk.trace),
@@ -265,19 +314,41 @@ fn indent(e: &ReplayFailure) -> String {
 }
 
 fn bless_all(paths: &[PathBuf]) -> ExitCode {
-    let mut status = ExitCode::SUCCESS;
-    for path in paths {
-        let result =
-            load(path).and_then(|t| bless(&t).map_err(|e| format!("{}: {e}", path.display())));
-        match result.and_then(|t| {
-            std::fs::write(path, t.to_jsonl()).map_err(|e| format!("{}: {e}", path.display()))
-        }) {
+    let files = match files_or_exit(paths) {
+        Ok(f) => f,
+        Err(code) => return code,
+    };
+    let (mut failed, mut unreadable) = (0usize, 0usize);
+    for path in &files {
+        let trace = match load(path) {
+            Ok(t) => t,
+            Err(e) => {
+                eprintln!("turnstile-sim: {e}");
+                unreadable += 1;
+                continue;
+            }
+        };
+        let blessed = match bless(&trace) {
+            Ok(t) => t,
+            Err(e) => {
+                println!("FAIL  {} (left untouched)\n      {}", path.display(), indent(&e));
+                failed += 1;
+                continue;
+            }
+        };
+        match std::fs::write(path, blessed.to_jsonl()) {
             Ok(()) => println!("blessed {}", path.display()),
             Err(e) => {
-                eprintln!("error: {e}");
-                status = ExitCode::from(1);
+                eprintln!("turnstile-sim: {}: cannot write the trace: {e}", path.display());
+                unreadable += 1;
             }
         }
     }
-    status
+    if unreadable > 0 {
+        ExitCode::from(2)
+    } else if failed > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
 }

@@ -7,6 +7,7 @@ use crate::alphabet::run::KnownRun;
 
 /// Tunable constants (SPEC section 8). Every field has the SPEC default.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
     /// How long an aborted turn waits for its running tools before clean-up (SPEC 4.9).
@@ -29,6 +30,7 @@ pub struct Config {
     /// The bug this engine pretends to have (SPEC 10 "Mutants"); test builds only.
     #[cfg(feature = "mutants")]
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(skip))] // the schema is that of a host's build
     pub mutant: Option<crate::alphabet::mutants::Mutant>,
 }
 
@@ -77,6 +79,7 @@ impl Config {
 /// (an HTTP front end, another node) every submission brings its sequence, strictly increasing,
 /// and a cancel's watermark may run ahead of what has reached the core.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Acceptor {
     /// The core assigns sequences at acceptance.
@@ -90,6 +93,7 @@ pub enum Acceptor {
 ///
 /// The host runs recovery first, so every run here is finished.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default, deny_unknown_fields)]
 pub struct Start {
     /// The first sequence to assign: above the ledger's maximum.

@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 #[derive(
     Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
 )]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(transparent)]
 pub struct Millis(pub u64);
 
@@ -31,6 +32,7 @@ impl Millis {
 /// Strictly increasing in acceptance order, continuing above the ledger's maximum after a
 /// restart. It is assigned exactly once, at acceptance, and never reused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(transparent)]
 pub struct Seq(pub u64);
 
@@ -119,6 +121,18 @@ macro_rules! shared_id {
                 Ok($name::new(text))
             }
         }
+
+        /// Serialised as its text.
+        #[cfg(feature = "schema")]
+        impl schemars::JsonSchema for $name {
+            fn schema_name() -> std::borrow::Cow<'static, str> {
+                stringify!($name).into()
+            }
+
+            fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+                schemars::json_schema!({ "type": "string" })
+            }
+        }
     };
 }
 
@@ -173,6 +187,7 @@ shared_id!(
 /// Engine-wide and strictly increasing; the engine starts above the store's maximum
 /// ([`crate::Start::next_message`]), so ids stay unique across restarts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(transparent)]
 pub struct MessageId(pub u64);
 
@@ -185,12 +200,14 @@ impl fmt::Display for MessageId {
 /// One activation of the agent loop (SPEC 3 "Turn"). Engine-wide, strictly increasing within
 /// one run of the engine; replies name it so that a reply for an older turn is stale (I13).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(transparent)]
 pub struct TurnId(pub u64);
 
 /// A timer the core asked the host to arm. Engine-wide, strictly increasing, never reused, so
 /// a firing for a cancelled timer is recognisably stale (I13).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(transparent)]
 pub struct TimerId(pub u64);
 

@@ -10,7 +10,8 @@ use crate::alphabet::ids::{CallId, RunId, Seq, SessionId, TimerId, TurnId};
 
 /// One input to [`crate::Engine::handle`].
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields, tag = "type", rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum Input {
     /// A client hands a prompt to a session (SPEC 4.1). Answered by exactly one
@@ -121,6 +122,8 @@ pub enum Input {
 
 /// A prompt handed to a session (SPEC 4.1).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
 pub struct Submit {
     /// The target session. Empty is rejected ("session id is missing").
     pub session: SessionId,
@@ -172,6 +175,7 @@ impl Submit {
 
 /// What a preparation resolved for a submission (SPEC 4.1): the turn runs with it.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Setup {
     /// The tools the turn may call. A call to any other name gets "tool not found: `<name>`"
@@ -215,6 +219,7 @@ impl Setup {
 
 /// A tool the turn may call.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ToolSpec {
     /// The tool's name as the model calls it.
@@ -249,6 +254,7 @@ impl ToolSpec {
 #[derive(
     Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
 )]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum OnAbort {
     /// The core emits [`crate::OutputKind::AbortTool`] and the host drops the call's work at
@@ -277,6 +283,8 @@ fn is_zero(n: &u64) -> bool {
 
 /// A file handed along with a prompt.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
 pub struct Attachment {
     /// The file name.
     pub name: String,
@@ -296,6 +304,7 @@ impl Attachment {
 
 /// How a submission joins its session (SPEC 3).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Mode {
     /// Folded into the running turn at its next step start when it is in the queue's prepared
@@ -307,6 +316,8 @@ pub enum Mode {
 
 /// Names one attempt of one model step (SPEC I13).
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
 pub struct StepIo {
     /// The session.
     pub session: SessionId,
@@ -322,6 +333,8 @@ pub struct StepIo {
 
 /// Names one attempt of a summarization (SPEC I13).
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
 pub struct SummaryIo {
     /// The session.
     pub session: SessionId,
@@ -333,7 +346,8 @@ pub struct SummaryIo {
 
 /// Names the attempt a credential refresh is for: a model step's or a summary's.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(tag = "of", rename_all = "snake_case")]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields, tag = "of", rename_all = "snake_case")]
 pub enum AttemptIo {
     /// A model step's attempt.
     Step(StepIo),
@@ -354,6 +368,8 @@ impl AttemptIo {
 
 /// Names one tool call of one step (SPEC I13).
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
 pub struct CallIo {
     /// The session.
     pub session: SessionId,
@@ -369,7 +385,8 @@ pub struct CallIo {
 
 /// What happened during a model step's attempt (SPEC 4.4).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields, tag = "kind", rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum StepEvent {
     /// A reasoning section begins.
@@ -425,6 +442,7 @@ pub enum StepEvent {
 
 /// Token usage of one step (SPEC 4.4).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Usage {
     /// Input tokens.
@@ -476,6 +494,7 @@ impl Usage {
 
 /// A provider's finish reason, normalised by the host (SPEC 4.4).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum FinishReason {
     /// `stop`: the model ended its turn.
@@ -493,6 +512,7 @@ pub enum FinishReason {
 /// A provider failure as the host saw it (SPEC 4.5 and 4.6). The core decides from it whether
 /// to retry, refresh credentials or fail.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ProviderError {
     /// The class, which decides the error kind of the outcome.
@@ -544,6 +564,7 @@ impl ProviderError {
 #[derive(
     Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
 )]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorClass {
     /// The provider answered with an error.
@@ -559,6 +580,8 @@ pub enum ErrorClass {
 
 /// A tool's result as the host reports it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
 pub struct ToolOutput {
     /// The result text (or error text).
     pub content: String,
@@ -580,6 +603,7 @@ impl ToolOutput {
 
 /// Why a tool result stops the turn.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum StopTurn {
     /// The user or the permission gate denied the call.

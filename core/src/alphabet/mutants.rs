@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 /// One plausible bug of the core. Each names the SPEC rule or appendix flaw it breaks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum Mutant {

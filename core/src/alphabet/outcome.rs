@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 use crate::alphabet::ids::{MessageId, RunId, Seq, SessionId};
 /// How a submission ended (SPEC 3 "Outcome").
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Outcome {
     /// The turn ended normally (possibly stopped by a denial or a hook halt).
@@ -32,6 +33,7 @@ pub enum Outcome {
 
 /// Why a completed submission stopped (SPEC 5 `stop_reason`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum StopReason {
     /// The model ended its turn.
@@ -48,6 +50,7 @@ pub enum StopReason {
 
 /// The error kinds of SPEC section 5.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum ErrorKind {
@@ -73,6 +76,8 @@ pub enum ErrorKind {
 
 /// The error of a `failed` or `interrupted` submission.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
 pub struct ErrorInfo {
     /// The kind.
     pub kind: ErrorKind,
@@ -90,11 +95,15 @@ pub struct ErrorInfo {
 ///
 /// Cheap to clone: the ledger write and the publication share one record.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(transparent)]
 pub struct Completion(Arc<Fields>);
 
 /// The fields of a [`Completion`], private to this module.
 #[derive(Debug, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", schemars(rename = "CompletionFields"))]
+#[serde(deny_unknown_fields)]
 struct Fields {
     session: SessionId,
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -14,6 +14,8 @@ use crate::alphabet::outcome::{Completion, Outcome};
 
 /// One numbered output.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
 pub struct Output {
     /// Strictly increasing from 0 over the engine's life.
     pub no: u64,
@@ -23,7 +25,8 @@ pub struct Output {
 
 /// What the host must do. See the host protocol in the crate docs for the rules of each kind.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields, tag = "type", rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum OutputKind {
     /// The answer to a [`crate::Input::Submit`]; always the first output of its transition.
@@ -182,7 +185,8 @@ impl OutputKind {
 
 /// The reply to a submission (SPEC 4.1).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-#[serde(tag = "reply", rename_all = "snake_case")]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields, tag = "reply", rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum Reply {
     /// A new submission: insert its ledger row (the host holds the submission's content) and
@@ -224,7 +228,8 @@ pub enum Reply {
 
 /// Why a submission was rejected. `Display` gives SPEC section 8's exact strings.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-#[serde(tag = "reason", content = "id", rename_all = "snake_case")]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields, tag = "reason", content = "id", rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum Rejection {
     /// "prompt is empty"
@@ -259,7 +264,8 @@ impl fmt::Display for Rejection {
 /// A durable write (SPEC 4.12). Every op names its session and, where it belongs to one, the
 /// submission, so a host can route it and an auditor can check I9.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-#[serde(tag = "op", rename_all = "snake_case")]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields, tag = "op", rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum StoreOp {
     /// The submission became the active turn (in the same transaction as its user message).
@@ -313,10 +319,10 @@ pub enum StoreOp {
         text: String,
         /// The files the caller handed along with the prompt (none on a continuation). A boxed
         /// slice keeps every output small.
-        #[serde(skip_serializing_if = "<[Attachment]>::is_empty")]
+        #[serde(default, skip_serializing_if = "<[Attachment]>::is_empty")]
         attachments: Box<[Attachment]>,
         /// True for the continuation prompt the core wrote on resume (SPEC 4.7).
-        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         synthetic: bool,
     },
     /// The session's title: a field update that changes nothing else (SPEC 4.11).
@@ -593,7 +599,8 @@ impl StoreOp {
 
 /// How an assistant message finished (SPEC 4.4, 4.9).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-#[serde(tag = "reason", rename_all = "snake_case")]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields, tag = "reason", rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum MessageFinish {
     /// The model ended its turn.
@@ -623,7 +630,8 @@ pub enum MessageFinish {
 
 /// Why a timer exists.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-#[serde(tag = "timer", rename_all = "snake_case")]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields, tag = "timer", rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum TimerPurpose {
     /// The cancel grace of an aborting turn (SPEC 4.9): clean-up runs when it fires.

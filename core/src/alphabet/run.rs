@@ -93,8 +93,27 @@ impl<'de> Deserialize<'de> for Fingerprint {
     }
 }
 
+/// Serialised as 64 hexadecimal digits.
+#[cfg(feature = "schema")]
+impl schemars::JsonSchema for Fingerprint {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Fingerprint".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "minLength": 64,
+            "maxLength": 64,
+            "description": "SHA-256 as 64 hexadecimal digits."
+        })
+    }
+}
+
 /// A finished run as the store's ledger holds it, handed to the engine at start.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
 pub struct KnownRun {
     /// The run.
     pub run_id: RunId,

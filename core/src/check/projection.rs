@@ -30,6 +30,7 @@ use crate::alphabet::{
 
 /// One transition's outputs, projected (see the module docs).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Projection {
     /// The reply to a submission or a manual summarize.
@@ -63,7 +64,8 @@ impl Projection {
 
 /// A reply, projected.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "reply", rename_all = "snake_case")]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields, tag = "reply", rename_all = "snake_case")]
 pub enum ReplyP {
     /// A new submission.
     Accepted {
@@ -93,6 +95,7 @@ pub enum ReplyP {
 
 /// Why a submission or summarize was rejected (SPEC 4.1, 4.7), without the ids in the text.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Why {
     /// "prompt is empty".
@@ -111,6 +114,7 @@ pub enum Why {
 
 /// A record of one session, projected.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Record {
     /// The session's id.
@@ -122,7 +126,8 @@ pub struct Record {
 /// What a record says (SPEC 7: role, finish reason, tool-call ids, synthetic or real result;
 /// activations, folds and outcomes).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "rec", rename_all = "snake_case")]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields, tag = "rec", rename_all = "snake_case")]
 pub enum Rec {
     /// The ledger marks the submission active.
     Activated {
@@ -226,6 +231,7 @@ pub enum Rec {
 
 /// A message finish, projected.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum FinishP {
     /// `end_turn`.
@@ -248,7 +254,8 @@ pub enum FinishP {
 
 /// An IO request or timer, projected: named by submission, step and attempt, or by purpose.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(tag = "io", rename_all = "snake_case")]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields, tag = "io", rename_all = "snake_case")]
 pub enum Io {
     /// Prepare a submission.
     Prepare {
@@ -338,7 +345,8 @@ pub enum Io {
 
 /// A timer, named by its purpose.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(tag = "purpose", rename_all = "snake_case")]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields, tag = "purpose", rename_all = "snake_case")]
 pub enum TimerP {
     /// The cancel grace of an aborting turn of this session.
     Grace {

@@ -9,11 +9,13 @@ use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use crate::alphabet::{Config, HostError, Input, Millis, Outcome, Output, Seq, Start};
 use crate::engine::Engine;
 
 pub mod replay;
+pub mod schema;
 
 /// The value of the header's `format` field.
 pub const TRACE_FORMAT: &str = "turnstile-trace";
@@ -22,6 +24,7 @@ pub const TRACE_VERSION: u32 = 1;
 
 /// The first line of a trace file.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct TraceHeader {
     /// Always [`TRACE_FORMAT`].
@@ -67,6 +70,7 @@ impl TraceHeader {
 
 /// One input line.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct TraceLine {
     /// The input's time.
@@ -75,6 +79,7 @@ pub struct TraceLine {
     pub input: Input,
     /// The outputs this input must produce, in order, when present (`[]`: none at all).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(with = "Option<Vec<crate::alphabet::Output>>"))]
     pub expect: Option<Vec<serde_json::Value>>,
     /// The projection (SPEC 7, [`crate::projection`]) the outputs must have, when present: how
     /// a model counterexample states what the specification expected.
@@ -91,18 +96,30 @@ pub struct Trace {
     pub lines: Vec<(usize, TraceLine)>,
 }
 
-/// A trace that could not be read, with the 1-based line at fault.
+/// A trace that could not be read, with the 1-based line (and, for a JSON syntax error or
+/// invalid UTF-8, the 1-based column of that line) at fault.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TraceError {
     /// The line number (1-based).
     pub line: usize,
-    /// What is wrong there (serde's message names the field).
+    /// The column within the line (1-based, in bytes), when the fault has one.
+    pub column: Option<usize>,
+    /// What is wrong there, naming the field by its path (`field "input.up_to": ...`).
     pub message: String,
+}
+
+impl TraceError {
+    fn at(line: usize, message: impl Into<String>) -> TraceError {
+        TraceError { line, column: None, message: message.into() }
+    }
 }
 
 impl fmt::Display for TraceError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "line {}: {}", self.line, self.message)
+        match self.column {
+            Some(c) => write!(f, "line {}, column {c}: {}", self.line, self.message),
+            None => write!(f, "line {}: {}", self.line, self.message),
+        }
     }
 }
 
@@ -112,35 +129,46 @@ impl Trace {
     /// Parses a JSON Lines trace. Blank lines are skipped.
     ///
     /// # Errors
-    /// A [`TraceError`] naming the first bad line: a missing or malformed header, an unknown
-    /// version, a line that is not a valid input (truncated JSON included).
+    /// As [`Trace::parse_bytes`].
     pub fn parse(text: &str) -> Result<Trace, TraceError> {
-        let mut lines =
-            text.lines().enumerate().map(|(i, l)| (i + 1, l)).filter(|(_, l)| !l.trim().is_empty());
+        Trace::parse_bytes(text.as_bytes())
+    }
+
+    /// Parses a JSON Lines trace from the bytes of a file. Blank lines are skipped. Every line
+    /// is checked against the trace schema ([`schema`]) before it is read, so nothing it does
+    /// not describe is accepted.
+    ///
+    /// # Errors
+    /// A [`TraceError`] naming the first bad line: invalid UTF-8 (with its column), a JSON
+    /// syntax error such as truncated JSON (with its column), a missing or malformed header, an
+    /// unknown version, an unknown field anywhere (`field "input.runid" is not a known field;
+    /// known here: ...`), a value of the wrong type (`field "at": expected an unsigned integer,
+    /// found "soon"`), a missing field, an unknown input type.
+    pub fn parse_bytes(bytes: &[u8]) -> Result<Trace, TraceError> {
+        let schema = schema::Schema::embedded().map_err(|e| TraceError::at(1, e))?;
+        let mut lines = Vec::new();
+        for (i, raw) in bytes.split(|b| *b == b'\n').enumerate() {
+            let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
+            let text = std::str::from_utf8(raw).map_err(|e| TraceError {
+                line: i + 1,
+                column: Some(e.valid_up_to() + 1),
+                message: "invalid UTF-8".to_owned(),
+            })?;
+            if !text.trim().is_empty() {
+                lines.push((i + 1, text));
+            }
+        }
+        let mut lines = lines.into_iter();
         let Some((n, first)) = lines.next() else {
-            return Err(TraceError {
-                line: 1,
-                message: "empty trace: a header line is required".to_owned(),
-            });
+            return Err(TraceError::at(1, "empty trace: a header line is required"));
         };
-        let header: TraceHeader = serde_json::from_str(first)
-            .map_err(|e| TraceError { line: n, message: format!("header: {e}") })?;
-        if header.format != TRACE_FORMAT {
-            let message =
-                format!("header: format is {:?}, expected {TRACE_FORMAT:?}", header.format);
-            return Err(TraceError { line: n, message });
-        }
-        if header.version != TRACE_VERSION {
-            let message = format!(
-                "header: version {} is not supported (this build reads {TRACE_VERSION})",
-                header.version
-            );
-            return Err(TraceError { line: n, message });
-        }
+        let header = read_header(&schema, n, first)?;
         let mut out = Vec::new();
-        for (n, l) in lines {
-            let line: TraceLine = serde_json::from_str(l)
-                .map_err(|e| TraceError { line: n, message: e.to_string() })?;
+        for (n, text) in lines {
+            let value = json(n, text)?;
+            schema.check("TraceLine", &value).map_err(|p| problem(n, p))?;
+            let line: TraceLine =
+                serde_json::from_value(value).map_err(|e| TraceError::at(n, e.to_string()))?;
             out.push((n, line));
         }
         Ok(Trace { header, lines: out })
@@ -154,6 +182,59 @@ impl Trace {
             s.push_str(&json_line(l));
         }
         s
+    }
+}
+
+/// The header line: format and version first (a reader refuses what it does not know), then
+/// the schema, then the types.
+fn read_header(schema: &schema::Schema, n: usize, text: &str) -> Result<TraceHeader, TraceError> {
+    #[cfg_attr(not(feature = "mutants"), allow(unused_mut))]
+    let mut value = json(n, text)?;
+    let field = |k: &str| value.get(k).cloned();
+    if let Some(f) = field("format")
+        && f != TRACE_FORMAT
+    {
+        return Err(TraceError::at(n, format!("header: format is {f}, expected {TRACE_FORMAT:?}")));
+    }
+    if let Some(v) = field("version")
+        && v != TRACE_VERSION
+    {
+        let why =
+            format!("header: version {v} is not supported (this build reads {TRACE_VERSION})");
+        return Err(TraceError::at(n, why));
+    }
+    // A test build reads the mutant a model counterexample names; the schema is a host's.
+    #[cfg(feature = "mutants")]
+    let mutant =
+        value.get_mut("config").and_then(Value::as_object_mut).and_then(|c| c.remove("mutant"));
+    schema.check("TraceHeader", &value).map_err(|p| problem(n, p))?;
+    #[cfg(feature = "mutants")]
+    if let (Some(m), Some(c)) = (mutant, value.get_mut("config").and_then(Value::as_object_mut)) {
+        c.insert("mutant".to_owned(), m);
+    }
+    serde_json::from_value(value).map_err(|e| TraceError::at(n, format!("header: {e}")))
+}
+
+/// One line as JSON; a syntax error is reported at its column of this line.
+fn json(n: usize, text: &str) -> Result<Value, TraceError> {
+    serde_json::from_str(text).map_err(|e| {
+        let message = e.to_string();
+        // serde_json ends its message with " at line 1 column C": the line is ours.
+        let message = match message.rfind(" at line ") {
+            Some(i) => message[..i].to_owned(),
+            None => message,
+        };
+        TraceError { line: n, column: Some(e.column()), message }
+    })
+}
+
+fn problem(n: usize, p: schema::Problem) -> TraceError {
+    // A type error reads `field "at": expected ...`; the others `field "x" is missing`.
+    match (p.path.is_empty(), p.message.strip_prefix(": ")) {
+        (true, Some(m)) => TraceError::at(n, m),
+        (true, None) => TraceError::at(n, p.message),
+        (false, Some(_)) => TraceError::at(n, format!("field {:?}{}", p.path, p.message)),
+        (false, None) => TraceError::at(n, format!("field {:?} {}", p.path, p.message)),
     }
 }
 
