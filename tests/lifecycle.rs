@@ -724,3 +724,96 @@ fn attachments_are_written_once_with_the_user_message_of_an_activated_or_folded_
         "the activated prompt and the folded one keep their files"
     );
 }
+
+/// A start state that leaves no room for the next number is refused, naming the field.
+#[test]
+fn a_start_state_at_a_counters_end_is_refused_naming_the_field() {
+    let engine = |start: Start| turnstile_core::Engine::new(Config::default(), start);
+    let field = |start: Start| match engine(start) {
+        Err(HostError::InvalidStart { field, .. }) => field,
+        other => panic!("expected InvalidStart, got {other:?}"),
+    };
+    assert_eq!(field(Start { next_seq: Some(Seq(0)), ..Start::default() }), "next_seq");
+    assert_eq!(field(Start { next_seq: Some(Seq(u64::MAX)), ..Start::default() }), "next_seq");
+    let message =
+        |m| Start { next_message: Some(turnstile_core::MessageId(m)), ..Start::default() };
+    assert_eq!(field(message(0)), "next_message");
+    assert_eq!(field(message(u64::MAX)), "next_message");
+    let err = engine(Start { next_seq: Some(Seq(u64::MAX)), ..Start::default() });
+    let text = err.expect_err("refused").to_string();
+    assert_eq!(
+        text,
+        "invalid start state: next_seq must be below u64::MAX: no sequence could follow it"
+    );
+    assert!(engine(Start { next_seq: Some(Seq(u64::MAX - 1)), ..Start::default() }).is_ok());
+}
+
+/// A counter that reaches its maximum fails the engine with `Exhausted` naming it: the
+/// transition that needed the next value is discarded (no output, so no wrapped or repeated
+/// number leaves the core), and every later input gets the same error. Nothing panics.
+#[test]
+fn a_counter_at_its_maximum_fails_the_engine_instead_of_wrapping() {
+    // Sequences: the last one is assigned, the one after it cannot be.
+    let start = Start { next_seq: Some(Seq(u64::MAX - 1)), ..Start::default() };
+    let mut e = turnstile_core::Engine::new(Config::default(), start).expect("valid");
+    e.handle(Millis(0), Input::Submit(Submit::new("s", "a"))).expect("the last sequence");
+    let accepted: Vec<_> = std::iter::from_fn(|| e.poll_output()).collect();
+    assert!(
+        matches!(&accepted[0].kind, OutputKind::Reply(Reply::Accepted { seq, .. }) if *seq == Seq(u64::MAX - 1))
+    );
+    let exhausted = HostError::Exhausted { counter: "next_seq" };
+    assert_eq!(e.handle(Millis(0), Input::Submit(Submit::new("s", "b"))), Err(exhausted.clone()));
+    assert!(e.poll_output().is_none(), "the failed transition emits nothing");
+    assert_eq!(e.handle(Millis(1), Input::Shutdown), Err(exhausted), "the engine stays failed");
+    assert_eq!(e.config(), &Config::default(), "its configuration is still readable");
+    assert!(turnstile_core::check_invariants(&e).is_err(), "the checker reports the failure");
+
+    // Message ids: an activation needs two (the user and the assistant message).
+    let next_message = Some(turnstile_core::MessageId(u64::MAX - 1));
+    let mut e =
+        turnstile_core::Engine::new(Config::default(), Start { next_message, ..Start::default() })
+            .expect("valid");
+    e.handle(Millis(0), Input::Submit(Submit::new("s", "a"))).expect("accepted");
+    while e.poll_output().is_some() {}
+    let prepared =
+        Input::Prepared { session: SessionId::new("s"), seq: Seq(1), setup: Default::default() };
+    assert_eq!(
+        e.handle(Millis(0), prepared),
+        Err(HostError::Exhausted { counter: "next_message" })
+    );
+    assert!(e.poll_output().is_none());
+}
+
+/// I14: the auditor refuses a stream in which a message id does not increase (an engine that
+/// wrapped a counter, or a host that restarted without the store's `next_message`).
+#[test]
+fn the_auditor_refuses_a_message_id_that_does_not_increase() {
+    let mut h = host();
+    let a = active(&mut h, "s", "a");
+    h.finish(a, FinishReason::Stop);
+    let ids: Vec<u64> = h
+        .log
+        .iter()
+        .filter_map(|o| match &o.kind {
+            OutputKind::Store(
+                StoreOp::UserMessage { id, .. } | StoreOp::AssistantMessage { id, .. },
+            ) => Some(id.0),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(ids, [1, 2], "the engine assigns increasing ids");
+    let mut auditor = turnstile_core::Auditor::new(&Start::default());
+    let submit = Input::Submit(Submit::new("s", "a").with_mode(Mode::OwnTurn));
+    let (first, rest): (Vec<_>, Vec<_>) = h.log.iter().cloned().partition(|o| o.no < 2);
+    auditor.observe(&submit, &first).expect("the acceptance");
+    let mut forged = rest.clone();
+    for o in &mut forged {
+        if let OutputKind::Store(StoreOp::AssistantMessage { id, .. }) = &mut o.kind {
+            *id = turnstile_core::MessageId(1); // the user message's id again
+        }
+    }
+    let prepared = Input::Prepared { session: SessionId::new("s"), seq: a, setup: h.setup.clone() };
+    let v = auditor.observe(&prepared, &forged).expect_err("a repeated id");
+    assert_eq!(v.invariant, "I14");
+    assert_eq!(v.detail, "message id 1 is not above the newest one, 1");
+}

@@ -37,8 +37,9 @@ use crate::state::{RunEntry, RunLedger};
 /// (I1); host misuse is answered with a [`HostError`] and leaves the engine unchanged.
 #[derive(Debug)]
 pub struct Engine {
-    /// `Err` once the engine detected a bug in itself: it then refuses every input.
-    pub(crate) state: Result<State, &'static str>,
+    /// `Err` once the engine failed for good (a bug it detected in itself, or a counter at its
+    /// maximum): it then refuses every input.
+    pub(crate) state: Result<State, Failed>,
     /// The sessions with work, beside the rest of the state (see [`Sessions`]).
     pub(crate) sessions: Sessions,
     now: Millis,
@@ -52,32 +53,32 @@ impl Engine {
     /// An engine with this configuration, starting from the store's ledger.
     ///
     /// # Errors
-    /// [`HostError::InvalidConfig`] (see [`Config::validate`]); [`HostError::InvalidStart`] when
-    /// `next_seq` is 0, or a run is listed twice or is not below `next_seq`.
+    /// [`HostError::InvalidConfig`] (see [`Config::validate`]); [`HostError::InvalidStart`]
+    /// naming the field: `next_seq` or `next_message` 0 or at `u64::MAX` (nothing could be
+    /// assigned after it), or a run listed twice or not below `next_seq`.
     pub fn new(config: Config, start: Start) -> Result<Engine, HostError> {
         config.validate()?;
+        let bad = |field, run_id, reason| Err(HostError::InvalidStart { field, run_id, reason });
         let next_seq = start.next_seq.unwrap_or(Seq(1));
         if next_seq.0 == 0 {
             // Sequence 0 would make "nothing accepted yet" and "everything up to 0" the same
             // watermark, and an idle cancel would cancel the first prompt (I10).
-            return Err(HostError::InvalidStart {
-                run_id: None,
-                reason: "next_seq must be at least 1",
-            });
+            return bad("next_seq", None, "must be at least 1");
+        }
+        if next_seq.0 == u64::MAX {
+            return bad("next_seq", None, "must be below u64::MAX: no sequence could follow it");
+        }
+        let next_message = start.next_message.map_or(1, |m| m.0);
+        if next_message == 0 || next_message == u64::MAX {
+            return bad("next_message", None, "must be at least 1 and below u64::MAX");
         }
         let mut runs = RunLedger::default();
         for r in start.runs {
             if r.seq >= next_seq {
-                return Err(HostError::InvalidStart {
-                    run_id: Some(r.run_id),
-                    reason: "its sequence is not below next_seq",
-                });
+                return bad("runs", Some(r.run_id), "its sequence is not below next_seq");
             }
             if runs.get(&r.run_id).is_some() {
-                return Err(HostError::InvalidStart {
-                    run_id: Some(r.run_id),
-                    reason: "listed twice",
-                });
+                return bad("runs", Some(r.run_id), "listed twice");
             }
             let entry = RunEntry {
                 session: r.session,
@@ -90,9 +91,10 @@ impl Engine {
         let state = State {
             config,
             next_seq,
-            next_message: start.next_message.map_or(1, |m| m.0),
+            next_message,
             next_turn: 1,
             next_timer: 1,
+            exhausted: None,
             runs,
             watermarks: BTreeMap::new(),
             timers: BTreeMap::new(),
@@ -143,7 +145,7 @@ impl Engine {
     /// [`HostError::SequenceNotIncreasing`]) leaves the engine unchanged;
     /// [`HostError::Internal`] means the engine failed for good.
     pub fn handle(&mut self, now: Millis, input: Input) -> Result<(), HostError> {
-        let st = self.state.as_mut().map_err(|e| HostError::Internal(e))?;
+        let st = self.state.as_mut().map_err(|f| f.error())?;
         check_protocol(st, self.now, now, &input)?;
         self.now = now;
         let (tx, ss) = (&mut self.tx, &mut self.sessions);
@@ -153,21 +155,38 @@ impl Engine {
         }
         shutdown::finish_if_drained(st, ss, tx);
         // O(1) release check of exactly-once bookkeeping (STYLE 4): a bug fails the engine.
-        if st.outcomes_decided > st.accepted {
-            self.tx = Tx::default();
-            self.state = Err("more outcomes decided than submissions accepted");
-            return Err(HostError::Internal("more outcomes decided than submissions accepted"));
+        let failure = if st.outcomes_decided > st.accepted {
+            Some(Failure::Internal("more outcomes decided than submissions accepted"))
+        } else if self.next_output.checked_add(self.tx.len() as u64).is_none() {
+            Some(Failure::Exhausted("next_output"))
+        } else {
+            st.exhausted.map(Failure::Exhausted)
+        };
+        if let Some(why) = failure {
+            // The transition is discarded: a wrapped or repeated number never leaves it.
+            return Err(self.fail(why));
         }
         let (outputs, next) = (&mut self.outputs, &mut self.next_output);
         self.tx.finish(|kind| {
             outputs.push_back(Output { no: *next, kind });
-            *next += 1;
+            *next += 1; // checked above for the whole transition
         });
         #[cfg(debug_assertions)]
         if let Err(v) = check_invariants(self) {
             panic!("invariant violated after an input at {} ms: {v}", now.0);
         }
         Ok(())
+    }
+
+    /// Fails the engine for good with `why`, keeping its configuration.
+    fn fail(&mut self, why: Failure) -> HostError {
+        self.tx = Tx::default();
+        let config = match &self.state {
+            Ok(st) => st.config.clone(),
+            Err(f) => f.config.clone(),
+        };
+        self.state = Err(Failed { config, why });
+        why.error()
     }
 
     /// The next output, in SPEC section 7 order, or `None` when all are drained.
@@ -214,10 +233,13 @@ impl Engine {
         self.state.as_ref().is_ok_and(|st| st.closing == Closing::Closed)
     }
 
-    /// The configuration the engine runs with.
+    /// The configuration the engine was created with (also after it failed).
     #[must_use]
-    pub fn config(&self) -> Option<&Config> {
-        self.state.as_ref().ok().map(|st| &st.config)
+    pub fn config(&self) -> &Config {
+        match &self.state {
+            Ok(st) => &st.config,
+            Err(f) => &f.config,
+        }
     }
 
     /// The newest sequence assigned or entered, if any (a host with an external acceptor uses
@@ -327,6 +349,44 @@ fn dispatch(st: &mut State, ss: &mut Sessions, tx: &mut Tx, now: Millis, input: 
     }
 }
 
+/// An engine that failed for good: what it was configured with, and why it failed.
+#[derive(Clone, Debug)]
+pub(crate) struct Failed {
+    config: Config,
+    why: Failure,
+}
+
+impl Failed {
+    /// The error every later input gets.
+    fn error(&self) -> HostError {
+        self.why.error()
+    }
+
+    /// The failure in words, for the state checker.
+    pub(crate) fn describe(&self) -> String {
+        self.why.error().to_string()
+    }
+}
+
+/// Why an engine failed for good.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Failure {
+    /// A bug the engine detected in itself (STYLE 4).
+    Internal(&'static str),
+    /// A counter reached its maximum (`next_message`, `next_seq`, ...): the next value would
+    /// wrap or repeat, which no transition may emit.
+    Exhausted(&'static str),
+}
+
+impl Failure {
+    fn error(self) -> HostError {
+        match self {
+            Failure::Internal(what) => HostError::Internal(what),
+            Failure::Exhausted(counter) => HostError::Exhausted { counter },
+        }
+    }
+}
+
 /// Checks the engine's state against the invariants of SPEC section 6 that a state shows:
 /// queue order (I7), one lane per session (I3), that every unfinished submission waits for a
 /// pending host request or timer (the local half of I6), and the bookkeeping behind
@@ -336,7 +396,7 @@ fn dispatch(st: &mut State, ss: &mut Sessions, tx: &mut Tx, now: Millis, input: 
 /// # Errors
 /// The first [`Violation`] found; an engine that failed on an internal bug is one.
 pub fn check_invariants(engine: &Engine) -> Result<(), Violation> {
-    crate::check::check_state(&engine.state, &engine.sessions)
+    crate::check::check_state(engine.state.as_ref().map_err(Failed::describe), &engine.sessions)
 }
 
 #[cfg(test)]

@@ -63,13 +63,23 @@ pub enum HostError {
         /// What is wrong with it.
         reason: &'static str,
     },
-    /// The start state is inconsistent (`next_seq` 0, a run above `next_seq`, a RunId listed
-    /// twice).
+    /// The start state is unusable: `next_seq` or `next_message` 0 or at `u64::MAX`, a run not
+    /// below `next_seq`, a RunId listed twice.
     InvalidStart {
+        /// The field of [`crate::Start`] at fault (`next_seq`, `next_message`, `runs`).
+        field: &'static str,
         /// The run at fault, if one is.
         run_id: Option<RunId>,
         /// What is wrong.
         reason: &'static str,
+    },
+    /// A counter of the engine reached its maximum (`next_seq`, `next_message`, `next_turn`,
+    /// `next_timer`, `next_output`, or a turn's `step`, ...): the transition that needed the
+    /// next value was discarded, and the engine accepts no further input. Nothing wrapped and no
+    /// id repeated; restart from the store (whose recovery decides what was unfinished).
+    Exhausted {
+        /// The counter.
+        counter: &'static str,
     },
     /// The engine detected a bug in itself and stopped; it accepts no further input.
     Internal(&'static str),
@@ -98,12 +108,16 @@ impl fmt::Display for HostError {
                 write!(f, "invalid configuration: {field} {reason}")
             }
             HostError::SequenceOutOfRange { seq } => write!(f, "sequence {seq} is out of range"),
-            HostError::InvalidStart { run_id: Some(run_id), reason } => {
-                write!(f, "invalid start state at run {run_id}: {reason}")
+            HostError::InvalidStart { field, run_id: Some(run_id), reason } => {
+                write!(f, "invalid start state: {field}: run {run_id}: {reason}")
             }
-            HostError::InvalidStart { run_id: None, reason } => {
-                write!(f, "invalid start state: {reason}")
+            HostError::InvalidStart { field, run_id: None, reason } => {
+                write!(f, "invalid start state: {field} {reason}")
             }
+            HostError::Exhausted { counter } => write!(
+                f,
+                "engine failed: the counter {counter} reached its maximum; restart from the store"
+            ),
             HostError::Internal(what) => write!(f, "engine failed: internal error: {what}"),
         }
     }

@@ -128,6 +128,9 @@ pub struct Auditor {
     /// aborted and stays here until it reports or its turn ends.
     tools: BTreeSet<CallIo>,
     timers: BTreeSet<TimerId>,
+    /// The newest message, turn and timer ids assigned (I14: each strictly increases, from
+    /// the start state's `next_message` on).
+    ids: Ids,
     last_user: BTreeMap<SessionId, Seq>,
     last_activation: BTreeMap<SessionId, Seq>,
     history: BTreeMap<SessionId, Vec<Record>>,
@@ -135,11 +138,32 @@ pub struct Auditor {
     stopped: bool,
 }
 
+/// The newest identifiers the auditor saw assigned (I14).
+#[derive(Clone, Debug, Default)]
+struct Ids {
+    /// Below the first id allowed: `Start::next_message - 1`.
+    message: u64,
+    turn: u64,
+    timer: u64,
+}
+
+impl Ids {
+    /// I14: an id the engine assigns is above every one it assigned before.
+    fn fresh(newest: &mut u64, id: u64, what: &str) -> Result<(), Violation> {
+        if id <= *newest {
+            return fail("I14", format!("{what} id {id} is not above the newest one, {newest}"));
+        }
+        *newest = id;
+        Ok(())
+    }
+}
+
 impl Auditor {
     /// An auditor for an engine started from `start`.
     #[must_use]
     pub fn new(start: &Start) -> Auditor {
         let mut a = Auditor::default();
+        a.ids.message = start.next_message.map_or(0, |m| m.0.saturating_sub(1));
         for r in &start.runs {
             a.completed_runs.insert(r.run_id.clone());
             a.runs.insert(r.run_id.clone(), r.seq);
@@ -341,6 +365,7 @@ impl Auditor {
                 Ok(())
             }
             OutputKind::SetTimer { timer, .. } => {
+                Ids::fresh(&mut self.ids.timer, timer.0, "timer")?;
                 self.timers.insert(*timer);
                 Ok(())
             }
@@ -456,6 +481,17 @@ impl Auditor {
         }
         self.dirty.insert(session.clone());
         let log = self.history.entry(session.clone()).or_default();
+        match op {
+            StoreOp::UserMessage { id, .. }
+            | StoreOp::AssistantMessage { id, .. }
+            | StoreOp::SummaryMessage { id, .. } => {
+                Ids::fresh(&mut self.ids.message, id.0, "message")?;
+            }
+            StoreOp::LedgerActivated { turn, .. } => {
+                Ids::fresh(&mut self.ids.turn, turn.0, "turn")?
+            }
+            _ => {}
+        }
         match op {
             StoreOp::LedgerActivated { seq, .. } => self.activated(&session, *seq)?,
             StoreOp::LedgerPaused { seq, .. } => {

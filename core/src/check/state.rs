@@ -13,12 +13,12 @@ use super::{Violation, fail};
 /// # Errors
 /// The first [`Violation`] found.
 pub(crate) fn check_state(
-    state: &Result<State, &'static str>,
+    state: Result<&State, String>,
     sessions: &Sessions,
 ) -> Result<(), Violation> {
     let st = match state {
         Ok(st) => st,
-        Err(what) => return fail("internal", format!("the engine failed: {what}")),
+        Err(failed) => return fail("internal", failed),
     };
     let (mut unfinished, mut live_runs) = (0u64, 0usize);
     for (id, s) in sessions.iter() {

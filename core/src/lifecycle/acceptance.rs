@@ -1,7 +1,7 @@
 //! Validation, acceptance and RunId idempotency (SPEC 4.1).
 
 use crate::alphabet::mutants::mutant;
-use crate::alphabet::{Fingerprint, Mode, OutputKind, Rejection, Reply, Seq, Submit};
+use crate::alphabet::{Fingerprint, Mode, OutputKind, Rejection, Reply, Submit};
 use crate::lifecycle::outcome::{self, Verdict};
 use crate::state::RunEntry;
 use crate::state::Tx;
@@ -86,9 +86,7 @@ pub(crate) fn on_submit(st: &mut State, ss: &mut Sessions, tx: &mut Tx, submit: 
     }
     debug_assert!(submit.seq.is_none_or(|q| q >= st.next_seq), "checked by the engine");
 
-    let seq = submit.seq.unwrap_or(st.next_seq);
-    st.next_seq = Seq(seq.0 + 1);
-    st.accepted += 1;
+    let seq = st.new_seq(submit.seq);
     let own = submit.run_id.is_some() && !mutant!(st.config, FoldRunIds);
     let mode = if own { Mode::OwnTurn } else { submit.mode.unwrap_or(Mode::Fold) };
     let Submit { session, prompt, attachments, run_id, .. } = submit;

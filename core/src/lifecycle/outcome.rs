@@ -49,7 +49,7 @@ fn complete(
     if let Some(run_id) = &run_id {
         st.runs.finish(run_id, outcome);
     }
-    st.outcomes_decided += 1;
+    st.outcomes_decided = st.bump(st.outcomes_decided, "outcomes_decided");
     let last = last.map(|m| (m.id, m.text));
     Completion::record(session, run_id, seq, outcome, stop_reason, last, error)
 }

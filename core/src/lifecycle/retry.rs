@@ -90,7 +90,7 @@ pub(crate) fn on_failed(
             let deadline = now.plus_ms(delay_ms);
             let purpose = TimerPurpose::Retry { session: s.id.clone(), turn: t.id };
             let timer = st.new_timer(deadline, purpose.clone());
-            t.phase = Phase::Backoff { next: attempt + 1, timer };
+            t.phase = Phase::Backoff { next: st.bump(attempt, "attempt"), timer };
             tx.handoff(seq, OutputKind::SetTimer { timer, deadline, purpose });
         }
         OnFailure::Fail(e) => cleanup::end_turn(st, tx, s, TurnEnd::Failed(e)),
@@ -98,7 +98,7 @@ pub(crate) fn on_failed(
 }
 
 /// The backoff timer fired: reset the message and start the next attempt.
-pub(crate) fn on_backoff_done(st: &State, tx: &mut Tx, s: &mut Session, timer: TimerId) {
+pub(crate) fn on_backoff_done(st: &mut State, tx: &mut Tx, s: &mut Session, timer: TimerId) {
     let Lane::Turn(t) = &mut s.lane else { return };
     let Phase::Backoff { next, timer: armed } = t.phase else { return };
     if armed != timer {
@@ -111,7 +111,7 @@ pub(crate) fn on_backoff_done(st: &State, tx: &mut Tx, s: &mut Session, timer: T
         crate::state::MessageState::Open,
         "the step has not finished"
     );
-    restart(tx, s, next, !mutant!(st.config, RetryWithoutReset));
+    restart(st, tx, s, next, !mutant!(st.config, RetryWithoutReset));
 }
 
 /// `CredentialsRefreshed` for a step: retry with a fresh budget, or fail `unauthorized`.
@@ -138,13 +138,14 @@ pub(crate) fn on_refreshed(st: &mut State, ss: &mut Sessions, tx: &mut Tx, io: S
             return unauthorized(st, tx, s, "The credential refresh failed.".to_owned());
         }
         t.budget = Budget { attempts: 0, refreshed: true };
-        restart(tx, s, io.attempt + 1, !mutant!(st.config, RefreshWithoutReset));
+        let next = st.bump(io.attempt, "attempt");
+        restart(st, tx, s, next, !mutant!(st.config, RefreshWithoutReset));
     });
 }
 
 /// Resets the message's streamed content and starts attempt `attempt` of the current step.
 /// Only a mutant (`retry_without_reset`, `refresh_without_reset`) passes `reset: false`.
-fn restart(tx: &mut Tx, s: &mut Session, attempt: u32, reset: bool) {
+fn restart(st: &mut State, tx: &mut Tx, s: &mut Session, attempt: u32, reset: bool) {
     let Lane::Turn(t) = &mut s.lane else { return };
     let (seq, id) = (t.owner.seq, t.message);
     if reset {
@@ -158,7 +159,7 @@ fn restart(tx: &mut Tx, s: &mut Session, attempt: u32, reset: bool) {
     t.calls.clear();
     t.text.clear();
     t.parts = Parts::default();
-    t.budget.attempts += 1;
+    t.budget.attempts = st.bump(t.budget.attempts, "attempts");
     t.phase = Phase::Streaming { attempt };
     tx.handoff(seq, OutputKind::StartStep { step: t.step_io(&s.id, attempt) });
 }

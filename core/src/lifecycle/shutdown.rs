@@ -93,7 +93,7 @@ pub(crate) fn on_timer(
         }
         TimerPurpose::Retry { session, .. } => {
             ss.with(&session, false, |s| match s.lane {
-                Lane::Summary(_) => summary::on_backoff_done(tx, s, timer),
+                Lane::Summary(_) => summary::on_backoff_done(st, tx, s, timer),
                 _ => retry::on_backoff_done(st, tx, s, timer),
             });
         }

@@ -136,7 +136,7 @@ pub(crate) fn report(
 pub(crate) fn after_step(st: &mut State, tx: &mut Tx, s: &mut Session, reason: FinishReason) {
     let used = s.gauges.unwrap_or_default().used();
     let Lane::Turn(t) = &mut s.lane else { return };
-    t.owner.steps += 1;
+    t.owner.steps = st.bump(t.owner.steps, "steps");
     let looped = loops::record(&mut t.window, loops::signature(&t.calls));
     let full = st.config.auto_summarize
         && s.parent.is_none() // sub-agents do not summarize (docs/lifecycle-rules.md)
@@ -159,7 +159,7 @@ pub(crate) fn after_step(st: &mut State, tx: &mut Tx, s: &mut Session, reason: F
         Some(end) => cleanup::end_turn_then(st, tx, s, end, after),
         None if !full => {
             t.owner.summaries = 0; // a step below the threshold: progress
-            t.step += 1;
+            t.step = st.bump(t.step, "step");
             admission::start_step(st, tx, s);
         }
         None if t.owner.summaries >= SUMMARIES_WITHOUT_PROGRESS_MAX => {

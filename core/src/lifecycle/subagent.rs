@@ -13,7 +13,7 @@
 
 use crate::alphabet::{
     AGENT_TOOL, CANCELLED_TOOL_RESULT, CallId, MessageId, Millis, Mode, NEW_AGENT_TITLE,
-    NO_TEXT_OUTPUT, OutputKind, Seq, SessionId, Setup, StoreOp, ToolOutput, ToolSpec,
+    NO_TEXT_OUTPUT, OutputKind, SessionId, Setup, StoreOp, ToolOutput, ToolSpec,
 };
 use crate::lifecycle::admission;
 use crate::lifecycle::cancel;
@@ -69,9 +69,7 @@ pub(crate) fn delegate(
     setup: &Setup,
 ) -> SessionId {
     let child = child_session_id(message, &link.call.call);
-    let seq = st.next_seq;
-    st.next_seq = Seq(seq.0 + 1);
-    st.accepted += 1;
+    let seq = st.new_seq(None);
     let setup = Box::new(child_setup(setup));
     st.crossings.push_back(Crossing::StartChild { link, child: child.clone(), seq, prompt, setup });
     child

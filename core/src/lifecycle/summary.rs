@@ -77,7 +77,7 @@ pub(crate) fn pause(st: &mut State, tx: &mut Tx, s: &mut Session) {
     let Lane::Turn(t) = std::mem::take(&mut s.lane) else { return };
     let Turn { mut owner, setup, message, text, .. } = *t;
     let seq = owner.seq;
-    owner.summaries += 1;
+    owner.summaries = st.bump(owner.summaries, "summaries");
     tx.decided(seq, OutputKind::Store(StoreOp::LedgerPaused { session: s.id.clone(), seq }));
     tx.seal_decided(seq);
     let last = LastMessage { id: message, text };
@@ -161,7 +161,7 @@ pub(crate) fn on_summary(
                     let deadline = now.plus_ms(delay_ms);
                     let purpose = TimerPurpose::Retry { session: s.id.clone(), turn: sm.id };
                     let timer = st.new_timer(deadline, purpose.clone());
-                    sm.phase = Attempting::Backoff { next: io.attempt + 1, timer };
+                    sm.phase = Attempting::Backoff { next: st.bump(io.attempt, "attempt"), timer };
                     tx.handoff(k, OutputKind::SetTimer { timer, deadline, purpose });
                 }
                 OnFailure::Fail(e) => failed(st, tx, s, e),
@@ -313,7 +313,7 @@ fn end_paused(
 }
 
 /// The summary's backoff timer fired: reset its text and start the next attempt.
-pub(crate) fn on_backoff_done(tx: &mut Tx, s: &mut Session, timer: TimerId) {
+pub(crate) fn on_backoff_done(st: &mut State, tx: &mut Tx, s: &mut Session, timer: TimerId) {
     let Lane::Summary(sm) = &mut s.lane else { return };
     let Attempting::Backoff { next, timer: armed } = sm.phase else { return };
     debug_assert!(
@@ -322,7 +322,7 @@ pub(crate) fn on_backoff_done(tx: &mut Tx, s: &mut Session, timer: TimerId) {
     );
     debug_assert!(next >= 1, "a backoff precedes a later attempt");
     if armed == timer {
-        restart(tx, &s.id.clone(), sm, next);
+        restart(st, tx, &s.id.clone(), sm, next);
     }
 }
 
@@ -348,18 +348,19 @@ pub(crate) fn on_refreshed(
             return failed(st, tx, s, retry::refresh_failed());
         }
         sm.budget = Budget { attempts: 0, refreshed: true };
-        restart(tx, &io.session, sm, io.attempt + 1);
+        let next = st.bump(io.attempt, "attempt");
+        restart(st, tx, &io.session, sm, next);
     });
 }
 
-fn restart(tx: &mut Tx, session: &SessionId, sm: &mut Summary, attempt: u32) {
+fn restart(st: &mut State, tx: &mut Tx, session: &SessionId, sm: &mut Summary, attempt: u32) {
     let k = key(sm);
     tx.handoff(
         k,
         OutputKind::Store(StoreOp::SummaryReset { session: session.clone(), id: sm.message }),
     );
     tx.seal_handoff(k);
-    sm.budget.attempts += 1;
+    sm.budget.attempts = st.bump(sm.budget.attempts, "attempts");
     sm.phase = Attempting::Streaming { attempt };
     tx.handoff(
         k,

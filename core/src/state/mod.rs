@@ -51,11 +51,15 @@ pub(crate) enum Closing {
 #[cfg_attr(feature = "checker", derive(Clone))]
 pub(crate) struct State {
     pub(crate) config: Config,
-    /// The next sequence to assign; every sequence seen so far is below it.
+    /// The next sequence to assign; every sequence seen so far is below it. Like every counter
+    /// here it only grows, and only through a checked increment ([`State::bump`]).
     pub(crate) next_seq: Seq,
     pub(crate) next_message: u64,
     pub(crate) next_turn: u64,
     pub(crate) next_timer: u64,
+    /// The counter that reached its maximum in this transition, if one did: the engine then
+    /// fails for good with [`crate::HostError::Exhausted`] instead of wrapping (STYLE 4).
+    pub(crate) exhausted: Option<&'static str>,
     /// Every RunId ever accepted (SPEC 4.1); grows with the ledger.
     pub(crate) runs: RunLedger,
     /// Cancel watermarks that still cover a sequence that can arrive (SPEC 4.10): only those
@@ -78,22 +82,39 @@ pub(crate) struct State {
 }
 
 impl State {
+    /// `value + 1`, checked: at the counter's maximum the value stays and the engine is marked
+    /// exhausted (the transition is then discarded, so a wrapped or repeated id never leaves it).
+    pub(crate) fn bump<T: Counter>(&mut self, value: T, counter: &'static str) -> T {
+        value.checked_next().unwrap_or_else(|| {
+            self.exhausted.get_or_insert(counter);
+            value
+        })
+    }
+
     pub(crate) fn new_message(&mut self) -> MessageId {
         let id = MessageId(self.next_message);
-        self.next_message += 1;
+        self.next_message = self.bump(self.next_message, "next_message");
         id
     }
 
     pub(crate) fn new_turn(&mut self) -> TurnId {
         let id = TurnId(self.next_turn);
-        self.next_turn += 1;
+        self.next_turn = self.bump(self.next_turn, "next_turn");
         id
+    }
+
+    /// The next sequence, assigned now (to a submission or a sub-agent's child).
+    pub(crate) fn new_seq(&mut self, given: Option<Seq>) -> Seq {
+        let seq = given.unwrap_or(self.next_seq);
+        self.next_seq = Seq(self.bump(seq.0, "next_seq"));
+        self.accepted = self.bump(self.accepted, "accepted");
+        seq
     }
 
     /// Arms a timer in the state; the caller emits the `SetTimer`.
     pub(crate) fn new_timer(&mut self, deadline: Millis, purpose: TimerPurpose) -> TimerId {
         let id = TimerId(self.next_timer);
-        self.next_timer += 1;
+        self.next_timer = self.bump(self.next_timer, "next_timer");
         self.timers.insert(id, Timer { deadline, purpose });
         id
     }
@@ -101,6 +122,24 @@ impl State {
     /// Number of unfinished submissions across all sessions.
     pub(crate) fn unfinished(&self) -> u64 {
         self.accepted - self.outcomes_decided
+    }
+}
+
+/// An integer counter that grows by one at a time (engine-wide ids, per-turn steps, attempts).
+pub(crate) trait Counter: Copy {
+    /// `self + 1`, or `None` at the maximum.
+    fn checked_next(self) -> Option<Self>;
+}
+
+impl Counter for u64 {
+    fn checked_next(self) -> Option<u64> {
+        self.checked_add(1)
+    }
+}
+
+impl Counter for u32 {
+    fn checked_next(self) -> Option<u32> {
+        self.checked_add(1)
     }
 }
 
