@@ -6,17 +6,19 @@ mod sync_host;
 #[test]
 fn the_synchronous_host_example_transcript() {
     let t = sync_host::transcript();
-    assert!(
-        t.contains("#1 RunComplete Completed Some(EndTurn) text=\"There are two files.\""),
-        "{t}"
-    );
+    assert!(t.contains("#1 RunComplete Completed text=\"There are two files.\""), "{t}");
     assert!(t.contains("#2 outcome Folded"), "the follow-up folds into the running turn\n{t}");
-    assert!(t.contains("tool slow hangs"), "{t}");
+    assert!(t.contains("tool migrate runs on"), "{t}");
     assert!(
         t.contains("  5200 ms  #3 RunComplete Cancelled"),
-        "the grace timer (5 s after the cancel) cleans up\n{t}"
+        "the grace timer (5 s after the cancel) cleans up the tool left to finish\n{t}"
     );
-    assert!(t.ends_with("stopped=true messages=8 unfinished=0\n"), "{t}");
+    assert!(t.contains("recovery: #4 Some(RunId(\"run-3\")) Interrupted"), "{t}");
+    assert!(
+        t.contains("reply Existing { session: SessionId(\"qa\"), seq: Seq(4), run_id: RunId(\"run-3\"), outcome: Some(Interrupted) }"),
+        "after the restart the finished run is answered, not run again\n{t}"
+    );
+    assert!(t.ends_with("stopped=true unfinished=0\n"), "{t}");
     insta::assert_snapshot!(t);
 }
 

@@ -3,14 +3,14 @@
 //! Pure: stored messages in, request messages out. The repairs make any stored history
 //! acceptable to a strict provider, whatever a crash or a bug left behind: history starts at
 //! the session's summary (relabelled as a user message), an orphan call gets
-//! [`REPAIR_RESULT`], an orphan result is dropped, and an assistant message with no text,
-//! reasoning or tool calls is skipped.
+//! [`turnstile_core::HISTORY_REPAIR_RESULT`], an orphan result is dropped, and an assistant
+//! message with no text, reasoning or tool calls is skipped.
 
 use turnstile_core::{MessageId, SUMMARY_REQUEST};
 
 use crate::provider::{RequestCall, RequestKind, RequestMessage, RequestResult};
-use crate::record::REPAIR_RESULT;
 use crate::store::{StoredMessage, StoredRole};
+use turnstile_core::HISTORY_REPAIR_RESULT;
 
 /// The request messages for `kind` from a session's stored messages (in write order) and its
 /// summary pointer.
@@ -65,7 +65,7 @@ fn assistant(m: &StoredMessage, out: &mut Vec<RequestMessage>) {
             }
             None => RequestResult {
                 id: c.id.clone(),
-                content: REPAIR_RESULT.to_owned(),
+                content: HISTORY_REPAIR_RESULT.to_owned(),
                 is_error: true,
             },
         })
@@ -158,7 +158,7 @@ mod tests {
         let RequestMessage::ToolResults(results) = &got[2] else { panic!("{got:?}") };
         assert_eq!(results.len(), 2);
         assert_eq!(results[0].content, "ok");
-        assert_eq!(results[1].content, REPAIR_RESULT);
+        assert_eq!(results[1].content, HISTORY_REPAIR_RESULT);
         assert!(results[1].is_error);
         assert_eq!(
             got[3],

@@ -6,15 +6,9 @@
 
 use serde::{Deserialize, Serialize};
 use turnstile_core::{
-    Completion, ErrorInfo, ErrorKind, INTERRUPTED_TITLE, MessageId, Outcome, RunId, Seq, SessionId,
-    StopReason,
+    Completion, ErrorInfo, ErrorKind, INTERRUPTED_TITLE, MessageId, Outcome, RECOVERY_MESSAGE,
+    RunId, Seq, SessionId, StopReason,
 };
-
-/// The error message of a submission that crash recovery ended (SPEC 4.12, section 8).
-pub const RECOVERY_MESSAGE: &str = "The process stopped before this request finished.";
-
-/// The result written for a tool call that has none when history is repaired (SPEC 4.9, 4.12).
-pub const REPAIR_RESULT: &str = "tool call was interrupted and did not produce a result, you may retry this call if the result is still needed";
 
 /// How a submission ended, with SPEC section 5's fields: `{session, run_id, seq, outcome,
 /// stop_reason?, message_id?, text?, error?}`.

@@ -15,9 +15,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use turnstile_adapters::provider::RequestMessage;
-use turnstile_adapters::record::REPAIR_RESULT;
 use turnstile_adapters::store::{RunState, Store, StoreConfig};
 use turnstile_adapters::{Answer, EchoTool, Host, HostConfig, Scripted, ScriptedProvider, ToolSet};
+use turnstile_core::HISTORY_REPAIR_RESULT;
 use turnstile_core::{CallId, FinishReason, RunId, StepEvent, Submit, Usage};
 
 const ENV: &str = "TURNSTILE_CRASH_STORE";
@@ -286,7 +286,7 @@ fn check(
         let problems = reader.protocol_problems(&s.id).expect("read");
         assert!(problems.is_empty(), "round {round}: session {}: {problems:?}", s.id);
         for m in reader.messages(&s.id).expect("messages") {
-            repaired += m.results.iter().filter(|r| r.content == REPAIR_RESULT).count();
+            repaired += m.results.iter().filter(|r| r.content == HISTORY_REPAIR_RESULT).count();
         }
     }
     // Repairs accumulate across rounds in the same store: count the new ones.

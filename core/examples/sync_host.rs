@@ -1,30 +1,42 @@
 //! A complete host in a plain synchronous loop: no async runtime, a scripted model and tools,
-//! an in-memory "store", virtual time. Run it with `cargo run -p turnstile-core --example
-//! sync_host`; `tests/example.rs` checks its transcript.
+//! an in-memory "store" (the run ledger and the highest message id), virtual time. Run it with
+//! `cargo run -p turnstile-core --example sync_host`; `tests/example.rs` checks its transcript.
 //!
 //! The scenario: a prompt whose model calls a tool; a follow-up typed meanwhile is folded into
-//! the running turn; a second run is cancelled with `cancel_run` while its tool hangs, and the
-//! grace timer cleans it up.
+//! the running turn; a run whose tool must not be cut off is cancelled, and the grace timer
+//! cleans it up; then the process "crashes" mid-turn, and the next engine starts from the store
+//! (recovery, the crate docs' "Recovery" section): the interrupted run gets its RunComplete,
+//! and resubmitting a finished run answers it instead of running it again.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt::Write as _;
 
 use turnstile_core::{
-    CallId, Config, Engine, FinishReason, Input, Millis, OutputKind, RunId, Setup, Start,
-    StepEvent, StoreOp, Submit, ToolOutput, ToolSpec,
+    CallId, Config, Engine, Fingerprint, FinishReason, Input, KnownRun, MessageId, Millis, Outcome,
+    OutputClass, OutputKind, Reply, RunId, Seq, Setup, Start, StepEvent, StoreOp, Submit,
+    ToolOutput, ToolSpec,
 };
 
-/// What the scripted model does on each step of a session: text, tool calls, finish.
-fn model(prompt_step: u32) -> (String, Vec<(&'static str, &'static str)>, FinishReason) {
-    match prompt_step {
-        0 => ("Let me list the files.".into(), vec![("call-1", "ls")], FinishReason::ToolCalls),
-        _ => ("There are two files.".into(), vec![], FinishReason::Stop),
+/// What the scripted model does: the first step of a session calls its tool, the next ends.
+fn model(session: &str, step: u32) -> (&'static str, Option<&'static str>, FinishReason) {
+    match (session, step) {
+        ("ops", _) => ("Running the migration.", Some("migrate"), FinishReason::ToolCalls),
+        ("qa", _) => ("Searching.", Some("grep"), FinishReason::ToolCalls),
+        (_, 0) => ("Let me list the files.", Some("ls"), FinishReason::ToolCalls),
+        _ => ("There are two files.", None, FinishReason::Stop),
     }
 }
 
-/// A slow tool never answers; the others answer at once.
+/// `ls` answers at once; `migrate` (left to finish on abort) and `grep` never answer here.
 fn tool(name: &str) -> Option<ToolOutput> {
-    (name != "slow").then(|| ToolOutput::ok(format!("{name}: a.rs b.rs")))
+    (name == "ls").then(|| ToolOutput::ok("a.rs b.rs"))
+}
+
+/// The run ledger, as a store keeps it: one row per accepted submission.
+#[derive(Default)]
+struct Store {
+    rows: BTreeMap<Seq, (Option<RunId>, Fingerprint, Submit, Option<Outcome>)>,
+    next_message: u64,
 }
 
 struct Host {
@@ -32,14 +44,20 @@ struct Host {
     now: Millis,
     inbox: VecDeque<Input>,
     timers: BTreeMap<turnstile_core::TimerId, Millis>,
-    messages: usize,
+    store: Store,
+    submitted: VecDeque<Submit>,
     log: String,
 }
 
 impl Host {
+    fn submit(&mut self, s: Submit) {
+        self.submitted.push_back(s.clone());
+        self.send(Input::Submit(s));
+    }
+
     fn send(&mut self, input: Input) {
         self.inbox.push_back(input);
-        // Step 1 and 2 of the host protocol: one input, then drain and act, until quiet.
+        // Steps 1 and 2 of the host protocol: one input, then drain and act, until quiet.
         while let Some(input) = self.inbox.pop_front() {
             self.engine.handle(self.now, input).expect("this host follows the protocol");
             while let Some(out) = self.engine.poll_output() {
@@ -49,36 +67,34 @@ impl Host {
     }
 
     fn act(&mut self, out: OutputKind) {
+        let at = self.now.0;
         match out {
             OutputKind::Reply(r) => {
-                writeln!(self.log, "{:>6} ms  reply {r:?}", self.now.0).unwrap()
+                let submit = self.submitted.pop_front().expect("a reply answers a submit");
+                if let Reply::Accepted { seq, .. } = &r {
+                    let fp = Fingerprint::of(&submit);
+                    self.store.rows.insert(*seq, (submit.run_id.clone(), fp, submit, None));
+                }
+                writeln!(self.log, "{at:>6} ms  reply {r:?}").unwrap()
             }
             OutputKind::Prepare { session, seq } => {
-                // `slow` has effects that a cancel must not cut off: the core waits for it.
-                let mut setup = Setup::with_tools(&["ls"]);
-                setup.tools.push(ToolSpec::new("slow").left_to_finish());
+                let mut setup = Setup::with_tools(&["ls", "grep"]);
+                setup.tools.push(ToolSpec::new("migrate").left_to_finish());
                 self.inbox.push_back(Input::Prepared { session, seq, setup });
             }
             OutputKind::StartStep { step } => {
-                let (text, calls, reason) = model(step.step);
-                let text = if step.session.as_str() == "ops" {
-                    "Running the slow check.".to_owned()
-                } else {
-                    text
-                };
-                let calls =
-                    if step.session.as_str() == "ops" { vec![("call-9", "slow")] } else { calls };
+                let (text, call, reason) = model(step.session.as_str(), step.step);
                 let ev = |event| Input::Step { step: step.clone(), event };
-                self.inbox.push_back(ev(StepEvent::TextDelta { text }));
-                for (id, name) in calls {
-                    let (id, name, input) = (CallId::new(id), name.to_owned(), "{}".to_owned());
-                    self.inbox.push_back(ev(StepEvent::ToolCall { id, name, input }));
+                self.inbox.push_back(ev(StepEvent::TextDelta { text: text.into() }));
+                if let Some(name) = call {
+                    let (id, input) = (CallId::new(format!("call-{}", step.seq)), "{}".into());
+                    self.inbox.push_back(ev(StepEvent::ToolCall { id, name: name.into(), input }));
                 }
                 self.inbox.push_back(ev(StepEvent::Finished { reason, usage: None }));
             }
             OutputKind::RunTool { call, name, .. } => match tool(&name) {
                 Some(result) => self.inbox.push_back(Input::ToolResult { call, result }),
-                None => writeln!(self.log, "{:>6} ms  tool {name} hangs", self.now.0).unwrap(),
+                None => writeln!(self.log, "{at:>6} ms  tool {name} runs on").unwrap(),
             },
             OutputKind::SetTimer { timer, deadline, .. } => {
                 self.timers.insert(timer, deadline);
@@ -86,25 +102,29 @@ impl Host {
             OutputKind::CancelTimer { timer } => {
                 self.timers.remove(&timer);
             }
-            OutputKind::Store(
-                StoreOp::UserMessage { .. }
-                | StoreOp::AssistantMessage { .. }
-                | StoreOp::ToolResult { .. },
-            ) => {
-                self.messages += 1;
+            OutputKind::Store(op) => self.write(op),
+            OutputKind::Commit { .. } => {} // in memory every write is durable at once
+            OutputKind::Finished(c) => {
+                let kind = if c.is_run_complete() { "RunComplete" } else { "outcome" };
+                let (o, text) = (c.outcome(), c.text().unwrap_or(""));
+                writeln!(self.log, "{at:>6} ms  #{} {kind} {o:?} text={text:?}", c.seq()).unwrap()
             }
-            OutputKind::Finished(c) => writeln!(
-                self.log,
-                "{:>6} ms  #{} {} {:?} {:?} text={:?}",
-                self.now.0,
-                c.seq(),
-                if c.is_run_complete() { "RunComplete" } else { "outcome" },
-                c.outcome(),
-                c.stop_reason(),
-                c.text().unwrap_or("")
-            )
-            .unwrap(),
-            _ => {} // commits, aborts, flushes: nothing to do in memory
+            other if other.class() == OutputClass::MayIgnore => {} // aborts, titles, stopped
+            other => unimplemented!("this host does not handle {other:?}"),
+        }
+    }
+
+    /// The store keeps the ledger's outcomes and the highest message id the core allocated.
+    fn write(&mut self, op: StoreOp) {
+        match op {
+            StoreOp::UserMessage { id, .. }
+            | StoreOp::AssistantMessage { id, .. }
+            | StoreOp::SummaryMessage { id, .. } => self.store.next_message = id.0 + 1,
+            StoreOp::LedgerOutcome { completion } => {
+                let row = self.store.rows.get_mut(&completion.seq()).expect("a ledger row");
+                row.3 = Some(completion.outcome());
+            }
+            _ => {} // messages, tool calls and results: a real store writes them in order
         }
     }
 
@@ -118,36 +138,48 @@ impl Host {
     }
 }
 
+/// Recovery (the process stopped): every unfinished row ends `interrupted` with its
+/// RunComplete, and the next engine starts above the ledger and the message ids.
+fn restart(mut store: Store, now: Millis, log: String) -> Host {
+    let mut log = log;
+    for (seq, (run_id, _, _, outcome)) in &mut store.rows {
+        if outcome.is_none() {
+            *outcome = Some(Outcome::Interrupted);
+            writeln!(log, "{:>6} ms  recovery: #{seq} {run_id:?} Interrupted", now.0).unwrap();
+        }
+    }
+    let next_seq = store.rows.keys().next_back().map(|s| Seq(s.0 + 1));
+    let runs = store.rows.iter().filter_map(|(seq, (run_id, fingerprint, submit, outcome))| {
+        let (run_id, outcome) = (run_id.clone()?, (*outcome)?);
+        let (session, seq, fingerprint) = (submit.session.clone(), *seq, *fingerprint);
+        Some(KnownRun { run_id, session, seq, fingerprint, outcome })
+    });
+    let next_message = Some(MessageId(store.next_message));
+    let start = Start { next_seq, next_message, runs: runs.collect() };
+    let engine = Engine::new(Config::default(), start).expect("a start from the store");
+    let (inbox, timers, submitted) = (VecDeque::new(), BTreeMap::new(), VecDeque::new());
+    Host { engine, now, inbox, timers, store, submitted, log }
+}
+
 /// Runs the scenario and returns its transcript.
 pub fn transcript() -> String {
-    let engine = Engine::new(Config::default(), Start::default()).expect("valid start");
-    let mut h = Host {
-        engine,
-        now: Millis(0),
-        inbox: VecDeque::new(),
-        timers: BTreeMap::new(),
-        messages: 0,
-        log: String::new(),
-    };
+    let mut h = restart(Store { next_message: 1, ..Store::default() }, Millis(0), String::new());
     // The follow-up is submitted while the first turn's tool result is pending, so it folds.
-    h.inbox
-        .push_back(Input::Submit(Submit::new("dev", "What files are here?").with_run_id("run-1")));
-    h.send(Input::Submit(Submit::new("dev", "And be brief.")));
+    h.submitted.push_back(Submit::new("dev", "What files are here?").with_run_id("run-1"));
+    h.inbox.push_back(Input::Submit(h.submitted[0].clone()));
+    h.submit(Submit::new("dev", "And be brief."));
     h.now = Millis(100);
-    h.send(Input::Submit(Submit::new("ops", "Run the slow check.").with_run_id("run-2")));
+    h.submit(Submit::new("ops", "Migrate the database.").with_run_id("run-2"));
     h.now = Millis(200);
     h.send(Input::CancelRun { run_id: RunId::new("run-2") });
     h.fire_timers();
+    h.submit(Submit::new("qa", "Find the tests.").with_run_id("run-3"));
+    // The process stops while run-3's tool runs: the engine is gone, the store remains.
+    let mut h = restart(h.store, Millis(6_000), h.log);
+    h.submit(Submit::new("qa", "Find the tests.").with_run_id("run-3"));
     h.send(Input::Shutdown);
-    writeln!(
-        h.log,
-        "{:>6} ms  stopped={} messages={} unfinished={}",
-        h.now.0,
-        h.engine.is_stopped(),
-        h.messages,
-        h.engine.unfinished()
-    )
-    .unwrap();
+    let (stopped, unfinished) = (h.engine.is_stopped(), h.engine.unfinished());
+    writeln!(h.log, "{:>6} ms  stopped={stopped} unfinished={unfinished}", h.now.0).unwrap();
     h.log
 }
 

@@ -14,34 +14,43 @@
 //! 1. Send one input with [`Engine::handle`]`(now, input)`: a client command (submit, cancel,
 //!    cancel_run, clear_queue, summarize, shutdown), a reply to IO an output asked for, or a
 //!    timer firing. `now` never goes backwards.
-//! 2. Drain [`Engine::poll_output`] until `None`, acting on each output in order:
-//!    - [`OutputKind::Reply`]: answer the caller (after making an `Accepted` ledger row durable);
-//!    - [`OutputKind::Store`]: apply the write, in order per session; [`OutputKind::Commit`]
-//!      ends a transaction (a commit of only streamed text may wait for the debounce window);
-//!    - [`OutputKind::Prepare`], [`OutputKind::StartStep`], [`OutputKind::RunTool`],
-//!      [`OutputKind::RefreshCredentials`], [`OutputKind::StartSummary`],
-//!      [`OutputKind::RequestTitle`]: start the IO and, when it reports, send
+//! 2. Drain [`Engine::poll_output`] until `None`, acting on each output in order. Every output
+//!    has a class ([`OutputKind::class`]):
+//!    - [`OutputClass::MustAnswer`]: [`OutputKind::Prepare`], [`OutputKind::StartStep`],
+//!      [`OutputKind::RunTool`], [`OutputKind::RefreshCredentials`],
+//!      [`OutputKind::StartSummary`]: start the IO and, when it reports, send
 //!      [`Input::Prepared`] / [`Input::PreparationFailed`], [`Input::Step`] events,
 //!      [`Input::ToolResult`], [`Input::CredentialsRefreshed`], [`Input::Summary`] events,
-//!      [`Input::TitleGenerated`], naming the IO exactly as the output did;
-//!    - `Abort*`: stop that IO; replies that still arrive are ignored, so sending them is fine;
-//!    - [`OutputKind::SetTimer`] / [`OutputKind::CancelTimer`]: arm or disarm; send
+//!      naming the IO exactly as the output did; [`OutputKind::SetTimer`]: send
 //!      [`Input::TimerFired`] at or after the deadline ([`Engine::next_deadline`] is the
-//!      earliest);
-//!    - [`OutputKind::Finished`]: publish the completion (and RunComplete) once its commit is
-//!      durable; [`OutputKind::Stopped`]: shutdown is complete.
+//!      earliest). A submission waits for these: dropping one hangs it forever.
+//!    - [`OutputClass::MustPerform`]: [`OutputKind::Reply`]: answer the caller (after making an
+//!      `Accepted` ledger row durable); [`OutputKind::Store`]: apply the write, in order per
+//!      session; [`OutputKind::Commit`] ends a transaction (a commit of only streamed text may
+//!      wait for the debounce window); [`OutputKind::Finished`]: publish the completion (and
+//!      RunComplete) once its commit is durable.
+//!    - [`OutputClass::MayIgnore`]: `Abort*` and [`OutputKind::CancelTimer`] stop IO the core
+//!      no longer waits for (what still arrives is ignored); [`OutputKind::RequestTitle`] /
+//!      [`OutputKind::AbortTitle`]: generate a title and send [`Input::TitleGenerated`] if you
+//!      want one (nothing waits for it); [`OutputKind::Stopped`]: shutdown is complete.
 //! 3. Wait for the next client command, IO result or deadline, and go to 1.
+//!
+//! The output enums are `#[non_exhaustive]`, so a host's `match` needs a catch-all arm: make it
+//! check the class, never `_ => {}`, or a new output that must be answered would be dropped in
+//! silence and its submission would wait forever.
 //!
 //! Any input is legal at any time. A reply for IO that was aborted, superseded, already
 //! answered or never requested is ignored without output (I13). Host misuse returns a
 //! [`HostError`] and changes nothing: time going backwards, a timer reported before its
 //! deadline, a sequence where the core assigns them (or none where an external acceptor does),
 //! a sequence that is not increasing, a cancel watermark naming the future, the `agent` tool
-//! with an external acceptor. A detected internal bug
-//! returns [`HostError::Internal`] and the engine refuses all later input.
+//! with an external acceptor. A detected internal bug returns [`HostError::Internal`], and a
+//! counter at its maximum [`HostError::Exhausted`]; the engine then refuses all later input.
 //!
 //! ```
-//! use turnstile_core::{Config, Engine, FinishReason, Input, Millis, OutputKind, Start, StepEvent, Submit};
+//! use turnstile_core::{
+//!     Config, Engine, FinishReason, Input, Millis, OutputClass, OutputKind, Start, StepEvent, Submit,
+//! };
 //!
 //! let mut engine = Engine::new(Config::default(), Start::default())?;
 //! let mut inbox = vec![Input::Submit(Submit::new("s1", "hello").with_run_id("r1"))];
@@ -56,7 +65,10 @@
 //!                 event: StepEvent::Finished { reason: FinishReason::Stop, usage: None },
 //!             }),
 //!             OutputKind::Finished(c) => finished.push(c),
-//!             _ => {} // a real host applies writes, arms timers, ...
+//!             // This host keeps nothing: writes and replies have nowhere to go.
+//!             OutputKind::Reply(_) | OutputKind::Store(_) | OutputKind::Commit { .. } => {}
+//!             other if other.class() == OutputClass::MayIgnore => {}
+//!             other => unimplemented!("this host does not handle {other:?}"),
 //!         }
 //!     }
 //! }
@@ -64,6 +76,31 @@
 //! assert!(finished[0].is_run_complete());
 //! # Ok::<(), turnstile_core::HostError>(())
 //! ```
+//!
+//! ## Recovery: a host with its own store
+//!
+//! The core keeps nothing across a restart; the host's store does, and the next engine starts
+//! from it (SPEC 4.12, `docs/spec.md`). `turnstile-adapters`' `store::recovery` is the
+//! reference; `core/examples/sync_host.rs` does it in memory. On start, before the first input:
+//!
+//! 1. **Ledger.** Every row without an outcome (waiting, active or paused when the process
+//!    stopped) gets the outcome `interrupted` (error kind `interrupted`, title
+//!    [`INTERRUPTED_TITLE`], message [`RECOVERY_MESSAGE`]) and its RunComplete is published
+//!    once, from the ledger (a waiter that subscribes later still learns it).
+//! 2. **Messages.** Every assistant message without a finish gets finish `error` with the same
+//!    title and message; every unfinished tool call gets input `{}`; every tool call without a
+//!    result gets a written result with the text [`HISTORY_REPAIR_RESULT`]; a summary message
+//!    that never finished is deleted. The history is then protocol-legal (I8).
+//! 3. **[`Start`].** `next_seq` is one above the ledger's highest sequence (sequences continue
+//!    over restarts); `next_message` is one above the highest message id the store ever
+//!    assigned (ids are allocated by the core in [`StoreOp::UserMessage`],
+//!    [`StoreOp::AssistantMessage`] and [`StoreOp::SummaryMessage`]; keep them, never reuse
+//!    them); `runs` lists every ledger row with a RunId as a [`KnownRun`]: its session,
+//!    sequence, [`Fingerprint::of`] the submission as accepted, and its outcome. A
+//!    resubmission of a finished run is then answered with it, never run again.
+//!
+//! [`Engine::new`] refuses a start state it cannot continue from ([`HostError::InvalidStart`]
+//! names the field).
 //!
 //! ## Layout
 //!
@@ -100,9 +137,9 @@ pub use alphabet::text::*;
 pub use alphabet::{
     Acceptor, Attachment, AttemptIo, CallId, CallIo, Completion, Config, ErrorClass, ErrorInfo,
     ErrorKind, Fingerprint, FinishReason, HostError, Input, KnownRun, MessageFinish, MessageId,
-    Millis, Mode, OnAbort, Outcome, Output, OutputKind, ProviderError, Rejection, Reply, RunId,
-    Seq, SessionId, Setup, Start, StepEvent, StepIo, StopReason, StopTurn, StoreOp, Submit,
-    SummaryIo, TimerId, TimerPurpose, ToolOutput, ToolSpec, TurnId, Usage,
+    Millis, Mode, OnAbort, Outcome, Output, OutputClass, OutputKind, ProviderError, Rejection,
+    Reply, RunId, Seq, SessionId, Setup, Start, StepEvent, StepIo, StopReason, StopTurn, StoreOp,
+    Submit, SummaryIo, TimerId, TimerPurpose, ToolOutput, ToolSpec, TurnId, Usage,
 };
 pub use alphabet::{ids, input, outcome, output, text};
 pub use check::{Auditor, Violation, projection};

@@ -22,7 +22,8 @@ use super::StoreError;
 use super::apply::finish_json;
 use super::schema::{int, outcome_text, to_json, uint};
 use crate::mutants::{Armed, HostMutant};
-use crate::record::{CompletionRecord, Cursor, RECOVERY_MESSAGE, REPAIR_RESULT};
+use crate::record::{CompletionRecord, Cursor};
+use turnstile_core::{HISTORY_REPAIR_RESULT, RECOVERY_MESSAGE};
 
 /// One unfinished ledger row.
 struct Unfinished {
@@ -146,7 +147,7 @@ fn repair_messages(conn: &Connection, armed: Armed) -> Result<(), StoreError> {
          WHERE NOT EXISTS \
              (SELECT 1 FROM tool_results r WHERE r.message = c.message AND r.call = c.call) \
          ORDER BY m.ord, c.ord",
-        [REPAIR_RESULT],
+        [HISTORY_REPAIR_RESULT],
     )?;
     conn.execute("DELETE FROM messages WHERE finish IS NULL AND role = 'summary'", [])?;
     Ok(())

@@ -13,7 +13,7 @@ use turnstile_core::{
 };
 
 use super::*;
-use crate::record::{RECOVERY_MESSAGE, REPAIR_RESULT};
+use turnstile_core::{HISTORY_REPAIR_RESULT, RECOVERY_MESSAGE};
 
 // ---- helpers ---------------------------------------------------------------------------------
 
@@ -827,7 +827,7 @@ fn recovery_ends_every_unfinished_submission_and_repairs_history() {
     assert_eq!(m[1].calls[1].input.as_deref(), Some(r#"{"path":"a"}"#), "complete input kept");
     let repair = |c: &str| StoredResult {
         call: CallId::new(c),
-        content: REPAIR_RESULT.into(),
+        content: HISTORY_REPAIR_RESULT.into(),
         is_error: true,
         synthetic: true,
     };

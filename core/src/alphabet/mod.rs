@@ -26,6 +26,8 @@ pub use input::{
 #[cfg(feature = "mutants")]
 pub use mutants::Mutant;
 pub use outcome::{Completion, ErrorInfo, ErrorKind, Outcome, StopReason};
-pub use output::{MessageFinish, Output, OutputKind, Rejection, Reply, StoreOp, TimerPurpose};
+pub use output::{
+    MessageFinish, Output, OutputClass, OutputKind, Rejection, Reply, StoreOp, TimerPurpose,
+};
 pub use run::{Fingerprint, KnownRun};
 pub use text::*;

@@ -145,7 +145,59 @@ pub enum OutputKind {
     Stopped,
 }
 
+/// What a host must do with an output, by kind: the three classes of the host protocol.
+///
+/// A host handles the outputs it knows and falls back on the class for the rest; it must never
+/// drop an output of the first two classes (the enums are `#[non_exhaustive]`, so a catch-all
+/// arm is needed: make it check the class).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum OutputClass {
+    /// Start the IO and, when it ends, send the input that answers it, naming the IO exactly
+    /// as the output did ([`OutputKind::Prepare`], [`OutputKind::StartStep`],
+    /// [`OutputKind::RunTool`], [`OutputKind::RefreshCredentials`],
+    /// [`OutputKind::StartSummary`], [`OutputKind::SetTimer`]: `TimerFired` at the deadline).
+    /// A submission waits for the answer: a host that drops one of these hangs it forever.
+    MustAnswer,
+    /// Carry it out, in order; no input answers it ([`OutputKind::Reply`]: answer the caller;
+    /// [`OutputKind::Store`] and [`OutputKind::Commit`]: the durable writes, SPEC 4.12;
+    /// [`OutputKind::Finished`]: publish the completion after its commit). Dropping one loses a
+    /// reply, a write or a completion.
+    MustPerform,
+    /// Safe to ignore: the core already behaves as if it were done. The `Abort*` outputs and
+    /// [`OutputKind::CancelTimer`] stop IO the core no longer waits for (what still arrives is
+    /// ignored, I13; stopping it only saves work); [`OutputKind::RequestTitle`] and
+    /// [`OutputKind::AbortTitle`]: nothing waits for a title (an unanswered request leaves the
+    /// session untitled); [`OutputKind::Stopped`] only reports that shutdown completed.
+    MayIgnore,
+}
+
 impl OutputKind {
+    /// The output's class: whether the host must answer it, must perform it, or may ignore it.
+    #[must_use]
+    pub fn class(&self) -> OutputClass {
+        match self {
+            OutputKind::Prepare { .. }
+            | OutputKind::StartStep { .. }
+            | OutputKind::RunTool { .. }
+            | OutputKind::RefreshCredentials { .. }
+            | OutputKind::StartSummary { .. }
+            | OutputKind::SetTimer { .. } => OutputClass::MustAnswer,
+            OutputKind::Reply(_)
+            | OutputKind::Store(_)
+            | OutputKind::Commit { .. }
+            | OutputKind::Finished(_) => OutputClass::MustPerform,
+            OutputKind::AbortPreparation { .. }
+            | OutputKind::AbortStep { .. }
+            | OutputKind::AbortTool { .. }
+            | OutputKind::AbortRefresh { .. }
+            | OutputKind::AbortSummary { .. }
+            | OutputKind::CancelTimer { .. }
+            | OutputKind::RequestTitle { .. }
+            | OutputKind::AbortTitle { .. }
+            | OutputKind::Stopped => OutputClass::MayIgnore,
+        }
+    }
+
     /// The session this output concerns, if it concerns one.
     #[must_use]
     pub fn session(&self) -> Option<&SessionId> {

@@ -16,6 +16,14 @@ pub const SHUTDOWN_FINISH: &str = "Interrupted by shutdown";
 /// The title of an interrupted submission.
 pub const INTERRUPTED_TITLE: &str = "Interrupted";
 
+// Recovery after a process stop, and history repair (SPEC 4.9, 4.12): the host writes these
+
+/// The error message of a submission that crash recovery ended (with [`INTERRUPTED_TITLE`]).
+pub const RECOVERY_MESSAGE: &str = "The process stopped before this request finished.";
+/// The result a host writes for a tool call that has none, at recovery and when it builds a
+/// model request from history.
+pub const HISTORY_REPAIR_RESULT: &str = "tool call was interrupted and did not produce a result, you may retry this call if the result is still needed";
+
 // Preparation (SPEC 4.1)
 
 /// The title of a `preparation` failure (SPEC names the kind; the title is ours).
