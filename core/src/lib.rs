@@ -7,6 +7,11 @@
 //! [`Input`] at a time with the current time and performs the [`Output`]s it drains. The same
 //! inputs always give byte-identical outputs (SPEC I12).
 //!
+//! Citations in these docs: "SPEC 4.9" or "SPEC I13" is that section or invariant of the
+//! contract, `docs/spec.md` in the repository (its section numbers are stable); "G-01" is a
+//! flaw of the reference design listed in its appendix, each with the trace that shows it is
+//! absent here; "STYLE 4" is habit 4 of `docs/style.md`.
+//!
 //! ## Host protocol
 //!
 //! The host runs this loop; [`Engine`] has exactly two methods that change it.

@@ -88,8 +88,9 @@ pub fn all() -> Vec<Bounds> {
         Bounds {
             name: "faults",
             about: "seconds: 1 session, 2 submissions (one with a RunId), resubmission (also \
-                    during shutdown), cancel, cancel_run, shutdown, tool calls with a stop, a \
-                    pause, a retry, a 401 and its refresh failing, stale replies",
+                    during shutdown), cancel, cancel_run, shutdown, a tool call (dropped on \
+                    abort, or left to finish) with a stop, a pause, a retry, a 401 and its \
+                    refresh failing, stale replies",
             config: Config::default(),
             expected_states: 259_152,
             budget: Budget {
@@ -130,8 +131,8 @@ pub fn all() -> Vec<Bounds> {
         Bounds {
             name: "guard",
             about: "seconds: 1 session, 2 submissions, three tool steps at the threshold (two \
-                    pauses, then the no-progress guard), finish reasons that do not match the \
-                    calls, a cancel",
+                    pauses, then the no-progress guard; one may call the tool left to finish), \
+                    finish reasons that do not match the calls, a cancel",
             config: Config::default(),
             expected_states: 113_010,
             budget: Budget {
@@ -148,9 +149,9 @@ pub fn all() -> Vec<Bounds> {
         },
         Bounds {
             name: "default",
-            about: "the README's main job: 2 sessions, 3 submissions (one with a RunId), a \
-                    cancel, a cancel_run, shutdown, a preparation failure, a tool call, a \
-                    summarization, stale replies",
+            about: "a minute, the one CI checks: 2 sessions, 3 submissions (one with a RunId), \
+                    a cancel, a cancel_run, shutdown, a preparation failure, a tool call \
+                    (dropped on abort, or left to finish), a summarization, stale replies",
             config: Config::default(),
             expected_states: 2_040_448,
             budget: DEFAULT,

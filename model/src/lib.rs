@@ -1,7 +1,9 @@
 //! # turnstile-model
 //!
 //! An independent executable specification of the turnstile lifecycle (SPEC sections 4 to 7)
-//! and an exhaustive checker of the core against it (SPEC section 10 "Model").
+//! and an exhaustive checker of the core against it (SPEC section 10 "Model"). "SPEC n" cites
+//! section n of the contract, `docs/spec.md` in the repository; "G-nn" a flaw of the reference
+//! design from its appendix.
 //!
 //! - [`spec`]: the specification, a small naive state machine written from SPEC over an
 //!   abstract version of the core's input alphabet; its module docs map every SPEC rule to it.

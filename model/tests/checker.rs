@@ -115,3 +115,26 @@ fn the_default_configuration_is_large_enough() {
     assert!(r.states >= 1_000_000, "default explores {} states", r.states);
     assert_eq!(r.states, bounds("default").expected_states);
 }
+
+/// The README names the configurations `turnstile-model list` prints, in its order.
+#[test]
+fn the_readme_lists_every_configuration() {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md"))
+        .expect("README.md");
+    let line = readme
+        .lines()
+        .skip_while(|l| !l.contains("(`list` shows them:"))
+        .take(2)
+        .collect::<Vec<_>>()
+        .join(" ");
+    let listed: Vec<&str> = line
+        .split("shows them:")
+        .nth(1)
+        .and_then(|rest| rest.split(';').next())
+        .expect("the README's list of configurations")
+        .split(',')
+        .map(|n| n.trim().trim_matches('`'))
+        .collect();
+    let names: Vec<&str> = configs::all().iter().map(|b| b.name).collect();
+    assert_eq!(listed, names, "update the README's `list` line");
+}

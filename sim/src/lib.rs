@@ -9,6 +9,9 @@
 //!
 //! The command `turnstile-sim` exposes `sweep`, `seed`, `mutants`, `determinism`, `shrink`,
 //! `replay` and `bless`.
+//!
+//! "SPEC n" cites section n of the contract, `docs/spec.md` in the repository; "G-nn" a flaw of
+//! the reference design from its appendix.
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
