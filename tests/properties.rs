@@ -5,8 +5,8 @@
 
 use proptest::prelude::*;
 use turnstile_core::{
-    CallId, Config, ErrorClass, FinishReason, Input, Millis, Mode, ProviderError, RunId, Seq,
-    SessionId, StepEvent, StopTurn, Submit, ToolOutput, Usage,
+    CallId, Config, ErrorClass, FinishReason, Input, Millis, Mode, OutputKind, ProviderError,
+    RunId, Seq, SessionId, StepEvent, StopTurn, Submit, TimerPurpose, ToolOutput, Usage,
 };
 use turnstile_tests::harness::Host;
 
@@ -117,9 +117,11 @@ fn apply(h: &mut Host, a: &Act) -> bool {
             let Some(step) = pick(&h.steps, *i) else {
                 return false;
             };
+            // Even ids call a tool the host drops on abort, odd ids one left to finish.
+            let name = if id % 2 == 0 { "ls" } else { "write" };
             let event = StepEvent::ToolCall {
                 id: CallId::new(format!("c{id}")),
-                name: "ls".into(),
+                name: name.into(),
                 input: "{}".into(),
             };
             Input::Step { step, event }
@@ -281,6 +283,7 @@ fn config() -> Config {
 fn run(acts: &[Act]) -> Host {
     let mut h = Host::new(config());
     h.setup = turnstile_core::Setup::with_tools(&["ls", "grep", "bash", "agent"]);
+    h.setup.tools.push(turnstile_core::ToolSpec::new("write").left_to_finish());
     h.setup.context_window = 1_000;
     for a in acts {
         apply(&mut h, a);
@@ -308,6 +311,43 @@ proptest! {
         prop_assert_eq!(h.auditor.unfinished(), 0);
         let accepted = h.replies.iter().filter(|r| matches!(r, turnstile_core::Reply::Accepted { .. })).count();
         prop_assert_eq!(h.finished.len(), accepted, "exactly one completion per accepted submission");
+    }
+
+    /// SPEC 4.9: a cancel aborts exactly the running calls the host drops (never one left to
+    /// finish), and arms the grace timer exactly when a call left to finish still runs in the
+    /// turn it aborted; with none, the turn ends in the cancel's own transition.
+    #[test]
+    fn a_cancel_waits_only_for_calls_left_to_finish(acts in proptest::collection::vec(act(), 1..80)) {
+        let mut h = Host::new(config());
+        h.setup = run(&[]).setup;
+        for a in &acts {
+            let before = h.log.len();
+            apply(&mut h, a);
+            if !matches!(a, Act::Cancel { .. } | Act::CancelRun { .. }) {
+                continue;
+            }
+            let started: Vec<(turnstile_core::CallIo, String)> = h.log[..before]
+                .iter()
+                .filter_map(|o| match &o.kind {
+                    OutputKind::RunTool { call, name, .. } => Some((call.clone(), name.clone())),
+                    _ => None,
+                })
+                .collect();
+            let name = |c: &turnstile_core::CallIo| started.iter().find(|(s, _)| s == c).map(|(_, n)| n.clone());
+            for o in &h.log[before..] {
+                match &o.kind {
+                    OutputKind::AbortTool { call } => {
+                        let tool = name(call);
+                        prop_assert_eq!(tool.as_deref(), Some("ls"), "only droppable calls are aborted");
+                    }
+                    OutputKind::SetTimer { purpose: TimerPurpose::CancelGrace { session, turn }, .. } => {
+                        let waits = h.tools.iter().any(|(c, n)| c.session == *session && c.turn == *turn && n == "write");
+                        prop_assert!(waits, "a grace timer without a call left to finish running");
+                    }
+                    _ => {}
+                }
+            }
+        }
     }
 
     /// I12: the same inputs give byte-identical outputs.
