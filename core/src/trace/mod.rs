@@ -162,7 +162,7 @@ impl Trace {
         let Some((n, first)) = lines.next() else {
             return Err(TraceError::at(1, "empty trace: a header line is required"));
         };
-        let header = read_header(&schema, n, first)?;
+        let header = read_header(schema, n, first)?;
         let mut out = Vec::new();
         for (n, text) in lines {
             let value = json(n, text)?;

@@ -8,15 +8,18 @@
 //! (`field "input.up_to": expected an unsigned integer, found "x"`), which serde cannot do
 //! inside internally tagged enums.
 //!
-//! The walker implements the keywords the generated schema uses (listed in [`KEYWORDS`]; a
-//! test checks the schema uses no other), so it cannot silently skip a rule.
+//! The reader compiles the schema once into nodes ([`Schema`]) and walks a value against them;
+//! it implements the keywords the generated schema uses (listed in [`KEYWORDS`]; a test checks
+//! the schema uses no other), so it cannot silently skip a rule.
+
+use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
 /// The committed schema, embedded so that reading a trace needs no file.
 const SCHEMA: &str = include_str!("../../trace-format.schema.json");
 
-/// The schema keywords the walker understands; the generated schema may use only these.
+/// The schema keywords the reader understands; the generated schema may use only these.
 pub const KEYWORDS: &[&str] = &[
     "$schema",
     "$id",
@@ -42,7 +45,7 @@ pub const KEYWORDS: &[&str] = &[
     "maxLength",
 ];
 
-/// The `patternProperties` patterns the walker understands: `^\d+$`, the keys of a map by
+/// The `patternProperties` patterns the reader understands: `^\d+$`, the keys of a map by
 /// sequence number (`expect_outcomes`).
 pub const PATTERNS: &[&str] = &["^\\d+$"];
 
@@ -51,83 +54,225 @@ pub const PATTERNS: &[&str] = &["^\\d+$"];
 pub(crate) struct Problem {
     pub(crate) path: String,
     pub(crate) message: String,
+    /// How deep into the value the problem is (to report the branch of a union that fit best).
+    depth: usize,
 }
 
-/// The parsed schema.
+/// Where the walker is in the value: built on the stack as it descends, rendered only when a
+/// problem is found, so a valid line allocates nothing for paths.
+#[derive(Clone, Copy)]
+enum At<'a> {
+    Root,
+    Field(&'a At<'a>, &'a str),
+    Index(&'a At<'a>, usize),
+}
+
+impl At<'_> {
+    fn render(&self) -> String {
+        match self {
+            At::Root => String::new(),
+            At::Field(up, name) => join(&up.render(), name),
+            At::Index(up, i) => format!("{}[{i}]", up.render()),
+        }
+    }
+
+    fn depth(&self) -> usize {
+        match self {
+            At::Root => 0,
+            At::Field(up, _) | At::Index(up, _) => up.depth() + 1,
+        }
+    }
+
+    fn problem(&self, message: impl Into<String>) -> Problem {
+        Problem { path: self.render(), message: message.into(), depth: self.depth() }
+    }
+}
+
+/// Index of a node in [`Schema::nodes`].
+type Id = usize;
+
+/// One compiled schema.
+#[derive(Debug)]
+enum Node {
+    /// A `$ref` (resolved to the definition's node).
+    Ref(Id),
+    /// `oneOf` / `anyOf`: the value fits one branch.
+    Union(Union),
+    /// Everything else: type, value and object or array rules.
+    Plain(Box<Plain>),
+}
+
+#[derive(Debug)]
+struct Union {
+    branches: Vec<Id>,
+    /// For a tagged union (serde's internally tagged enum: every branch fixes one property with
+    /// a `const`): that property and the branch of each of its values.
+    tag: Option<(String, Vec<(Value, Id)>)>,
+    /// What the union accepts, in words (for errors).
+    expected: String,
+}
+
+/// Type bits: one per JSON type.
+const NULL: u8 = 1;
+const BOOLEAN: u8 = 2;
+const INTEGER: u8 = 4;
+const NUMBER: u8 = 8;
+const STRING: u8 = 16;
+const ARRAY: u8 = 32;
+const OBJECT: u8 = 64;
+const ANY: u8 = 0x7f;
+
+#[derive(Debug)]
+struct Plain {
+    types: u8,
+    options: Option<Vec<Value>>,
+    constant: Option<Value>,
+    lo: f64,
+    hi: f64,
+    min_len: Option<u64>,
+    max_len: Option<u64>,
+    properties: BTreeMap<String, Id>,
+    digit_keys: Option<Id>,
+    extra: Extra,
+    required: Vec<String>,
+    items: Option<Id>,
+    /// What the schema accepts, in words: "an unsigned integer", "a string or null", ...
+    expected: String,
+}
+
+/// What an object accepts beyond its listed properties.
+#[derive(Debug)]
+enum Extra {
+    Any,
+    Nothing,
+    Schema(Id),
+}
+
+/// The compiled schema of trace files.
+#[derive(Debug)]
 pub(crate) struct Schema {
-    root: Value,
+    nodes: Vec<Node>,
+    defs: BTreeMap<String, Id>,
 }
 
 impl Schema {
-    /// The embedded schema.
+    /// The embedded schema, compiled once per process: a constant that happens to need parsing
+    /// (it holds no state, so sharing it decides nothing).
     ///
     /// # Errors
     /// When the committed file is not JSON (a broken build; the tests catch it first).
-    pub(crate) fn embedded() -> Result<Schema, String> {
-        serde_json::from_str(SCHEMA)
-            .map(|root| Schema { root })
-            .map_err(|e| format!("the embedded trace schema is not JSON: {e}"))
+    pub(crate) fn embedded() -> Result<&'static Schema, String> {
+        static COMPILED: std::sync::OnceLock<Result<Schema, String>> = std::sync::OnceLock::new();
+        let compiled = COMPILED.get_or_init(|| {
+            let root: Value = serde_json::from_str(SCHEMA)
+                .map_err(|e| format!("the embedded trace schema is not JSON: {e}"))?;
+            Ok(Schema::compile(&root))
+        });
+        compiled.as_ref().map_err(Clone::clone)
+    }
+
+    /// Compiles a schema document: every definition under `$defs`, `$ref`s resolved.
+    fn compile(root: &Value) -> Schema {
+        let empty = Map::new();
+        let defs_json = root.get("$defs").and_then(Value::as_object).unwrap_or(&empty);
+        let mut c = Compiler { defs_json, nodes: Vec::new(), defs: BTreeMap::new() };
+        for name in defs_json.keys() {
+            c.def(name);
+        }
+        Schema { nodes: c.nodes, defs: c.defs }
     }
 
     /// Checks `value` against the definition `def` (`TraceHeader` or `TraceLine`).
     pub(crate) fn check(&self, def: &str, value: &Value) -> Result<(), Problem> {
-        let schema = self.definition(def).ok_or_else(|| Problem {
-            path: String::new(),
-            message: format!("the trace schema has no definition {def:?}"),
-        })?;
-        self.walk(schema, value, "")
+        let Some(&id) = self.defs.get(def) else {
+            return Err(At::Root.problem(format!("the trace schema has no definition {def:?}")));
+        };
+        self.walk(id, value, &At::Root)
     }
 
-    fn definition(&self, name: &str) -> Option<&Value> {
-        self.root.get("$defs")?.get(name)
+    /// The node behind any chain of `$ref`s.
+    fn target(&self, mut id: Id) -> Id {
+        while let Node::Ref(next) = self.nodes[id] {
+            id = next;
+        }
+        id
     }
 
-    fn resolve<'a>(&'a self, schema: &'a Value) -> &'a Value {
-        match schema.get("$ref").and_then(Value::as_str) {
-            Some(r) => {
-                r.strip_prefix("#/$defs/").and_then(|n| self.definition(n)).unwrap_or(schema)
-            }
-            None => schema,
+    fn walk(&self, id: Id, value: &Value, at: &At<'_>) -> Result<(), Problem> {
+        match &self.nodes[self.target(id)] {
+            Node::Ref(_) => Ok(()), // resolved by `target`
+            Node::Union(u) => self.union(u, value, at),
+            Node::Plain(p) => self.plain(p, value, at),
         }
     }
 
-    fn walk(&self, schema: &Value, value: &Value, path: &str) -> Result<(), Problem> {
-        if schema.get("$ref").is_some() {
-            // `$ref` applies together with its siblings (a description, a default: nothing
-            // that constrains; the generator leaves no other beside it).
-            return self.walk(self.resolve(schema), value, path);
-        }
-        if let Some(branches) = schema.get("oneOf").or_else(|| schema.get("anyOf")) {
-            return self.branches(branches, value, path);
-        }
-        if let Some(types) = schema.get("type") {
-            let ok = match types {
-                Value::String(t) => is_type(t, value),
-                Value::Array(ts) => ts.iter().filter_map(Value::as_str).any(|t| is_type(t, value)),
-                _ => true,
+    /// A tagged union is decided by its tag, so the error is the chosen variant's own;
+    /// otherwise only branches whose type fits are tried (an `Option` is `anyOf [T, null]`),
+    /// the first that fits wins, and the error is that of the branch that got furthest.
+    fn union(&self, u: &Union, value: &Value, at: &At<'_>) -> Result<(), Problem> {
+        if let (Some((tag, by_value)), Value::Object(fields)) = (&u.tag, value) {
+            let here = At::Field(at, tag);
+            let Some(given) = fields.get(tag) else { return Err(here.problem("is missing")) };
+            return match by_value.iter().find(|(v, _)| v == given) {
+                Some((_, id)) => self.walk(*id, value, at),
+                None => {
+                    let names: Vec<String> = by_value.iter().map(|(v, _)| render(v)).collect();
+                    wrong(&here, &format!("one of {}", names.join(", ")), given)
+                }
             };
-            if !ok {
-                return wrong(path, &expected(schema), value);
+        }
+        let mut best: Option<Problem> = None;
+        for &b in u.branches.iter().filter(|b| self.fits_type(**b, value)) {
+            match self.walk(b, value, at) {
+                Ok(()) => return Ok(()),
+                Err(p) if best.as_ref().is_none_or(|q| p.depth > q.depth) => best = Some(p),
+                Err(_) => {}
             }
         }
-        if let Some(options) = schema.get("enum").and_then(Value::as_array)
+        match best {
+            Some(p) if p.depth > at.depth() => Err(p),
+            _ => wrong(at, &u.expected, value),
+        }
+    }
+
+    fn fits_type(&self, id: Id, value: &Value) -> bool {
+        match &self.nodes[self.target(id)] {
+            Node::Plain(p) => p.types & type_bit(value) != 0,
+            _ => true,
+        }
+    }
+
+    fn plain(&self, p: &Plain, value: &Value, at: &At<'_>) -> Result<(), Problem> {
+        if p.types & type_bit(value) == 0 {
+            return wrong(at, &p.expected, value);
+        }
+        if let Some(options) = &p.options
             && !options.contains(value)
         {
-            let names: Vec<String> = options.iter().map(render).collect();
-            return wrong(path, &format!("one of {}", names.join(", ")), value);
+            return wrong(at, &p.expected, value);
         }
-        if let Some(c) = schema.get("const")
+        if let Some(c) = &p.constant
             && c != value
         {
-            return wrong(path, &render(c), value);
+            return wrong(at, &p.expected, value);
         }
-        self.bounds(schema, value, path)?;
+        if let Some(n) = value.as_f64()
+            && (n < p.lo || n > p.hi)
+        {
+            return wrong(at, &format!("a number from {} to {}", p.lo, p.hi), value);
+        }
+        if let Some(s) = value.as_str() {
+            let n = s.chars().count() as u64;
+            if p.min_len.is_some_and(|m| n < m) || p.max_len.is_some_and(|m| n > m) {
+                return wrong(at, &p.expected, value);
+            }
+        }
         match value {
-            Value::Object(fields) => self.object(schema, fields, path),
-            Value::Array(items) => match schema.get("items") {
+            Value::Object(fields) => self.object(p, fields, at),
+            Value::Array(items) => match p.items {
                 Some(item) => {
                     for (i, v) in items.iter().enumerate() {
-                        self.walk(item, v, &format!("{path}[{i}]"))?;
+                        self.walk(item, v, &At::Index(at, i))?;
                     }
                     Ok(())
                 }
@@ -137,117 +282,170 @@ impl Schema {
         }
     }
 
-    /// `oneOf` / `anyOf`. A tagged union (every branch an object with a `const` for the same
-    /// property, as serde's internally tagged enums are) is decided by its tag, so the error is
-    /// the chosen variant's own; otherwise the first branch that fits wins, and the error is
-    /// that of the branch that got furthest.
-    fn branches(&self, branches: &Value, value: &Value, path: &str) -> Result<(), Problem> {
-        let branches: Vec<&Value> = branches
-            .as_array()
-            .map(|b| b.iter().map(|s| self.resolve(s)).collect())
-            .unwrap_or_default();
-        if let Some(tag) = tag_of(&branches)
-            && let Value::Object(fields) = value
-        {
-            let at = join(path, tag);
-            let Some(given) = fields.get(tag) else {
-                return Err(Problem { path: at, message: "is missing".to_owned() });
-            };
-            return match branches.iter().find(|b| tag_const(b, tag) == Some(given)) {
-                Some(b) => self.walk(b, value, path),
-                None => {
-                    let names: Vec<String> =
-                        branches.iter().filter_map(|b| tag_const(b, tag)).map(render).collect();
-                    wrong(&at, &format!("one of {}", names.join(", ")), given)
-                }
-            };
-        }
-        let mut best: Option<Problem> = None;
-        for b in &branches {
-            match self.walk(b, value, path) {
-                Ok(()) => return Ok(()),
-                Err(p) => {
-                    if best.as_ref().is_none_or(|q| p.path.len() > q.path.len()) {
-                        best = Some(p);
-                    }
-                }
-            }
-        }
-        match best {
-            Some(p) if p.path.len() > path.len() => Err(p),
-            _ => {
-                let what: Vec<String> = branches.iter().map(|b| expected(b)).collect();
-                let scalars = branches.iter().all(|b| b.get("const").is_some());
-                let what =
-                    if scalars { format!("one of {}", what.join(", ")) } else { what.join(" or ") };
-                wrong(path, &what, value)
-            }
-        }
-    }
-
-    fn object(
-        &self,
-        schema: &Value,
-        fields: &Map<String, Value>,
-        path: &str,
-    ) -> Result<(), Problem> {
-        let empty = Map::new();
-        let properties = schema.get("properties").and_then(Value::as_object).unwrap_or(&empty);
-        let patterned = |name: &str| {
-            let patterns = schema.get("patternProperties").and_then(Value::as_object)?;
-            patterns.iter().find(|(p, _)| matches_pattern(p, name)).map(|(_, s)| s)
-        };
+    fn object(&self, p: &Plain, fields: &Map<String, Value>, at: &At<'_>) -> Result<(), Problem> {
         for (name, v) in fields {
-            let at = join(path, name);
-            match (
-                properties.get(name).or_else(|| patterned(name)),
-                schema.get("additionalProperties"),
-            ) {
-                (Some(s), _) => self.walk(s, v, &at)?,
-                (None, Some(Value::Bool(false))) => return Err(unknown(at, name, properties)),
-                (None, Some(extra)) if extra.is_object() => self.walk(extra, v, &at)?,
-                (None, _) => {}
+            let here = At::Field(at, name);
+            let listed = p.properties.get(name).copied().or_else(|| {
+                p.digit_keys
+                    .filter(|_| !name.is_empty() && name.bytes().all(|b| b.is_ascii_digit()))
+            });
+            match (listed, &p.extra) {
+                (Some(id), _) | (None, &Extra::Schema(id)) => self.walk(id, v, &here)?,
+                (None, Extra::Nothing) => return Err(unknown(&here, name, p)),
+                (None, Extra::Any) => {}
             }
         }
         // After the unknown fields: a misspelt field is reported as itself, not as the field
         // it was meant to be.
-        for name in schema.get("required").and_then(Value::as_array).into_iter().flatten() {
-            if let Some(name) = name.as_str()
-                && !fields.contains_key(name)
-            {
-                return Err(Problem { path: join(path, name), message: "is missing".to_owned() });
-            }
-        }
-        Ok(())
-    }
-
-    fn bounds(&self, schema: &Value, value: &Value, path: &str) -> Result<(), Problem> {
-        let num = |k: &str| schema.get(k).and_then(Value::as_f64);
-        let len = |k: &str| schema.get(k).and_then(Value::as_u64);
-        if let Some(n) = value.as_f64() {
-            let (lo, hi) = format_range(schema.get("format").and_then(Value::as_str));
-            let lo = num("minimum").map_or(lo, |m| lo.max(m));
-            let hi = num("maximum").map_or(hi, |m| hi.min(m));
-            if n < lo || n > hi {
-                return wrong(path, &format!("a number from {lo} to {hi}"), value);
-            }
-        }
-        if let Some(s) = value.as_str() {
-            let n = s.chars().count() as u64;
-            if len("minLength").is_some_and(|m| n < m) || len("maxLength").is_some_and(|m| n > m) {
-                return wrong(path, &expected(schema), value);
-            }
+        if let Some(name) = p.required.iter().find(|name| !fields.contains_key(*name)) {
+            return Err(At::Field(at, name).problem("is missing"));
         }
         Ok(())
     }
 }
 
-/// Whether `key` matches one of [`PATTERNS`] (any other pattern matches nothing: the schema
-/// test refuses patterns the walker does not implement).
-fn matches_pattern(pattern: &str, key: &str) -> bool {
-    match pattern {
-        "^\\d+$" => !key.is_empty() && key.bytes().all(|b| b.is_ascii_digit()),
-        _ => false,
+/// Builds [`Schema`] nodes from the JSON schema.
+struct Compiler<'a> {
+    defs_json: &'a Map<String, Value>,
+    nodes: Vec<Node>,
+    defs: BTreeMap<String, Id>,
+}
+
+impl Compiler<'_> {
+    /// The node of a definition, compiled on first use (a placeholder first, so a definition
+    /// that refers to itself resolves).
+    fn def(&mut self, name: &str) -> Id {
+        if let Some(&id) = self.defs.get(name) {
+            return id;
+        }
+        let id = self.push(Node::Ref(usize::MAX));
+        self.defs.insert(name.to_owned(), id);
+        let body = match self.defs_json.get(name) {
+            Some(json) => self.node(json),
+            None => self.push(Node::Plain(Box::new(plain(&Value::Bool(true))))),
+        };
+        self.nodes[id] = Node::Ref(body);
+        id
+    }
+
+    fn push(&mut self, node: Node) -> Id {
+        self.nodes.push(node);
+        self.nodes.len() - 1
+    }
+
+    fn node(&mut self, json: &Value) -> Id {
+        if let Some(r) = json.get("$ref").and_then(Value::as_str) {
+            let name = r.strip_prefix("#/$defs/").unwrap_or(r).to_owned();
+            let target = self.def(&name);
+            return self.push(Node::Ref(target));
+        }
+        if let Some(branches) = json.get("oneOf").or_else(|| json.get("anyOf")) {
+            let list: Vec<&Value> =
+                branches.as_array().map(|b| b.iter().collect()).unwrap_or_default();
+            let resolved: Vec<&Value> = list.iter().map(|b| self.resolve_json(b)).collect();
+            let ids: Vec<Id> = list.iter().map(|b| self.node(b)).collect();
+            let tag = tag_of(&resolved).map(|key| {
+                let by_value = resolved
+                    .iter()
+                    .zip(&ids)
+                    .filter_map(|(b, id)| tag_const(b, key).map(|v| (v.clone(), *id)))
+                    .collect();
+                (key.to_owned(), by_value)
+            });
+            let what: Vec<String> = resolved.iter().map(|b| expected(b)).collect();
+            let scalars = resolved.iter().all(|b| b.get("const").is_some());
+            let expected =
+                if scalars { format!("one of {}", what.join(", ")) } else { what.join(" or ") };
+            return self.push(Node::Union(Union { branches: ids, tag, expected }));
+        }
+        let mut p = plain(json);
+        if let Some(props) = json.get("properties").and_then(Value::as_object) {
+            for (k, v) in props {
+                let id = self.node(v);
+                p.properties.insert(k.clone(), id);
+            }
+        }
+        if let Some(digits) = json.get("patternProperties").and_then(|pp| pp.get(PATTERNS[0])) {
+            p.digit_keys = Some(self.node(digits));
+        }
+        match json.get("additionalProperties") {
+            Some(Value::Bool(false)) => p.extra = Extra::Nothing,
+            Some(extra) if extra.is_object() => p.extra = Extra::Schema(self.node(extra)),
+            _ => {}
+        }
+        if let Some(items) = json.get("items") {
+            p.items = Some(self.node(items));
+        }
+        self.push(Node::Plain(Box::new(p)))
+    }
+
+    /// A branch's JSON behind its `$ref`, to read its tag and type while compiling.
+    fn resolve_json<'b>(&self, json: &'b Value) -> &'b Value
+    where
+        Self: 'b,
+    {
+        match json.get("$ref").and_then(Value::as_str).and_then(|r| r.strip_prefix("#/$defs/")) {
+            Some(name) => self.defs_json.get(name).map_or(json, |d| self.resolve_json(d)),
+            None => json,
+        }
+    }
+}
+
+/// The rules of a schema that need no other node.
+fn plain(json: &Value) -> Plain {
+    let types = match json.get("type") {
+        Some(Value::String(t)) => type_bits(t),
+        Some(Value::Array(ts)) => {
+            ts.iter().filter_map(Value::as_str).map(type_bits).fold(0, |a, b| a | b)
+        }
+        _ => ANY,
+    };
+    let (lo, hi) = format_range(json.get("format").and_then(Value::as_str));
+    let num = |k: &str| json.get(k).and_then(Value::as_f64);
+    Plain {
+        types,
+        options: json.get("enum").and_then(Value::as_array).cloned(),
+        constant: json.get("const").cloned(),
+        lo: num("minimum").map_or(lo, |m| lo.max(m)),
+        hi: num("maximum").map_or(hi, |m| hi.min(m)),
+        min_len: json.get("minLength").and_then(Value::as_u64),
+        max_len: json.get("maxLength").and_then(Value::as_u64),
+        properties: BTreeMap::new(),
+        digit_keys: None,
+        extra: Extra::Any,
+        required: json
+            .get("required")
+            .and_then(Value::as_array)
+            .map(|r| r.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+            .unwrap_or_default(),
+        items: None,
+        expected: expected(json),
+    }
+}
+
+fn type_bits(t: &str) -> u8 {
+    match t {
+        "null" => NULL,
+        "boolean" => BOOLEAN,
+        // An integer is also a number.
+        "integer" => INTEGER,
+        "number" => NUMBER | INTEGER,
+        "string" => STRING,
+        "array" => ARRAY,
+        "object" => OBJECT,
+        _ => 0,
+    }
+}
+
+fn type_bit(v: &Value) -> u8 {
+    match v {
+        Value::Null => NULL,
+        Value::Bool(_) => BOOLEAN,
+        Value::Number(n) if n.is_i64() || n.is_u64() => INTEGER,
+        Value::Number(_) => NUMBER,
+        Value::String(_) => STRING,
+        Value::Array(_) => ARRAY,
+        Value::Object(_) => OBJECT,
     }
 }
 
@@ -276,19 +474,6 @@ fn tag_const<'a>(branch: &'a Value, key: &str) -> Option<&'a Value> {
     let nested = branch.get("oneOf")?.as_array()?;
     let first = tag_const(nested.first()?, key)?;
     nested.iter().all(|b| tag_const(b, key) == Some(first)).then_some(first)
-}
-
-fn is_type(t: &str, v: &Value) -> bool {
-    match t {
-        "null" => v.is_null(),
-        "boolean" => v.is_boolean(),
-        "integer" => v.is_i64() || v.is_u64(),
-        "number" => v.is_number(),
-        "string" => v.is_string(),
-        "array" => v.is_array(),
-        "object" => v.is_object(),
-        _ => false,
-    }
 }
 
 /// The range of an integer format, as schemars writes them.
@@ -335,10 +520,7 @@ fn expected(schema: &Value) -> String {
         Some(Value::Array(ts)) => {
             ts.iter().filter_map(Value::as_str).map(word).collect::<Vec<_>>().join(" or ")
         }
-        _ => match schema.get("const") {
-            Some(c) => render(c),
-            None => "something else".to_owned(),
-        },
+        _ => "something else".to_owned(),
     }
 }
 
@@ -359,28 +541,21 @@ fn join(path: &str, field: &str) -> String {
     if path.is_empty() { field.to_owned() } else { format!("{path}.{field}") }
 }
 
-fn wrong<T>(path: &str, expected: &str, found: &Value) -> Result<T, Problem> {
-    let message = format!(": expected {expected}, found {}", render(found));
-    Err(Problem { path: path.to_owned(), message })
+fn wrong<T>(at: &At<'_>, expected: &str, found: &Value) -> Result<T, Problem> {
+    Err(at.problem(format!(": expected {expected}, found {}", render(found))))
 }
 
-fn unknown(path: String, name: &str, properties: &Map<String, Value>) -> Problem {
-    if properties.is_empty() {
-        return Problem { path, message: "is not a sequence number (a key of digits)".to_owned() };
+fn unknown(at: &At<'_>, name: &str, p: &Plain) -> Problem {
+    if p.properties.is_empty() {
+        return at.problem("is not a sequence number (a key of digits)");
     }
-    let mut known: Vec<&str> = properties.keys().map(String::as_str).collect();
-    known.sort_unstable();
-    let hint = if name == "mutant" && path == "config.mutant" {
+    let known: Vec<&str> = p.properties.keys().map(String::as_str).collect();
+    let hint = if name == "mutant" && at.render() == "config.mutant" {
         " (a test-only field: replay with a build that has the core's `mutants` feature)"
     } else {
         ""
     };
-    let message = if known.is_empty() {
-        format!("is not a known field: nothing is allowed here{hint}")
-    } else {
-        format!("is not a known field; known here: {}{hint}", known.join(", "))
-    };
-    Problem { path, message }
+    at.problem(format!("is not a known field; known here: {}{hint}", known.join(", ")))
 }
 
 /// The schema of trace files, generated from the types: what `core/trace-format.schema.json`
