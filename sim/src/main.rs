@@ -204,53 +204,95 @@ fn files_or_exit(paths: &[PathBuf]) -> Result<Vec<PathBuf>, ExitCode> {
     })
 }
 
-fn replay_all(paths: &[PathBuf]) -> ExitCode {
-    let files = match files_or_exit(paths) {
-        Ok(f) => f,
-        Err(code) => return code,
-    };
-    let (mut passed, mut failed, mut unreadable) = (0usize, 0usize, 0usize);
-    let (mut inputs, mut outputs, mut completions) = (0usize, 0usize, 0usize);
-    for path in &files {
-        let trace = match load(path) {
-            Ok(t) => t,
-            Err(e) => {
-                eprintln!("turnstile-sim: {e}");
-                unreadable += 1;
-                continue;
-            }
-        };
-        match replay(&trace) {
-            Ok(r) => {
-                passed += 1;
-                inputs += r.inputs;
-                outputs += r.outputs;
-                completions += r.outcomes.values().sum::<usize>();
-                println!(
-                    "ok    {}  ({} inputs, {} outputs, {} compared, hash {})",
-                    path.display(),
-                    r.inputs,
-                    r.outputs,
-                    r.compared,
-                    &r.output_hash[..12]
-                );
-            }
-            Err(e) => {
-                failed += 1;
-                println!("FAIL  {}\n      {}", path.display(), indent(&e));
-            }
+/// What a trace command did with one file.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Done {
+    Passed,
+    Failed,
+    Unreadable,
+}
+
+/// Tallies of a trace command over its files.
+#[derive(Default)]
+struct Tally {
+    files: usize,
+    passed: usize,
+    failed: usize,
+    unreadable: usize,
+}
+
+impl Tally {
+    /// The exit status `replay` and `bless` share: 2 when a file could not be read or written
+    /// (or a directory holds no trace), 1 when a trace failed, 0 otherwise.
+    fn status(&self) -> ExitCode {
+        match (self.unreadable, self.failed) {
+            (0, 0) => ExitCode::SUCCESS,
+            (0, _) => ExitCode::from(1),
+            _ => ExitCode::from(2),
         }
     }
+}
+
+/// Reads every trace file under `paths` strictly and hands each to `each`; an unreadable file
+/// is reported and counted.
+fn over_traces(
+    paths: &[PathBuf],
+    mut each: impl FnMut(&Path, Trace) -> Done,
+) -> Result<Tally, ExitCode> {
+    let files = files_or_exit(paths)?;
+    let mut tally = Tally { files: files.len(), ..Tally::default() };
+    for path in &files {
+        let done = match load(path) {
+            Ok(trace) => each(path, trace),
+            Err(e) => {
+                eprintln!("turnstile-sim: {e}");
+                Done::Unreadable
+            }
+        };
+        match done {
+            Done::Passed => tally.passed += 1,
+            Done::Failed => tally.failed += 1,
+            Done::Unreadable => tally.unreadable += 1,
+        }
+    }
+    Ok(tally)
+}
+
+fn replay_all(paths: &[PathBuf]) -> ExitCode {
+    let (mut inputs, mut outputs, mut completions) = (0usize, 0usize, 0usize);
+    let tally = over_traces(paths, |path, trace| match replay(&trace) {
+        Ok(r) => {
+            inputs += r.inputs;
+            outputs += r.outputs;
+            completions += r.outcomes.values().sum::<usize>();
+            println!(
+                "ok    {}  ({} inputs, {} outputs, {} compared, hash {})",
+                path.display(),
+                r.inputs,
+                r.outputs,
+                r.compared,
+                &r.output_hash[..12]
+            );
+            Done::Passed
+        }
+        Err(e) => {
+            println!("FAIL  {}\n      {}", path.display(), indent(&e));
+            Done::Failed
+        }
+    });
+    let tally = match tally {
+        Ok(t) => t,
+        Err(code) => return code,
+    };
     println!(
         "\nreplayed {} traces: {inputs} inputs, {outputs} outputs, {completions} outcomes decided",
-        files.len()
+        tally.files
     );
-    println!("{passed} passed, {failed} failed");
-    if unreadable > 0 {
-        println!("{unreadable} unreadable");
-        return ExitCode::from(2);
+    println!("{} passed, {} failed", tally.passed, tally.failed);
+    if tally.unreadable > 0 {
+        println!("{} unreadable", tally.unreadable);
     }
-    if failed > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS }
+    tally.status()
 }
 
 fn shrink_file(path: &Path, out: Option<PathBuf>) -> ExitCode {
@@ -314,41 +356,27 @@ fn indent(e: &ReplayFailure) -> String {
 }
 
 fn bless_all(paths: &[PathBuf]) -> ExitCode {
-    let files = match files_or_exit(paths) {
-        Ok(f) => f,
-        Err(code) => return code,
-    };
-    let (mut failed, mut unreadable) = (0usize, 0usize);
-    for path in &files {
-        let trace = match load(path) {
-            Ok(t) => t,
-            Err(e) => {
-                eprintln!("turnstile-sim: {e}");
-                unreadable += 1;
-                continue;
-            }
-        };
+    let tally = over_traces(paths, |path, trace| {
         let blessed = match bless(&trace) {
             Ok(t) => t,
             Err(e) => {
                 println!("FAIL  {} (left untouched)\n      {}", path.display(), indent(&e));
-                failed += 1;
-                continue;
+                return Done::Failed;
             }
         };
         match std::fs::write(path, blessed.to_jsonl()) {
-            Ok(()) => println!("blessed {}", path.display()),
+            Ok(()) => {
+                println!("blessed {}", path.display());
+                Done::Passed
+            }
             Err(e) => {
                 eprintln!("turnstile-sim: {}: cannot write the trace: {e}", path.display());
-                unreadable += 1;
+                Done::Unreadable
             }
         }
-    }
-    if unreadable > 0 {
-        ExitCode::from(2)
-    } else if failed > 0 {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
+    });
+    match tally {
+        Ok(t) => t.status(),
+        Err(code) => code,
     }
 }
