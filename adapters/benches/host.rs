@@ -20,10 +20,9 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use turnstile_adapters::tool::BoxFuture;
 use turnstile_adapters::{
-    Answer, EventSink, Host, HostConfig, ModelInfo, ModelRequest, Provider, Scripted,
-    ScriptedProvider, ToolSet, WriterStats,
+    Answer, BoxError, BoxFuture, EventSink, Host, HostConfig, ModelInfo, ModelRequest, Provider,
+    Scripted, ScriptedProvider, ToolSet, WriterStats,
 };
 use turnstile_core::{FinishReason, RunId, SessionId, StepEvent, Submit, Usage};
 
@@ -147,7 +146,7 @@ struct Counting {
 }
 
 impl Provider for Counting {
-    fn prepare(&self, s: &SessionId) -> BoxFuture<Result<ModelInfo, String>> {
+    fn prepare(&self, s: &SessionId) -> BoxFuture<Result<ModelInfo, BoxError>> {
         self.inner.prepare(s)
     }
     fn stream(&self, request: ModelRequest, sink: EventSink) -> BoxFuture<()> {
@@ -163,7 +162,7 @@ impl Provider for Counting {
     fn refresh_credentials(&self) -> BoxFuture<bool> {
         self.inner.refresh_credentials()
     }
-    fn title(&self, prompt: String) -> BoxFuture<Result<(String, Option<Usage>), String>> {
+    fn title(&self, prompt: String) -> BoxFuture<Result<(String, Option<Usage>), BoxError>> {
         self.inner.title(prompt)
     }
 }

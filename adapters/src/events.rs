@@ -23,6 +23,7 @@ use std::sync::{Mutex, MutexGuard};
 use tokio::sync::{broadcast, oneshot, watch};
 use turnstile_core::{MessageId, Seq, SessionId};
 
+use crate::error::{Stopped, WaitError};
 use crate::record::{CompletionRecord, Cursor};
 use crate::store::Reader;
 
@@ -95,29 +96,6 @@ impl Updates {
     }
 }
 
-/// Why a wait or a command could not be answered.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum WaitError {
-    /// No submission with this RunId was ever accepted: "run not found: `<id>`".
-    NotFound(String),
-    /// The engine stopped before the run finished ("engine stopped: storage failure: ...");
-    /// the next start's recovery decides its outcome.
-    Stopped(String),
-    /// The store could not be read.
-    Store(String),
-}
-
-impl std::fmt::Display for WaitError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            WaitError::NotFound(id) => write!(f, "run not found: {id}"),
-            WaitError::Stopped(why) | WaitError::Store(why) => f.write_str(why),
-        }
-    }
-}
-
-impl std::error::Error for WaitError {}
-
 type Waiter = oneshot::Sender<Result<CompletionRecord, WaitError>>;
 
 /// Completion waiters and the newest committed cursor, shared by the store writer (which
@@ -138,8 +116,8 @@ pub(crate) struct Hub {
 struct HubState {
     /// Waiters by submission; an entry exists only while someone waits for an unfinished one.
     by_seq: BTreeMap<Seq, Vec<Waiter>>,
-    /// Set once the engine stopped on a storage failure: the message every waiter gets.
-    stopped: Option<String>,
+    /// Set once the engine stopped (a storage failure, ...): what every waiter gets.
+    stopped: Option<Stopped>,
     /// Set once a shutdown completed cleanly (everything durable, the store closed).
     closed: bool,
 }
@@ -214,15 +192,16 @@ impl Hub {
         }
     }
 
-    /// The engine stopped: every current and future waiter of an unfinished run gets `why`.
-    pub(crate) fn stop(&self, why: &str) {
-        let waiters = {
+    /// The engine stopped: every current and future waiter of an unfinished run gets why
+    /// (the first reason given; a later one changes nothing).
+    pub(crate) fn stop(&self, why: &Stopped) {
+        let (why, waiters) = {
             let mut st = self.state();
-            st.stopped.get_or_insert_with(|| why.to_owned());
-            std::mem::take(&mut st.by_seq)
+            let why = st.stopped.get_or_insert_with(|| why.clone()).clone();
+            (why, std::mem::take(&mut st.by_seq))
         };
         for w in waiters.into_values().flatten() {
-            let _ = w.send(Err(WaitError::Stopped(why.to_owned())));
+            let _ = w.send(Err(WaitError::Stopped(why.clone())));
         }
         self.ended.send_replace(true);
     }
@@ -238,8 +217,8 @@ impl Hub {
         self.state().closed
     }
 
-    /// The stop message, once stopped.
-    pub(crate) fn stopped(&self) -> Option<String> {
+    /// Why the engine stopped, once stopped.
+    pub(crate) fn stopped(&self) -> Option<Stopped> {
         self.state().stopped.clone()
     }
 
@@ -274,7 +253,11 @@ impl Completions {
     /// has shut down and every recorded completion was returned.
     ///
     /// # Errors
-    /// The store could not be read.
+    /// [`WaitError::Store`]: the ledger could not be read; the stream stays usable (call
+    /// again to retry from the same cursor).
+    ///
+    /// # Panics
+    /// Only if reading the ledger panics (a bug), as if it ran on the caller's task.
     pub async fn next(&mut self) -> Result<Option<(Cursor, CompletionRecord)>, WaitError> {
         loop {
             if let Some(next) = self.buffer.pop_front() {
@@ -288,7 +271,7 @@ impl Completions {
             let after = self.after;
             let batch = crate::rt::read(&self.reader, move |r| r.completions_after(after, 256))
                 .await
-                .map_err(WaitError::Store)?;
+                .map_err(WaitError::store)?;
             if !batch.is_empty() {
                 self.buffer.extend(batch);
                 continue;
@@ -324,7 +307,8 @@ mod loom_tests {
     use loom::sync::{Arc, Mutex};
     use turnstile_core::{Outcome, Seq, SessionId};
 
-    use super::{Hub, WaitError};
+    use super::Hub;
+    use crate::error::{Stopped, WaitError};
     use crate::record::{CompletionRecord, Cursor};
 
     fn record() -> CompletionRecord {
@@ -371,12 +355,12 @@ mod loom_tests {
             let hub = Arc::new(Hub::new(Cursor(0), 4));
             let stopper = {
                 let hub = hub.clone();
-                loom::thread::spawn(move || hub.stop("engine stopped: storage failure: disk full"))
+                loom::thread::spawn(move || hub.stop(&Stopped::HandlesDropped))
             };
             let registered = hub.register(Seq(1));
             stopper.join().expect("stopper");
             match registered {
-                Err(WaitError::Stopped(why)) => assert!(why.starts_with("engine stopped")),
+                Err(WaitError::Stopped(why)) => assert_eq!(why, Stopped::HandlesDropped),
                 Ok(mut rx) => match rx.try_recv() {
                     Ok(Err(WaitError::Stopped(_))) => {}
                     other => panic!("a waiter registered before the stop was not told: {other:?}"),

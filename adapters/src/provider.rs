@@ -224,11 +224,16 @@ impl EngineTarget {
     }
 }
 
+/// A provider's own error, of whatever type it has (`"text".into()` makes one from a
+/// string). The host records its `Display` text where SPEC records a message.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
 /// An LLM provider.
 pub trait Provider: Send + Sync + 'static {
     /// Resolves the model for a submission of this session (SPEC 4.1 preparation): an error
-    /// ends that submission `failed` (kind `preparation`) and affects no other.
-    fn prepare(&self, session: &SessionId) -> BoxFuture<Result<ModelInfo, String>>;
+    /// ends that submission `failed` (kind `preparation`, the error's `Display` as its
+    /// message) and affects no other.
+    fn prepare(&self, session: &SessionId) -> BoxFuture<Result<ModelInfo, BoxError>>;
     /// Streams one request's answer into `sink`: deltas, tool calls, then exactly one
     /// `Finished` or `Failed`. Returning without either counts as a stream that ended without
     /// a finish (retryable, SPEC 4.5).
@@ -238,7 +243,7 @@ pub trait Provider: Send + Sync + 'static {
     fn refresh_credentials(&self) -> BoxFuture<bool>;
     /// Generates a session title from a prompt, with what it used and cost; an error or an
     /// empty title makes the core fall back to the prompt (SPEC 4.11).
-    fn title(&self, prompt: String) -> BoxFuture<Result<(String, Option<Usage>), String>>;
+    fn title(&self, prompt: String) -> BoxFuture<Result<(String, Option<Usage>), BoxError>>;
 }
 
 /// One element of a scripted answer.
@@ -308,7 +313,7 @@ impl Answer {
 }
 
 type ScriptFn = dyn Fn(&ModelRequest, u64) -> Answer + Send + Sync;
-type PrepareFn = dyn Fn(&SessionId) -> Result<ModelInfo, String> + Send + Sync;
+type PrepareFn = dyn Fn(&SessionId) -> Result<ModelInfo, BoxError> + Send + Sync;
 
 /// A provider that answers from a script: a function from the request (and the number of
 /// requests it has seen before, from 0) to an [`Answer`]. Deterministic under the simulator:
@@ -336,7 +341,7 @@ impl ScriptedProvider {
     #[must_use]
     pub fn with_prepare(
         mut self,
-        prepare: impl Fn(&SessionId) -> Result<ModelInfo, String> + Send + Sync + 'static,
+        prepare: impl Fn(&SessionId) -> Result<ModelInfo, BoxError> + Send + Sync + 'static,
     ) -> Self {
         self.prepare = Arc::new(prepare);
         self
@@ -363,7 +368,7 @@ impl std::fmt::Debug for ScriptedProvider {
 }
 
 impl Provider for ScriptedProvider {
-    fn prepare(&self, session: &SessionId) -> BoxFuture<Result<ModelInfo, String>> {
+    fn prepare(&self, session: &SessionId) -> BoxFuture<Result<ModelInfo, BoxError>> {
         let result = (self.prepare)(session);
         Box::pin(async move { result })
     }
@@ -393,7 +398,7 @@ impl Provider for ScriptedProvider {
         Box::pin(async move { ok })
     }
 
-    fn title(&self, prompt: String) -> BoxFuture<Result<(String, Option<Usage>), String>> {
+    fn title(&self, prompt: String) -> BoxFuture<Result<(String, Option<Usage>), BoxError>> {
         let title: String = prompt.split_whitespace().take(4).collect::<Vec<_>>().join(" ");
         Box::pin(async move { Ok((title, None)) })
     }

@@ -51,7 +51,7 @@ impl CompletionRecord {
     /// 4.12): `interrupted`, kind `interrupted`, "Interrupted" / "The process stopped before
     /// this request finished.", with its last assistant message when it was activated.
     #[must_use]
-    pub fn recovered(
+    pub(crate) fn recovered(
         session: SessionId,
         run_id: Option<RunId>,
         seq: Seq,

@@ -10,16 +10,23 @@ use crate::store::{Reader, StoreError};
 
 /// Runs blocking work (SQLite) off the async worker threads. Under the simulator (`--cfg
 /// madsim`) it runs inline, as the simulation is single-threaded and its disk IO is real.
+///
+/// A panic in `f` is resumed in the caller, as it is when `f` runs inline; the only error is
+/// [`StoreError::Cancelled`]: the runtime shut down before `f` started.
 pub(crate) async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> T + Send + 'static,
-) -> Result<T, String> {
+) -> Result<T, StoreError> {
     #[cfg(madsim)]
     {
         Ok(f())
     }
     #[cfg(not(madsim))]
     {
-        tokio::task::spawn_blocking(f).await.map_err(|e| e.to_string())
+        match tokio::task::spawn_blocking(f).await {
+            Ok(v) => Ok(v),
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            Err(_) => Err(StoreError::Cancelled),
+        }
     }
 }
 
@@ -28,11 +35,11 @@ pub(crate) async fn blocking<T: Send + 'static>(
 pub(crate) async fn read<T: Send + 'static>(
     reader: &Arc<Mutex<Reader>>,
     f: impl FnOnce(&Reader) -> Result<T, StoreError> + Send + 'static,
-) -> Result<T, String> {
+) -> Result<T, StoreError> {
     let reader = reader.clone();
     blocking(move || {
         let r = reader.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        f(&r).map_err(|e| e.to_string())
+        f(&r)
     })
     .await?
 }
@@ -53,8 +60,7 @@ pub(crate) async fn catch_unwind<F: Future>(fut: F) -> Result<F::Output, String>
 
 /// The message of a panic's payload (`panic!` with a literal or a formatted string), or "a
 /// panic without a message".
-#[must_use]
-pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
     if let Some(s) = payload.downcast_ref::<&str>() {
         (*s).to_owned()
     } else if let Some(s) = payload.downcast_ref::<String>() {
@@ -76,5 +82,17 @@ mod tests {
         })
         .await;
         assert_eq!(got, Err("tool exploded".to_owned()));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_panic_in_blocking_work_is_resumed_in_the_caller() {
+        assert_eq!(super::blocking(|| 7).await, Ok(7));
+        let caught = super::catch_unwind(super::blocking(|| {
+            if true {
+                panic!("reader exploded");
+            }
+        }))
+        .await;
+        assert_eq!(caught, Err("reader exploded".to_owned()));
     }
 }

@@ -6,13 +6,14 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use turnstile_adapters::store::{Fault, RunState};
+use turnstile_adapters::store::{Fault, Reader, RunState, Store, StoreConfig};
 use turnstile_adapters::{
-    Answer, Cursor, EchoTool, Event, Flight, Host, HostConfig, Scripted, ScriptedProvider,
-    SubmitError, ToolSet, Update, WaitError,
+    Answer, Cursor, EchoTool, Event, Flight, Host, HostConfig, InvalidRequest, OpenError, Scripted,
+    ScriptedProvider, Stopped, StoreError, SubmitError, ToolSet, Update, WaitError,
 };
 use turnstile_core::{
-    ErrorKind, FinishReason, Outcome, Rejection, RunId, SessionId, StepEvent, Submit, Usage,
+    ErrorKind, FinishReason, HostError, Outcome, Rejection, RunId, Seq, SessionId, StepEvent,
+    Submit, Usage,
 };
 
 fn usage() -> Usage {
@@ -87,7 +88,7 @@ async fn wait_answers_before_during_after_and_after_a_restart() {
     };
     assert_eq!(
         early.await.expect("join"),
-        Err(WaitError::NotFound("r1".into())),
+        Err(WaitError::NotFound(RunId::new("r1"))),
         "a RunId never accepted is not waited for"
     );
     host.submit(Submit::new("s1", "one").with_run_id("r1")).await.expect("accepted");
@@ -96,8 +97,10 @@ async fn wait_answers_before_during_after_and_after_a_restart() {
     // ... after:
     let after = host.wait(&RunId::new("r1")).await.expect("after");
     assert_eq!(during, after);
-    assert_eq!(host.wait(&RunId::new("nope")).await, Err(WaitError::NotFound("nope".into())));
-    assert_eq!(WaitError::NotFound("nope".into()).to_string(), "run not found: nope");
+    assert_eq!(host.wait(&RunId::new("nope")).await, Err(WaitError::NotFound(RunId::new("nope"))));
+    assert_eq!(WaitError::NotFound(RunId::new("nope")).to_string(), "run not found: nope");
+    assert_eq!(host.wait_seq(Seq(99)).await, Err(WaitError::SeqNotFound(Seq(99))));
+    assert_eq!(WaitError::SeqNotFound(Seq(99)).to_string(), "run not found: seq 99");
     host.shutdown().await.expect("shutdown");
     drop(host);
     let again = open(&c, echo()).await;
@@ -407,10 +410,18 @@ async fn a_persistent_store_failure_stops_the_engine_and_recovery_decides_on_res
     host.cancel(&SessionId::new("s")).await.expect("cancel");
     let got = waiter.await.expect("join");
     let expected = "engine stopped: storage failure: database or disk is full";
-    assert_eq!(got, Err(WaitError::Stopped(expected.into())));
-    assert_eq!(host.stopped().as_deref(), Some(expected));
+    let Err(WaitError::Stopped(why)) = got else { panic!("the waiter heard {got:?}") };
+    assert_eq!(why.to_string(), expected);
+    // The stop carries the store's error itself, as the cause.
+    let Stopped::Storage(cause) = &why else { panic!("a storage failure: {why:?}") };
+    assert!(matches!(**cause, StoreError::Sqlite(_)), "{cause:?}");
+    let source = std::error::Error::source(&why).expect("the store error is the source");
+    assert_eq!(source.to_string(), "database or disk is full");
+    assert_eq!(host.stopped(), Some(why.clone()));
     let late = host.submit(Submit::new("s", "after")).await;
-    assert_eq!(late, Err(SubmitError::Stopped(expected.into())));
+    assert_eq!(late, Err(SubmitError::Stopped(why.clone())));
+    assert_eq!(late.expect_err("stopped").to_string(), expected);
+    assert_eq!(host.flush().await, Err(why.clone()));
     let _ = host.shutdown().await;
     drop(host);
     // Nothing was published that was not recorded: the ledger still has the run unfinished,
@@ -788,7 +799,9 @@ async fn summarizing_an_unknown_session_is_refused_and_harms_nothing() {
     let dir = tempfile::tempdir().expect("dir");
     let host = open(&config(&dir), echo()).await;
     let got = host.summarize(&SessionId::new("nobody")).await;
-    assert_eq!(got, Err(SubmitError::Invalid("session not found: nobody".into())));
+    let nobody = SessionId::new("nobody");
+    assert_eq!(got, Err(SubmitError::Invalid(InvalidRequest::SessionNotFound(nobody))));
+    assert_eq!(got.expect_err("refused").to_string(), "session not found: nobody");
     host.submit(Submit::new("s", "still fine").with_run_id("r")).await.expect("ok");
     assert_eq!(host.wait(&RunId::new("r")).await.expect("done").outcome, Outcome::Completed);
     assert_eq!(host.stopped(), None);
@@ -925,4 +938,177 @@ async fn a_sub_agent_runs_in_a_child_session_and_its_text_is_the_parent_s_result
         assert!(tools.iter().any(|t| t == "view"), "{session} keeps its other tools");
     }
     host.shutdown().await.expect("shutdown");
+}
+
+/// A submission that brings its own sequence while the engine assigns them is host misuse:
+/// refused as invalid, naming the core's reason, and the host goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_submission_with_its_own_sequence_is_invalid_and_the_host_goes_on() {
+    let dir = tempfile::tempdir().expect("dir");
+    let host = open(&config(&dir), echo()).await;
+    let mut submit = Submit::new("s", "numbered").with_run_id("r0");
+    submit.seq = Some(Seq(7));
+    let got = host.submit(submit).await;
+    let Err(SubmitError::Invalid(InvalidRequest::Refused(HostError::WrongAcceptor { .. }))) = &got
+    else {
+        panic!("a sequence the engine did not assign: {got:?}");
+    };
+    let text = got.expect_err("refused").to_string();
+    assert!(text.starts_with("engine refused an input: wrong acceptor: "), "{text}");
+    assert_eq!(host.stopped(), None);
+    host.submit(Submit::new("s", "plain").with_run_id("r1")).await.expect("accepted");
+    assert_eq!(host.wait(&RunId::new("r1")).await.expect("done").outcome, Outcome::Completed);
+    assert_eq!(host.wait(&RunId::new("r0")).await, Err(WaitError::NotFound(RunId::new("r0"))));
+    host.shutdown().await.expect("shutdown");
+}
+
+/// The source chain of an error, outermost first, as text.
+fn chain(e: &dyn std::error::Error) -> Vec<String> {
+    let mut out = vec![e.to_string()];
+    let mut next = e.source();
+    while let Some(e) = next {
+        out.push(e.to_string());
+        next = e.source();
+    }
+    out
+}
+
+/// A store in a directory that does not exist: the error names the lock file (the first
+/// thing opened) and what failed, and carries the OS error as its source.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_in_a_missing_directory_names_the_lock_file_and_the_action() {
+    let dir = tempfile::tempdir().expect("dir");
+    let path = dir.path().join("missing").join("store.db");
+    let lock = dir.path().join("missing").join("store.db.lock");
+    let got = Host::open(HostConfig::new(&path), Arc::new(echo()), ToolSet::new()).await;
+    let Err(OpenError::Store(StoreError::Io { path: at, action, source })) = &got else {
+        panic!("an IO error: {:?}", got.err());
+    };
+    assert_eq!((at, *action), (&lock, "open the lock file"));
+    assert_eq!(source.kind(), std::io::ErrorKind::NotFound);
+    let os = source.to_string();
+    let e = got.expect_err("refused");
+    let text = e.to_string();
+    assert!(text.starts_with(&format!("cannot open the lock file {}: ", lock.display())), "{text}");
+    let causes = chain(&e);
+    assert_eq!(causes.len(), 3, "open error, store error, OS error: {causes:?}");
+    assert_eq!(causes[2], os);
+    // The store on its own says the same.
+    let direct = Store::open(&StoreConfig::new(&path)).expect_err("no directory");
+    assert_eq!(direct.to_string(), text);
+}
+
+/// A store below a regular file cannot be created (also for root, who may write anywhere): the
+/// error names the lock file.
+#[test]
+fn a_store_below_a_file_names_the_lock_file() {
+    let dir = tempfile::tempdir().expect("dir");
+    let file = dir.path().join("plain.txt");
+    std::fs::write(&file, "not a directory").expect("write");
+    let path = file.join("store.db");
+    let err = Store::open(&StoreConfig::new(&path)).expect_err("not a directory");
+    let lock = file.join("store.db.lock");
+    assert!(
+        matches!(&err, StoreError::Io { path: p, action: "open the lock file", .. } if *p == lock)
+    );
+    assert!(
+        err.to_string().starts_with(&format!("cannot open the lock file {}: ", lock.display()))
+    );
+}
+
+/// SQLite failing to open the database names the store's path: a directory where the database
+/// file should be (the lock file beside it is fine), and a reader on a file that is missing.
+#[test]
+fn sqlite_open_failures_name_the_store() {
+    let dir = tempfile::tempdir().expect("dir");
+    let path = dir.path().join("a-directory");
+    std::fs::create_dir(&path).expect("mkdir");
+    let err = Store::open(&StoreConfig::new(&path)).expect_err("a directory is no database");
+    assert!(matches!(&err, StoreError::Open { path: p, .. } if *p == path), "{err:?}");
+    let prefix = format!("cannot open the store {}: ", path.display());
+    assert!(err.to_string().starts_with(&prefix), "{err}");
+    assert!(std::error::Error::source(&err).is_some(), "SQLite's error is the source");
+
+    let missing = dir.path().join("missing.db");
+    let err = Reader::open(&missing).expect_err("no such file");
+    assert!(matches!(&err, StoreError::Open { path: p, .. } if *p == missing), "{err:?}");
+    let text = err.to_string();
+    assert!(text.starts_with(&format!("cannot open the store {}: ", missing.display())), "{text}");
+
+    // A file that is not a database: found when the first statement reads it.
+    let junk = dir.path().join("junk.db");
+    std::fs::write(&junk, vec![b'x'; 4096]).expect("write");
+    let err = Store::open(&StoreConfig::new(&junk)).expect_err("not a database");
+    assert!(matches!(&err, StoreError::Open { path: p, .. } if *p == junk), "{err:?}");
+    assert!(err.to_string().contains("file is not a database"), "{err}");
+}
+
+/// The flight recorder's file in a directory that does not exist: the error names the trace
+/// file and what failed, and nothing was started (the store's lock is free again).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flight_trace_in_a_missing_directory_names_the_trace_file() {
+    let dir = tempfile::tempdir().expect("dir");
+    let mut c = config(&dir);
+    let trace = dir.path().join("missing").join("flight.jsonl");
+    c.trace = Some(Flight::File(trace.clone()));
+    let got = Host::open(c.clone(), Arc::new(echo()), ToolSet::new()).await;
+    let Err(OpenError::Trace { path, action, source }) = &got else {
+        panic!("a trace error: {:?}", got.err());
+    };
+    assert_eq!((path, *action), (&trace, "create the trace file"));
+    assert_eq!(source.kind(), std::io::ErrorKind::NotFound);
+    let e = got.expect_err("refused");
+    let text = e.to_string();
+    assert!(text.starts_with(&format!("cannot create the trace file {}: ", trace.display())));
+    assert_eq!(chain(&e).len(), 2, "the OS error is the source");
+    c.trace = None;
+    let host = open(&c, echo()).await;
+    host.shutdown().await.expect("shutdown");
+}
+
+/// The texts of the stop reasons SPEC and the simulator rely on, and their sources.
+#[test]
+fn stop_reasons_keep_their_texts() {
+    let disk_full = Stopped::Storage(Arc::new(Fault::DiskFull.error()));
+    assert_eq!(disk_full.to_string(), "engine stopped: storage failure: database or disk is full");
+    assert!(std::error::Error::source(&disk_full).is_some());
+    assert_eq!(
+        Stopped::HandlesDropped.to_string(),
+        "engine stopped: every handle was dropped without shutdown"
+    );
+    assert_eq!(Stopped::TaskEnded.to_string(), "engine stopped: the engine task ended");
+    assert_eq!(Stopped::WriterEnded.to_string(), "engine stopped: the store writer stopped");
+    let engine = Stopped::Engine(HostError::Internal("a bug"));
+    assert_eq!(engine.to_string(), "engine stopped: engine failed: internal error: a bug");
+    assert_eq!(chain(&WaitError::Stopped(engine.clone())).len(), 3);
+    assert_eq!(StoreError::InUse.to_string(), "store is in use by another turnstile process");
+}
+
+/// A store in a directory this process may not write to names the lock file and the action.
+/// Root may write anywhere: then there is nothing to see, and the test says so.
+#[cfg(unix)]
+#[test]
+fn a_store_in_a_read_only_directory_names_the_lock_file() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().expect("dir");
+    let locked = dir.path().join("read-only");
+    std::fs::create_dir(&locked).expect("mkdir");
+    std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o555)).expect("chmod");
+    let writable = std::fs::write(locked.join("probe"), "").is_ok();
+    let got = Store::open(&StoreConfig::new(locked.join("store.db")));
+    std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    if writable {
+        eprintln!("skipped: this process may write to a read-only directory (root)");
+        return;
+    }
+    let err = got.expect_err("read-only");
+    let lock = locked.join("store.db.lock");
+    assert!(
+        matches!(&err, StoreError::Io { path: p, action: "open the lock file", source }
+        if *p == lock && source.kind() == std::io::ErrorKind::PermissionDenied),
+        "{err:?}"
+    );
+    assert!(
+        err.to_string().starts_with(&format!("cannot open the lock file {}: ", lock.display()))
+    );
 }

@@ -16,6 +16,20 @@
 #![forbid(unsafe_code)]
 
 pub mod rng;
+
+/// The message of a panic's payload (`panic!` with a literal or a formatted string), or "a
+/// panic without a message": how a seed or a replay that panicked is reported.
+#[must_use]
+pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "a panic without a message".to_owned()
+    }
+}
+
 pub mod shrink;
 #[cfg(madsim)]
 pub mod sweep;

@@ -38,7 +38,7 @@ pub fn run_seed(seed: u64, knobs: &WorldConfig, keep_trace: bool) -> SeedReport 
     match result {
         Ok(report) => report,
         Err(payload) => {
-            let why = turnstile_adapters::panic_message(payload.as_ref());
+            let why = crate::panic_message(payload.as_ref());
             let mut report =
                 failed(seed, format!("panicked (a hang ends at the time limit): {why}"));
             // What the host did until then: the trace of the incarnation that hung.

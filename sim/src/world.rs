@@ -12,14 +12,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use sha2::{Digest, Sha256};
-use turnstile_adapters::provider::{RequestKind, RequestMessage};
 use turnstile_adapters::store::{
     Fault, Faults, Location, MemoryDisk, Reader, RunRow, RunState, Store, StoreConfig,
 };
-use turnstile_adapters::tool::BoxFuture;
 use turnstile_adapters::{
-    CompletionRecord, Cursor, EventSink, Flight, FlightBuffer, Host, HostConfig, ModelInfo,
-    ModelRequest, Provider, SubmitError, Tool, ToolCall, ToolSet, WaitError,
+    BoxError, BoxFuture, CompletionRecord, Cursor, EventSink, Flight, FlightBuffer, Host,
+    HostConfig, ModelInfo, ModelRequest, Provider, RequestKind, RequestMessage, SubmitError, Tool,
+    ToolCall, ToolSet, WaitError,
 };
 use turnstile_core::{
     AGENT_TOOL, CANCELLED_TOOL_RESULT, CallId, ErrorClass, FinishReason, Mode, NEW_AGENT_TITLE,
@@ -145,7 +144,7 @@ pub struct SimProvider {
 }
 
 impl Provider for SimProvider {
-    fn prepare(&self, session: &SessionId) -> BoxFuture<Result<ModelInfo, String>> {
+    fn prepare(&self, session: &SessionId) -> BoxFuture<Result<ModelInfo, BoxError>> {
         // Preparations take a while, so they finish out of acceptance order.
         let (fail, ms) = draw(&self.rng, |r| (r.chance(3), r.between(0, 400)));
         if fail {
@@ -157,11 +156,7 @@ impl Provider for SimProvider {
         let context_window = if session.as_str() == "s0" { 2_500 } else { 100_000 };
         Box::pin(async move {
             tokio::time::sleep(Duration::from_millis(ms)).await;
-            if fail {
-                Err("model unavailable".to_owned())
-            } else {
-                Ok(ModelInfo { context_window })
-            }
+            if fail { Err("model unavailable".into()) } else { Ok(ModelInfo { context_window }) }
         })
     }
 
@@ -203,10 +198,10 @@ impl Provider for SimProvider {
         })
     }
 
-    fn title(&self, prompt: String) -> BoxFuture<Result<(String, Option<Usage>), String>> {
+    fn title(&self, prompt: String) -> BoxFuture<Result<(String, Option<Usage>), BoxError>> {
         let ok = draw(&self.rng, |r| r.chance(80));
         Box::pin(async move {
-            if ok { Ok((format!("About {prompt}"), None)) } else { Err("no title".to_owned()) }
+            if ok { Ok((format!("About {prompt}"), None)) } else { Err("no title".into()) }
         })
     }
 }
@@ -579,7 +574,8 @@ async fn submit_one(
                 note(&log, |o| o.results.entry(run_id).or_default().push(got));
             }))
         }
-        Err(SubmitError::Rejected(_) | SubmitError::Stopped(_) | SubmitError::Invalid(_)) => None,
+        // Refused, invalid, stopped or unreadable: nothing to wait for.
+        Err(_) => None,
     }
 }
 

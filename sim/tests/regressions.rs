@@ -49,7 +49,7 @@ fn every_mutant_regression_passes_without_its_mutant_and_breaks_an_invariant_wit
         match result {
             Ok(Err(ReplayFailure::Violation { .. })) => {}
             Err(panic) => {
-                let why = turnstile_adapters::panic_message(panic.as_ref());
+                let why = turnstile_sim::panic_message(panic.as_ref());
                 assert!(why.contains("invariant violated"), "{}: {why}", path.display());
             }
             Ok(other) => {

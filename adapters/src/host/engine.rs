@@ -24,7 +24,8 @@ use turnstile_core::{
 
 use super::worker::{Action, Lane, Routed, WorkerMsg};
 use super::writer::WriteReq;
-use super::{Command, Msg, SubmitError, Submitted};
+use super::{Command, Msg, Submitted};
+use crate::error::{InvalidRequest, Stopped, SubmitError};
 use crate::events::{Hub, Update};
 use crate::store::NewRun;
 
@@ -96,13 +97,13 @@ pub(crate) struct EngineTask {
     pub(crate) workers: Vec<mpsc::UnboundedSender<WorkerMsg>>,
     pub(crate) writer: mpsc::UnboundedSender<WriteReq>,
     pub(crate) hub: Arc<Hub>,
-    pub(crate) health: watch::Receiver<Option<String>>,
+    pub(crate) health: watch::Receiver<Option<Stopped>>,
     /// Armed timers: at most one per aborting turn or backoff, plus the shutdown deadline.
     pub(crate) timers: BTreeMap<TimerId, Millis>,
     /// Last announced (busy, queue length) of sessions that are busy; idle ones are forgotten.
     pub(crate) known: BTreeMap<SessionId, (bool, usize)>,
     /// Callers of `shutdown`, answered when the engine stopped and everything is durable.
-    pub(crate) stopping: Vec<oneshot::Sender<Result<(), String>>>,
+    pub(crate) stopping: Vec<oneshot::Sender<Result<(), Stopped>>>,
     /// The parent of every running sub-agent's child session: a child's outputs go through
     /// its parent's lane (see [`Lane`]). Entered at `ChildAccepted`, left after the transition
     /// in which the child finished.
@@ -121,7 +122,7 @@ impl EngineTask {
                 biased;
                 changed = self.health.changed() => {
                     if changed.is_err() {
-                        self.hub.stop("engine stopped: the store writer stopped");
+                        self.hub.stop(&Stopped::WriterEnded);
                         break;
                     }
                     if self.health.borrow().is_some() {
@@ -131,14 +132,14 @@ impl EngineTask {
                 _ = sleep_until(due), if due.is_some() => self.fire_due(),
                 msg = self.inbox.recv() => match msg {
                     None => {
-                        self.hub.stop("engine stopped: every handle was dropped without shutdown");
+                        self.hub.stop(&Stopped::HandlesDropped);
                         break;
                     }
                     Some(msg) => self.on_msg(msg),
                 },
             }
             if self.hub.stopped().is_some() {
-                // An internal error of the core, or the store failed for good.
+                // The engine failed for good, or the store did.
                 break;
             }
             if self.driver.engine().is_stopped() && !self.stopping.is_empty() {
@@ -158,7 +159,7 @@ impl EngineTask {
         if self.writer.send(WriteReq::Close(tx)).is_ok() {
             let _ = rx.await;
         }
-        let why = self.hub.stopped().unwrap_or_else(|| "engine stopped".to_owned());
+        let why = self.hub.stopped().unwrap_or(Stopped::TaskEnded);
         for s in self.stopping.drain(..) {
             let _ = s.send(Err(why.clone()));
         }
@@ -212,21 +213,24 @@ impl EngineTask {
     fn feed(&mut self, input: Input, mut caller: Caller) {
         let now = self.now();
         if let Err(e) = self.driver.handle(now, input) {
-            // Host misuse is a bug in this host; an internal error is a bug in the core. Either
-            // way nothing was decided: tell the caller, and stop on an internal error.
-            let message = format!("engine refused an input: {e}");
-            eprintln!("turnstile: {message}");
+            // Host misuse (a request that does not fit this engine, or a bug in this host)
+            // leaves the engine unchanged; a failure (a bug in the core, a counter at its
+            // maximum) fails it for good. Either way nothing was decided: tell the caller, and
+            // stop on a failure.
+            eprintln!("turnstile: engine refused an input: {e}");
+            let failed = matches!(e, HostError::Internal(_) | HostError::Exhausted { .. });
+            let answer = if failed {
+                SubmitError::Stopped(Stopped::Engine(e.clone()))
+            } else {
+                SubmitError::Invalid(InvalidRequest::Refused(e.clone()))
+            };
             match caller {
-                Caller::Submit(_, reply) => {
-                    drop(reply.send(Err(SubmitError::Stopped(message.clone()))))
-                }
-                Caller::Summarize(reply) => {
-                    drop(reply.send(Err(SubmitError::Stopped(message.clone()))))
-                }
+                Caller::Submit(_, reply) => drop(reply.send(Err(answer))),
+                Caller::Summarize(reply) => drop(reply.send(Err(answer))),
                 Caller::None => {}
             }
-            if matches!(e, HostError::Internal(_)) {
-                self.hub.stop(&message);
+            if failed {
+                self.hub.stop(&Stopped::Engine(e));
             }
             return;
         }
@@ -388,9 +392,9 @@ impl EngineTask {
         }
         let (tx, rx) = oneshot::channel();
         let result = if self.writer.send(WriteReq::Close(tx)).is_ok() {
-            rx.await.unwrap_or_else(|_| Err("the store writer stopped".to_owned()))
+            rx.await.unwrap_or(Err(Stopped::WriterEnded))
         } else {
-            Err("the store writer stopped".to_owned())
+            Err(Stopped::WriterEnded)
         };
         let result = match (result, self.hub.stopped()) {
             (_, Some(why)) => Err(why),
@@ -417,7 +421,7 @@ impl Drop for EngineTask {
     /// shut down cleanly, every waiter hears that the engine stopped.
     fn drop(&mut self) {
         if !self.hub.is_closed() {
-            self.hub.stop("engine stopped: the engine task ended");
+            self.hub.stop(&Stopped::TaskEnded);
         }
     }
 }

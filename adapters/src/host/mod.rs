@@ -29,12 +29,14 @@ use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot, watch};
 use turnstile_core::{
-    Config, Engine, Mode, Outcome, Recorder, Rejection, RunId, Seq, SessionId, Submit, TraceHeader,
+    Config, Engine, Mode, Outcome, Recorder, Rejection, RunId, Seq, SessionId, Start, Submit,
+    TraceHeader,
 };
 
 pub use writer::WriterStats;
 
-use crate::events::{Completions, Hub, Updates, WaitError};
+use crate::error::{InvalidRequest, OpenError, Stopped, SubmitError, WaitError};
+use crate::events::{Completions, Hub, Updates};
 use crate::provider::Provider;
 use crate::record::{CompletionRecord, Cursor};
 use crate::store::{Reader, RunState, Store, StoreConfig, StoreError};
@@ -119,29 +121,6 @@ impl HostConfig {
     }
 }
 
-/// Why a host could not start.
-#[derive(Debug)]
-pub enum OpenError {
-    /// The store could not be opened (in use, unreadable, newer schema).
-    Store(StoreError),
-    /// The engine refused the configuration or the ledger's start state.
-    Engine(turnstile_core::HostError),
-    /// The flight recorder's file could not be created.
-    Trace(std::io::Error),
-}
-
-impl std::fmt::Display for OpenError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            OpenError::Store(e) => write!(f, "{e}"),
-            OpenError::Engine(e) => write!(f, "{e}"),
-            OpenError::Trace(e) => write!(f, "cannot write the trace file: {e}"),
-        }
-    }
-}
-
-impl std::error::Error for OpenError {}
-
 /// The answer to a submission.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Submitted {
@@ -159,29 +138,6 @@ pub struct Submitted {
     pub outcome: Option<Outcome>,
 }
 
-/// Why a submission (or a manual summarize) was not accepted.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum SubmitError {
-    /// Validation or a RunId conflict; SPEC section 8's exact text via `Display`.
-    Rejected(Rejection),
-    /// The request was malformed for this host (for example a submission that brings its own
-    /// sequence while the engine assigns them); nothing changed.
-    Invalid(String),
-    /// The host stopped ("engine stopped: storage failure: ..."), or is shut down.
-    Stopped(String),
-}
-
-impl std::fmt::Display for SubmitError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            SubmitError::Rejected(r) => write!(f, "{r}"),
-            SubmitError::Invalid(why) | SubmitError::Stopped(why) => f.write_str(why),
-        }
-    }
-}
-
-impl std::error::Error for SubmitError {}
-
 /// A client command.
 pub(crate) enum Command {
     Submit(Submit, oneshot::Sender<Result<Submitted, SubmitError>>),
@@ -190,7 +146,7 @@ pub(crate) enum Command {
     ClearQueue(SessionId),
     Summarize(SessionId, oneshot::Sender<Result<(), SubmitError>>),
     IsBusy(SessionId, oneshot::Sender<bool>),
-    Shutdown(oneshot::Sender<Result<(), String>>),
+    Shutdown(oneshot::Sender<Result<(), Stopped>>),
 }
 
 /// The engine task's inbox.
@@ -222,44 +178,27 @@ impl Host {
     /// current runtime.
     ///
     /// # Errors
-    /// [`OpenError`]: the store is in use by another process ("store is in use by another
-    /// turnstile process", and no recovery ran), unreadable, or the configuration is invalid.
+    /// [`OpenError::Store`]: the store is in use by another process ("store is in use by
+    /// another turnstile process", and no recovery ran), its lock file or database cannot be
+    /// opened (the error names the file), or it is unreadable; [`OpenError::Engine`]: the
+    /// configuration or the ledger's start state is invalid; [`OpenError::Trace`]: the flight
+    /// recorder's file cannot be created (the error names it).
+    ///
+    /// # Panics
+    /// Only if opening the store panics (a bug), as if it ran on the caller's task.
     pub async fn open(
         config: HostConfig,
         provider: Arc<dyn Provider>,
         tools: ToolSet,
     ) -> Result<Host, OpenError> {
         let store_config = config.store.clone();
-        let opened = crate::rt::blocking(move || Store::open(&store_config))
-            .await
-            .map_err(|e| OpenError::Store(StoreError::Io(std::io::Error::other(e))))?
-            .map_err(OpenError::Store)?;
-        let reader = opened.store.reader().map_err(OpenError::Store)?;
+        let opened = crate::rt::blocking(move || Store::open(&store_config)).await??;
+        let reader = opened.store.reader()?;
         // A second read connection for the workers (requests, preparation), so that clients'
         // waits do not queue behind them.
-        let worker_reader = opened.store.reader().map_err(OpenError::Store)?;
-        let newest = reader.newest_cursor().map_err(OpenError::Store)?;
-        let driver = match &config.trace {
-            None => engine::Driver::Plain(Box::new(
-                Engine::new(config.engine.clone(), opened.start.clone())
-                    .map_err(OpenError::Engine)?,
-            )),
-            Some(flight) => {
-                let mut header = TraceHeader::new(config.engine.clone(), opened.start.clone());
-                header.origin =
-                    Some(serde_json::json!({ "recorded_by": "turnstile-adapters host" }));
-                let recorder =
-                    Recorder::new(header, config.trace_outputs).map_err(OpenError::Engine)?;
-                let mut sink = match flight {
-                    Flight::File(path) => engine::FlightSink::File(
-                        std::fs::File::create(path).map_err(OpenError::Trace)?,
-                    ),
-                    Flight::Memory(buffer) => engine::FlightSink::Memory(buffer.clone()),
-                };
-                sink.write(&recorder.header_jsonl()).map_err(OpenError::Trace)?;
-                engine::Driver::Recording { recorder: Box::new(recorder), sink }
-            }
-        };
+        let worker_reader = opened.store.reader()?;
+        let newest = reader.newest_cursor()?;
+        let driver = driver(&config, &opened.start)?;
         let hub = Arc::new(Hub::new(newest, config.updates_capacity));
         let stats = Arc::new(WriterStats::default());
         let (health_tx, health_rx) = watch::channel(None);
@@ -323,17 +262,21 @@ impl Host {
     }
 
     /// Sends a command to the engine task. After a clean shutdown the answer is SPEC 4.10's
-    /// "workspace closing"; after a storage failure, the stop message.
+    /// "workspace closing"; after a stop, the stop.
     async fn send(&self, cmd: Command) -> Result<(), SubmitError> {
         self.inner.inbox.send(Msg::Command(cmd)).await.map_err(|_| self.gone())
     }
 
     fn gone(&self) -> SubmitError {
-        if self.inner.hub.is_closed() {
-            SubmitError::Rejected(Rejection::WorkspaceClosing)
-        } else {
-            SubmitError::Stopped(self.stop_message())
+        match self.ended() {
+            Ok(()) => SubmitError::Rejected(Rejection::WorkspaceClosing),
+            Err(why) => SubmitError::Stopped(why),
         }
+    }
+
+    /// For an engine task that is gone: `Ok` after a clean shutdown, else why it stopped.
+    fn ended(&self) -> Result<(), Stopped> {
+        if self.inner.hub.is_closed() { Ok(()) } else { Err(self.stop_reason()) }
     }
 
     /// A cancel-like command: after a clean shutdown nothing is unfinished, so it is a no-op.
@@ -344,16 +287,20 @@ impl Host {
         }
     }
 
-    fn stop_message(&self) -> String {
-        self.inner.hub.stopped().unwrap_or_else(|| "engine stopped".to_owned())
+    fn stop_reason(&self) -> Stopped {
+        // The engine task records why it ends before it goes (also when it panics), so the
+        // fallback is for the task ending in a way that left no word.
+        self.inner.hub.stopped().unwrap_or(Stopped::TaskEnded)
     }
 
     /// Hands a prompt to a session (SPEC 4.1). Answers once the submission's ledger row is
     /// durable: its sequence and RunId, or the existing run for a byte-equal resubmission.
     ///
     /// # Errors
-    /// [`SubmitError::Rejected`] with SPEC section 8's text; [`SubmitError::Stopped`] when the
-    /// host stopped.
+    /// [`SubmitError::Rejected`] with SPEC section 8's text ("workspace closing" after a
+    /// shutdown); [`SubmitError::Invalid`] ([`InvalidRequest::Refused`]) for a submission the
+    /// engine refuses as misuse, such as one that brings its own sequence while the engine
+    /// assigns them; [`SubmitError::Stopped`] when the host stopped.
     pub async fn submit(&self, submit: Submit) -> Result<Submitted, SubmitError> {
         // What the engine would refuse first, kept for when it is gone: SPEC 4.1's order
         // still holds then ("workspace closing" after the checks of the submission itself).
@@ -397,16 +344,19 @@ impl Host {
     ///
     /// # Errors
     /// [`SubmitError::Rejected`] ("session is currently processing another request");
-    /// [`SubmitError::Invalid`] ("session not found: `<id>`") for a session the store does not
-    /// hold (there is nothing to summarize, and its summary message would belong to no
-    /// session); [`SubmitError::Stopped`].
+    /// [`SubmitError::Invalid`] with [`InvalidRequest::SessionNotFound`] ("session not found:
+    /// `<id>`") for a session the store does not hold (there is nothing to summarize, and its
+    /// summary message would belong to no session); [`SubmitError::Store`] when the store
+    /// could not be read to tell; [`SubmitError::Stopped`].
     pub async fn summarize(&self, session: &SessionId) -> Result<(), SubmitError> {
         let s = session.clone();
         let known = self.read(move |r| Ok(r.session(&s)?.is_some())).await;
         match known {
             Ok(true) => {}
-            Ok(false) => return Err(SubmitError::Invalid(format!("session not found: {session}"))),
-            Err(e) => return Err(SubmitError::Stopped(e)),
+            Ok(false) => {
+                return Err(SubmitError::Invalid(InvalidRequest::SessionNotFound(session.clone())));
+            }
+            Err(e) => return Err(SubmitError::Store(Arc::new(e))),
         }
         let (tx, rx) = oneshot::channel();
         self.send(Command::Summarize(session.clone(), tx)).await?;
@@ -432,10 +382,11 @@ impl Host {
     ///
     /// # Errors
     /// [`WaitError::NotFound`] ("run not found: `<id>`") for a RunId never accepted, at once;
-    /// [`WaitError::Stopped`] when the host stopped before the run finished.
+    /// [`WaitError::Stopped`] when the host stopped before the run finished;
+    /// [`WaitError::Store`] when the ledger could not be read.
     pub async fn wait(&self, run_id: &RunId) -> Result<CompletionRecord, WaitError> {
         let row = self.read_run(run_id.clone()).await?;
-        let Some(row) = row else { return Err(WaitError::NotFound(run_id.to_string())) };
+        let Some(row) = row else { return Err(WaitError::NotFound(run_id.clone())) };
         if let Some((_, record)) = row.completion {
             return Ok(record);
         }
@@ -446,7 +397,8 @@ impl Host {
     /// for it if unfinished.
     ///
     /// # Errors
-    /// As [`Host::wait`]; `NotFound` names the sequence.
+    /// As [`Host::wait`], with [`WaitError::SeqNotFound`] ("run not found: seq `<n>`") for a
+    /// sequence never accepted.
     pub async fn wait_seq(&self, seq: Seq) -> Result<CompletionRecord, WaitError> {
         // Register first, then read: a commit after the read wakes the waiter; a commit before
         // it is in the ledger. The guard forgets the waiter however this future ends.
@@ -457,25 +409,27 @@ impl Host {
         let rx = self.inner.hub.register(seq).ok();
         let row = self.read_seq(seq).await?;
         match (row, rx) {
-            (None, _) => Err(WaitError::NotFound(format!("seq {seq}"))),
+            (None, _) => Err(WaitError::SeqNotFound(seq)),
             (Some(row), _) if row.state == RunState::Finished => {
                 row.completion.map(|(_, r)| r).ok_or_else(|| {
-                    WaitError::Store(format!("ledger row {seq} is finished without a completion"))
+                    WaitError::store(StoreError::Corrupt(format!(
+                        "ledger row {seq} is finished without a completion"
+                    )))
                 })
             }
-            (Some(_), None) => Err(WaitError::Stopped(self.stop_message())),
+            (Some(_), None) => Err(WaitError::Stopped(self.stop_reason())),
             (Some(_), Some(rx)) => {
-                rx.await.unwrap_or_else(|_| Err(WaitError::Stopped(self.stop_message())))
+                rx.await.unwrap_or_else(|_| Err(WaitError::Stopped(self.stop_reason())))
             }
         }
     }
 
     async fn read_seq(&self, seq: Seq) -> Result<Option<crate::store::RunRow>, WaitError> {
-        self.read(move |r| r.run_by_seq(seq)).await.map_err(WaitError::Store)
+        self.read(move |r| r.run_by_seq(seq)).await.map_err(WaitError::store)
     }
 
     async fn read_run(&self, run_id: RunId) -> Result<Option<crate::store::RunRow>, WaitError> {
-        self.read(move |r| r.run(&run_id)).await.map_err(WaitError::Store)
+        self.read(move |r| r.run(&run_id)).await.map_err(WaitError::store)
     }
 
     /// Live updates (lossy): messages changed, busy and queue changes, finished turns.
@@ -515,14 +469,19 @@ impl Host {
         self.inner.hub.waiting()
     }
 
-    /// Runs a query on the host's read connection (history, sessions, ledger).
+    /// Runs a query on the host's read connection (history, sessions, ledger), off the async
+    /// threads. The connection reads committed data only; it also works after the host
+    /// stopped or shut down.
     ///
     /// # Errors
-    /// The query's store error, or a failed blocking task.
+    /// The query's [`StoreError`]; [`StoreError::Cancelled`] if the runtime is shutting down.
+    ///
+    /// # Panics
+    /// If `f` panics, the panic is resumed here, as if `f` ran on the caller's task.
     pub async fn read<T: Send + 'static>(
         &self,
         f: impl FnOnce(&Reader) -> Result<T, StoreError> + Send + 'static,
-    ) -> Result<T, String> {
+    ) -> Result<T, StoreError> {
         crate::rt::read(&self.inner.reader, f).await
     }
 
@@ -533,42 +492,75 @@ impl Host {
     /// Idempotent: after a clean shutdown, it answers `Ok` again.
     ///
     /// # Errors
-    /// The stop message when the store failed.
-    pub async fn shutdown(&self) -> Result<(), String> {
+    /// Why the host stopped, when it stopped before or during the shutdown
+    /// ([`Stopped::Storage`] also when the store could not be closed); the next start's
+    /// recovery decides what was unfinished.
+    pub async fn shutdown(&self) -> Result<(), Stopped> {
         let (tx, rx) = oneshot::channel();
-        match self.send(Command::Shutdown(tx)).await {
-            Err(SubmitError::Rejected(Rejection::WorkspaceClosing)) => return Ok(()),
-            other => other.map_err(|e| e.to_string())?,
+        if self.inner.inbox.send(Msg::Command(Command::Shutdown(tx))).await.is_err() {
+            return self.ended();
         }
-        rx.await.unwrap_or_else(|_| match self.gone() {
-            SubmitError::Rejected(_) => Ok(()),
-            SubmitError::Stopped(why) | SubmitError::Invalid(why) => Err(why),
-        })
+        rx.await.unwrap_or_else(|_| self.ended())
     }
 
     /// Writes every held (debounced) streamed write now and returns once everything sent to
-    /// the store so far is durable: the flush-all of SPEC 9.
+    /// the store so far is durable: the flush-all of SPEC 9. After a clean shutdown
+    /// everything is durable already, and it answers `Ok`.
     ///
     /// # Errors
-    /// The stop message when the store failed.
-    pub async fn flush(&self) -> Result<(), String> {
+    /// Why the host stopped, when it stopped before everything was durable.
+    pub async fn flush(&self) -> Result<(), Stopped> {
         // The writer may be gone, or go while answering: after a clean shutdown everything is
         // durable already, so that is a success; otherwise the host stopped.
-        let gone = || if self.inner.hub.is_closed() { Ok(()) } else { Err(self.stop_message()) };
         let (tx, rx) = oneshot::channel();
-        let Some(writer) = self.inner.writer.upgrade() else { return gone() };
+        let Some(writer) = self.inner.writer.upgrade() else { return self.ended() };
         if writer.send(writer::WriteReq::Flush(tx)).is_err() {
-            return gone();
+            return self.ended();
         }
         drop(writer);
-        rx.await.unwrap_or_else(|_| gone())
+        rx.await.unwrap_or_else(|_| self.ended())
     }
 
-    /// The stop message once the host stopped (a storage failure, an internal error).
+    /// Why the host stopped, once it stopped (a storage failure, an engine failure, every
+    /// handle dropped); `None` while it runs and after a clean shutdown.
     #[must_use]
-    pub fn stopped(&self) -> Option<String> {
+    pub fn stopped(&self) -> Option<Stopped> {
         self.inner.hub.stopped()
     }
+}
+
+/// The engine the host drives, recording every input to the flight trace when one is
+/// configured (its header written before the host starts).
+fn driver(config: &HostConfig, start: &Start) -> Result<engine::Driver, OpenError> {
+    let driver = match &config.trace {
+        None => engine::Driver::Plain(Box::new(
+            Engine::new(config.engine.clone(), start.clone()).map_err(OpenError::Engine)?,
+        )),
+        Some(flight) => {
+            let mut header = TraceHeader::new(config.engine.clone(), start.clone());
+            header.origin = Some(serde_json::json!({ "recorded_by": "turnstile-adapters host" }));
+            let recorder =
+                Recorder::new(header, config.trace_outputs).map_err(OpenError::Engine)?;
+            let sink = match flight {
+                Flight::File(path) => {
+                    let trace =
+                        |action, source| OpenError::Trace { path: path.clone(), action, source };
+                    let file = std::fs::File::create(path)
+                        .map_err(|e| trace("create the trace file", e))?;
+                    let mut sink = engine::FlightSink::File(file);
+                    sink.write(&recorder.header_jsonl())
+                        .map_err(|e| trace("write the trace file", e))?;
+                    sink
+                }
+                Flight::Memory(buffer) => {
+                    buffer.push(&recorder.header_jsonl());
+                    engine::FlightSink::Memory(buffer.clone())
+                }
+            };
+            engine::Driver::Recording { recorder: Box::new(recorder), sink }
+        }
+    };
+    Ok(driver)
 }
 
 /// Forgets a registered waiter when the wait ends in any way (answered, failed, or the

@@ -27,7 +27,8 @@ use turnstile_core::{
 };
 
 use super::writer::WriteReq;
-use super::{Msg, SubmitError, Submitted};
+use super::{Msg, Submitted};
+use crate::error::{Stopped, SubmitError};
 use crate::history;
 use crate::mutants::HostMutant;
 use crate::provider::{EngineTarget, EventSink, ModelRequest, Provider, RequestKind};
@@ -68,7 +69,7 @@ pub(crate) enum WorkerMsg {
     /// Actions for lanes of this worker, in the core's order.
     Actions(Vec<Routed>),
     /// A structural transaction of a session in `lane` is durable (or the store failed).
-    Committed { lane: Lane, result: Result<(), String> },
+    Committed { lane: Lane, result: Result<(), Stopped> },
     /// Answer once every pipeline is empty, then end (shutdown).
     Drain(oneshot::Sender<()>),
 }
@@ -161,11 +162,10 @@ impl Worker {
                     }
                 }
                 WorkerMsg::Committed { lane, result } => {
-                    if let Err(why) = result {
+                    if result.is_err() {
                         // The store failed for good: the host is stopping. Drop this lane's
                         // pending work (its waiters hear the stop from the hub).
                         self.pipelines.remove(&lane);
-                        let _ = why;
                     } else if let Some(p) = self.pipelines.get_mut(&lane) {
                         p.blocked = false;
                         self.advance(&lane);
@@ -382,7 +382,8 @@ async fn prepare(ctx: Arc<Ctx>, session: SessionId, seq: Seq) {
             };
             Input::Prepared { session, seq, setup }
         }
-        (Err(error), _) | (_, Err(error)) => Input::PreparationFailed { session, seq, error },
+        (Err(error), _) => Input::PreparationFailed { session, seq, error: error.to_string() },
+        (_, Err(error)) => Input::PreparationFailed { session, seq, error: error.to_string() },
     };
     report(&ctx, input).await;
 }
@@ -449,8 +450,9 @@ async fn stream(ctx: Arc<Ctx>, which: Stream) {
     let (stored, summary) = match history {
         Ok(h) => h,
         Err(e) => {
+            let message = e.to_string();
             let error =
-                ProviderError { class: ErrorClass::Transport, message: e, ..Default::default() };
+                ProviderError { class: ErrorClass::Transport, message, ..Default::default() };
             report(&ctx, which.input(StepEvent::Failed { error })).await;
             return;
         }

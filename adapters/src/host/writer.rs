@@ -24,22 +24,23 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
 use turnstile_core::{MessageId, SessionId, StoreOp};
 
+use crate::error::Stopped;
 use crate::events::{Hub, Update};
 use crate::mutants::HostMutant;
 use crate::record::{CompletionRecord, Cursor};
 use crate::store::{Store, Txn, Write};
 
 /// Where the acknowledgement of a structural transaction goes: the worker driving the session.
-pub(crate) type Ack = Box<dyn FnOnce(Result<(), String>) + Send>;
+pub(crate) type Ack = Box<dyn FnOnce(Result<(), Stopped>) + Send>;
 
 /// A request to the writer.
 pub(crate) enum WriteReq {
     /// One transaction of one session. `ack: None` marks a streaming-only (coalescible) one.
     Txn { txn: Txn, ack: Option<Ack> },
     /// Write everything held now (debounced streams too) and answer once it is durable.
-    Flush(oneshot::Sender<Result<(), String>>),
+    Flush(oneshot::Sender<Result<(), Stopped>>),
     /// Flush, checkpoint and close the store; answer with the result.
-    Close(oneshot::Sender<Result<(), String>>),
+    Close(oneshot::Sender<Result<(), Stopped>>),
 }
 
 /// Counters of the writer's work (benchmarks, tests).
@@ -134,8 +135,8 @@ pub(crate) struct Writer {
     config: WriterConfig,
     hub: Arc<Hub>,
     stats: Arc<WriterStats>,
-    /// Set to the stop message when the store failed for good.
-    health: watch::Sender<Option<String>>,
+    /// Set to why the host stops when the store failed for good.
+    health: watch::Sender<Option<Stopped>>,
     held: BTreeMap<SessionId, Held>,
     /// The held sessions by the time their first held write arrived: the debounce deadlines
     /// in order, so the next one is found without scanning every held session.
@@ -144,7 +145,7 @@ pub(crate) struct Writer {
     /// streamed writes, when the first of those was written.
     ready: Vec<(Txn, Option<Ack>, Option<Instant>)>,
     /// Callers of a flush, answered after the next write.
-    flushed: Vec<oneshot::Sender<Result<(), String>>>,
+    flushed: Vec<oneshot::Sender<Result<(), Stopped>>>,
 }
 
 impl Writer {
@@ -154,7 +155,7 @@ impl Writer {
         config: WriterConfig,
         hub: Arc<Hub>,
         stats: Arc<WriterStats>,
-        health: watch::Sender<Option<String>>,
+        health: watch::Sender<Option<Stopped>>,
     ) -> Writer {
         Writer {
             store: Some(store),
@@ -209,7 +210,7 @@ impl Writer {
     }
 
     /// Files one request; returns the sender of a close request.
-    fn take(&mut self, req: WriteReq) -> Option<oneshot::Sender<Result<(), String>>> {
+    fn take(&mut self, req: WriteReq) -> Option<oneshot::Sender<Result<(), Stopped>>> {
         match req {
             WriteReq::Txn { txn, ack: None } => self.hold(txn),
             WriteReq::Txn { mut txn, ack: Some(ack) } => {
@@ -339,42 +340,46 @@ impl Writer {
                     ack(Ok(()));
                 }
             }
-            Err(message) => {
+            Err(why) => {
                 // Fail-stop: nothing more will be written. Release the store (and its owner
                 // lock) at once, so the next start's recovery can decide the outcomes.
                 self.store = None;
-                self.hub.stop(&message);
-                self.health.send_replace(Some(message.clone()));
+                self.hub.stop(&why);
+                self.health.send_replace(Some(why.clone()));
                 for ack in acks.into_iter().flatten() {
-                    ack(Err(message.clone()));
+                    ack(Err(why.clone()));
                 }
             }
         }
     }
 
-    /// Commits, retrying with backoff for the configured time. The error is the stop message
-    /// ("engine stopped: storage failure: <error>").
+    /// Commits, retrying with backoff for the configured time. The error is why the host
+    /// stops ("engine stopped: storage failure: <error>").
     async fn commit_with_retry(
         &mut self,
         mut txns: Vec<Txn>,
-    ) -> Result<(Vec<Txn>, Vec<Cursor>), String> {
+    ) -> Result<(Vec<Txn>, Vec<Cursor>), Stopped> {
         if let Some(why) = self.health.borrow().clone() {
             return Err(why);
         }
         let started = Instant::now();
         let mut delay = Duration::from_millis(10);
         loop {
-            let Some(mut store) = self.store.take() else {
-                return Err(failure("the store is closed"));
-            };
+            // The store is gone only after a failure, which answered above.
+            let Some(mut store) = self.store.take() else { return Err(Stopped::WriterEnded) };
             let joined = crate::rt::blocking(move || {
-                let r = store.commit(&txns);
-                (store, txns, r)
+                // A panicking commit loses the store (released without a commit) and stops
+                // the host, with or without the simulator.
+                let r =
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| store.commit(&txns)));
+                r.map(|r| (store, txns, r))
+                    .map_err(|payload| crate::rt::panic_message(payload.as_ref()))
             })
             .await;
             let (store, back, result) = match joined {
-                Ok(parts) => parts,
-                Err(e) => return Err(failure(&format!("the store writer panicked: {e}"))),
+                Ok(Ok(parts)) => parts,
+                Ok(Err(panicked)) => return Err(Stopped::WriterPanicked(panicked)),
+                Err(e) => return Err(Stopped::storage(e)),
             };
             self.store = Some(store);
             txns = back;
@@ -387,22 +392,17 @@ impl Writer {
                     delay = (delay * 2).min(Duration::from_secs(1));
                     let _ = e;
                 }
-                Err(e) => return Err(failure(&e.to_string())),
+                Err(e) => return Err(Stopped::storage(e)),
             }
         }
     }
 
-    fn close(&mut self) -> Result<(), String> {
+    fn close(&mut self) -> Result<(), Stopped> {
         match self.store.take() {
-            Some(store) => store.close().map_err(|e| failure(&e.to_string())),
+            Some(store) => store.close().map_err(Stopped::storage),
             None => Ok(()),
         }
     }
-}
-
-/// The stop message of a storage failure (SPEC section 8).
-fn failure(error: &str) -> String {
-    format!("engine stopped: storage failure: {error}")
 }
 
 async fn sleep_until(at: Option<Instant>) {

@@ -35,6 +35,9 @@ impl Location {
     }
 
     /// Opens a connection to the database (creating it when `create`).
+    ///
+    /// # Errors
+    /// [`StoreError::Open`] naming the file (an in-memory disk: [`StoreError::Sqlite`]).
     pub(crate) fn connect(&self, create: bool) -> Result<Connection, StoreError> {
         let mut flags = OpenFlags::SQLITE_OPEN_READ_WRITE
             | OpenFlags::SQLITE_OPEN_NO_MUTEX
@@ -42,15 +45,18 @@ impl Location {
         if create {
             flags |= OpenFlags::SQLITE_OPEN_CREATE;
         }
+        let opening = |e| StoreError::opening(self, e);
         let conn = match self {
-            Location::File(path) => Connection::open_with_flags(path, flags)?,
+            Location::File(path) => Connection::open_with_flags(path, flags).map_err(opening)?,
             // The memdb database exists while the disk's own connection holds it open.
-            Location::Memory(disk) => Connection::open_with_flags(&disk.inner.uri, flags)?,
+            Location::Memory(disk) => {
+                Connection::open_with_flags(&disk.inner.uri, flags).map_err(opening)?
+            }
         };
         // The query planner stability guarantee: a plan never depends on a bound value, so a
         // cached statement is compiled once, not again at every rebinding (SQLite re-compiles
         // such statements otherwise, e.g. `... WHERE session = ?1 ORDER BY ord`).
-        conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)?;
+        conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true).map_err(opening)?;
         Ok(conn)
     }
 
@@ -182,16 +188,13 @@ impl Drop for OwnerLock {
 fn lock_file(path: &Path) -> Result<File, StoreError> {
     let mut lock_path = path.as_os_str().to_owned();
     lock_path.push(".lock");
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(&lock_path)
-        .map_err(StoreError::Io)?;
+    let file =
+        OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&lock_path);
+    let io = |action, source| StoreError::Io { path: PathBuf::from(&lock_path), action, source };
+    let file = file.map_err(|e| io("open the lock file", e))?;
     match file.try_lock() {
         Ok(()) => Ok(file),
         Err(TryLockError::WouldBlock) => Err(StoreError::InUse),
-        Err(TryLockError::Error(e)) => Err(StoreError::Io(e)),
+        Err(TryLockError::Error(e)) => Err(io("lock the lock file", e)),
     }
 }

@@ -25,7 +25,8 @@ use turnstile_core::{Attachment, Mode, RunId, Seq, SessionId, Start, StoreOp};
 pub use faults::{Fault, Faults};
 pub use location::{Location, MemoryDisk};
 pub use read::{
-    Reader, RunRow, RunState, SessionRow, StoredCall, StoredMessage, StoredResult, StoredRole,
+    IntegrityError, IntegrityProblem, Reader, RunRow, RunState, SessionRow, StoredCall,
+    StoredMessage, StoredResult, StoredRole,
 };
 
 use crate::record::{CompletionRecord, Cursor};
@@ -87,36 +88,104 @@ pub enum Synchronous {
 }
 
 /// A failed store operation.
+///
+/// Every variant that wraps a lower error returns it from [`std::error::Error::source`].
+/// Equality (for tests and for comparing answers) compares SQLite errors by code and message,
+/// and IO errors by their path, action and [`std::io::ErrorKind`].
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum StoreError {
     /// Another process owns the store ("store is in use by another turnstile process").
     InUse,
-    /// SQLite failed (locked, disk full, read-only, corrupt, ...).
+    /// The database file could not be opened or set up: "cannot open the store `<path>`:
+    /// `<sqlite error>`" (no such file for a reader, a directory, not a database, no
+    /// permission).
+    Open {
+        /// The database file.
+        path: PathBuf,
+        /// SQLite's error.
+        source: rusqlite::Error,
+    },
+    /// SQLite failed on an open store (locked, disk full, read-only, corrupt, ...).
     Sqlite(rusqlite::Error),
-    /// An injected failure (tests).
-    Injected(String),
-    /// The file system failed (the lock file).
-    Io(std::io::Error),
+    /// The file system failed: "cannot `<action>` `<path>`: `<error>`", for example "cannot
+    /// open the lock file /data/agent.db.lock: Permission denied (os error 13)".
+    Io {
+        /// The file the action was on.
+        path: PathBuf,
+        /// What was being done, as a verb phrase ("open the lock file", "lock the lock file").
+        action: &'static str,
+        /// The operating system's error.
+        source: std::io::Error,
+    },
     /// The database holds something this version cannot use (a newer schema, a row that does
     /// not parse: names the table, row and field), or a write does not fit what it holds (a
     /// ledger change for a sequence without a row or in the wrong state, an update of a message
     /// that does not exist, an op this store does not know: names the op and the row).
     Corrupt(String),
+    /// The call never ran: the async runtime shut down before its blocking thread started it
+    /// (only a host whose runtime is going away sees this).
+    Cancelled,
+}
+
+impl StoreError {
+    /// The error of opening or setting up a connection at `location`: [`StoreError::Open`]
+    /// naming the file, or for an in-memory disk (which has no path) [`StoreError::Sqlite`].
+    pub(crate) fn opening(location: &Location, source: rusqlite::Error) -> StoreError {
+        match location {
+            Location::File(path) => StoreError::Open { path: path.clone(), source },
+            Location::Memory(_) => StoreError::Sqlite(source),
+        }
+    }
 }
 
 impl std::fmt::Display for StoreError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             StoreError::InUse => f.write_str(STORE_IN_USE),
+            StoreError::Open { path, source } => {
+                write!(f, "cannot open the store {}: {source}", path.display())
+            }
             StoreError::Sqlite(e) => write!(f, "{e}"),
-            StoreError::Injected(e) => write!(f, "{e}"),
-            StoreError::Io(e) => write!(f, "{e}"),
-            StoreError::Corrupt(e) => write!(f, "{e}"),
+            StoreError::Io { path, action, source } => {
+                write!(f, "cannot {action} {}: {source}", path.display())
+            }
+            StoreError::Corrupt(e) => f.write_str(e),
+            StoreError::Cancelled => {
+                f.write_str("the store call did not run: the runtime is shutting down")
+            }
         }
     }
 }
 
-impl std::error::Error for StoreError {}
+impl std::error::Error for StoreError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            StoreError::Open { source, .. } | StoreError::Sqlite(source) => Some(source),
+            StoreError::Io { source, .. } => Some(source),
+            StoreError::InUse | StoreError::Corrupt(_) | StoreError::Cancelled => None,
+        }
+    }
+}
+
+impl PartialEq for StoreError {
+    fn eq(&self, other: &StoreError) -> bool {
+        match (self, other) {
+            (StoreError::InUse, StoreError::InUse)
+            | (StoreError::Cancelled, StoreError::Cancelled) => true,
+            (StoreError::Open { path: p, source: a }, StoreError::Open { path: q, source: b }) => {
+                p == q && a == b
+            }
+            (StoreError::Sqlite(a), StoreError::Sqlite(b)) => a == b,
+            (
+                StoreError::Io { path: p, action: x, source: a },
+                StoreError::Io { path: q, action: y, source: b },
+            ) => p == q && x == y && a.kind() == b.kind(),
+            (StoreError::Corrupt(a), StoreError::Corrupt(b)) => a == b,
+            _ => false,
+        }
+    }
+}
 
 impl From<rusqlite::Error> for StoreError {
     fn from(e: rusqlite::Error) -> StoreError {
@@ -127,24 +196,24 @@ impl From<rusqlite::Error> for StoreError {
 /// A new submission's ledger row, written when the core accepts it (the host holds the
 /// content; the core's `Reply::Accepted` names it).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct NewRun {
+pub(crate) struct NewRun {
     /// The session (created when unknown).
-    pub session: SessionId,
+    pub(crate) session: SessionId,
     /// The sequence the core assigned.
-    pub seq: Seq,
+    pub(crate) seq: Seq,
     /// The caller's RunId.
-    pub run_id: Option<RunId>,
+    pub(crate) run_id: Option<RunId>,
     /// The mode it runs in.
-    pub mode: Mode,
+    pub(crate) mode: Mode,
     /// The prompt.
-    pub prompt: String,
+    pub(crate) prompt: String,
     /// The attachments.
-    pub attachments: Vec<Attachment>,
+    pub(crate) attachments: Vec<Attachment>,
 }
 
 /// One write of a transaction.
 #[derive(Clone, Debug)]
-pub enum Write {
+pub(crate) enum Write {
     /// Insert a new submission's ledger row (state `waiting`), creating its session if needed.
     Accept(NewRun),
     /// A write the core asked for.
@@ -155,7 +224,7 @@ impl Write {
     /// True for streamed content (text, reasoning or summary text appended): coalescible, so a
     /// transaction of only these may wait for the debounce window (SPEC 4.12).
     #[must_use]
-    pub fn is_streamed(&self) -> bool {
+    pub(crate) fn is_streamed(&self) -> bool {
         matches!(
             self,
             Write::Op(
@@ -169,11 +238,11 @@ impl Write {
 
 /// One transaction of one session: the writes between two `Commit`s of the core, in order.
 #[derive(Clone, Debug)]
-pub struct Txn {
+pub(crate) struct Txn {
     /// The session whose writes these are.
-    pub session: SessionId,
+    pub(crate) session: SessionId,
     /// The writes, in the core's order.
-    pub writes: Vec<Write>,
+    pub(crate) writes: Vec<Write>,
 }
 
 /// What opening a store found and did.
@@ -211,16 +280,21 @@ impl Store {
     /// all: no migration, no recovery over live work.
     ///
     /// # Errors
-    /// [`StoreError::InUse`] when the lock is held; [`StoreError::Io`] when the lock file
-    /// cannot be opened; [`StoreError::Corrupt`] for a schema newer than this code or rows that
-    /// do not parse; SQLite errors.
+    /// [`StoreError::InUse`] when the lock is held; [`StoreError::Io`] naming the lock file
+    /// when it cannot be opened or locked; [`StoreError::Open`] naming the database file when
+    /// SQLite cannot open it (or it is not a database); [`StoreError::Corrupt`] for a schema
+    /// newer than this code or rows that do not parse; SQLite errors.
     pub fn open(config: &StoreConfig) -> Result<Opened, StoreError> {
         let lock = config.location.lock()?;
         let mut conn = config.location.connect(true)?;
-        conn.busy_timeout(read::BUSY_TIMEOUT)?;
+        // The first statements read the file: a file that is not a database fails here, and
+        // the error names the file.
+        let opening = |e| StoreError::opening(&config.location, e);
+        conn.busy_timeout(read::BUSY_TIMEOUT).map_err(opening)?;
         let want = config.location.journal_mode();
-        let mode: String =
-            conn.pragma_update_and_check(None, "journal_mode", want, |r| r.get(0))?;
+        let mode: String = conn
+            .pragma_update_and_check(None, "journal_mode", want, |r| r.get(0))
+            .map_err(opening)?;
         if !mode.eq_ignore_ascii_case(want) {
             return Err(StoreError::Corrupt(format!(
                 "the store could not switch to {want} journaling (journal_mode is {mode})"
@@ -253,7 +327,7 @@ impl Store {
     /// SQLite errors (`SQLITE_BUSY` when another connection holds the write lock past the busy
     /// timeout; the host retries with backoff); [`StoreError::Corrupt`] for a write that does
     /// not fit the store; injected faults.
-    pub fn commit(&mut self, txns: &[Txn]) -> Result<Vec<Cursor>, StoreError> {
+    pub(crate) fn commit(&mut self, txns: &[Txn]) -> Result<Vec<Cursor>, StoreError> {
         let fault = self.config.faults.as_ref().and_then(Faults::on_commit);
         if let Some(f) = fault.filter(|f| !f.after_apply()) {
             return Err(f.error());

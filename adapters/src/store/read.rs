@@ -25,6 +25,72 @@ pub struct Reader {
     pub(super) conn: Connection,
 }
 
+/// Why [`Reader::integrity_check`] did not pass.
+#[derive(Debug, PartialEq)]
+pub enum IntegrityError {
+    /// The checks ran and found problems (at least one), in the order SQLite reported them.
+    /// Displayed joined with "; ".
+    Damaged(Vec<IntegrityProblem>),
+    /// The checks could not run: "integrity check failed: `<error>`".
+    Check(StoreError),
+}
+
+impl std::fmt::Display for IntegrityError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            IntegrityError::Damaged(problems) => {
+                for (i, p) in problems.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str("; ")?;
+                    }
+                    write!(f, "{p}")?;
+                }
+                Ok(())
+            }
+            IntegrityError::Check(e) => write!(f, "integrity check failed: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for IntegrityError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            IntegrityError::Damaged(_) => None,
+            IntegrityError::Check(e) => Some(e),
+        }
+    }
+}
+
+/// One problem an integrity check found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum IntegrityProblem {
+    /// A line of `PRAGMA integrity_check` other than "ok" (damaged pages, indexes, ...), as
+    /// SQLite wrote it.
+    Damage(String),
+    /// A row of `PRAGMA foreign_key_check`: a row whose reference names nothing. Displayed
+    /// "foreign key violation: `<table>` row `<rowid>` references missing `<parent>`".
+    ForeignKey {
+        /// The table of the row.
+        table: String,
+        /// Its rowid (`None` for a table without rowids).
+        rowid: Option<i64>,
+        /// The table the reference should find a row in.
+        parent: String,
+    },
+}
+
+impl std::fmt::Display for IntegrityProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            IntegrityProblem::Damage(line) => f.write_str(line),
+            IntegrityProblem::ForeignKey { table, rowid, parent } => {
+                let row = rowid.map_or_else(|| "?".to_owned(), |n| n.to_string());
+                write!(f, "foreign key violation: {table} row {row} references missing {parent}")
+            }
+        }
+    }
+}
+
 /// One session.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SessionRow {
@@ -160,7 +226,7 @@ impl Reader {
     /// use to see exactly what a stopped process left. The file must exist.
     ///
     /// # Errors
-    /// SQLite errors (no such file, not a database).
+    /// [`StoreError::Open`] naming the file (no such file, not a database, no permission).
     pub fn open(path: &Path) -> Result<Reader, StoreError> {
         Reader::open_at(&Location::File(path.to_owned()))
     }
@@ -168,13 +234,15 @@ impl Reader {
     /// Opens a reader on an existing store wherever it is (see [`Reader::open`]).
     ///
     /// # Errors
-    /// SQLite errors (no such file, not a database).
+    /// [`StoreError::Open`] naming the file (no such file, not a database, no permission); for
+    /// an in-memory disk, SQLite's error.
     pub fn open_at(location: &Location) -> Result<Reader, StoreError> {
         // Read-write at the file level (a WAL reader may need to write the -shm index), but
         // `query_only` refuses every write.
         let conn = location.connect(false)?;
-        conn.busy_timeout(BUSY_TIMEOUT)?;
-        conn.pragma_update(None, "query_only", true)?;
+        let opening = |e| StoreError::opening(location, e);
+        conn.busy_timeout(BUSY_TIMEOUT).map_err(opening)?;
+        conn.pragma_update(None, "query_only", true).map_err(opening)?;
         conn.set_prepared_statement_cache_capacity(32);
         Ok(Reader { conn })
     }
@@ -365,30 +433,29 @@ impl Reader {
     /// `PRAGMA integrity_check` and `PRAGMA foreign_key_check`: `Ok` when both are clean.
     ///
     /// # Errors
-    /// Every problem the checks report, joined with "; ", or why they could not run.
-    pub fn integrity_check(&self) -> Result<(), String> {
-        let problems =
-            self.integrity_problems().map_err(|e| format!("integrity check failed: {e}"))?;
-        if problems.is_empty() { Ok(()) } else { Err(problems.join("; ")) }
+    /// [`IntegrityError::Damaged`] with every problem the checks report, or
+    /// [`IntegrityError::Check`] when they could not run.
+    pub fn integrity_check(&self) -> Result<(), IntegrityError> {
+        let problems = self.integrity_problems().map_err(IntegrityError::Check)?;
+        if problems.is_empty() { Ok(()) } else { Err(IntegrityError::Damaged(problems)) }
     }
 
-    fn integrity_problems(&self) -> Result<Vec<String>, StoreError> {
+    fn integrity_problems(&self) -> Result<Vec<IntegrityProblem>, StoreError> {
         let mut problems = Vec::new();
         let mut stmt = self.conn.prepare("PRAGMA integrity_check")?;
         for line in stmt.query_map([], |r| r.get::<_, String>(0))? {
             let line = line?;
             if line != "ok" {
-                problems.push(line);
+                problems.push(IntegrityProblem::Damage(line));
             }
         }
         let mut stmt = self.conn.prepare("PRAGMA foreign_key_check")?;
         let rows = stmt.query_map([], |r| {
-            Ok(format!(
-                "foreign key violation: {} row {} references missing {}",
-                r.get::<_, String>(0)?,
-                r.get::<_, Option<i64>>(1)?.map_or_else(|| "?".to_owned(), |n| n.to_string()),
-                r.get::<_, String>(2)?,
-            ))
+            Ok(IntegrityProblem::ForeignKey {
+                table: r.get(0)?,
+                rowid: r.get(1)?,
+                parent: r.get(2)?,
+            })
         })?;
         for p in rows {
             problems.push(p?);
