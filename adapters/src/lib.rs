@@ -3,6 +3,8 @@
 //! Real IO around the sans-IO core: a tokio host that feeds the engine and performs its
 //! outputs, the SQLite store with the run ledger, and the event streams.
 //!
+//! "SPEC n" cites section n of the contract, `docs/spec.md` in the repository.
+//!
 //! One dependency is enough: the core is re-exported as [`turnstile_core`], and everything a
 //! [`Provider`] or a [`Tool`] names in its signatures (the request types, the event sink, the
 //! core's step events, tool specs and outputs) is re-exported at this crate's root.
@@ -42,6 +44,9 @@
 //! | [`record`] | 5 | the completion record (RunComplete) and cursors |
 //!
 //! Internal: `history` (4.9) builds a request from the stored history, with its repairs.
+//!
+//! `examples/reference_host.rs` is a whole program on the host: submit, wait, live updates,
+//! the completion stream, a stop without shutdown, a restart and `wait` on an old RunId.
 
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
