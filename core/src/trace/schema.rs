@@ -8,7 +8,7 @@
 //! (`field "input.up_to": expected an unsigned integer, found "x"`), which serde cannot do
 //! inside internally tagged enums.
 //!
-//! The reader compiles the schema once into nodes ([`Schema`]) and walks a value against them;
+//! The reader compiles the schema once into nodes (`Schema`) and walks a value against them;
 //! it implements the keywords the generated schema uses (listed in [`KEYWORDS`]; a test checks
 //! the schema uses no other), so it cannot silently skip a rule.
 
