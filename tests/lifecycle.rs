@@ -813,7 +813,43 @@ fn the_auditor_refuses_a_message_id_that_does_not_increase() {
         }
     }
     let prepared = Input::Prepared { session: SessionId::new("s"), seq: a, setup: h.setup.clone() };
-    let v = auditor.observe(&prepared, &forged).expect_err("a repeated id");
+    let v = auditor.observe(&prepared, &forged.clone()).expect_err("a repeated id");
     assert_eq!(v.invariant, "I14");
-    assert_eq!(v.detail, "message id 1 is not above the newest one, 1");
+    assert_eq!(v.detail, "message id 1 was assigned twice in one transition");
+
+    // A later transition must assign ids above every earlier one (a host that restarted the
+    // engine without the store's `next_message` would reuse them).
+    let mut auditor = turnstile_core::Auditor::new(&Start::default());
+    auditor.observe(&submit, &first).expect("the acceptance");
+    auditor.observe(&prepared, &rest).expect("the turn, as the engine produced it");
+    let again = Input::Submit(Submit::new("s", "b").with_mode(Mode::OwnTurn));
+    let reused = first
+        .iter()
+        .cloned()
+        .map(|mut o| {
+            if let OutputKind::Reply(Reply::Accepted { seq, .. }) = &mut o.kind {
+                *seq = Seq(2);
+            }
+            if let OutputKind::Prepare { seq, .. } = &mut o.kind {
+                *seq = Seq(2);
+            }
+            o
+        })
+        .collect::<Vec<_>>();
+    auditor.observe(&again, &reused).expect("the second acceptance");
+    let mut old = rest.clone();
+    for o in &mut old {
+        match &mut o.kind {
+            OutputKind::Store(
+                StoreOp::UserMessage { seq, .. } | StoreOp::AssistantMessage { seq, .. },
+            )
+            | OutputKind::Store(StoreOp::LedgerActivated { seq, .. }) => *seq = Seq(2),
+            _ => {}
+        }
+    }
+    let prepared_b =
+        Input::Prepared { session: SessionId::new("s"), seq: Seq(2), setup: h.setup.clone() };
+    let v = auditor.observe(&prepared_b, &old).expect_err("ids of an earlier transition");
+    assert_eq!(v.invariant, "I14");
+    assert!(v.detail.contains("id 1 is not above the newest one"), "{}", v.detail);
 }

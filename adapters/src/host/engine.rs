@@ -18,8 +18,8 @@ use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
 use turnstile_core::{
-    Engine, HostError, Input, Millis, Output, OutputKind, Recorder, Rejection, Reply, SessionId,
-    StoreOp, Submit, TimerId,
+    Engine, HostError, Input, Millis, Output, OutputClass, OutputKind, Recorder, Rejection, Reply,
+    SessionId, StoreOp, Submit, TimerId,
 };
 
 use super::worker::{Action, Lane, Routed, WorkerMsg};
@@ -253,7 +253,11 @@ impl EngineTask {
                 }
                 OutputKind::Stopped => {}
                 kind => {
-                    let Some(session) = kind.session().cloned() else { continue };
+                    let Some(session) = kind.session().cloned() else {
+                        // Every output a host must answer or perform concerns a session.
+                        debug_assert_eq!(kind.class(), OutputClass::MayIgnore, "{kind:?}");
+                        continue;
+                    };
                     if let OutputKind::Store(StoreOp::ChildAccepted { parent, .. }) = &kind {
                         self.parents.insert(session.clone(), parent.clone());
                     }

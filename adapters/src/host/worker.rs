@@ -22,8 +22,8 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::AbortHandle;
 use turnstile_core::{
-    AttemptIo, CallIo, ErrorClass, Input, OutputKind, ProviderError, Seq, SessionId, Setup,
-    StepEvent, StepIo, SummaryIo, ToolOutput,
+    AttemptIo, CallIo, ErrorClass, Input, OutputClass, OutputKind, ProviderError, Seq, SessionId,
+    Setup, StepEvent, StepIo, SummaryIo, ToolOutput,
 };
 
 use super::writer::WriteReq;
@@ -319,8 +319,18 @@ impl Worker {
             OutputKind::AbortTitle { session, seq } => self.abort(&IoKey::Title(session, seq)),
             // Published by the store writer right after the commit that recorded it.
             OutputKind::Finished(_) => {}
-            // Handled by the engine task (replies, timers, stop); never routed here.
-            _ => {}
+            // Replies, timers and `Stopped` are the engine task's and never routed here; any other
+            // kind this host does not know must be one a host may ignore (its class says so).
+            other => debug_assert!(
+                other.class() == OutputClass::MayIgnore
+                    || matches!(
+                        other,
+                        OutputKind::Reply(_)
+                            | OutputKind::SetTimer { .. }
+                            | OutputKind::CancelTimer { .. }
+                    ),
+                "the host does not perform {other:?}"
+            ),
         }
     }
 

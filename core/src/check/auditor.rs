@@ -138,23 +138,42 @@ pub struct Auditor {
     stopped: bool,
 }
 
-/// The newest identifiers the auditor saw assigned (I14).
+/// The identifiers the auditor saw assigned (I14). Within one transition the core emits ids in
+/// SPEC 7's order, not in the order it assigned them (a parent's grace timer can follow its
+/// child's), so the rule is per transition: every id assigned is new, and above every id of
+/// the transitions before.
 #[derive(Clone, Debug, Default)]
 struct Ids {
-    /// Below the first id allowed: `Start::next_message - 1`.
-    message: u64,
-    turn: u64,
-    timer: u64,
+    /// The newest message, turn and timer id before this transition (message: from
+    /// `Start::next_message - 1`).
+    before: [u64; 3],
+    /// The ids assigned in this transition, by kind.
+    this: BTreeSet<(usize, u64)>,
 }
 
+const MESSAGE: usize = 0;
+const TURN: usize = 1;
+const TIMER: usize = 2;
+const ID_NAMES: [&str; 3] = ["message", "turn", "timer"];
+
 impl Ids {
-    /// I14: an id the engine assigns is above every one it assigned before.
-    fn fresh(newest: &mut u64, id: u64, what: &str) -> Result<(), Violation> {
-        if id <= *newest {
+    /// I14: an id this transition assigns is new and above every one assigned before it.
+    fn fresh(&mut self, kind: usize, id: u64) -> Result<(), Violation> {
+        let (what, newest) = (ID_NAMES[kind], self.before[kind]);
+        if id <= newest {
             return fail("I14", format!("{what} id {id} is not above the newest one, {newest}"));
         }
-        *newest = id;
+        if !self.this.insert((kind, id)) {
+            return fail("I14", format!("{what} id {id} was assigned twice in one transition"));
+        }
         Ok(())
+    }
+
+    /// The transition ended: its ids are now the newest.
+    fn end_transition(&mut self) {
+        for (kind, id) in std::mem::take(&mut self.this) {
+            self.before[kind] = self.before[kind].max(id);
+        }
     }
 }
 
@@ -163,7 +182,7 @@ impl Auditor {
     #[must_use]
     pub fn new(start: &Start) -> Auditor {
         let mut a = Auditor::default();
-        a.ids.message = start.next_message.map_or(0, |m| m.0.saturating_sub(1));
+        a.ids.before[MESSAGE] = start.next_message.map_or(0, |m| m.0.saturating_sub(1));
         for r in &start.runs {
             a.completed_runs.insert(r.run_id.clone());
             a.runs.insert(r.run_id.clone(), r.seq);
@@ -215,6 +234,7 @@ impl Auditor {
         for o in outputs {
             self.output(o)?;
         }
+        self.ids.end_transition();
         // A cancel, clear or shutdown ends the waiting submissions it covers at once (SPEC 4.10).
         if let Some(seq) = claimed
             .iter()
@@ -365,7 +385,7 @@ impl Auditor {
                 Ok(())
             }
             OutputKind::SetTimer { timer, .. } => {
-                Ids::fresh(&mut self.ids.timer, timer.0, "timer")?;
+                self.ids.fresh(TIMER, timer.0)?;
                 self.timers.insert(*timer);
                 Ok(())
             }
@@ -485,11 +505,9 @@ impl Auditor {
             StoreOp::UserMessage { id, .. }
             | StoreOp::AssistantMessage { id, .. }
             | StoreOp::SummaryMessage { id, .. } => {
-                Ids::fresh(&mut self.ids.message, id.0, "message")?;
+                self.ids.fresh(MESSAGE, id.0)?;
             }
-            StoreOp::LedgerActivated { turn, .. } => {
-                Ids::fresh(&mut self.ids.turn, turn.0, "turn")?
-            }
+            StoreOp::LedgerActivated { turn, .. } => self.ids.fresh(TURN, turn.0)?,
             _ => {}
         }
         match op {

@@ -72,16 +72,16 @@ impl Tx {
         }
     }
 
-    /// Hands the outputs to `sink` in canonical order and leaves the buffer empty for reuse.
-    ///
-    /// Within a bucket, the sessions of the transition go in ascending order of their oldest
-    /// sequence in it (SPEC 7: "several sessions in one transition go in ascending order of
-    /// their oldest unfinished sequence"), then by sequence, then (aborts) by call id.
     /// The number of outputs the transition holds so far.
     pub(crate) fn len(&self) -> usize {
         self.items.len()
     }
 
+    /// Hands the outputs to `sink` in canonical order and leaves the buffer empty for reuse.
+    ///
+    /// Within a bucket, the sessions of the transition go in ascending order of their oldest
+    /// sequence in it (SPEC 7: "several sessions in one transition go in ascending order of
+    /// their oldest unfinished sequence"), then by sequence, then (aborts) by call id.
     pub(crate) fn finish(&mut self, mut sink: impl FnMut(OutputKind)) {
         self.drop_timers_set_and_cancelled();
         // Sessions can interleave wrongly only with three items or more; most transitions touch
