@@ -280,11 +280,17 @@ fn config() -> Config {
     Config { step_limit: 6, ..Config::default() }
 }
 
+/// Droppable tools, one left to finish (`write`), the agent tool, and a small context window.
+fn setup() -> turnstile_core::Setup {
+    let mut setup = turnstile_core::Setup::with_tools(&["ls", "grep", "bash", "agent"]);
+    setup.tools.push(turnstile_core::ToolSpec::new("write").left_to_finish());
+    setup.context_window = 1_000;
+    setup
+}
+
 fn run(acts: &[Act]) -> Host {
     let mut h = Host::new(config());
-    h.setup = turnstile_core::Setup::with_tools(&["ls", "grep", "bash", "agent"]);
-    h.setup.tools.push(turnstile_core::ToolSpec::new("write").left_to_finish());
-    h.setup.context_window = 1_000;
+    h.setup = setup();
     for a in acts {
         apply(&mut h, a);
     }
@@ -319,7 +325,7 @@ proptest! {
     #[test]
     fn a_cancel_waits_only_for_calls_left_to_finish(acts in proptest::collection::vec(act(), 1..80)) {
         let mut h = Host::new(config());
-        h.setup = run(&[]).setup;
+        h.setup = setup();
         for a in &acts {
             let before = h.log.len();
             apply(&mut h, a);

@@ -215,6 +215,13 @@ impl Setup {
     pub fn tool(&self, name: &str) -> Option<&ToolSpec> {
         self.tools.iter().find(|t| t.name == name)
     }
+
+    /// What an abort does to a running call of the tool with this name (SPEC 4.9); a call runs
+    /// only for a tool of the setup, so an unknown name reads as the default.
+    #[must_use]
+    pub fn abort_policy(&self, name: &str) -> OnAbort {
+        self.tool(name).map_or(OnAbort::Drop, |spec| spec.on_abort)
+    }
 }
 
 /// A tool the turn may call.

@@ -101,7 +101,7 @@ fn check_session(st: &State, id: &SessionId, s: &Session) -> Result<(u64, usize)
 
 /// True when the call's tool is one an abort leaves to finish (SPEC 4.9).
 fn left_to_finish(t: &Turn, c: &Call) -> bool {
-    t.setup.tool(&c.name).is_some_and(|spec| spec.on_abort == OnAbort::Finish)
+    t.setup.abort_policy(&c.name) == OnAbort::Finish
 }
 
 fn check_turn(st: &State, id: &SessionId, t: &Turn) -> Result<(), Violation> {

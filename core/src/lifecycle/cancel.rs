@@ -232,8 +232,7 @@ fn abort_calls(st: &mut State, tx: &mut Tx, session: &SessionId, t: &mut Turn, c
                 st.crossings.push_back(Crossing::AbortChild { child: child.clone(), cause });
             }
             CallState::Running => {
-                let on_abort = t.setup.tool(&c.name).map_or(OnAbort::Drop, |spec| spec.on_abort);
-                if on_abort == OnAbort::Finish {
+                if t.setup.abort_policy(&c.name) == OnAbort::Finish {
                     continue;
                 }
                 tx.abort(seq, OutputKind::AbortTool { call: t.call_io(session, &c.id) });

@@ -229,13 +229,7 @@ fn json(n: usize, text: &str) -> Result<Value, TraceError> {
 }
 
 fn problem(n: usize, p: schema::Problem) -> TraceError {
-    // A type error reads `field "at": expected ...`; the others `field "x" is missing`.
-    match (p.path.is_empty(), p.message.strip_prefix(": ")) {
-        (true, Some(m)) => TraceError::at(n, m),
-        (true, None) => TraceError::at(n, p.message),
-        (false, Some(_)) => TraceError::at(n, format!("field {:?}{}", p.path, p.message)),
-        (false, None) => TraceError::at(n, format!("field {:?} {}", p.path, p.message)),
-    }
+    TraceError::at(n, p.message)
 }
 
 /// One value as a JSON line. Serialising our own types cannot fail.

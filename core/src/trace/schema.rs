@@ -49,10 +49,10 @@ pub const KEYWORDS: &[&str] = &[
 /// sequence number (`expect_outcomes`).
 pub const PATTERNS: &[&str] = &["^\\d+$"];
 
-/// A value that breaks the schema: where (a path such as `input.call.seq`) and what.
+/// A value that breaks the schema, in words that name the field by its path
+/// (`field "input.up_to": expected ...`, `field "input.prompt" is missing`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Problem {
-    pub(crate) path: String,
     pub(crate) message: String,
     /// How deep into the value the problem is (to report the branch of a union that fit best).
     depth: usize,
@@ -83,8 +83,18 @@ impl At<'_> {
         }
     }
 
-    fn problem(&self, message: impl Into<String>) -> Problem {
-        Problem { path: self.render(), message: message.into(), depth: self.depth() }
+    /// `field "<path>" <what>` (`what`: "is missing", ...), or `what` alone at the root.
+    fn problem(&self, what: impl Into<String>) -> Problem {
+        let (path, what) = (self.render(), what.into());
+        let message = if path.is_empty() { what } else { format!("field {path:?} {what}") };
+        Problem { message, depth: self.depth() }
+    }
+
+    /// A value of the wrong kind: `field "<path>": expected <expected>, found <value>`.
+    fn wrong(&self, expected: &str, found: &Value) -> Problem {
+        let (path, what) = (self.render(), format!("expected {expected}, found {}", render(found)));
+        let message = if path.is_empty() { what } else { format!("field {path:?}: {what}") };
+        Problem { message, depth: self.depth() }
     }
 }
 
@@ -542,7 +552,7 @@ fn join(path: &str, field: &str) -> String {
 }
 
 fn wrong<T>(at: &At<'_>, expected: &str, found: &Value) -> Result<T, Problem> {
-    Err(at.problem(format!(": expected {expected}, found {}", render(found))))
+    Err(at.wrong(expected, found))
 }
 
 fn unknown(at: &At<'_>, name: &str, p: &Plain) -> Problem {
