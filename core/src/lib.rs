@@ -85,7 +85,7 @@
 //! ## Recovery: a host with its own store
 //!
 //! The core keeps nothing across a restart; the host's store does, and the next engine starts
-//! from it (SPEC 4.12, `docs/spec.md`). `turnstile-adapters`' `store::recovery` is the
+//! from it (SPEC 4.12, `docs/spec.md`). `turnstile-host`' `store::recovery` is the
 //! reference; `core/examples/sync_host.rs` does it in memory. On start, before the first input:
 //!
 //! 1. **Ledger.** Every row without an outcome (waiting, active or paused when the process

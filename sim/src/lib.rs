@@ -1,6 +1,6 @@
 //! # turnstile-sim: the deterministic simulation of the real host, and trace tooling
 //!
-//! - [`world`]: the simulated world around the real host (`turnstile-adapters`): a seeded
+//! - [`world`]: the simulated world around the real host (`turnstile-host`): a seeded
 //!   provider and tools, clients that submit, cancel, clear and summarize at random moments,
 //!   store faults, and the checks after every seed (SPEC 10 "Sim").
 //! - `sweep` (only under `--cfg madsim`): one deterministic madsim runtime per seed.

@@ -3,7 +3,7 @@
 use std::panic::AssertUnwindSafe;
 use std::time::Duration;
 
-use turnstile_adapters::store::MemoryDisk;
+use turnstile_host::store::MemoryDisk;
 
 use crate::world::{Flights, SeedReport, WorldConfig, last_flight, world};
 

@@ -12,18 +12,18 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use sha2::{Digest, Sha256};
-use turnstile_adapters::store::{
-    Fault, Faults, Location, MemoryDisk, Reader, RunRow, RunState, Store, StoreConfig,
-};
-use turnstile_adapters::{
-    BoxError, BoxFuture, CompletionRecord, Cursor, EventSink, Flight, FlightBuffer, Host,
-    HostConfig, ModelInfo, ModelRequest, Provider, RequestKind, RequestMessage, SubmitError, Tool,
-    ToolCall, ToolSet, WaitError,
-};
 use turnstile_core::{
     AGENT_TOOL, CANCELLED_TOOL_RESULT, CallId, ErrorClass, FinishReason, Mode, NEW_AGENT_TITLE,
     NO_TEXT_OUTPUT, Outcome, ProviderError, Rejection, RunId, Seq, SessionId, StepEvent, StopTurn,
     Submit, ToolOutput, ToolSpec, Usage,
+};
+use turnstile_host::store::{
+    Fault, Faults, Location, MemoryDisk, Reader, RunRow, RunState, Store, StoreConfig,
+};
+use turnstile_host::{
+    BoxError, BoxFuture, CompletionRecord, Cursor, EventSink, Flight, FlightBuffer, Host,
+    HostConfig, ModelInfo, ModelRequest, Provider, RequestKind, RequestMessage, SubmitError, Tool,
+    ToolCall, ToolSet, WaitError,
 };
 
 use crate::rng::Rng;
@@ -72,7 +72,7 @@ impl WorldConfig {
                 config.engine.mutant = Some(*m);
                 return Ok(());
             }
-            if let Some(m) = turnstile_adapters::HostMutant::from_name(name) {
+            if let Some(m) = turnstile_host::HostMutant::from_name(name) {
                 config.store.mutant = Some(m);
                 return Ok(());
             }
@@ -92,7 +92,7 @@ pub fn mutant_names() -> Vec<&'static str> {
     #[cfg(feature = "mutants")]
     {
         let core = turnstile_core::Mutant::ALL.iter().map(|m| m.name());
-        core.chain(turnstile_adapters::HostMutant::ALL.iter().map(|m| m.name())).collect()
+        core.chain(turnstile_host::HostMutant::ALL.iter().map(|m| m.name())).collect()
     }
     #[cfg(not(feature = "mutants"))]
     {
@@ -437,7 +437,7 @@ async fn slow_subscriber(
     loop {
         let mut updates = now(&current).subscribe();
         while let Some(event) = updates.recv().await {
-            if let turnstile_adapters::Event::Lagged { skipped } = event {
+            if let turnstile_host::Event::Lagged { skipped } = event {
                 lagged += skipped;
             }
             tokio::time::sleep(Duration::from_millis(rng.between(0, 400))).await;

@@ -1,0 +1,577 @@
+//! The tokio host (SPEC 9): owns the engine of one store and performs its outputs.
+//!
+//! ```text
+//!  clients ──Command──▶ ┌────────────┐ ──Action──▶ worker 0 ─┐  IO tasks (provider, tools)
+//!  IO tasks ──Input──▶  │ engine task│ ──Action──▶ worker 1 ─┤──────┐  report Inputs ──▶ engine
+//!                       └────────────┘                        │      │
+//!                          timers                    Txn ─────▼──────┘
+//!                                                   ┌─────────────┐  commit ▶ publish, ack
+//!                                                   │ store writer│  (debounce, group commit)
+//!                                                   └─────────────┘
+//! ```
+//!
+//! - `engine` — the one task that owns the core engine: inputs in, outputs routed.
+//! - `worker` — per-session pipelines and IO; a session always goes to the same worker.
+//! - `writer` — the store's one writer: debounce, group commit, publish after commit,
+//!   fail-stop.
+//!
+//! Determinism under the simulator: every `select!` here is `biased;`, there is no mutable
+//! global, no map iteration decides an order that reaches the engine (maps are `BTreeMap`s),
+//! and time comes from the runtime.
+
+mod engine;
+mod worker;
+mod writer;
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::{mpsc, oneshot, watch};
+use turnstile_core::{
+    Config, Engine, Mode, Outcome, Recorder, Rejection, RunId, Seq, SessionId, Start, Submit,
+    TraceHeader,
+};
+
+pub use writer::WriterStats;
+
+use crate::error::{InvalidRequest, OpenError, Stopped, SubmitError, WaitError};
+use crate::events::{Completions, Hub, Updates};
+use crate::provider::Provider;
+use crate::record::{CompletionRecord, Cursor};
+use crate::store::{Reader, RunState, Store, StoreConfig, StoreError};
+use crate::tool::ToolSet;
+
+/// How to run a host.
+#[derive(Clone, Debug)]
+pub struct HostConfig {
+    /// The store.
+    pub store: StoreConfig,
+    /// The engine's configuration (SPEC section 8 constants).
+    pub engine: Config,
+    /// Worker tasks that drive sessions' IO; default: the available parallelism.
+    pub workers: usize,
+    /// The debounce window of streamed writes (SPEC 4.12; default 33 ms).
+    pub debounce: Duration,
+    /// How long a failing store write is retried before the host stops (default 30 s).
+    pub store_retry: Duration,
+    /// Write everything ready in one SQLite transaction (default). Off, every session
+    /// transaction is its own SQLite transaction: only useful as a benchmark baseline.
+    pub group_commit: bool,
+    /// Capacity of the live-update broadcast; a subscriber further behind gets `lagged`.
+    pub updates_capacity: usize,
+    /// Capacity of the engine's inbox (back-pressure on clients and streams).
+    pub inbox_capacity: usize,
+    /// The flight recorder: write every input to this trace (`turnstile-sim replay`
+    /// reproduces the run), with the outputs when `trace_outputs` is set.
+    pub trace: Option<Flight>,
+    /// Record the outputs too, so a replay compares them.
+    pub trace_outputs: bool,
+}
+
+/// Where the flight recorder writes the trace (JSON lines, `docs/trace-format.md`).
+#[derive(Clone, Debug)]
+pub enum Flight {
+    /// A file, created (or truncated) when the host opens; every input is written as it is
+    /// handled, so the trace survives a crash up to the input that crashed.
+    File(PathBuf),
+    /// A buffer in memory that outlives the host (the simulator: a crashed host's trace is
+    /// still there to check).
+    Memory(FlightBuffer),
+}
+
+/// A shared, growing flight trace in memory; clones write to and read the same text.
+#[derive(Clone, Debug, Default)]
+pub struct FlightBuffer(Arc<Mutex<String>>);
+
+impl FlightBuffer {
+    /// The trace written so far.
+    #[must_use]
+    pub fn text(&self) -> String {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
+    pub(crate) fn push(&self, text: &str) {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push_str(text);
+    }
+}
+
+impl HostConfig {
+    /// SPEC defaults for a store file at `path`.
+    #[must_use]
+    pub fn new(path: impl Into<PathBuf>) -> HostConfig {
+        HostConfig::with_store(StoreConfig::new(path))
+    }
+
+    /// SPEC defaults for the store `store` describes (a file or an in-memory disk).
+    #[must_use]
+    pub fn with_store(store: StoreConfig) -> HostConfig {
+        HostConfig {
+            store,
+            engine: Config::default(),
+            workers: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            debounce: Duration::from_millis(33),
+            store_retry: Duration::from_secs(30),
+            group_commit: true,
+            updates_capacity: 1024,
+            inbox_capacity: 4096,
+            trace: None,
+            trace_outputs: false,
+        }
+    }
+}
+
+/// The answer to a submission.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Submitted {
+    /// The session.
+    pub session: SessionId,
+    /// The submission's sequence.
+    pub seq: Seq,
+    /// Its RunId, if any.
+    pub run_id: Option<RunId>,
+    /// The mode it runs in (unknown for an existing run).
+    pub mode: Option<Mode>,
+    /// True when this was an idempotent resubmission of an existing run.
+    pub existing: bool,
+    /// An existing run's outcome, when it has finished.
+    pub outcome: Option<Outcome>,
+}
+
+/// A client command.
+pub(crate) enum Command {
+    Submit(Submit, oneshot::Sender<Result<Submitted, SubmitError>>),
+    Cancel(SessionId),
+    CancelRun(RunId),
+    ClearQueue(SessionId),
+    Summarize(SessionId, oneshot::Sender<Result<(), SubmitError>>),
+    IsBusy(SessionId, oneshot::Sender<bool>),
+    Shutdown(oneshot::Sender<Result<(), Stopped>>),
+}
+
+/// The engine task's inbox.
+pub(crate) enum Msg {
+    Command(Command),
+    Input(turnstile_core::Input),
+}
+
+/// A running host. Cheap to clone; every clone talks to the same engine.
+#[derive(Clone, Debug)]
+pub struct Host {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    inbox: mpsc::Sender<Msg>,
+    hub: Arc<Hub>,
+    reader: Arc<Mutex<Reader>>,
+    stats: Arc<WriterStats>,
+    /// The store writer, for `flush`. Weak: the writer ends when the engine task does.
+    writer: mpsc::WeakUnboundedSender<writer::WriteReq>,
+    recovered: Vec<(Cursor, CompletionRecord)>,
+}
+
+impl Host {
+    /// Opens the store (taking its owner lock and running crash recovery), starts the engine
+    /// from its ledger, and spawns the engine task, the workers and the store writer on the
+    /// current runtime.
+    ///
+    /// # Errors
+    /// [`OpenError::Store`]: the store is in use by another process ("store is in use by
+    /// another turnstile process", and no recovery ran), its lock file or database cannot be
+    /// opened (the error names the file), or it is unreadable; [`OpenError::Engine`]: the
+    /// configuration or the ledger's start state is invalid; [`OpenError::Trace`]: the flight
+    /// recorder's file cannot be created (the error names it).
+    ///
+    /// # Panics
+    /// Only if opening the store panics (a bug), as if it ran on the caller's task.
+    pub async fn open(
+        config: HostConfig,
+        provider: Arc<dyn Provider>,
+        tools: ToolSet,
+    ) -> Result<Host, OpenError> {
+        let store_config = config.store.clone();
+        let opened = crate::rt::blocking(move || Store::open(&store_config)).await??;
+        let reader = opened.store.reader()?;
+        // A second read connection for the workers (requests, preparation), so that clients'
+        // waits do not queue behind them.
+        let worker_reader = opened.store.reader()?;
+        let newest = reader.newest_cursor()?;
+        let driver = driver(&config, &opened.start)?;
+        let hub = Arc::new(Hub::new(newest, config.updates_capacity));
+        let stats = Arc::new(WriterStats::default());
+        let (health_tx, health_rx) = watch::channel(None);
+        let (write_tx, write_rx) = mpsc::unbounded_channel();
+        let weak_writer = write_tx.downgrade();
+        let armed = crate::mutants::Armed::of(&config.store);
+        let writer_config = writer::WriterConfig {
+            debounce: config.debounce,
+            armed,
+            group_commit: config.group_commit,
+            retry_for: config.store_retry,
+        };
+        let writer = writer::Writer::new(
+            opened.store,
+            write_rx,
+            writer_config,
+            hub.clone(),
+            stats.clone(),
+            health_tx,
+        );
+        tokio::spawn(writer.run());
+        let (inbox_tx, inbox_rx) = mpsc::channel(config.inbox_capacity.max(1));
+        let reader = Arc::new(Mutex::new(reader));
+        let ctx = Arc::new(worker::Ctx {
+            provider,
+            tools,
+            reader: Arc::new(Mutex::new(worker_reader)),
+            inbox: inbox_tx.downgrade(),
+            writer: write_tx.clone(),
+            armed,
+        });
+        let mut workers = Vec::new();
+        for _ in 0..config.workers.max(1) {
+            let (tx, rx) = mpsc::unbounded_channel();
+            tokio::spawn(worker::Worker::new(ctx.clone(), rx, tx.clone()).run());
+            workers.push(tx);
+        }
+        let task = engine::EngineTask {
+            driver,
+            started: tokio::time::Instant::now(),
+            inbox: inbox_rx,
+            workers,
+            writer: write_tx,
+            hub: hub.clone(),
+            health: health_rx,
+            timers: Default::default(),
+            known: Default::default(),
+            stopping: Vec::new(),
+            parents: Default::default(),
+        };
+        tokio::spawn(task.run());
+        let inner = Inner {
+            inbox: inbox_tx,
+            hub,
+            reader,
+            stats,
+            writer: weak_writer,
+            recovered: opened.recovered,
+        };
+        Ok(Host { inner: Arc::new(inner) })
+    }
+
+    /// Sends a command to the engine task. After a clean shutdown the answer is SPEC 4.10's
+    /// "workspace closing"; after a stop, the stop.
+    async fn send(&self, cmd: Command) -> Result<(), SubmitError> {
+        self.inner.inbox.send(Msg::Command(cmd)).await.map_err(|_| self.gone())
+    }
+
+    fn gone(&self) -> SubmitError {
+        match self.ended() {
+            Ok(()) => SubmitError::Rejected(Rejection::WorkspaceClosing),
+            Err(why) => SubmitError::Stopped(why),
+        }
+    }
+
+    /// For an engine task that is gone: `Ok` after a clean shutdown, else why it stopped.
+    fn ended(&self) -> Result<(), Stopped> {
+        if self.inner.hub.is_closed() { Ok(()) } else { Err(self.stop_reason()) }
+    }
+
+    /// A cancel-like command: after a clean shutdown nothing is unfinished, so it is a no-op.
+    async fn send_cancel(&self, cmd: Command) -> Result<(), SubmitError> {
+        match self.send(cmd).await {
+            Err(SubmitError::Rejected(Rejection::WorkspaceClosing)) => Ok(()),
+            other => other,
+        }
+    }
+
+    fn stop_reason(&self) -> Stopped {
+        // The engine task records why it ends before it goes (also when it panics), so the
+        // fallback is for the task ending in a way that left no word.
+        self.inner.hub.stopped().unwrap_or(Stopped::TaskEnded)
+    }
+
+    /// Hands a prompt to a session (SPEC 4.1). Answers once the submission's ledger row is
+    /// durable: its sequence and RunId, or the existing run for a byte-equal resubmission.
+    ///
+    /// # Errors
+    /// [`SubmitError::Rejected`] with SPEC section 8's text ("workspace closing" after a
+    /// shutdown); [`SubmitError::Invalid`] ([`InvalidRequest::Refused`]) for a submission the
+    /// engine refuses as misuse, such as one that brings its own sequence while the engine
+    /// assigns them; [`SubmitError::Stopped`] when the host stopped.
+    pub async fn submit(&self, submit: Submit) -> Result<Submitted, SubmitError> {
+        // What the engine would refuse first, kept for when it is gone: SPEC 4.1's order
+        // still holds then ("workspace closing" after the checks of the submission itself).
+        let checked = turnstile_core::validate(&submit);
+        let refused = |checked: Result<(), Rejection>| match checked {
+            Err(rejection) => SubmitError::Rejected(rejection),
+            Ok(()) => self.gone(),
+        };
+        let (tx, rx) = oneshot::channel();
+        if self.send(Command::Submit(submit, tx)).await.is_err() {
+            return Err(refused(checked));
+        }
+        rx.await.unwrap_or_else(|_| Err(refused(checked)))
+    }
+
+    /// Cancels the session's unfinished submissions accepted so far (SPEC 4.10).
+    ///
+    /// # Errors
+    /// The host stopped.
+    pub async fn cancel(&self, session: &SessionId) -> Result<(), SubmitError> {
+        self.send_cancel(Command::Cancel(session.clone())).await
+    }
+
+    /// Cancels exactly one run; a finished or unknown run is a no-op (SPEC 4.10).
+    ///
+    /// # Errors
+    /// The host stopped.
+    pub async fn cancel_run(&self, run_id: &RunId) -> Result<(), SubmitError> {
+        self.send_cancel(Command::CancelRun(run_id.clone())).await
+    }
+
+    /// Ends every waiting submission of the session `cancelled`; the active turn goes on.
+    ///
+    /// # Errors
+    /// The host stopped.
+    pub async fn clear_queue(&self, session: &SessionId) -> Result<(), SubmitError> {
+        self.send_cancel(Command::ClearQueue(session.clone())).await
+    }
+
+    /// Summarizes the session now (SPEC 4.7), unless it is busy.
+    ///
+    /// # Errors
+    /// [`SubmitError::Rejected`] ("session is currently processing another request");
+    /// [`SubmitError::Invalid`] with [`InvalidRequest::SessionNotFound`] ("session not found:
+    /// `<id>`") for a session the store does not hold (there is nothing to summarize, and its
+    /// summary message would belong to no session); [`SubmitError::Store`] when the store
+    /// could not be read to tell; [`SubmitError::Stopped`].
+    pub async fn summarize(&self, session: &SessionId) -> Result<(), SubmitError> {
+        let s = session.clone();
+        let known = self.read(move |r| Ok(r.session(&s)?.is_some())).await;
+        match known {
+            Ok(true) => {}
+            Ok(false) => {
+                return Err(SubmitError::Invalid(InvalidRequest::SessionNotFound(session.clone())));
+            }
+            Err(e) => return Err(SubmitError::Store(Arc::new(e))),
+        }
+        let (tx, rx) = oneshot::channel();
+        self.send(Command::Summarize(session.clone(), tx)).await?;
+        rx.await.unwrap_or_else(|_| Err(self.gone()))
+    }
+
+    /// True while the session has an active turn, a summarization or anything waiting (SPEC 3).
+    ///
+    /// # Errors
+    /// The host stopped.
+    pub async fn is_busy(&self, session: &SessionId) -> Result<bool, SubmitError> {
+        let (tx, rx) = oneshot::channel();
+        match self.send(Command::IsBusy(session.clone(), tx)).await {
+            // After a clean shutdown nothing is busy.
+            Err(SubmitError::Rejected(Rejection::WorkspaceClosing)) => return Ok(false),
+            other => other?,
+        }
+        rx.await.map_err(|_| self.gone())
+    }
+
+    /// The RunComplete of `run_id`, waiting for it if the run is unfinished: whether called
+    /// before, during or long after the run, or after a restart (the ledger is read).
+    ///
+    /// # Errors
+    /// [`WaitError::NotFound`] ("run not found: `<id>`") for a RunId never accepted, at once;
+    /// [`WaitError::Stopped`] when the host stopped before the run finished;
+    /// [`WaitError::Store`] when the ledger could not be read.
+    pub async fn wait(&self, run_id: &RunId) -> Result<CompletionRecord, WaitError> {
+        let row = self.read_run(run_id.clone()).await?;
+        let Some(row) = row else { return Err(WaitError::NotFound(run_id.clone())) };
+        if let Some((_, record)) = row.completion {
+            return Ok(record);
+        }
+        self.wait_seq(row.seq).await
+    }
+
+    /// The completion of the submission with this sequence (with or without a RunId), waiting
+    /// for it if unfinished.
+    ///
+    /// # Errors
+    /// As [`Host::wait`], with [`WaitError::SeqNotFound`] ("run not found: seq `<n>`") for a
+    /// sequence never accepted.
+    pub async fn wait_seq(&self, seq: Seq) -> Result<CompletionRecord, WaitError> {
+        // Register first, then read: a commit after the read wakes the waiter; a commit before
+        // it is in the ledger. The guard forgets the waiter however this future ends.
+        // Declared before the receiver, so it is dropped after it and sees the waiter gone.
+        let _guard = WaitGuard { hub: &self.inner.hub, seq };
+        // When stopped, the ledger may still hold the outcome: only an unfinished run is
+        // answered with the stop.
+        let rx = self.inner.hub.register(seq).ok();
+        let row = self.read_seq(seq).await?;
+        match (row, rx) {
+            (None, _) => Err(WaitError::SeqNotFound(seq)),
+            (Some(row), _) if row.state == RunState::Finished => {
+                row.completion.map(|(_, r)| r).ok_or_else(|| {
+                    WaitError::store(StoreError::Corrupt(format!(
+                        "ledger row {seq} is finished without a completion"
+                    )))
+                })
+            }
+            (Some(_), None) => Err(WaitError::Stopped(self.stop_reason())),
+            (Some(_), Some(rx)) => {
+                rx.await.unwrap_or_else(|_| Err(WaitError::Stopped(self.stop_reason())))
+            }
+        }
+    }
+
+    async fn read_seq(&self, seq: Seq) -> Result<Option<crate::store::RunRow>, WaitError> {
+        self.read(move |r| r.run_by_seq(seq)).await.map_err(WaitError::store)
+    }
+
+    async fn read_run(&self, run_id: RunId) -> Result<Option<crate::store::RunRow>, WaitError> {
+        self.read(move |r| r.run(&run_id)).await.map_err(WaitError::store)
+    }
+
+    /// Live updates (lossy): messages changed, busy and queue changes, finished turns.
+    #[must_use]
+    pub fn subscribe(&self) -> Updates {
+        Updates { rx: self.inner.hub.updates.subscribe(), ended: self.inner.hub.ended() }
+    }
+
+    /// Every completion recorded after `after`, in ledger order, then new ones as they commit
+    /// (lossless; `Cursor(0)` for all).
+    #[must_use]
+    pub fn completions(&self, after: Cursor) -> Completions {
+        Completions {
+            reader: self.inner.reader.clone(),
+            after,
+            newest: self.inner.hub.newest(),
+            ended: self.inner.hub.ended(),
+            buffer: Default::default(),
+        }
+    }
+
+    /// The outcomes crash recovery decided when this host opened its store.
+    #[must_use]
+    pub fn recovered(&self) -> &[(Cursor, CompletionRecord)] {
+        &self.inner.recovered
+    }
+
+    /// The store writer's counters.
+    #[must_use]
+    pub fn writer_stats(&self) -> &WriterStats {
+        &self.inner.stats
+    }
+
+    /// Completion waiters registered now.
+    #[must_use]
+    pub fn waiters(&self) -> usize {
+        self.inner.hub.waiting()
+    }
+
+    /// Runs a query on the host's read connection (history, sessions, ledger), off the async
+    /// threads. The connection reads committed data only; it also works after the host
+    /// stopped or shut down.
+    ///
+    /// # Errors
+    /// The query's [`StoreError`]; [`StoreError::Cancelled`] if the runtime is shutting down.
+    ///
+    /// # Panics
+    /// If `f` panics, the panic is resumed here, as if `f` ran on the caller's task.
+    pub async fn read<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Reader) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        crate::rt::read(&self.inner.reader, f).await
+    }
+
+    /// Shuts down (SPEC 4.10): new submissions are rejected ("workspace closing"), every
+    /// unfinished submission ends `interrupted` (active ones after their clean-up or the 5 s
+    /// deadline), everything is made durable, and the store is closed (releasing its lock).
+    ///
+    /// Idempotent: after a clean shutdown, it answers `Ok` again.
+    ///
+    /// # Errors
+    /// Why the host stopped, when it stopped before or during the shutdown
+    /// ([`Stopped::Storage`] also when the store could not be closed); the next start's
+    /// recovery decides what was unfinished.
+    pub async fn shutdown(&self) -> Result<(), Stopped> {
+        let (tx, rx) = oneshot::channel();
+        if self.inner.inbox.send(Msg::Command(Command::Shutdown(tx))).await.is_err() {
+            return self.ended();
+        }
+        rx.await.unwrap_or_else(|_| self.ended())
+    }
+
+    /// Writes every held (debounced) streamed write now and returns once everything sent to
+    /// the store so far is durable: the flush-all of SPEC 9. After a clean shutdown
+    /// everything is durable already, and it answers `Ok`.
+    ///
+    /// # Errors
+    /// Why the host stopped, when it stopped before everything was durable.
+    pub async fn flush(&self) -> Result<(), Stopped> {
+        // The writer may be gone, or go while answering: after a clean shutdown everything is
+        // durable already, so that is a success; otherwise the host stopped.
+        let (tx, rx) = oneshot::channel();
+        let Some(writer) = self.inner.writer.upgrade() else { return self.ended() };
+        if writer.send(writer::WriteReq::Flush(tx)).is_err() {
+            return self.ended();
+        }
+        drop(writer);
+        rx.await.unwrap_or_else(|_| self.ended())
+    }
+
+    /// Why the host stopped, once it stopped (a storage failure, an engine failure, every
+    /// handle dropped); `None` while it runs and after a clean shutdown.
+    #[must_use]
+    pub fn stopped(&self) -> Option<Stopped> {
+        self.inner.hub.stopped()
+    }
+}
+
+/// The engine the host drives, recording every input to the flight trace when one is
+/// configured (its header written before the host starts).
+fn driver(config: &HostConfig, start: &Start) -> Result<engine::Driver, OpenError> {
+    let driver = match &config.trace {
+        None => engine::Driver::Plain(Box::new(
+            Engine::new(config.engine.clone(), start.clone()).map_err(OpenError::Engine)?,
+        )),
+        Some(flight) => {
+            let mut header = TraceHeader::new(config.engine.clone(), start.clone());
+            header.origin = Some(serde_json::json!({ "recorded_by": "turnstile-host host" }));
+            let recorder =
+                Recorder::new(header, config.trace_outputs).map_err(OpenError::Engine)?;
+            let sink = match flight {
+                Flight::File(path) => {
+                    let trace =
+                        |action, source| OpenError::Trace { path: path.clone(), action, source };
+                    let file = std::fs::File::create(path)
+                        .map_err(|e| trace("create the trace file", e))?;
+                    let mut sink = engine::FlightSink::File(file);
+                    sink.write(&recorder.header_jsonl())
+                        .map_err(|e| trace("write the trace file", e))?;
+                    sink
+                }
+                Flight::Memory(buffer) => {
+                    buffer.push(&recorder.header_jsonl());
+                    engine::FlightSink::Memory(buffer.clone())
+                }
+            };
+            engine::Driver::Recording { recorder: Box::new(recorder), sink }
+        }
+    };
+    Ok(driver)
+}
+
+/// Forgets a registered waiter when the wait ends in any way (answered, failed, or the
+/// caller's future dropped), so abandoned waits do not pile up.
+struct WaitGuard<'a> {
+    hub: &'a Hub,
+    seq: Seq,
+}
+
+impl Drop for WaitGuard<'_> {
+    fn drop(&mut self) {
+        self.hub.prune(self.seq);
+    }
+}

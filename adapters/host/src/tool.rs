@@ -1,0 +1,184 @@
+//! Tools the model may call (SPEC 9 "Tools"): the trait a host implements and the set a turn
+//! is prepared with.
+//!
+//! The core decides which calls run (complete, valid JSON, a known name, not a repeat) and when
+//! (after the stream ended); a [`Tool`] only runs one call it is handed and reports its result.
+//! An aborted call's future is dropped.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use turnstile_core::{AGENT_TOOL, CallId, SessionId, ToolOutput, ToolSpec};
+use turnstile_wire::ToolDef;
+
+/// A boxed, sendable future: what the host's traits return, so they stay object-safe.
+pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
+
+/// One call a tool is asked to run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ToolCall {
+    /// The calling session.
+    pub session: SessionId,
+    /// The provider's call id.
+    pub call: CallId,
+    /// The arguments: valid JSON text (the core never runs a call with invalid JSON).
+    pub input: String,
+}
+
+/// A tool.
+///
+/// `run` may take as long as it needs. What a cancel (or shutdown) does to a running call is
+/// the spec's [`OnAbort`](turnstile_core::OnAbort), which the core is told with the turn's
+/// setup:
+/// - [`OnAbort::Drop`](turnstile_core::OnAbort::Drop) (the default, [`ToolSpec::new`]): the
+///   host drops the future at once and the turn's clean-up does not wait for it, so a tool that
+///   holds external resources should release them on drop;
+/// - [`OnAbort::Finish`](turnstile_core::OnAbort::Finish) ([`ToolSpec::left_to_finish`]): a
+///   call with effects that must not be cut off half-way runs to its end; its result is written
+///   if it arrives before the turn's clean-up (the tool really ran, SPEC 4.9), which waits for
+///   it up to the cancel grace, and is ignored after it (I13).
+pub trait Tool: Send + Sync + 'static {
+    /// The name the model calls it by, whether it asks a person, and what an abort does to it.
+    fn spec(&self) -> ToolSpec;
+    /// What the model is told about it: its description and the JSON schema of its input,
+    /// which providers send with every request. The default has no description and takes
+    /// any object; a real tool should say what it does.
+    fn definition(&self) -> ToolDef {
+        ToolDef::new(self.spec().name, "")
+    }
+    /// Runs one call.
+    fn run(&self, call: ToolCall) -> BoxFuture<ToolOutput>;
+}
+
+/// The tools a host offers, by name. Names are unique: adding a second tool with a name
+/// replaces the first.
+///
+/// The `agent` tool (sub-agents, SPEC 4.11) is not a [`Tool`]: the core runs it by starting a
+/// turn in a child session, so the set only says whether it is offered ([`ToolSet::with_agent`]).
+#[derive(Clone, Default)]
+pub struct ToolSet {
+    tools: BTreeMap<String, Arc<dyn Tool>>,
+    agent: bool,
+}
+
+impl ToolSet {
+    /// An empty set.
+    #[must_use]
+    pub fn new() -> ToolSet {
+        ToolSet::default()
+    }
+
+    /// The set with `tool` added (replacing one with the same name).
+    #[must_use]
+    pub fn with(mut self, tool: impl Tool) -> ToolSet {
+        let name = tool.spec().name;
+        if name == AGENT_TOOL {
+            self.agent = false;
+        }
+        self.tools.insert(name, Arc::new(tool));
+        self
+    }
+
+    /// The set with the `agent` tool offered: a call starts a sub-agent in a child session,
+    /// whose turn the host drives like any other; its end is the call's result (SPEC 4.11).
+    /// Replaces a [`Tool`] named `agent`.
+    #[must_use]
+    pub fn with_agent(mut self) -> ToolSet {
+        self.tools.remove(AGENT_TOOL);
+        self.agent = true;
+        self
+    }
+
+    /// The specs the core's `Setup` lists for a top-level session, in name order.
+    #[must_use]
+    pub fn specs(&self) -> Vec<ToolSpec> {
+        let agent = self.agent.then(|| ToolSpec::new(AGENT_TOOL));
+        let mut specs: Vec<ToolSpec> = self.tools.values().map(|t| t.spec()).chain(agent).collect();
+        specs.sort_by(|a, b| a.name.cmp(&b.name));
+        specs
+    }
+
+    /// The tools a model request of `session` offers: for a sub-agent's child session, what
+    /// the core gives it ([`turnstile_core::offered_to_sub_agent`]: no `agent` tool, nothing
+    /// interactive, SPEC 4.11); for any other session, [`ToolSet::specs`].
+    #[must_use]
+    pub fn specs_for(&self, session: &SessionId) -> Vec<ToolSpec> {
+        let mut specs = self.specs();
+        if session.is_child() {
+            specs.retain(turnstile_core::offered_to_sub_agent);
+        }
+        specs
+    }
+
+    /// What a model request offers for a top-level session: every tool's [`Tool::definition`]
+    /// and the `agent` tool's, in name order.
+    #[must_use]
+    pub fn definitions(&self) -> Vec<ToolDef> {
+        let agent = self.agent.then(agent_definition);
+        let mut defs: Vec<ToolDef> =
+            self.tools.values().map(|t| t.definition()).chain(agent).collect();
+        defs.sort_by(|a, b| a.name.cmp(&b.name));
+        defs
+    }
+
+    /// The definitions a model request of `session` offers: those of
+    /// [`ToolSet::specs_for`], in name order.
+    #[must_use]
+    pub fn definitions_for(&self, session: &SessionId) -> Vec<ToolDef> {
+        let offered: Vec<String> = self.specs_for(session).into_iter().map(|s| s.name).collect();
+        self.definitions().into_iter().filter(|d| offered.contains(&d.name)).collect()
+    }
+
+    /// The tool with this name (never the `agent` tool, which the core runs).
+    #[must_use]
+    pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
+        self.tools.get(name)
+    }
+}
+
+impl std::fmt::Debug for ToolSet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let agent = self.agent.then_some(AGENT_TOOL);
+        f.debug_list().entries(self.tools.keys().map(String::as_str).chain(agent)).finish()
+    }
+}
+
+/// The `agent` tool as the model sees it (SPEC 4.11): one required `prompt`.
+#[must_use]
+pub fn agent_definition() -> ToolDef {
+    ToolDef::new(
+        AGENT_TOOL,
+        "Launch a sub-agent with its own context to work on a self-contained task; its final \
+         answer is this call's result. Give it a complete, specific prompt.",
+    )
+    .with_schema(serde_json::json!({
+        "type": "object",
+        "properties": {"prompt": {"type": "string", "description": "The task for the sub-agent."}},
+        "required": ["prompt"],
+    }))
+}
+
+/// A tool that answers every call with a fixed text after a delay (tests, demos, benchmarks).
+#[derive(Clone, Debug)]
+pub struct EchoTool {
+    /// The tool's name.
+    pub name: String,
+    /// How long each call takes, in milliseconds of runtime time.
+    pub delay_ms: u64,
+}
+
+impl Tool for EchoTool {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec::new(self.name.clone())
+    }
+
+    fn run(&self, call: ToolCall) -> BoxFuture<ToolOutput> {
+        let delay = std::time::Duration::from_millis(self.delay_ms);
+        Box::pin(async move {
+            tokio::time::sleep(delay).await;
+            ToolOutput::ok(format!("echo {}", call.input))
+        })
+    }
+}

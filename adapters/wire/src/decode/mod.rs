@@ -1,0 +1,300 @@
+//! Decoding a streamed response: bytes in, core [`StepEvent`]s out (SPEC 9 "Providers").
+//!
+//! One [`Decoder`] per response. Feed it the body in chunks of any size; the same bytes give the
+//! same events however they are split. What every API's decoder guarantees:
+//!
+//! - the events form a valid sequence: at most one reasoning section (start, deltas, end), text
+//!   deltas, tool-input starts and complete tool calls, then exactly one `Finished` or `Failed`,
+//!   and nothing after it ([`Decoder::finish`] produces the `Failed` of a stream that ended
+//!   without its terminal event: "stream ended without a finish", retryable);
+//! - events that carry no content (keep-alive comments and `ping`s, unknown event types,
+//!   unknown fields) produce nothing, so they do not extend the core's stream watchdog;
+//! - bytes that are not the API's format (invalid UTF-8, invalid JSON in a chunk) are a
+//!   [`DecodeError`] naming the byte offset; the transport reports it as a transport error
+//!   ([`DecodeError::to_provider_error`]), which the core may retry.
+//!
+//! Reasoning: the core keeps one reasoning section per message, so consecutive reasoning
+//! blocks (items) of a response join into one section, and a reasoning block that comes after
+//! text or a tool call is neither shown nor kept. The section's end
+//! carries the provider's items as a [`crate::ReasoningState`].
+
+mod anthropic;
+mod chat;
+mod responses;
+
+use turnstile_core::{FinishReason, ProviderError, StepEvent, Usage};
+
+use crate::Api;
+use crate::reasoning::ReasoningState;
+use crate::sse::{Frame, Framer};
+
+/// The response's bytes are not the API's format.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DecodeError {
+    /// The API whose format was expected.
+    pub api: Api,
+    /// The byte offset in the body where the offending line or event ends.
+    pub offset: u64,
+    /// What was wrong.
+    pub message: String,
+}
+
+impl std::fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "invalid {} stream at byte {}: {}", self.api, self.offset, self.message)
+    }
+}
+
+impl std::error::Error for DecodeError {}
+
+impl DecodeError {
+    /// The error the core gets: a transport error with this text (retryable: a corrupted
+    /// stream may be a transient fault).
+    #[must_use]
+    pub fn to_provider_error(&self) -> ProviderError {
+        crate::error::transport(self.to_string())
+    }
+}
+
+/// A streamed response's decoder for one API.
+#[derive(Debug)]
+pub struct Decoder {
+    framer: Framer,
+    frames: Vec<Frame>,
+    api: ApiDecoder,
+    common: Common,
+}
+
+#[derive(Debug)]
+enum ApiDecoder {
+    Chat(chat::Chat),
+    Responses(responses::Responses),
+    Anthropic(anthropic::Anthropic),
+}
+
+/// What every API's decoder shares: where the sequence is, so the events stay valid.
+#[derive(Debug)]
+struct Common {
+    api: Api,
+    reasoning: Phase,
+    /// The provider's reasoning items seen so far, for the section's end.
+    reasoning_items: Vec<serde_json::Value>,
+    ended: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    None,
+    Open,
+    Ended,
+}
+
+impl Decoder {
+    /// A decoder for a response of `api`.
+    #[must_use]
+    pub fn new(api: Api) -> Decoder {
+        Decoder {
+            framer: Framer::new(),
+            frames: Vec::new(),
+            api: match api {
+                Api::OpenAiChat => ApiDecoder::Chat(chat::Chat::default()),
+                Api::OpenAiResponses => ApiDecoder::Responses(responses::Responses::default()),
+                Api::AnthropicMessages => ApiDecoder::Anthropic(anthropic::Anthropic::default()),
+            },
+            common: Common {
+                api,
+                reasoning: Phase::None,
+                reasoning_items: Vec::new(),
+                ended: false,
+            },
+        }
+    }
+
+    /// True once the terminal event (`Finished` or `Failed`) was produced, or an error was
+    /// returned: later bytes are ignored.
+    #[must_use]
+    pub fn is_done(&self) -> bool {
+        self.common.ended
+    }
+
+    /// Bytes fed so far.
+    #[must_use]
+    pub fn offset(&self) -> u64 {
+        self.framer.offset()
+    }
+
+    /// Feeds the next bytes of the body; the events they complete are pushed to `out`.
+    ///
+    /// # Errors
+    /// The bytes are not the API's format; the decoder is done then.
+    pub fn feed(&mut self, bytes: &[u8], out: &mut Vec<StepEvent>) -> Result<(), DecodeError> {
+        if self.common.ended {
+            return Ok(());
+        }
+        let api = self.common.api;
+        if let Err(e) = self.framer.feed(bytes, &mut self.frames) {
+            self.common.ended = true;
+            self.frames.clear();
+            return Err(DecodeError {
+                api,
+                offset: e.offset,
+                message: "a line is not UTF-8".into(),
+            });
+        }
+        let mut frames = std::mem::take(&mut self.frames);
+        let mut result = Ok(());
+        for frame in frames.drain(..) {
+            if self.common.ended {
+                break;
+            }
+            let mut sink = Sink { common: &mut self.common, out };
+            let step = match &mut self.api {
+                ApiDecoder::Chat(d) => d.frame(&frame, &mut sink),
+                ApiDecoder::Responses(d) => d.frame(&frame, &mut sink),
+                ApiDecoder::Anthropic(d) => d.frame(&frame, &mut sink),
+            };
+            if let Err(message) = step {
+                self.common.ended = true;
+                result = Err(DecodeError { api, offset: frame.offset, message });
+            }
+        }
+        self.frames = frames;
+        result
+    }
+
+    /// The end of the body. A stream that has not produced its terminal event ends `Failed`
+    /// with "stream ended without a finish" (chat completions accept a finish reason without
+    /// the `[DONE]` that should follow it).
+    ///
+    /// # Errors
+    /// The last, unterminated line is not UTF-8.
+    pub fn finish(&mut self, out: &mut Vec<StepEvent>) -> Result<(), DecodeError> {
+        if self.common.ended {
+            return Ok(());
+        }
+        if let Err(e) = self.framer.finish() {
+            self.common.ended = true;
+            return Err(DecodeError {
+                api: self.common.api,
+                offset: e.offset,
+                message: "a line is not UTF-8".into(),
+            });
+        }
+        let mut sink = Sink { common: &mut self.common, out };
+        let finished = match &mut self.api {
+            ApiDecoder::Chat(d) => d.end_of_body(&mut sink),
+            ApiDecoder::Responses(_) | ApiDecoder::Anthropic(_) => false,
+        };
+        if !finished {
+            sink.fail(crate::error::incomplete());
+        }
+        Ok(())
+    }
+
+    /// Decodes a whole body at once (a recording, a test): its events, or the first error.
+    ///
+    /// # Errors
+    /// As [`Decoder::feed`].
+    pub fn decode_all(api: Api, body: &[u8]) -> Result<Vec<StepEvent>, DecodeError> {
+        let mut decoder = Decoder::new(api);
+        let mut out = Vec::new();
+        decoder.feed(body, &mut out)?;
+        decoder.finish(&mut out)?;
+        Ok(out)
+    }
+}
+
+/// Where an API's decoder puts its events; it keeps the sequence valid.
+struct Sink<'a> {
+    common: &'a mut Common,
+    out: &'a mut Vec<StepEvent>,
+}
+
+impl Sink<'_> {
+    /// Reasoning text (empty: only open the section).
+    fn reasoning(&mut self, text: &str) {
+        if self.common.reasoning == Phase::None {
+            self.out.push(StepEvent::ReasoningStart);
+            self.common.reasoning = Phase::Open;
+        }
+        if self.common.reasoning == Phase::Open && !text.is_empty() {
+            self.out.push(StepEvent::ReasoningDelta { text: text.to_owned() });
+        }
+    }
+
+    /// A reasoning item of the provider's, to send back with the next request.
+    fn reasoning_item(&mut self, item: serde_json::Value) {
+        if self.common.reasoning == Phase::None {
+            self.reasoning("");
+        }
+        if self.common.reasoning == Phase::Open {
+            self.common.reasoning_items.push(item);
+        }
+    }
+
+    /// Other content begins (or the finish): an open reasoning section ends, and none can
+    /// begin after it.
+    fn close_reasoning(&mut self) {
+        if self.common.reasoning == Phase::None {
+            self.common.reasoning = Phase::Ended;
+        }
+        if self.common.reasoning == Phase::Open {
+            let items = std::mem::take(&mut self.common.reasoning_items);
+            let signature = (!items.is_empty())
+                .then(|| ReasoningState::new(self.common.api, items).to_signature());
+            self.out.push(StepEvent::ReasoningEnd { signature });
+            self.common.reasoning = Phase::Ended;
+        }
+    }
+
+    fn text(&mut self, text: &str) {
+        if !text.is_empty() {
+            self.close_reasoning();
+            self.out.push(StepEvent::TextDelta { text: text.to_owned() });
+        }
+    }
+
+    fn tool_start(&mut self, id: &str, name: &str) {
+        self.close_reasoning();
+        self.out.push(StepEvent::ToolInputStart {
+            id: turnstile_core::CallId::new(id),
+            name: name.to_owned(),
+        });
+    }
+
+    fn tool_call(&mut self, id: &str, name: &str, input: &str) {
+        self.close_reasoning();
+        let input = if input.trim().is_empty() { "{}" } else { input };
+        self.out.push(StepEvent::ToolCall {
+            id: turnstile_core::CallId::new(id),
+            name: name.to_owned(),
+            input: input.to_owned(),
+        });
+    }
+
+    fn finish(&mut self, reason: FinishReason, usage: Option<Usage>) {
+        self.close_reasoning();
+        self.out.push(StepEvent::Finished { reason, usage });
+        self.common.ended = true;
+    }
+
+    fn fail(&mut self, error: ProviderError) {
+        self.out.push(StepEvent::Failed { error });
+        self.common.ended = true;
+    }
+}
+
+/// Parses a chunk's JSON, naming what was expected on failure.
+fn parse<'a, T: serde::Deserialize<'a>>(data: &'a str, what: &str) -> Result<T, String> {
+    serde_json::from_str(data).map_err(|e| format!("{what} is not valid JSON: {e}"))
+}
+
+/// A string field of a JSON object.
+fn str_of<'a>(v: &'a serde_json::Value, key: &str) -> Option<&'a str> {
+    v.get(key).and_then(serde_json::Value::as_str)
+}
+
+/// A count field of a JSON object (absent, null or negative: 0).
+fn count_of(v: &serde_json::Value, key: &str) -> u64 {
+    v.get(key).and_then(serde_json::Value::as_u64).unwrap_or(0)
+}

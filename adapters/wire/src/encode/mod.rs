@@ -1,0 +1,64 @@
+//! Encoding a request: a [`ModelRequest`] and its [`Target`] into the API's JSON body.
+//!
+//! Every API gets the same conversation: the system prompt, user messages (text attachments
+//! inline after the text, images as the API's image parts when the model takes them, a short
+//! note otherwise), assistant messages with their reasoning state (only that of the same API,
+//! [`crate::ReasoningState`]) and tool calls, and tool results right after their calls. The
+//! body always asks for a stream, and for usage in it.
+
+pub mod anthropic;
+mod chat;
+mod responses;
+
+use serde_json::Value;
+use turnstile_core::Attachment;
+
+use crate::Api;
+use crate::request::ModelRequest;
+use crate::target::Target;
+
+/// The JSON body of `request` for `api`, sent to `target`'s model.
+#[must_use]
+pub fn encode(api: Api, request: &ModelRequest, target: &Target) -> Value {
+    match api {
+        Api::OpenAiChat => chat::encode(request, target),
+        Api::OpenAiResponses => responses::encode(request, target),
+        Api::AnthropicMessages => anthropic::encode(request, target),
+    }
+}
+
+/// A user message's parts, in the order every API sends them.
+enum Part<'a> {
+    Text(String),
+    Image(&'a Attachment),
+}
+
+/// The text (with text attachments inline) and the images of a user message.
+fn user_parts<'a>(text: &str, attachments: &'a [Attachment], target: &Target) -> Vec<Part<'a>> {
+    let mut full = text.to_owned();
+    let mut images = Vec::new();
+    for a in attachments {
+        if a.is_text() {
+            full.push_str(&format!("\n\n<file name=\"{}\">\n{}\n</file>", a.name, a.content));
+        } else if a.media_type.starts_with("image/") && target.images {
+            images.push(Part::Image(a));
+        } else {
+            full.push_str(&format!(
+                "\n\n[attachment {} ({}) not sent: the model does not take it]",
+                a.name, a.media_type
+            ));
+        }
+    }
+    let mut parts = vec![Part::Text(full)];
+    parts.extend(images);
+    parts
+}
+
+/// A tool call's arguments as a JSON object (Anthropic and the request comparisons need a
+/// value; what the model wrote is valid JSON, and the core stores `{}` for what was not).
+fn arguments(input: &str) -> Value {
+    serde_json::from_str::<Value>(input)
+        .ok()
+        .filter(Value::is_object)
+        .unwrap_or_else(|| Value::Object(serde_json::Map::new()))
+}
