@@ -173,3 +173,175 @@ fn anthropic_message(m: &Value) -> Vec<Value> {
         })
         .collect()
 }
+
+/// A recorded case read from its folder: `case.json` and every interaction's request body
+/// and response bytes.
+#[derive(Clone, Debug)]
+pub struct Recording {
+    /// The folder's name.
+    pub name: String,
+    /// The API.
+    pub api: Api,
+    /// `case.json`.
+    pub case: Case,
+    /// Per interaction: the request body and the response bytes.
+    pub exchanges: Vec<(Value, Vec<u8>)>,
+}
+
+impl Recording {
+    /// Reads the case folder `dir`. This is the one function of the crate that touches the
+    /// file system; the decoders and encoders never do.
+    ///
+    /// # Errors
+    /// A file is missing or unreadable, `case.json` or a request is not valid JSON, or the
+    /// API is unknown; the message names the file.
+    pub fn read(dir: &std::path::Path) -> Result<Recording, String> {
+        let read = |file: &str| {
+            let path = dir.join(file);
+            std::fs::read(&path).map_err(|e| format!("cannot read `{}`: {e}", path.display()))
+        };
+        let json = |file: &str| {
+            let bytes = read(file)?;
+            serde_json::from_slice::<Value>(&bytes)
+                .map_err(|e| format!("`{}` is not valid JSON: {e}", dir.join(file).display()))
+        };
+        let case: Case = serde_json::from_value(json("case.json")?)
+            .map_err(|e| format!("`{}`: {e}", dir.join("case.json").display()))?;
+        let api = Api::from_name(&case.api).ok_or_else(|| {
+            format!("`{}`: unknown api `{}`", dir.join("case.json").display(), case.api)
+        })?;
+        let exchanges = (0..case.interactions.len())
+            .map(|n| Ok((json(&request_file(n))?, read(&response_file(n))?)))
+            .collect::<Result<Vec<_>, String>>()?;
+        let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        Ok(Recording { name, api, case, exchanges })
+    }
+
+    /// Every case folder under `root` (laid out `<api>/<case>/`), in path order.
+    ///
+    /// # Errors
+    /// As [`Recording::read`], or `root` cannot be listed.
+    pub fn read_all(root: &std::path::Path) -> Result<Vec<Recording>, String> {
+        let list = |dir: &std::path::Path| -> Result<Vec<std::path::PathBuf>, String> {
+            let mut out: Vec<_> = std::fs::read_dir(dir)
+                .map_err(|e| format!("cannot list `{}`: {e}", dir.display()))?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.is_dir())
+                .collect();
+            out.sort();
+            Ok(out)
+        };
+        let mut cases = Vec::new();
+        for api in list(root)? {
+            for dir in list(&api)? {
+                cases.push(Recording::read(&dir)?);
+            }
+        }
+        Ok(cases)
+    }
+
+    /// The request and target that reproduce interaction `n` of this recording: the recorded
+    /// system prompt, user messages, tools, model and limits; from the second interaction on,
+    /// the assistant message decoded from the previous response (with its reasoning state)
+    /// and the tool results the recorded client sent. Replaying a recording against a
+    /// provider, and comparing what a client sends with [`request_meaning`], start here.
+    ///
+    /// # Errors
+    /// The first request has a message other than system or user, or a response does not
+    /// decode.
+    pub fn request_for(&self, n: usize) -> Result<(crate::ModelRequest, crate::Target), String> {
+        use crate::{
+            MaxTokensField, Reasoning, RequestKind, RequestMessage, RequestResult, Target, ToolDef,
+        };
+        let first = &self.exchanges[0].0;
+        let meaning = request_meaning(self.api, first);
+        let mut target = Target::new(first["model"].as_str().unwrap_or_default());
+        let mut messages = Vec::new();
+        for item in meaning["conversation"].as_array().into_iter().flatten() {
+            let text = item["text"].as_str().unwrap_or_default().to_owned();
+            match item["role"].as_str() {
+                Some("system") => target.system = Some(text),
+                Some("user") => messages.push(RequestMessage::User { text, attachments: vec![] }),
+                other => {
+                    return Err(format!("{}: a first request with a {other:?} message", self.name));
+                }
+            }
+        }
+        target.max_output_tokens = ["max_tokens", "max_completion_tokens", "max_output_tokens"]
+            .iter()
+            .find_map(|k| first[k].as_u64());
+        if first.get("max_completion_tokens").is_some() {
+            target.max_tokens_field = MaxTokensField::MaxCompletionTokens;
+        }
+        target.reasoning = first["reasoning_effort"]
+            .as_str()
+            .or(first["reasoning"]["effort"].as_str())
+            .map(|e| Reasoning::Effort(e.to_owned()))
+            .or(first["thinking"]["budget_tokens"].as_u64().map(Reasoning::BudgetTokens));
+        let tools = meaning["tools"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|t| {
+                ToolDef::new(
+                    t["name"].as_str().unwrap_or_default(),
+                    t["description"].as_str().unwrap_or_default(),
+                )
+                .with_schema(t["schema"].clone())
+            })
+            .collect();
+        for k in 1..=n {
+            let events = crate::Decoder::decode_all(self.api, &self.exchanges[k - 1].1)
+                .map_err(|e| format!("{} interaction {}: {e}", self.name, k - 1))?;
+            messages.push(assistant_message(&events));
+            let next = request_meaning(self.api, &self.exchanges[k].0);
+            let results = next["conversation"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|i| i["role"] == "tool")
+                .map(|i| RequestResult {
+                    id: turnstile_core::CallId::new(i["answers"].as_str().unwrap_or_default()),
+                    content: i["text"].as_str().unwrap_or_default().to_owned(),
+                    is_error: false,
+                })
+                .collect();
+            messages.push(RequestMessage::ToolResults(results));
+        }
+        let session = turnstile_core::SessionId::new("recording");
+        Ok((crate::ModelRequest { session, kind: RequestKind::Step, messages, tools }, target))
+    }
+}
+
+/// The assistant message a stream's events make, as the store would hold it: the text, the
+/// reasoning with its state, the complete tool calls.
+#[must_use]
+pub fn assistant_message(events: &[crate::StepEvent]) -> crate::RequestMessage {
+    use crate::StepEvent;
+    let mut text = String::new();
+    let mut reasoning: Option<(String, Option<String>)> = None;
+    let mut calls = Vec::new();
+    for e in events {
+        match e {
+            StepEvent::ReasoningStart => reasoning = Some((String::new(), None)),
+            StepEvent::ReasoningDelta { text } => {
+                if let Some(r) = reasoning.as_mut() {
+                    r.0.push_str(text);
+                }
+            }
+            StepEvent::ReasoningEnd { signature } => {
+                if let Some(r) = reasoning.as_mut() {
+                    r.1.clone_from(signature);
+                }
+            }
+            StepEvent::TextDelta { text: t } => text.push_str(t),
+            StepEvent::ToolCall { id, name, input } => calls.push(crate::RequestCall {
+                id: id.clone(),
+                name: name.clone(),
+                input: input.clone(),
+            }),
+            _ => {}
+        }
+    }
+    crate::RequestMessage::Assistant { text, reasoning, calls }
+}

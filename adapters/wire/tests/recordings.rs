@@ -11,7 +11,8 @@ use turnstile_wire::recording::request_meaning;
 use turnstile_wire::turnstile_core::StepEvent;
 use turnstile_wire::{Api, Decoder, MaxTokensField, ModelRequest, RequestKind, Target, encode};
 
-use common::{cases, check_sequence, request_from_recording};
+use common::cases;
+use turnstile_wire::decode::check_sequence;
 
 fn decode_in_pieces(api: Api, body: &[u8], cuts: &[usize]) -> Vec<StepEvent> {
     let mut d = Decoder::new(api);
@@ -29,8 +30,7 @@ fn decode_in_pieces(api: Api, body: &[u8], cuts: &[usize]) -> Vec<StepEvent> {
 fn every_recorded_stream_decodes_to_its_snapshot_whatever_the_split() {
     let mut count = 0;
     for case in cases() {
-        for (n, interaction) in case.interactions.iter().enumerate() {
-            let body = &interaction.response;
+        for (n, (_, body)) in case.exchanges.iter().enumerate() {
             let events = Decoder::decode_all(case.api, body).expect("a recorded stream decodes");
             check_sequence(&events).unwrap_or_else(|e| panic!("{} {n}: {e}", case.name));
             assert!(
@@ -59,7 +59,10 @@ fn every_recorded_stream_decodes_to_its_snapshot_whatever_the_split() {
                 .iter()
                 .map(|e| serde_json::to_string(e).expect("events serialize"))
                 .collect();
-            insta::assert_snapshot!(format!("{}__{n:02}", case.name), lines.join("\n"));
+            insta::assert_snapshot!(
+                format!("{}__{}__{n:02}", case.api, case.name),
+                lines.join("\n")
+            );
             count += 1;
         }
     }
@@ -70,9 +73,9 @@ fn every_recorded_stream_decodes_to_its_snapshot_whatever_the_split() {
 fn the_requests_built_for_each_interaction_mean_what_the_recorded_client_sent() {
     let mut compared = 0;
     for case in cases() {
-        for n in 0..case.interactions.len() {
-            let recorded = &case.interactions[n].request;
-            let (request, target) = request_from_recording(&case, n);
+        for n in 0..case.exchanges.len() {
+            let recorded = &case.exchanges[n].0;
+            let (request, target) = case.request_for(n).unwrap();
             let ours = encode(case.api, &request, &target);
             assert_eq!(
                 request_meaning(case.api, &ours),
@@ -93,7 +96,7 @@ fn responses_reasoning_is_kept_and_sent_back_with_its_encrypted_content() {
         .into_iter()
         .find(|c| c.api == Api::OpenAiResponses && c.name.contains("Thinking"))
         .expect("the Responses thinking recording");
-    let (request, target) = request_from_recording(&case, 1);
+    let (request, target) = case.request_for(1).unwrap();
     let body = encode(case.api, &request, &target);
     let items: Vec<&Value> =
         body["input"].as_array().unwrap().iter().filter(|i| i["type"] == "reasoning").collect();
@@ -111,7 +114,7 @@ fn anthropic_cache_markers_on_the_system_prompt_the_last_tool_and_the_newest_two
         .into_iter()
         .find(|c| c.api == Api::AnthropicMessages && c.name.contains("multi_tool"))
         .expect("the Anthropic multi-tool recording");
-    let (request, target) = request_from_recording(&case, 1);
+    let (request, target) = case.request_for(1).unwrap();
     let body = encode(case.api, &request, &target);
     assert_eq!(body["system"][0]["cache_control"]["type"], "ephemeral");
     let tools = body["tools"].as_array().unwrap();

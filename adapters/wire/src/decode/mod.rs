@@ -298,3 +298,48 @@ fn str_of<'a>(v: &'a serde_json::Value, key: &str) -> Option<&'a str> {
 fn count_of(v: &serde_json::Value, key: &str) -> u64 {
     v.get(key).and_then(serde_json::Value::as_u64).unwrap_or(0)
 }
+
+/// A valid event sequence: one reasoning section at most (start, deltas, end), a tool call
+/// only after its start and once, exactly one terminal event, last.
+///
+/// What every decoder of this crate guarantees; a fuzzer or a test checks it with this.
+///
+/// # Errors
+/// The first event out of place, with the sequence.
+pub fn check_sequence(events: &[StepEvent]) -> Result<(), String> {
+    #[derive(PartialEq)]
+    enum R {
+        None,
+        Open,
+        Ended,
+    }
+    let mut reasoning = R::None;
+    let mut started: Vec<&turnstile_core::CallId> = Vec::new();
+    let mut called: Vec<&turnstile_core::CallId> = Vec::new();
+    for (i, e) in events.iter().enumerate() {
+        let last = i + 1 == events.len();
+        match e {
+            StepEvent::ReasoningStart if reasoning == R::None => reasoning = R::Open,
+            StepEvent::ReasoningDelta { .. } if reasoning == R::Open => {}
+            StepEvent::ReasoningEnd { .. } if reasoning == R::Open => reasoning = R::Ended,
+            StepEvent::TextDelta { text } if !text.is_empty() && reasoning != R::Open => {}
+            StepEvent::ToolInputStart { id, .. }
+                if reasoning != R::Open && !started.contains(&id) =>
+            {
+                started.push(id);
+            }
+            StepEvent::ToolCall { id, input, .. }
+                if started.contains(&id) && !called.contains(&id) && !input.is_empty() =>
+            {
+                called.push(id);
+            }
+            StepEvent::Finished { .. } if last && reasoning != R::Open => {}
+            StepEvent::Failed { .. } if last => {}
+            other => return Err(format!("event {i} out of place: {other:?} in {events:?}")),
+        }
+    }
+    match events.last() {
+        Some(StepEvent::Finished { .. } | StepEvent::Failed { .. }) => Ok(()),
+        _ => Err(format!("no terminal event: {events:?}")),
+    }
+}
