@@ -14,7 +14,8 @@ pub struct Frame {
     pub event: String,
     /// The joined `data:` lines.
     pub data: String,
-    /// The byte offset in the stream of the line that dispatched it (for error messages).
+    /// The byte offset in the stream where the event's first line starts (for error
+    /// messages).
     pub offset: u64,
 }
 
@@ -38,6 +39,8 @@ pub struct Framer {
     event: String,
     data: String,
     has_data: bool,
+    /// Where the event being read started.
+    event_start: u64,
     /// The stream's first line may start with a byte-order mark.
     started: bool,
 }
@@ -61,7 +64,6 @@ impl Framer {
     /// A line that is not UTF-8.
     pub fn feed(&mut self, bytes: &[u8], out: &mut Vec<Frame>) -> Result<(), FrameError> {
         for &b in bytes {
-            let at = self.offset;
             self.offset += 1;
             if std::mem::take(&mut self.after_cr) && b == b'\n' {
                 self.line_start = self.offset;
@@ -70,7 +72,7 @@ impl Framer {
             match b {
                 b'\n' | b'\r' => {
                     self.after_cr = b == b'\r';
-                    self.end_line(at, out)?;
+                    self.end_line(out)?;
                     self.line_start = self.offset;
                 }
                 _ => self.line.push(b),
@@ -87,7 +89,7 @@ impl Framer {
     pub fn finish(&mut self) -> Result<(), FrameError> {
         let mut ignored = Vec::new();
         if !self.line.is_empty() {
-            self.end_line(self.offset, &mut ignored)?;
+            self.end_line(&mut ignored)?;
         }
         Ok(())
     }
@@ -98,7 +100,7 @@ impl Framer {
         !self.line.is_empty() || self.has_data || !self.event.is_empty()
     }
 
-    fn end_line(&mut self, at: u64, out: &mut Vec<Frame>) -> Result<(), FrameError> {
+    fn end_line(&mut self, out: &mut Vec<Frame>) -> Result<(), FrameError> {
         let mut line = std::mem::take(&mut self.line);
         if !std::mem::replace(&mut self.started, true) && line.starts_with(&[0xEF, 0xBB, 0xBF]) {
             line.drain(..3);
@@ -111,7 +113,7 @@ impl Framer {
                 out.push(Frame {
                     event: std::mem::take(&mut self.event),
                     data: std::mem::take(&mut self.data),
-                    offset: at,
+                    offset: self.event_start,
                 });
             } else {
                 self.event.clear();
@@ -120,6 +122,9 @@ impl Framer {
         }
         if line.starts_with(':') {
             return Ok(());
+        }
+        if !self.has_data && self.event.is_empty() {
+            self.event_start = self.line_start;
         }
         let (field, value) = match line.split_once(':') {
             Some((f, v)) => (f, v.strip_prefix(' ').unwrap_or(v)),

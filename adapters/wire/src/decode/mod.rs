@@ -33,7 +33,7 @@ use crate::sse::{Frame, Framer};
 pub struct DecodeError {
     /// The API whose format was expected.
     pub api: Api,
-    /// The byte offset in the body where the offending line or event ends.
+    /// The byte offset in the body where the offending line or event starts.
     pub offset: u64,
     /// What was wrong.
     pub message: String,
