@@ -4,6 +4,7 @@
 //! the usage. Dropping a stream's future drops the response, which closes the connection at
 //! once (how a cancel, or the core's stream watchdog, ends an attempt).
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
@@ -43,7 +44,34 @@ struct Inner {
     working_dir: String,
     /// The key in use, read at the first request (or preparation) and at each refresh.
     key: Mutex<Option<ApiKey>>,
-    recorder: Option<Recorder>,
+    recordings: Option<Recordings>,
+}
+
+/// Where exchanges are recorded: one case per session (`<name>-<session>`), and one for the
+/// title requests (`<name>-titles`), so that each case replays as one conversation.
+struct Recordings {
+    root: PathBuf,
+    name: String,
+    cases: Mutex<BTreeMap<String, Recorder>>,
+}
+
+impl Recordings {
+    fn case(&self, api: Api, model: &str, case: &str) -> Option<Recorder> {
+        let safe: String = case
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() || "._-".contains(c) { c } else { '_' })
+            .collect();
+        let name = format!("{}-{safe}", self.name);
+        let mut cases = self.cases.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(r) = cases.get(&name) {
+            return Some(r.clone());
+        }
+        // Recording is best effort: a folder that cannot be made loses the recording, not
+        // the turn.
+        let r = Recorder::create(&self.root, api, model, &name).ok()?;
+        cases.insert(name, r.clone());
+        Some(r)
+    }
 }
 
 impl std::fmt::Debug for HttpProvider {
@@ -135,7 +163,7 @@ impl HttpProvider {
                 system_prompt: None,
                 working_dir,
                 key: Mutex::new(None),
-                recorder: None,
+                recordings: None,
             }),
         })
     }
@@ -162,27 +190,23 @@ impl HttpProvider {
         self.edit(|i| i.working_dir = dir)
     }
 
-    /// The same provider, recording every exchange under `root` (see [`crate::record`]) in a
-    /// case folder `name`.
+    /// The same provider, recording every exchange (see [`crate::record`]) under
+    /// `root/<api>/`: a case folder `<name>-<session>` per session, and `<name>-titles` for the
+    /// title requests.
     ///
     /// # Errors
-    /// The folder cannot be created.
+    /// `root` cannot be created.
     pub fn with_recordings(
         self,
         root: impl Into<PathBuf>,
         name: &str,
     ) -> Result<HttpProvider, SetupError> {
         let root = root.into();
-        let recorder =
-            Recorder::create(&root, self.inner.provider.api, &self.inner.model.api_model, name)
-                .map_err(|source| SetupError::Recordings { path: root.clone(), source })?;
-        Ok(self.edit(|i| i.recorder = Some(recorder)))
-    }
-
-    /// The recorder, when recording.
-    #[must_use]
-    pub fn recorder(&self) -> Option<&Recorder> {
-        self.inner.recorder.as_ref()
+        std::fs::create_dir_all(&root)
+            .map_err(|source| SetupError::Recordings { path: root.clone(), source })?;
+        let recordings =
+            Recordings { root, name: name.to_owned(), cases: Mutex::new(BTreeMap::new()) };
+        Ok(self.edit(|i| i.recordings = Some(recordings)))
     }
 
     /// The wire API.
@@ -215,16 +239,25 @@ impl Inner {
         Ok(k)
     }
 
-    /// Sends `body` and returns the exchange whose events are read with [`Response::next`].
-    async fn send(&self, body: serde_json::Value) -> Response {
-        let mut recording =
-            self.recorder.as_ref().map(|r| r.start(self.provider.api.path(), &body));
-        let failed = |error, recording| Response {
-            events: vec![StepEvent::Failed { error }],
-            body: None,
-            decoder: Decoder::new(self.provider.api),
-            recording,
-            prices: self.prices(),
+    /// Sends `body` and returns the exchange whose events are read with [`Response::next`];
+    /// `case` names the recording it belongs to.
+    async fn send(&self, case: &str, body: serde_json::Value) -> Response {
+        let mut recording = self
+            .recordings
+            .as_ref()
+            .and_then(|r| r.case(self.provider.api, &self.model.api_model, case))
+            .map(|r| r.start(self.provider.api.path(), &body));
+        let failed = |error, recording, secret| {
+            let mut r = Response {
+                events: vec![StepEvent::Failed { error }],
+                body: None,
+                decoder: Decoder::new(self.provider.api),
+                recording,
+                prices: self.prices(),
+                secret,
+            };
+            r.redact_events();
+            r
         };
         let key = match self.key().await {
             Ok(k) => k,
@@ -234,9 +267,12 @@ impl Inner {
                     message,
                     ..Default::default()
                 };
-                return failed(error, recording);
+                return failed(error, recording, None);
             }
         };
+        if let (Some(r), Some(k)) = (&mut recording, &key) {
+            r.redact(k.expose());
+        }
         let mut request = self
             .client
             .post(&self.url)
@@ -247,14 +283,33 @@ impl Inner {
         }
         if let Some(key) = &key {
             request = match self.provider.api {
-                Api::AnthropicMessages => request.header("x-api-key", key.expose()),
+                Api::AnthropicMessages => {
+                    match reqwest::header::HeaderValue::from_str(key.expose()) {
+                        Ok(mut value) => {
+                            // Not shown by any `Debug` of the request.
+                            value.set_sensitive(true);
+                            request.header("x-api-key", value)
+                        }
+                        Err(_) => {
+                            let error = turnstile_core::ProviderError {
+                                class: turnstile_core::ErrorClass::Unauthorized,
+                                message: format!(
+                                    "the key of provider `{}` is not a valid header value",
+                                    self.provider.name
+                                ),
+                                ..Default::default()
+                            };
+                            return failed(error, recording, None);
+                        }
+                    }
+                }
                 Api::OpenAiChat | Api::OpenAiResponses => request.bearer_auth(key.expose()),
             };
         }
         let bytes = serde_json::to_vec(&body).unwrap_or_default();
         let response = match request.body(bytes).send().await {
             Ok(r) => r,
-            Err(e) => return failed(transport(describe(&e)), recording),
+            Err(e) => return failed(transport(describe(&e)), recording, key),
         };
         let status = response.status().as_u16();
         let headers: Vec<(String, String)> = response
@@ -285,7 +340,7 @@ impl Inner {
             }
             let now =
                 SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
-            return failed(classify(status, &headers, &body, now), recording);
+            return failed(classify(status, &headers, &body, now), recording, key);
         }
         Response {
             events: Vec::new(),
@@ -293,6 +348,7 @@ impl Inner {
             decoder: Decoder::new(self.provider.api),
             recording,
             prices: self.prices(),
+            secret: key,
         }
     }
 }
@@ -307,9 +363,28 @@ struct Response {
     decoder: Decoder,
     recording: Option<Exchange>,
     prices: Prices,
+    /// The key this exchange used: a server that echoes it in an error text (some proxies
+    /// do) must not get it into the store, a trace or a log.
+    secret: Option<ApiKey>,
 }
 
 impl Response {
+    fn redact_events(&mut self) {
+        let mut events = std::mem::take(&mut self.events);
+        self.redact(&mut events);
+        self.events = events;
+    }
+
+    fn redact(&self, events: &mut [StepEvent]) {
+        let Some(key) = &self.secret else { return };
+        for event in events {
+            if let StepEvent::Failed { error } = event {
+                error.message = error.message.replace(key.expose(), "<redacted>");
+                error.title = error.title.take().map(|t| t.replace(key.expose(), "<redacted>"));
+            }
+        }
+    }
+
     /// The next events, in `out`; false once the answer is over.
     async fn next(&mut self, out: &mut Vec<StepEvent>) -> bool {
         if !self.events.is_empty() {
@@ -349,6 +424,7 @@ impl Response {
                 *usage = self.prices.priced(*usage);
             }
         }
+        self.redact(out);
         true
     }
 }
@@ -383,7 +459,7 @@ impl Provider for HttpProvider {
         let inner = self.inner.clone();
         Box::pin(async move {
             let body = encode(inner.provider.api, &request, &inner.target(&request));
-            let mut response = inner.send(body).await;
+            let mut response = inner.send(request.session.as_str(), body).await;
             let mut events = Vec::new();
             while response.next(&mut events).await {
                 for event in events.drain(..) {
@@ -426,7 +502,8 @@ impl Provider for HttpProvider {
             let mut target = inner.model.target(Some(TITLE_PROMPT.to_owned()));
             target.reasoning = None;
             target.max_output_tokens = None;
-            let mut response = inner.send(encode(inner.provider.api, &request, &target)).await;
+            let mut response =
+                inner.send("titles", encode(inner.provider.api, &request, &target)).await;
             let (mut title, mut events) = (String::new(), Vec::new());
             while response.next(&mut events).await {
                 for event in events.drain(..) {

@@ -5,7 +5,8 @@
 //! A [`Recorder`] writes one case folder, `<dir>/<api>/<name>/`: `NN.request.json` when a
 //! request is sent, `NN.response.body` (the bytes as received, also when the stream was cut or
 //! cancelled) and `case.json` when its exchange ends. The request body never holds a key
-//! (keys travel in headers); response headers are kept without credentials or cookies
+//! (keys travel in headers), and a key a server echoes in a response body is replaced by
+//! `<redacted>`; response headers are kept without credentials or cookies
 //! ([`turnstile_wire::recording::is_secret_header`]), and request headers are not kept.
 
 use std::path::{Path, PathBuf};
@@ -68,7 +69,7 @@ impl Recorder {
         };
         let pretty = serde_json::to_vec_pretty(body).unwrap_or_default();
         self.write(&request_file(n), &pretty);
-        Exchange { recorder: self.clone(), n, body: Vec::new() }
+        Exchange { recorder: self.clone(), n, body: Vec::new(), secret: None }
     }
 
     // Recording is best effort: a full disk must not fail the user's turn.
@@ -91,6 +92,8 @@ pub(crate) struct Exchange {
     recorder: Recorder,
     n: usize,
     body: Vec<u8>,
+    /// Replaced by `<redacted>` wherever a server echoes it back.
+    secret: Option<Vec<u8>>,
 }
 
 impl Exchange {
@@ -110,6 +113,12 @@ impl Exchange {
         }
     }
 
+    /// The key this exchange sends: the recording never holds it, even where a server echoed
+    /// it back in a body.
+    pub(crate) fn redact(&mut self, secret: &str) {
+        self.secret = (!secret.is_empty()).then(|| secret.as_bytes().to_vec());
+    }
+
     /// Bytes of the response body as they arrived.
     pub(crate) fn body(&mut self, bytes: &[u8]) {
         self.body.extend_from_slice(bytes);
@@ -118,7 +127,34 @@ impl Exchange {
 
 impl Drop for Exchange {
     fn drop(&mut self) {
+        if let Some(secret) = &self.secret {
+            self.body = replace(&self.body, secret, b"<redacted>");
+        }
         self.recorder.write(&response_file(self.n), &self.body);
         self.recorder.write_case();
+    }
+}
+
+/// `bytes` with every `from` replaced by `to`.
+fn replace(bytes: &[u8], from: &[u8], to: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i..].starts_with(from) {
+            out.extend_from_slice(to);
+            i += from.len();
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn replace_every_occurrence() {
+        assert_eq!(super::replace(b"a KEY b KEYKEY", b"KEY", b"<r>"), b"a <r> b <r><r>");
     }
 }
