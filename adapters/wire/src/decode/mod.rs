@@ -79,6 +79,10 @@ struct Common {
     reasoning: Phase,
     /// The provider's reasoning items seen so far, for the section's end.
     reasoning_items: Vec<serde_json::Value>,
+    /// Tool calls started and completed, by id: a repeated start or call (a replayed chunk)
+    /// produces nothing.
+    started: std::collections::BTreeSet<String>,
+    called: std::collections::BTreeSet<String>,
     ended: bool,
 }
 
@@ -105,6 +109,8 @@ impl Decoder {
                 api,
                 reasoning: Phase::None,
                 reasoning_items: Vec::new(),
+                started: std::collections::BTreeSet::new(),
+                called: std::collections::BTreeSet::new(),
                 ended: false,
             },
         }
@@ -132,15 +138,9 @@ impl Decoder {
             return Ok(());
         }
         let api = self.common.api;
-        if let Err(e) = self.framer.feed(bytes, &mut self.frames) {
-            self.common.ended = true;
-            self.frames.clear();
-            return Err(DecodeError {
-                api,
-                offset: e.offset,
-                message: "a line is not UTF-8".into(),
-            });
-        }
+        // Frames completed before a line that is not UTF-8 are decoded first, so the result
+        // does not depend on where the bytes were split.
+        let framed = self.framer.feed(bytes, &mut self.frames);
         let mut frames = std::mem::take(&mut self.frames);
         let mut result = Ok(());
         for frame in frames.drain(..) {
@@ -159,7 +159,19 @@ impl Decoder {
             }
         }
         self.frames = frames;
-        result
+        if result.is_err() || self.common.ended {
+            // Bytes after the terminal event are ignored, whatever they are.
+            return result;
+        }
+        if let Err(e) = framed {
+            self.common.ended = true;
+            return Err(DecodeError {
+                api,
+                offset: e.offset,
+                message: "a line is not UTF-8".into(),
+            });
+        }
+        Ok(())
     }
 
     /// The end of the body. A stream that has not produced its terminal event ends `Failed`
@@ -256,6 +268,9 @@ impl Sink<'_> {
 
     fn tool_start(&mut self, id: &str, name: &str) {
         self.close_reasoning();
+        if !self.common.started.insert(id.to_owned()) {
+            return;
+        }
         self.out.push(StepEvent::ToolInputStart {
             id: turnstile_core::CallId::new(id),
             name: name.to_owned(),
@@ -263,7 +278,10 @@ impl Sink<'_> {
     }
 
     fn tool_call(&mut self, id: &str, name: &str, input: &str) {
-        self.close_reasoning();
+        self.tool_start(id, name);
+        if !self.common.called.insert(id.to_owned()) {
+            return;
+        }
         let input = if input.trim().is_empty() { "{}" } else { input };
         self.out.push(StepEvent::ToolCall {
             id: turnstile_core::CallId::new(id),
@@ -341,5 +359,35 @@ pub fn check_sequence(events: &[StepEvent]) -> Result<(), String> {
     match events.last() {
         Some(StepEvent::Finished { .. } | StepEvent::Failed { .. }) => Ok(()),
         _ => Err(format!("no terminal event: {events:?}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Found by the fuzzer: a chunk with invalid JSON before a line that is not UTF-8 gave the
+    /// UTF-8 error when fed whole and the JSON error when split between them.
+    #[test]
+    fn the_first_error_wins_however_the_bytes_are_split() {
+        let body = b"data: {\"choices\": [\x01]}\n\ndata: \xff\n\n";
+        let whole = Decoder::decode_all(Api::OpenAiChat, body).unwrap_err();
+        let mut d = Decoder::new(Api::OpenAiChat);
+        let mut out = Vec::new();
+        let split =
+            d.feed(&body[..25], &mut out).and_then(|()| d.feed(&body[25..], &mut out)).unwrap_err();
+        assert_eq!(whole, split);
+        assert_eq!(whole.offset, 0);
+        assert!(whole.message.contains("not valid JSON"), "{whole}");
+    }
+
+    #[test]
+    fn bytes_after_the_terminal_event_are_ignored() {
+        let body = b"data: {\"choices\":[{\"delta\":{\"content\":\"x\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\ndata: \xff\n\n";
+        let events = Decoder::decode_all(Api::OpenAiChat, body).unwrap();
+        assert!(matches!(
+            events.last(),
+            Some(StepEvent::Finished { reason: FinishReason::Stop, .. })
+        ));
     }
 }
