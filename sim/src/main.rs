@@ -133,6 +133,21 @@ enum Command {
         #[arg(required = true)]
         paths: Vec<PathBuf>,
     },
+    /// Decode recorded response bodies (`NN.response.body` of a recording) with the real
+    /// decoder of their API, printing the core events they become as JSON Lines: the `event`
+    /// objects of the trace format, one per line, the terminal `finished` or `failed` last.
+    /// With several files, each is preceded by a `# FILE` line. Exit status: 0 all decoded, 1
+    /// a body is not the API's format (the byte offset is named), 2 a file could not be read.
+    ///
+    /// Example: `turnstile-sim decode anthropic-messages tests/fixtures/providers/anthropic-messages/*/00.response.body`
+    Decode {
+        /// The wire API, as `case.json` names it.
+        #[arg(value_parser = ["openai-chat", "openai-responses", "anthropic-messages"])]
+        api: String,
+        /// Response bodies.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -153,7 +168,39 @@ fn main() -> ExitCode {
         Command::Determinism { seeds, first, faults } => {
             simulate::determinism(seeds, first, &faults)
         }
+        Command::Decode { api, files } => decode_all(&api, &files),
     }
+}
+
+/// `decode`: every file's events on stdout, the first decoding error on stderr.
+fn decode_all(api: &str, files: &[PathBuf]) -> ExitCode {
+    use std::io::Write;
+    let Some(api) = turnstile_wire::Api::from_name(api) else { return ExitCode::from(2) };
+    let mut stdout = std::io::stdout().lock();
+    for file in files {
+        let bytes = match std::fs::read(file) {
+            Ok(b) => b,
+            Err(e) => {
+                eprintln!("{}: cannot read the body: {e}", file.display());
+                return ExitCode::from(2);
+            }
+        };
+        if files.len() > 1 {
+            let _ = writeln!(stdout, "# {}", file.display());
+        }
+        let mut decoder = turnstile_wire::Decoder::new(api);
+        let mut events = Vec::new();
+        let result = decoder.feed(&bytes, &mut events).and_then(|()| decoder.finish(&mut events));
+        for event in &events {
+            let _ = writeln!(stdout, "{}", serde_json::to_string(event).unwrap_or_default());
+        }
+        if let Err(e) = result {
+            let _ = stdout.flush();
+            eprintln!("{}: {e}", file.display());
+            return ExitCode::from(1);
+        }
+    }
+    ExitCode::SUCCESS
 }
 
 /// The trace files named by `paths`: files as given, directories searched recursively for

@@ -112,3 +112,41 @@ fn an_unreadable_path_names_the_file_and_what_failed() {
         "{err}"
     );
 }
+
+fn fixture(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/providers").join(path)
+}
+
+#[test]
+fn decode_prints_the_core_events_of_a_recorded_body() {
+    let body =
+        fixture("openai-chat/TestOpenAICommon__openai-gpt-4o__simple_streaming/00.response.body");
+    let out = sim(&["decode", "openai-chat", body.to_str().unwrap()]);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert!(lines.first().unwrap().starts_with(r#"{"kind":"text_delta""#), "{stdout}");
+    assert!(
+        lines.last().unwrap().starts_with(r#"{"kind":"finished","reason":"stop","usage":"#),
+        "{stdout}"
+    );
+    // Each line is an event as trace files hold it.
+    for line in lines {
+        let _: turnstile_core::StepEvent = serde_json::from_str(line).expect(line);
+    }
+}
+
+#[test]
+fn decode_names_the_byte_offset_of_a_broken_body_and_exits_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.body");
+    std::fs::write(&bad, "data: {\"choices\":[]}\n\ndata: {oops\n\n").unwrap();
+    let out = sim(&["decode", "openai-chat", bad.to_str().unwrap()]);
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr.contains("bad.body: invalid openai-chat stream at byte 22: a chat completion chunk is not valid JSON"), "{stderr}");
+    let out = sim(&["decode", "openai-chat", "/nonexistent/body"]);
+    assert_eq!(out.status.code(), Some(2));
+    let out = sim(&["decode", "grpc", bad.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2), "an unknown API is a usage error");
+}
