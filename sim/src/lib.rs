@@ -4,6 +4,7 @@
 //!   provider and tools, clients that submit, cancel, clear and summarize at random moments,
 //!   store faults, and the checks after every seed (SPEC 10 "Sim").
 //! - `sweep` (only under `--cfg madsim`): one deterministic madsim runtime per seed.
+//! - [`recorded`]: real recorded provider streams served through the real decoders.
 //! - [`shrink`]: delta debugging of a failing core trace down to a minimal one.
 //! - [`rng`]: the world's seeded randomness.
 //!
@@ -30,6 +31,7 @@ pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
     }
 }
 
+pub mod recorded;
 pub mod shrink;
 #[cfg(madsim)]
 pub mod sweep;

@@ -315,6 +315,13 @@ fn answer(rng: &mut Rng, request: &ModelRequest, tag: u64) -> Vec<Act> {
             text(rng, &mut out, tag);
             out.push(Act::Cut);
         }
+        // A real provider's recorded stream through the real decoder (whole, cut, stalled or
+        // with a byte changed).
+        43..=54 => out.extend(crate::recorded::answer(rng, tag).into_iter().map(|a| match a {
+            crate::recorded::Act::Wait(ms) => Act::Wait(ms),
+            crate::recorded::Act::Send(e) => Act::Send(e),
+            crate::recorded::Act::Hang => Act::Hang,
+        })),
         _ => {
             if rng.chance(20) {
                 out.push(Act::Send(StepEvent::ReasoningStart));
