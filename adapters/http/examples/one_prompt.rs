@@ -41,11 +41,11 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    if let KeySource::Env(var) = &provider.key {
-        if std::env::var_os(var).is_none_or(|v| v.is_empty()) {
-            println!("skipping: set {var} to run one prompt against `{name}`");
-            return ExitCode::SUCCESS;
-        }
+    if let KeySource::Env(var) = &provider.key
+        && std::env::var_os(var).is_none_or(|v| v.is_empty())
+    {
+        println!("skipping: set {var} to run one prompt against `{name}`");
+        return ExitCode::SUCCESS;
     }
     let provider = match HttpProvider::new(&config, Some(&name)) {
         Ok(p) => p,
@@ -57,7 +57,9 @@ async fn main() -> ExitCode {
     let dir = std::env::temp_dir().join(format!("turnstile-one-prompt-{}", std::process::id()));
     let _ = std::fs::create_dir_all(&dir);
     let result = async {
-        let host = Host::open(HostConfig::new(dir.join("store.db")), Arc::new(provider), ToolSet::new()).await?;
+        let host =
+            Host::open(HostConfig::new(dir.join("store.db")), Arc::new(provider), ToolSet::new())
+                .await?;
         host.submit(Submit::new("one-prompt", prompt).with_run_id("one")).await?;
         let done = host.wait(&RunId::new("one")).await?;
         host.shutdown().await?;

@@ -175,13 +175,13 @@ async fn a_whole_tool_turn_runs_through_the_host_for_each_api() {
         assert_eq!(done.text.as_deref().map(str::trim), Some(text.trim()), "{}", case.name);
         let sent = server.turn_requests();
         assert_eq!(sent.len(), 2, "{}", case.name);
-        for n in 0..2 {
+        for (n, (sent, (recorded, _))) in sent.iter().zip(&case.exchanges).enumerate() {
             assert_eq!(
-                request_meaning(api, &sent[n].body),
-                request_meaning(api, &case.exchanges[n].0),
+                request_meaning(api, &sent.body),
+                request_meaning(api, recorded),
                 "{} {n}: {:#}",
                 case.name,
-                sent[n].body
+                sent.body
             );
         }
         host.shutdown().await.unwrap();

@@ -58,8 +58,13 @@ fn baseline(bodies: &[Vec<u8>]) -> usize {
 fn main() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/providers");
     let recordings = Recording::read_all(&root).expect("the recorded streams");
-    println!("decoder throughput on the recorded streams ({ROUNDS} rounds of {REPEAT} passes, medians)");
-    println!("{:<20} {:>9} {:>12} {:>14} {:>16} {:>8}", "api", "bytes", "decoder MB/s", "decoder ev/s", "serde_json MB/s", "ratio");
+    println!(
+        "decoder throughput on the recorded streams ({ROUNDS} rounds of {REPEAT} passes, medians)"
+    );
+    println!(
+        "{:<20} {:>9} {:>12} {:>14} {:>16} {:>8}",
+        "api", "bytes", "decoder MB/s", "decoder ev/s", "serde_json MB/s", "ratio"
+    );
     for api in Api::ALL {
         let bodies: Vec<Vec<u8>> = recordings
             .iter()

@@ -60,12 +60,15 @@ impl Captured {
     }
 }
 
+/// Per connection: when its answer began, and when the client closed it.
+pub type Closes = Arc<Mutex<Vec<(Instant, Option<Instant>)>>>;
+
 /// A running server.
 pub struct Server {
     pub base_url: String,
     pub requests: Arc<Mutex<Vec<Captured>>>,
     /// When each connection's head was sent and when the client closed it.
-    pub closes: Arc<Mutex<Vec<(Instant, Option<Instant>)>>>,
+    pub closes: Closes,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -220,7 +223,7 @@ async fn serve(
     mut socket: TcpStream,
     route: Route,
     requests: Arc<Mutex<Vec<Captured>>>,
-    closes: Arc<Mutex<Vec<(Instant, Option<Instant>)>>>,
+    closes: Closes,
 ) {
     let Some(captured) = read_request(&mut socket).await else { return };
     let reply = (route.lock().unwrap())(&captured);

@@ -150,10 +150,10 @@ impl Chat {
     }
 
     fn delta(&mut self, delta: Delta, sink: &mut Sink<'_>) {
-        if let Some(r) = delta.reasoning_content.as_deref().or(delta.reasoning.as_deref()) {
-            if !r.is_empty() {
-                sink.reasoning(r);
-            }
+        if let Some(r) = delta.reasoning_content.as_deref().or(delta.reasoning.as_deref())
+            && !r.is_empty()
+        {
+            sink.reasoning(r);
         }
         if let Some(text) = &delta.content {
             sink.text(text);
@@ -182,20 +182,21 @@ impl Chat {
                 call.id.get_or_insert(id);
             }
             if let Some(f) = td.function {
-                if let Some(name) = f.name.filter(|n| !n.is_empty()) {
-                    if call.name.is_empty() {
-                        call.name = name;
-                    }
+                if let Some(name) = f.name.filter(|n| !n.is_empty())
+                    && call.name.is_empty()
+                {
+                    call.name = name;
                 }
                 if let Some(args) = f.arguments {
                     call.arguments.push_str(&args);
                 }
             }
-            if !call.started && !call.name.is_empty() {
-                if let Some(id) = &call.id {
-                    call.started = true;
-                    sink.tool_start(id, &call.name);
-                }
+            if !call.started
+                && !call.name.is_empty()
+                && let Some(id) = &call.id
+            {
+                call.started = true;
+                sink.tool_start(id, &call.name);
             }
         }
     }

@@ -85,10 +85,10 @@ pub(super) fn encode(request: &ModelRequest, target: &Target) -> Value {
         .into_iter()
         .enumerate()
         .map(|(i, (role, mut blocks))| {
-            if i + 2 >= n {
-                if let Some(last) = blocks.iter_mut().rev().find(|b| is_cacheable(b)) {
-                    last["cache_control"] = ephemeral();
-                }
+            if i + 2 >= n
+                && let Some(last) = blocks.iter_mut().rev().find(|b| is_cacheable(b))
+            {
+                last["cache_control"] = ephemeral();
             }
             json!({"role": role, "content": blocks})
         })
