@@ -362,3 +362,49 @@ async fn a_cancel_closes_the_connection_at_once() {
     eprintln!("cancel to socket closed: {:?}", closed_at.saturating_duration_since(cancelled_at));
     host.shutdown().await.unwrap();
 }
+
+#[tokio::test]
+async fn preparation_resolves_the_model_and_fails_clearly_without_a_key() {
+    let server = Server::start(vec![]).await;
+    let p = provider(Api::OpenAiChat, &server.base_url, &Target::new("m"));
+    let info = p.prepare(&turnstile_core::SessionId::new("s")).await.unwrap();
+    assert_eq!(info.context_window, 200_000);
+    let config = ProviderConfig {
+        name: "nokey".into(),
+        api: Api::OpenAiChat,
+        base_url: server.base_url.clone(),
+        key: KeySource::Env("TURNSTILE_TEST_UNSET_KEY_VARIABLE".into()),
+        headers: BTreeMap::new(),
+        models: BTreeMap::new(),
+    };
+    let model = turnstile_http::Config::catalogue().resolve(Some("openai-chat/gpt-4o")).unwrap().1;
+    let p = HttpProvider::for_model(config, model).unwrap();
+    let e = p.prepare(&turnstile_core::SessionId::new("s")).await.unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "no API key for provider `nokey`: set the environment variable TURNSTILE_TEST_UNSET_KEY_VARIABLE"
+    );
+    assert!(server.requests().is_empty(), "nothing was sent");
+}
+
+#[tokio::test]
+async fn a_title_is_the_streamed_text_with_its_priced_usage() {
+    let case = simple_case(Api::AnthropicMessages);
+    let server = Server::start(vec![Reply::sse(&case.exchanges[0].1)]).await;
+    let p = provider(Api::AnthropicMessages, &server.base_url, &Target::new("claude"));
+    let (title, usage) = p.title("What is the weather?".into()).await.unwrap();
+    let expected: String = Decoder::decode_all(Api::AnthropicMessages, &case.exchanges[0].1)
+        .unwrap()
+        .into_iter()
+        .filter_map(|e| match e {
+            StepEvent::TextDelta { text } => Some(text),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(title, expected);
+    let usage = usage.expect("usage");
+    assert!(usage.cost_micros > 0, "priced: {usage:?}");
+    let sent = &server.requests()[0].body;
+    assert!(sent["system"][0]["text"].as_str().unwrap().starts_with("Write a short title"));
+    assert!(sent.get("tools").is_none() && sent.get("thinking").is_none(), "{sent}");
+}
