@@ -5,7 +5,7 @@
 //! OpenAI Responses, and Anthropic messages. This crate is the part of a provider that needs no
 //! network:
 //!
-//! - [`encode`] turns a provider-neutral [`ModelRequest`] into the API's JSON body;
+//! - [`encode()`] turns a provider-neutral [`ModelRequest`] into the API's JSON body;
 //! - a [`Decoder`] turns the response's bytes, in chunks of any size, into the core's
 //!   [`StepEvent`]s: reasoning, text, tool calls, then exactly one `Finished` (with usage and
 //!   the finish reason) or `Failed`;
@@ -42,7 +42,7 @@
 //! | [`target`] | what an encoder needs besides the request: model, system prompt, limits |
 //! | [`sse`] | server-sent events framing, split-safe |
 //! | [`decode`] | the decoder of each API and the rules they share |
-//! | [`encode`] | the request body of each API |
+//! | [`mod@encode`] | the request body of each API |
 //! | [`error`] | HTTP errors and headers into [`ProviderError`] |
 //! | [`reasoning`] | the provider's reasoning state kept between requests |
 //! | [`recording`] | the recordings format and requests compared by meaning |
