@@ -13,8 +13,11 @@ use turnstile_core::{
 use turnstile_tests::harness::{Host, short};
 
 /// A lenient host whose engine has `mutant` (or none), and, when given, this context window.
-fn host(mutant: Option<Mutant>, window: Option<u64>) -> Host {
-    let mut h = Host::lenient(Config { mutant, ..Config::default() });
+/// The stream watchdog is off (10 s for its own mutant's pair): the scenarios pin other rules'
+/// outputs.
+fn host(mutant: Option<Mutant>, window: Option<u64>, watchdog: bool) -> Host {
+    let stream_idle_timeout_ms = if watchdog { 10_000 } else { 0 };
+    let mut h = Host::lenient(Config { mutant, stream_idle_timeout_ms, ..Config::default() });
     if let Some(w) = window {
         h.setup.context_window = w;
     }
@@ -25,7 +28,7 @@ fn host(mutant: Option<Mutant>, window: Option<u64>) -> Host {
 /// both hosts. The correct run breaks no invariant; neither run crashes.
 fn pair<T>(m: Mutant, window: Option<u64>, script: impl Fn(&mut Host) -> T) -> [(T, Host); 2] {
     let runs = [None, Some(m)].map(|mutant| {
-        let mut h = host(mutant, window);
+        let mut h = host(mutant, window, m == Mutant::WatchdogNotExtended);
         (script(&mut h), h)
     });
     assert_eq!(runs[0].1.violations, Vec::<String>::new(), "the correct engine breaks nothing");
@@ -446,6 +449,22 @@ fn retry_without_reset_appends_the_next_attempt_to_the_failed_one() {
     });
     assert_eq!(good, ["store message_reset #1", "commit", "start_step #1 turn 1 step 0 attempt 1"]);
     assert_eq!(bad, ["start_step #1 turn 1 step 0 attempt 1"], "SPEC 4.5: no reset");
+}
+
+#[test]
+fn watchdog_not_extended_kills_a_live_slow_stream() {
+    // The idle timeout is 10 s here; a text delta 5 s into the attempt shows it alive.
+    let [(good, g), (bad, _)] = pair(Mutant::WatchdogNotExtended, None, |h| {
+        let a = active(h, "s");
+        h.advance(5_000);
+        h.text(a, "alive");
+        kinds(&h.fire_next_timer())
+    });
+    let aborts = |k: &[String]| k.iter().any(|k| k.starts_with("abort_step"));
+    assert_eq!(good, ["set_timer"], "SPEC 4.5: watched on from the delta, nothing else");
+    assert!(!aborts(&good) && g.violations.is_empty());
+    assert!(aborts(&bad), "the mutant kills the live stream: {bad:?}");
+    assert!(bad.iter().any(|k| k == "set_timer"), "and backs off to retry it: {bad:?}");
 }
 
 #[test]
