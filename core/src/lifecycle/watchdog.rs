@@ -67,6 +67,7 @@ pub(crate) fn is_content(event: &StepEvent) -> bool {
 
 /// A content event of the watched attempt arrived at `now`: only the time is kept (no output,
 /// SPEC 4.5: one deadline per attempt, not an output per event).
+#[cfg_attr(not(feature = "mutants"), allow(unused_variables))] // `st` names the mutant
 pub(crate) fn saw_content(st: &State, watchdog: &mut Option<Watchdog>, now: Millis) {
     if let Some(w) = watchdog
         && !mutant!(st.config, WatchdogNotExtended)
