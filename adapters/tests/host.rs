@@ -861,14 +861,19 @@ async fn a_cancel_during_a_droppable_tool_ends_the_turn_at_once() {
     let outputs = cancel.expect.as_ref().expect("outputs recorded");
     let kinds: Vec<String> = outputs
         .iter()
-        .map(|o| match (o["kind"]["type"].as_str(), o["kind"]["outcome"].as_str()) {
-            (Some(t), Some(outcome)) => format!("{t} {outcome}"),
-            (t, _) => t.unwrap_or("?").to_owned(),
+        .map(|o| {
+            let k = &o["kind"];
+            match (k["type"].as_str(), k["outcome"].as_str(), k["purpose"]["timer"].as_str()) {
+                (Some(t), Some(outcome), _) => format!("{t} {outcome}"),
+                (Some(t), _, Some(purpose)) => format!("{t} {purpose}"),
+                (t, _, _) => t.unwrap_or("?").to_owned(),
+            }
         })
         .collect();
     assert!(kinds.iter().any(|k| k == "abort_tool"), "the call was aborted: {kinds:?}");
+    // The next turn's step arms its stream watchdog (SPEC 4.5); no grace timer is armed.
     assert!(
-        !kinds.iter().any(|k| k == "set_timer"),
+        !kinds.iter().any(|k| k == "set_timer cancel_grace"),
         "no grace timer: nothing can still report: {kinds:?}"
     );
     assert!(
