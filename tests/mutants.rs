@@ -28,7 +28,8 @@ fn host(mutant: Option<Mutant>, window: Option<u64>, watchdog: bool) -> Host {
 /// both hosts. The correct run breaks no invariant; neither run crashes.
 fn pair<T>(m: Mutant, window: Option<u64>, script: impl Fn(&mut Host) -> T) -> [(T, Host); 2] {
     let runs = [None, Some(m)].map(|mutant| {
-        let mut h = host(mutant, window, m == Mutant::WatchdogNotExtended);
+        let watchdog = matches!(m, Mutant::WatchdogNotExtended | Mutant::WatchdogNeverDisarmed);
+        let mut h = host(mutant, window, watchdog);
         (script(&mut h), h)
     });
     assert_eq!(runs[0].1.violations, Vec::<String>::new(), "the correct engine breaks nothing");
@@ -465,6 +466,38 @@ fn watchdog_not_extended_kills_a_live_slow_stream() {
     assert!(!aborts(&good) && g.violations.is_empty());
     assert!(aborts(&bad), "the mutant kills the live stream: {bad:?}");
     assert!(bad.iter().any(|k| k == "set_timer"), "and backs off to retry it: {bad:?}");
+}
+
+#[test]
+fn watchdog_never_disarmed_fails_the_next_step_early() {
+    // The idle timeout is 10 s here. Step 0 finishes with a tool call at 1 s; the tool reports
+    // at 9 s and step 1 starts; at 10 s step 0's watchdog, which nothing disarmed, fires.
+    let [(good, g), (bad, _)] = pair(Mutant::WatchdogNeverDisarmed, None, |h| {
+        let a = active(h, "s");
+        h.advance(1_000);
+        h.tool_call(a, "t1", "ls");
+        let finished = kinds(&h.finish(a, FinishReason::ToolCalls));
+        h.advance(8_000);
+        h.tool_result(a, "t1", ToolOutput::ok("files"));
+        let first = h
+            .log
+            .iter()
+            .find_map(|o| match &o.kind {
+                OutputKind::SetTimer { timer, .. } => Some(*timer),
+                _ => None,
+            })
+            .expect("step 0 was watched");
+        h.advance(1_000);
+        (finished, kinds(&h.send(Input::TimerFired { timer: first })))
+    });
+    assert!(good.0.contains(&"cancel_timer".to_owned()), "disarmed at the finish: {:?}", good.0);
+    assert!(good.1.is_empty() && g.violations.is_empty(), "a stale firing changes nothing");
+    assert!(!bad.0.contains(&"cancel_timer".to_owned()), "never disarmed: {:?}", bad.0);
+    assert!(
+        bad.1.iter().any(|k| k.starts_with("abort_step #1 turn 1 step 1")),
+        "the stale firing kills step 1, which streamed for 1 s: {:?}",
+        bad.1
+    );
 }
 
 #[test]

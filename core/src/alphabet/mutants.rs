@@ -77,6 +77,10 @@ pub enum Mutant {
     /// the attempt's start whatever arrived, so a live but slow stream is killed and retried
     /// (SPEC 4.5 "Stream watchdog").
     WatchdogNotExtended,
+    /// The stream watchdog is never disarmed: its timer survives the attempt's end (no
+    /// `CancelTimer`) and, when it fires, judges whatever attempt of the turn streams then, so
+    /// a later attempt or the next step fails early (SPEC 4.5, I13).
+    WatchdogNeverDisarmed,
 }
 
 impl Mutant {
@@ -103,6 +107,7 @@ impl Mutant {
         Mutant::RetryWithoutReset,
         Mutant::WaitsForDroppedTools,
         Mutant::WatchdogNotExtended,
+        Mutant::WatchdogNeverDisarmed,
     ];
 
     /// The tools whose scope contains the mutant (SPEC 10): every mutant here is a core-level
@@ -138,6 +143,7 @@ impl Mutant {
             Mutant::RetryWithoutReset => "retry_without_reset",
             Mutant::WaitsForDroppedTools => "waits_for_dropped_tools",
             Mutant::WatchdogNotExtended => "watchdog_not_extended",
+            Mutant::WatchdogNeverDisarmed => "watchdog_never_disarmed",
         }
     }
 
@@ -207,6 +213,9 @@ impl Mutant {
             }
             Mutant::WatchdogNotExtended => {
                 "content events do not extend the stream watchdog: a live but slow stream is killed at the idle timeout after its start (SPEC 4.5)"
+            }
+            Mutant::WatchdogNeverDisarmed => {
+                "the stream watchdog survives its attempt (no CancelTimer) and, when it fires, fails whatever attempt of the turn streams then (SPEC 4.5, I13)"
             }
         }
     }

@@ -79,6 +79,10 @@ pub(crate) fn saw_content(st: &State, watchdog: &mut Option<Watchdog>, now: Mill
 /// The attempt ended (its finish, a failure, an abort, clean-up): its timer is disarmed with a
 /// `CancelTimer` in the abort bucket of `key`, unless it already fired.
 pub(crate) fn disarm(st: &mut State, tx: &mut Tx, key: Seq, watchdog: &mut Option<Watchdog>) {
+    if mutant!(st.config, WatchdogNeverDisarmed) {
+        watchdog.take(); // the bug: the timer stays armed, and the host is not told
+        return;
+    }
     if let Some(w) = watchdog.take()
         && st.timers.remove(&w.timer).is_some()
     {
@@ -124,7 +128,7 @@ pub(crate) fn timer_fired(
     match &mut s.lane {
         Lane::Turn(t) if t.id == turn => {
             let Phase::Streaming { attempt, watchdog: Some(w) } = t.phase else { return };
-            if w.timer != timer {
+            if w.timer != timer && !mutant!(st.config, WatchdogNeverDisarmed) {
                 return;
             }
             let seq = t.owner.seq;
@@ -143,7 +147,7 @@ pub(crate) fn timer_fired(
         }
         Lane::Summary(sm) if sm.id == turn => {
             let Attempting::Streaming { attempt, watchdog: Some(w) } = sm.phase else { return };
-            if w.timer != timer {
+            if w.timer != timer && !mutant!(st.config, WatchdogNeverDisarmed) {
                 return;
             }
             let key = summary::key(sm);
