@@ -25,7 +25,7 @@ pub struct Config {
     /// Tokens left that trigger a summary for windows above 200,000 (SPEC 4.7).
     pub summarize_buffer_tokens: u64,
     /// How long an attempt of a step or a summary may go without a content event before it
-    /// fails as a retryable transport error "stream idle for <N> s" (SPEC 4.5 "Stream
+    /// fails as a retryable transport error "stream idle for `<N>` s" (SPEC 4.5 "Stream
     /// watchdog", section 8), counted from the attempt's start; 0 disables the watchdog. At
     /// least 1,000 when not 0 (N is the timeout in whole seconds).
     pub stream_idle_timeout_ms: u64,

@@ -704,7 +704,7 @@ pub enum TimerPurpose {
     ShutdownDeadline,
     /// The stream watchdog of the current attempt of a step or summary (SPEC 4.5): one timer
     /// per attempt, armed at its start and disarmed when the attempt ends. When it fires, the
-    /// attempt fails as "stream idle for <N> s" if no content event arrived since the deadline
+    /// attempt fails as "stream idle for `<N>` s" if no content event arrived since the deadline
     /// was counted from; otherwise the core arms one new timer for the last content + timeout.
     StreamIdle {
         /// The session.

@@ -46,7 +46,7 @@ pub const LOOP_MESSAGE: &str =
 
 // Streaming (SPEC 4.4, 4.5)
 
-/// The error of an attempt the stream watchdog ended (SPEC 4.5, 8): "stream idle for <N> s",
+/// The error of an attempt the stream watchdog ended (SPEC 4.5, 8): "stream idle for `<N>` s",
 /// N the timeout in whole seconds. The core reports it as a transport error (retryable; after
 /// the last attempt the submission fails with kind `transport`, "Stream Transport Error").
 #[must_use]

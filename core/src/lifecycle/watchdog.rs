@@ -5,7 +5,7 @@
 //! only records its time in the attempt, with no output, so a fast stream costs nothing per
 //! event. When the timer fires and no content event arrived since the moment its deadline
 //! counts from, the attempt has been idle for the whole timeout: it is aborted (the host closes
-//! the stream) and fails as a retryable transport error "stream idle for <N> s", so the
+//! the stream) and fails as a retryable transport error "stream idle for `<N>` s", so the
 //! attempt budget and the backoff apply (`retry::on_failure`). Otherwise one new timer is armed
 //! for the last content event + the timeout. A firing for an attempt that ended is stale and
 //! ignored (I13). The decision depends on the order of the inputs only, never on how late a
