@@ -11,8 +11,8 @@ use turnstile_core::trace::{Trace, TraceHeader, TraceLine};
 use turnstile_core::{
     AttemptIo, Auditor, CallId, CallIo, Completion, Config, Engine, ErrorClass, FinishReason,
     Input, Millis, Outcome, Output, OutputKind, ProviderError, Reply, Seq, SessionId, Setup, Start,
-    StepEvent, StepIo, StoreOp, Submit, SummaryIo, TimerId, ToolOutput, ToolSpec, Usage,
-    check_invariants,
+    StepEvent, StepIo, StoreOp, Submit, SummaryIo, TimerId, TimerPurpose, ToolOutput, ToolSpec,
+    Usage, check_invariants,
 };
 
 /// The engine with its checkers and the host's view of pending IO.
@@ -392,6 +392,16 @@ impl Host {
         self.send(Input::Summary {
             io,
             event: StepEvent::Finished { reason: FinishReason::Stop, usage },
+        })
+    }
+
+    /// The newest stream watchdog timer the engine armed (SPEC 4.5), armed or not any more.
+    pub fn watchdog(&self) -> Option<TimerId> {
+        self.log.iter().rev().find_map(|o| match &o.kind {
+            OutputKind::SetTimer { timer, purpose: TimerPurpose::StreamIdle { .. }, .. } => {
+                Some(*timer)
+            }
+            _ => None,
         })
     }
 

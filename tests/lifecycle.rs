@@ -8,8 +8,15 @@ use turnstile_core::{
 };
 use turnstile_tests::harness::{Host, short};
 
+/// The SPEC defaults with the stream watchdog off (SPEC 4.5): these tests pin the outputs of
+/// other rules, and every attempt's `SetTimer` and `CancelTimer` would only repeat what the
+/// watchdog's own tests pin. The property tests and the scenario traces run with it on.
+fn no_watchdog() -> Config {
+    Config { stream_idle_timeout_ms: 0, ..Config::default() }
+}
+
 fn host() -> Host {
-    Host::new(Config::default())
+    Host::new(no_watchdog())
 }
 
 fn kinds(outs: &[turnstile_core::Output]) -> Vec<String> {
@@ -65,7 +72,7 @@ fn validation_rejects_in_spec_order_with_exact_strings_and_consumes_no_sequence(
 #[test]
 fn sequences_continue_above_the_ledger_after_a_restart() {
     let start = Start { next_seq: Some(Seq(41)), ..Start::default() };
-    let mut h = Host::with_start(Config::default(), start);
+    let mut h = Host::with_start(no_watchdog(), start);
     assert_eq!(h.submit(Submit::new("s", "a")), Seq(41));
     assert_eq!(h.submit(Submit::new("t", "b")), Seq(42));
 }
@@ -118,14 +125,14 @@ fn a_finished_run_from_the_ledger_is_never_run_again_after_a_restart() {
         outcome: Outcome::Cancelled,
     };
     let start = Start { next_seq: Some(Seq(8)), runs: vec![known], ..Start::default() };
-    let mut h = Host::with_start(Config::default(), start);
+    let mut h = Host::with_start(no_watchdog(), start);
     let out = h.send(Input::Submit(submit));
     assert!(matches!(&out[..], [o] if matches!(&o.kind,
         OutputKind::Reply(Reply::Existing { seq: Seq(7), outcome: Some(Outcome::Cancelled), .. }))));
     let bad =
         Start { next_seq: Some(Seq(3)), runs: h.header.start.runs.clone(), ..Start::default() };
     assert!(matches!(
-        turnstile_core::Engine::new(Config::default(), bad),
+        turnstile_core::Engine::new(no_watchdog(), bad),
         Err(HostError::InvalidStart { .. })
     ));
 }
@@ -249,7 +256,7 @@ fn a_stop_turn_result_wins_over_everything_else() {
         (StopTurn::PermissionDenied, StopReason::PermissionDenied),
         (StopTurn::HookHalt, StopReason::HookHalt),
     ] {
-        let mut h = Host::new(Config { step_limit: 1, ..Config::default() });
+        let mut h = Host::new(Config { step_limit: 1, ..no_watchdog() });
         let a = active(&mut h, "s", "a");
         h.tool_call(a, "t1", "bash");
         h.finish(a, FinishReason::ToolCalls);
@@ -269,7 +276,7 @@ fn a_stop_turn_result_wins_over_everything_else() {
 
 #[test]
 fn the_step_limit_fails_the_submission_with_its_exact_strings() {
-    let mut h = Host::new(Config { step_limit: 2, ..Config::default() });
+    let mut h = Host::new(Config { step_limit: 2, ..no_watchdog() });
     let a = active(&mut h, "s", "a");
     for call in ["t1", "t2"] {
         h.tool_call(a, call, "ls");
@@ -621,7 +628,7 @@ fn shutdown_with_nothing_running_stops_at_once() {
 
 #[test]
 fn an_external_acceptors_watermark_cancels_late_arrivals_and_then_is_dropped() {
-    let mut h = Host::new(Config { acceptor: Acceptor::External, ..Config::default() });
+    let mut h = Host::new(Config { acceptor: Acceptor::External, ..no_watchdog() });
     let mut s5 = Submit::new("s", "five");
     s5.seq = Some(Seq(5));
     let mut s6 = Submit::new("s", "six");
@@ -728,7 +735,7 @@ fn attachments_are_written_once_with_the_user_message_of_an_activated_or_folded_
 /// A start state that leaves no room for the next number is refused, naming the field.
 #[test]
 fn a_start_state_at_a_counters_end_is_refused_naming_the_field() {
-    let engine = |start: Start| turnstile_core::Engine::new(Config::default(), start);
+    let engine = |start: Start| turnstile_core::Engine::new(no_watchdog(), start);
     let field = |start: Start| match engine(start) {
         Err(HostError::InvalidStart { field, .. }) => field,
         other => panic!("expected InvalidStart, got {other:?}"),
@@ -755,7 +762,7 @@ fn a_start_state_at_a_counters_end_is_refused_naming_the_field() {
 fn a_counter_at_its_maximum_fails_the_engine_instead_of_wrapping() {
     // Sequences: the last one is assigned, the one after it cannot be.
     let start = Start { next_seq: Some(Seq(u64::MAX - 1)), ..Start::default() };
-    let mut e = turnstile_core::Engine::new(Config::default(), start).expect("valid");
+    let mut e = turnstile_core::Engine::new(no_watchdog(), start).expect("valid");
     e.handle(Millis(0), Input::Submit(Submit::new("s", "a"))).expect("the last sequence");
     let accepted: Vec<_> = std::iter::from_fn(|| e.poll_output()).collect();
     assert!(
@@ -765,13 +772,13 @@ fn a_counter_at_its_maximum_fails_the_engine_instead_of_wrapping() {
     assert_eq!(e.handle(Millis(0), Input::Submit(Submit::new("s", "b"))), Err(exhausted.clone()));
     assert!(e.poll_output().is_none(), "the failed transition emits nothing");
     assert_eq!(e.handle(Millis(1), Input::Shutdown), Err(exhausted), "the engine stays failed");
-    assert_eq!(e.config(), &Config::default(), "its configuration is still readable");
+    assert_eq!(e.config(), &no_watchdog(), "its configuration is still readable");
     assert!(turnstile_core::check_invariants(&e).is_err(), "the checker reports the failure");
 
     // Message ids: an activation needs two (the user and the assistant message).
     let next_message = Some(turnstile_core::MessageId(u64::MAX - 1));
     let mut e =
-        turnstile_core::Engine::new(Config::default(), Start { next_message, ..Start::default() })
+        turnstile_core::Engine::new(no_watchdog(), Start { next_message, ..Start::default() })
             .expect("valid");
     e.handle(Millis(0), Input::Submit(Submit::new("s", "a"))).expect("accepted");
     while e.poll_output().is_some() {}

@@ -13,8 +13,11 @@ use turnstile_core::{
 use turnstile_tests::harness::{Host, short};
 
 /// A lenient host whose engine has `mutant` (or none), and, when given, this context window.
-fn host(mutant: Option<Mutant>, window: Option<u64>) -> Host {
-    let mut h = Host::lenient(Config { mutant, ..Config::default() });
+/// The stream watchdog is off (10 s for its own mutant's pair): the scenarios pin other rules'
+/// outputs.
+fn host(mutant: Option<Mutant>, window: Option<u64>, watchdog: bool) -> Host {
+    let stream_idle_timeout_ms = if watchdog { 10_000 } else { 0 };
+    let mut h = Host::lenient(Config { mutant, stream_idle_timeout_ms, ..Config::default() });
     if let Some(w) = window {
         h.setup.context_window = w;
     }
@@ -25,7 +28,8 @@ fn host(mutant: Option<Mutant>, window: Option<u64>) -> Host {
 /// both hosts. The correct run breaks no invariant; neither run crashes.
 fn pair<T>(m: Mutant, window: Option<u64>, script: impl Fn(&mut Host) -> T) -> [(T, Host); 2] {
     let runs = [None, Some(m)].map(|mutant| {
-        let mut h = host(mutant, window);
+        let watchdog = matches!(m, Mutant::WatchdogNotExtended | Mutant::WatchdogNeverDisarmed);
+        let mut h = host(mutant, window, watchdog);
         (script(&mut h), h)
     });
     assert_eq!(runs[0].1.violations, Vec::<String>::new(), "the correct engine breaks nothing");
@@ -446,6 +450,54 @@ fn retry_without_reset_appends_the_next_attempt_to_the_failed_one() {
     });
     assert_eq!(good, ["store message_reset #1", "commit", "start_step #1 turn 1 step 0 attempt 1"]);
     assert_eq!(bad, ["start_step #1 turn 1 step 0 attempt 1"], "SPEC 4.5: no reset");
+}
+
+#[test]
+fn watchdog_not_extended_kills_a_live_slow_stream() {
+    // The idle timeout is 10 s here; a text delta 5 s into the attempt shows it alive.
+    let [(good, g), (bad, _)] = pair(Mutant::WatchdogNotExtended, None, |h| {
+        let a = active(h, "s");
+        h.advance(5_000);
+        h.text(a, "alive");
+        kinds(&h.fire_next_timer())
+    });
+    let aborts = |k: &[String]| k.iter().any(|k| k.starts_with("abort_step"));
+    assert_eq!(good, ["set_timer"], "SPEC 4.5: watched on from the delta, nothing else");
+    assert!(!aborts(&good) && g.violations.is_empty());
+    assert!(aborts(&bad), "the mutant kills the live stream: {bad:?}");
+    assert!(bad.iter().any(|k| k == "set_timer"), "and backs off to retry it: {bad:?}");
+}
+
+#[test]
+fn watchdog_never_disarmed_fails_the_next_step_early() {
+    // The idle timeout is 10 s here. Step 0 finishes with a tool call at 1 s; the tool reports
+    // at 9 s and step 1 starts; at 10 s step 0's watchdog, which nothing disarmed, fires.
+    let [(good, g), (bad, _)] = pair(Mutant::WatchdogNeverDisarmed, None, |h| {
+        let a = active(h, "s");
+        h.advance(1_000);
+        h.tool_call(a, "t1", "ls");
+        let finished = kinds(&h.finish(a, FinishReason::ToolCalls));
+        h.advance(8_000);
+        h.tool_result(a, "t1", ToolOutput::ok("files"));
+        let first = h
+            .log
+            .iter()
+            .find_map(|o| match &o.kind {
+                OutputKind::SetTimer { timer, .. } => Some(*timer),
+                _ => None,
+            })
+            .expect("step 0 was watched");
+        h.advance(1_000);
+        (finished, kinds(&h.send(Input::TimerFired { timer: first })))
+    });
+    assert!(good.0.contains(&"cancel_timer".to_owned()), "disarmed at the finish: {:?}", good.0);
+    assert!(good.1.is_empty() && g.violations.is_empty(), "a stale firing changes nothing");
+    assert!(!bad.0.contains(&"cancel_timer".to_owned()), "never disarmed: {:?}", bad.0);
+    assert!(
+        bad.1.iter().any(|k| k.starts_with("abort_step #1 turn 1 step 1")),
+        "the stale firing kills step 1, which streamed for 1 s: {:?}",
+        bad.1
+    );
 }
 
 #[test]

@@ -8,6 +8,13 @@ use turnstile_core::{
 };
 use turnstile_tests::harness::{Host, short};
 
+/// The SPEC defaults with the stream watchdog off (SPEC 4.5): these tests pin the outputs of
+/// other rules, and every attempt's `SetTimer` and `CancelTimer` would only repeat what the
+/// watchdog's own tests pin. The property tests and the scenario traces run with it on.
+fn no_watchdog() -> Config {
+    Config { stream_idle_timeout_ms: 0, ..Config::default() }
+}
+
 fn kinds(outs: &[turnstile_core::Output]) -> Vec<String> {
     outs.iter().map(|o| short(&o.kind)).collect()
 }
@@ -42,7 +49,7 @@ fn fail(h: &mut Host, seq: Seq, e: ProviderError) -> Vec<turnstile_core::Output>
 
 #[test]
 fn one_leading_newline_is_dropped_only_while_the_message_is_empty() {
-    let mut h = Host::new(Config::default());
+    let mut h = Host::new(no_watchdog());
     let a = active(&mut h, "s");
     assert!(h.text(a, "\n").is_empty(), "a lone newline at the start writes nothing");
     let out = h.text(a, "\nHello");
@@ -63,7 +70,7 @@ fn one_leading_newline_is_dropped_only_while_the_message_is_empty() {
 
 #[test]
 fn reasoning_keeps_its_signature_and_clean_up_closes_an_open_section() {
-    let mut h = Host::new(Config::default());
+    let mut h = Host::new(no_watchdog());
     let a = active(&mut h, "s");
     h.stream(a, StepEvent::ReasoningStart);
     assert!(h.stream(a, StepEvent::ReasoningStart).is_empty(), "a second start is ignored");
@@ -81,7 +88,7 @@ fn reasoning_keeps_its_signature_and_clean_up_closes_an_open_section() {
 
 #[test]
 fn unfinished_invalid_unknown_and_repeated_calls_never_run_and_get_results() {
-    let mut h = Host::new(Config::default());
+    let mut h = Host::new(no_watchdog());
     let a = active(&mut h, "s");
     h.stream(a, StepEvent::ToolInputStart { id: CallId::new("cut"), name: "ls".into() });
     h.stream(a, StepEvent::ToolInputStart { id: CallId::new("ok"), name: "ls".into() });
@@ -145,7 +152,7 @@ fn unfinished_invalid_unknown_and_repeated_calls_never_run_and_get_results() {
 
 #[test]
 fn usage_sets_the_gauges_and_adds_the_cost_and_estimates_cost_nothing() {
-    let mut h = Host::new(Config::default());
+    let mut h = Host::new(no_watchdog());
     let a = active(&mut h, "s");
     let usage = Usage {
         input_tokens: 100,
@@ -233,7 +240,7 @@ fn retry_delays_follow_the_backoff_and_the_headers() {
 
 #[test]
 fn a_step_gets_four_attempts_each_after_a_reset_then_fails() {
-    let mut h = Host::new(Config::default());
+    let mut h = Host::new(no_watchdog());
     let a = active(&mut h, "s");
     for (retry, delay) in [5_000u64, 10_000, 20_000].into_iter().enumerate() {
         h.text(a, "partial");
@@ -263,7 +270,7 @@ fn a_step_gets_four_attempts_each_after_a_reset_then_fails() {
 
 #[test]
 fn a_cancel_during_backoff_ends_the_turn_at_once() {
-    let mut h = Host::new(Config::default());
+    let mut h = Host::new(no_watchdog());
     let a = active(&mut h, "s");
     fail(&mut h, a, error(None, ErrorClass::Transport));
     let out = h.send(Input::Cancel { session: SessionId::new("s"), up_to: None });
@@ -273,7 +280,7 @@ fn a_cancel_during_backoff_ends_the_turn_at_once() {
 
 #[test]
 fn a_401_refreshes_credentials_once_then_retries_with_a_fresh_budget_and_a_reset() {
-    let mut h = Host::new(Config::default());
+    let mut h = Host::new(no_watchdog());
     let a = active(&mut h, "s");
     fail(&mut h, a, error(Some(500), ErrorClass::Provider));
     h.fire_next_timer();
@@ -305,7 +312,7 @@ fn a_401_refreshes_credentials_once_then_retries_with_a_fresh_budget_and_a_reset
 
 #[test]
 fn a_failed_refresh_fails_and_a_cancel_during_the_wait_takes_effect_at_once() {
-    let mut h = Host::new(Config::default());
+    let mut h = Host::new(no_watchdog());
     let a = active(&mut h, "s");
     fail(&mut h, a, error(Some(401), ErrorClass::Provider));
     let step = h.refreshes[0].clone();
@@ -327,7 +334,7 @@ fn a_failed_refresh_fails_and_a_cancel_during_the_wait_takes_effect_at_once() {
 
 #[test]
 fn a_stop_turn_result_rewrites_tool_use_to_end_turn() {
-    let mut h = Host::new(Config::default());
+    let mut h = Host::new(no_watchdog());
     let a = active(&mut h, "s");
     h.tool_call(a, "c1", "bash");
     h.finish(a, FinishReason::ToolCalls);
@@ -348,7 +355,7 @@ fn a_stop_turn_result_rewrites_tool_use_to_end_turn() {
 
 #[test]
 fn six_identical_tool_steps_in_ten_are_a_loop() {
-    let mut h = Host::new(Config::default());
+    let mut h = Host::new(no_watchdog());
     let a = active(&mut h, "s");
     for i in 0..10 {
         // Four different steps first, then the same call with the same result again and again.
@@ -374,7 +381,7 @@ fn six_identical_tool_steps_in_ten_are_a_loop() {
 
 #[test]
 fn shutdown_orders_sessions_by_their_oldest_sequence() {
-    let mut h = Host::new(Config::default());
+    let mut h = Host::new(no_watchdog());
     active(&mut h, "s");
     h.submit(Submit::new("t", "b"));
     h.submit(Submit::new("s", "c"));
@@ -389,7 +396,7 @@ fn shutdown_orders_sessions_by_their_oldest_sequence() {
 
 #[test]
 fn sequences_at_the_top_of_the_range_and_a_zero_start_are_refused() {
-    let config = Config { acceptor: Acceptor::External, ..Config::default() };
+    let config = Config { acceptor: Acceptor::External, ..no_watchdog() };
     let mut h = Host::new(config.clone());
     let mut s = Submit::new("s", "a");
     s.seq = Some(Seq(u64::MAX));
@@ -408,7 +415,7 @@ fn sequences_at_the_top_of_the_range_and_a_zero_start_are_refused() {
 
 #[test]
 fn an_external_acceptors_idempotent_retry_gets_the_existing_run() {
-    let mut h = Host::new(Config { acceptor: Acceptor::External, ..Config::default() });
+    let mut h = Host::new(Config { acceptor: Acceptor::External, ..no_watchdog() });
     let mut s = Submit::new("s", "a").with_run_id("r");
     s.seq = Some(Seq(5));
     h.submit(s.clone());
@@ -418,7 +425,7 @@ fn an_external_acceptors_idempotent_retry_gets_the_existing_run() {
 
 #[test]
 fn the_flight_recorder_keeps_what_the_engine_accepted() {
-    let header = turnstile_core::TraceHeader::new(Config::default(), Start::default());
+    let header = turnstile_core::TraceHeader::new(no_watchdog(), Start::default());
     let mut r = turnstile_core::Recorder::new(header, true).expect("recorder");
     r.handle(Millis(5), Input::Submit(Submit::new("s", "a"))).expect("valid");
     assert!(r.handle(Millis(1), Input::Shutdown).is_err(), "misuse is not recorded");
@@ -431,10 +438,134 @@ fn the_flight_recorder_keeps_what_the_engine_accepted() {
     assert_eq!(report.compared, 1);
 }
 
+// ---- The stream watchdog (SPEC 4.5) ----
+
+fn watched() -> Host {
+    Host::new(Config::default())
+}
+
+fn watchdog_timers(outs: &[turnstile_core::Output]) -> usize {
+    outs.iter()
+        .filter(|o| match &o.kind {
+            OutputKind::SetTimer { purpose, .. } => {
+                matches!(purpose, turnstile_core::TimerPurpose::StreamIdle { .. })
+            }
+            OutputKind::CancelTimer { .. } => true,
+            _ => false,
+        })
+        .count()
+}
+
+#[test]
+fn every_attempt_is_watched_from_its_start_and_disarmed_at_its_end() {
+    let mut h = watched();
+    let a = h.submit(Submit::new("s", "a").with_mode(Mode::OwnTurn));
+    let started = h.prepare(a);
+    let armed: Vec<_> = started
+        .iter()
+        .filter_map(|o| match &o.kind {
+            OutputKind::SetTimer { deadline, purpose, .. } => Some((*deadline, purpose.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(armed.len(), 1, "one deadline per attempt");
+    assert_eq!(armed[0].0, Millis(300_000), "300 s from the attempt's start (SPEC 8)");
+    assert_eq!(kinds(&started).last().map(String::as_str), Some("set_timer"), "after the start");
+    let ended = h.finish(a, FinishReason::Stop);
+    assert_eq!(kinds(&ended)[0], "cancel_timer", "disarmed first, with the aborts (SPEC 7)");
+    assert!(h.timers.is_empty(), "nothing outlives the attempt");
+}
+
+#[test]
+fn content_events_cost_no_output_and_extend_the_deadline_lazily() {
+    let mut h = watched();
+    let a = h.submit(Submit::new("s", "a").with_mode(Mode::OwnTurn));
+    h.prepare(a);
+    for i in 0..100u64 {
+        h.advance(2_000);
+        let outs = h.text(a, "x");
+        assert_eq!(watchdog_timers(&outs), 0, "no watchdog output for delta {i}");
+    }
+    // The deadline (300 s) passed the last delta (200 s): one new timer from that delta.
+    let fired = h.fire_next_timer();
+    let deadline = fired.iter().find_map(|o| match &o.kind {
+        OutputKind::SetTimer { deadline, .. } => Some(*deadline),
+        _ => None,
+    });
+    assert_eq!(deadline, Some(Millis(500_000)), "last content + the timeout: {:?}", kinds(&fired));
+    assert!(!kinds(&fired).iter().any(|k| k.starts_with("abort_step")), "a live stream lives");
+}
+
+#[test]
+fn a_stalled_attempt_is_retried_and_the_last_one_fails_the_submission_as_transport() {
+    let mut h = watched();
+    let a = h.submit(Submit::new("s", "a").with_run_id("r"));
+    h.prepare(a);
+    h.text(a, "half");
+    h.advance(300_000);
+    let fired = h.fire_next_timer(); // the delta at 0 s extends to 300 s: now idle at 300 s
+    assert_eq!(watchdog_timers(&fired), 1, "re-armed once: {:?}", kinds(&fired));
+    let mut aborted = 0;
+    for _ in 0..4 {
+        let outs = h.fire_next_timer();
+        aborted += kinds(&outs).iter().filter(|k| k.starts_with("abort_step")).count();
+        if h.outcome(a).is_some() {
+            break;
+        }
+        let retry = h.fire_next_timer();
+        assert!(kinds(&retry).iter().any(|k| k.starts_with("store message_reset")), "reset");
+    }
+    assert_eq!(aborted, 4, "4 attempts, each aborted by the watchdog");
+    let c = &h.finished[&a];
+    assert_eq!(c.outcome(), Outcome::Failed);
+    assert!(c.is_run_complete());
+    let e = c.error().expect("an error");
+    assert_eq!(e.kind, ErrorKind::Transport);
+    assert_eq!(e.title, "Stream Transport Error");
+    assert_eq!(e.message, "stream idle for 300 s");
+    assert_eq!(e.message, turnstile_core::stream_idle_message(300_000));
+}
+
+#[test]
+fn a_summary_attempt_is_watched_like_a_step() {
+    let mut h = watched();
+    h.send(Input::Summarize { session: SessionId::new("s") });
+    let stalled = h.summaries[0].clone();
+    let fired = h.fire_next_timer();
+    assert!(kinds(&fired).iter().any(|k| k.starts_with("abort_summary")), "{:?}", kinds(&fired));
+    assert!(h.summaries.is_empty(), "the stalled attempt is aborted");
+    h.fire_next_timer(); // the backoff
+    assert_ne!(h.summaries[0], stalled, "a new attempt");
+    h.summary_done(100);
+    assert!(h.timers.is_empty());
+}
+
+#[test]
+fn the_idle_timeout_is_configurable_zero_disables_it_and_below_a_second_is_refused() {
+    let mut h = Host::new(Config { stream_idle_timeout_ms: 2_000, ..Config::default() });
+    let a = h.submit(Submit::new("s", "a").with_run_id("r"));
+    h.prepare(a);
+    while h.outcome(a).is_none() {
+        h.fire_next_timer();
+    }
+    assert_eq!(h.finished[&a].error().map(|e| e.message.as_str()), Some("stream idle for 2 s"));
+    let mut off = Host::new(no_watchdog());
+    let b = off.submit(Submit::new("s", "b").with_mode(Mode::OwnTurn));
+    assert!(watchdog_timers(&off.prepare(b)) == 0 && off.timers.is_empty(), "0 disables it");
+    let bad = Config { stream_idle_timeout_ms: 999, ..Config::default() };
+    assert!(
+        matches!(
+            turnstile_core::Engine::new(bad, Start::default()),
+            Err(HostError::InvalidConfig { field: "stream_idle_timeout_ms", .. })
+        ),
+        "N counts whole seconds"
+    );
+}
+
 // ---- Summarization (SPEC 4.7) ----
 
 fn summary_host(window: u64) -> Host {
-    let mut h = Host::new(Config::default());
+    let mut h = Host::new(no_watchdog());
     h.setup.context_window = window;
     h
 }
@@ -626,7 +757,7 @@ fn a_summary_retries_and_refreshes_like_a_step_and_shutdown_interrupts_it() {
 // ---- Sub-agents (SPEC 4.11) ----
 
 fn agent_host() -> Host {
-    let mut h = Host::new(Config::default());
+    let mut h = Host::new(no_watchdog());
     h.setup = turnstile_core::Setup::with_tools(&["ls", "agent"]);
     h
 }
@@ -748,7 +879,7 @@ fn cancelling_the_parent_cascades_to_its_sub_agent() {
 // ---- Titles (SPEC 4.11) ----
 
 fn untitled_host() -> Host {
-    let mut h = Host::new(Config::default());
+    let mut h = Host::new(no_watchdog());
     h.setup.titled = false;
     h
 }
@@ -869,7 +1000,7 @@ fn sub_agents_and_resumed_submissions_request_no_title() {
 
 #[test]
 fn an_external_acceptor_cannot_offer_the_agent_tool() {
-    let mut h = Host::new(Config { acceptor: Acceptor::External, ..Config::default() });
+    let mut h = Host::new(Config { acceptor: Acceptor::External, ..no_watchdog() });
     let mut s = Submit::new("s", "a");
     s.seq = Some(Seq(1));
     h.submit(s);
@@ -911,7 +1042,7 @@ fn a_title_is_not_requested_again_while_the_session_stays_in_memory() {
 
 #[test]
 fn a_manual_summarize_of_a_sub_agent_session_is_refused() {
-    let mut h = Host::new(Config::default());
+    let mut h = Host::new(no_watchdog());
     let out = h.send(Input::Summarize { session: SessionId::new("m2$$call-1") });
     assert!(matches!(&out[0].kind, OutputKind::Reply(turnstile_core::Reply::Rejected { error })
         if error.to_string() == "cannot continue an agent tool session: m2$$call-1"));
@@ -919,7 +1050,7 @@ fn a_manual_summarize_of_a_sub_agent_session_is_refused() {
 
 #[test]
 fn a_cancel_during_tools_and_a_failure_after_a_step_replace_the_tool_use_finish() {
-    let mut h = Host::new(Config { step_limit: 1, ..Config::default() });
+    let mut h = Host::new(Config { step_limit: 1, ..no_watchdog() });
     let a = active(&mut h, "s");
     h.tool_call(a, "c1", "ls");
     h.finish(a, FinishReason::ToolCalls);
@@ -961,7 +1092,7 @@ fn a_paused_submission_cancelled_during_its_summary_gets_a_canceled_finish() {
 #[test]
 fn unusable_configurations_are_refused_with_the_field() {
     let err = turnstile_core::Engine::new(
-        Config { calls_per_step_max: 0, ..Config::default() },
+        Config { calls_per_step_max: 0, ..no_watchdog() },
         Start::default(),
     )
     .expect_err("refused");
@@ -970,14 +1101,14 @@ fn unusable_configurations_are_refused_with_the_field() {
         "invalid configuration: calls_per_step_max must be at least 1; offer no tools to disable them"
     );
     assert!(
-        turnstile_core::Engine::new(Config { queue_max: 0, ..Config::default() }, Start::default())
+        turnstile_core::Engine::new(Config { queue_max: 0, ..no_watchdog() }, Start::default())
             .is_err()
     );
 }
 
 #[test]
 fn a_flight_recording_written_as_it_goes_replays() {
-    let header = turnstile_core::TraceHeader::new(Config::default(), Start::default());
+    let header = turnstile_core::TraceHeader::new(no_watchdog(), Start::default());
     let mut r = turnstile_core::Recorder::new(header, true).expect("recorder");
     let mut file = r.header_jsonl();
     let a = Submit::new("s", "a").with_mode(Mode::OwnTurn);

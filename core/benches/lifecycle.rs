@@ -3,6 +3,10 @@
 //! the same run: the least any per-session state machine must do per
 //! event (look the session up in a hash map, update a counter, push one output).
 //!
+//! The streaming mix also runs with the stream watchdog off (SPEC 4.5; on is the default), on the
+//! same inputs in the same run, with the outputs per input of each: the watchdog costs one
+//! `SetTimer` and one `CancelTimer` per attempt and nothing per content event.
+//!
 //! Run: `cargo bench -p turnstile-core --bench lifecycle`. The input sequence is recorded once
 //! by a scripted host (which answers every request the engine makes), then replayed into fresh
 //! engines, so only `handle` plus draining `poll_output` is timed.
@@ -155,7 +159,11 @@ fn record_streaming() -> Vec<(Millis, Input)> {
 }
 
 fn engine_run(inputs: &[(Millis, Input)]) -> u64 {
-    let mut engine = Engine::new(Config::default(), Start::default()).expect("start");
+    engine_run_with(&Config::default(), inputs)
+}
+
+fn engine_run_with(config: &Config, inputs: &[(Millis, Input)]) -> u64 {
+    let mut engine = Engine::new(config.clone(), Start::default()).expect("start");
     let mut outputs = 0u64;
     for (now, input) in inputs {
         engine.handle(*now, input.clone()).expect("valid");
@@ -226,6 +234,49 @@ fn measure(name: &str, inputs: &[(Millis, Input)], reps: u32) {
     println!("  ratio    {:>12.3} of baseline (target >= 0.200)", engine_rate / base_rate);
 }
 
+/// The outputs `inputs` produce with `config`, and how many of them the inputs that carry a
+/// step's content events produced.
+fn outputs_with(config: &Config, inputs: &[(Millis, Input)]) -> (u64, u64) {
+    let mut engine = Engine::new(config.clone(), Start::default()).expect("start");
+    let (mut all, mut content) = (0u64, 0u64);
+    for (now, input) in inputs {
+        let is_content = matches!(
+            input,
+            Input::Step { event, .. }
+                if !matches!(event, StepEvent::Finished { .. } | StepEvent::Failed { .. })
+        );
+        engine.handle(*now, input.clone()).expect("valid");
+        while engine.poll_output().is_some() {
+            all += 1;
+            content += u64::from(is_content);
+        }
+    }
+    (all, content)
+}
+
+/// The streaming mix with the watchdog on (the default) and off, interleaved in one run.
+fn measure_watchdog(inputs: &[(Millis, Input)], reps: u32) {
+    let n = inputs.len() as f64;
+    let off = Config { stream_idle_timeout_ms: 0, ..Config::default() };
+    let on = Config::default();
+    let (mut on_best, mut off_best) = (Duration::MAX, Duration::MAX);
+    for _ in 0..reps.min(3) {
+        on_best = on_best.min(best(reps, || engine_run_with(&on, inputs)));
+        off_best = off_best.min(best(reps, || engine_run_with(&off, inputs)));
+    }
+    let (on_rate, off_rate) = (n / on_best.as_secs_f64(), n / off_best.as_secs_f64());
+    let ((on_all, on_content), (off_all, off_content)) =
+        (outputs_with(&on, inputs), outputs_with(&off, inputs));
+    println!("streaming mix, stream watchdog on (300 s) and off: {} events", inputs.len());
+    println!("  watchdog on  {on_rate:>12.0} events/s  ({:>7.1} ns/event)", 1e9 / on_rate);
+    println!("  watchdog off {off_rate:>12.0} events/s  ({:>7.1} ns/event)", 1e9 / off_rate);
+    println!("  on/off       {:>12.3}", on_rate / off_rate);
+    println!(
+        "  outputs      on {on_all}, off {off_all} (+{}); of content events: on {on_content}, off {off_content}",
+        on_all - off_all
+    );
+}
+
 fn main() {
     // TURNSTILE_BENCH_REPS=1 makes a quick run for profilers; TURNSTILE_BENCH_MIX=admission or
     // =streaming runs one mix only.
@@ -237,6 +288,8 @@ fn main() {
         measure(&name, &record(), reps);
     }
     if only.is_empty() || only == "streaming" {
-        measure("streaming mix (16 sessions, 600 turns of 3 steps)", &record_streaming(), reps);
+        let streaming = record_streaming();
+        measure("streaming mix (16 sessions, 600 turns of 3 steps)", &streaming, reps);
+        measure_watchdog(&streaming, reps);
     }
 }

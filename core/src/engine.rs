@@ -98,6 +98,7 @@ impl Engine {
             runs,
             watermarks: BTreeMap::new(),
             timers: BTreeMap::new(),
+            now: Millis(0),
             closing: Closing::Open,
             crossings: Default::default(),
             titles: Default::default(),
@@ -148,6 +149,7 @@ impl Engine {
         let st = self.state.as_mut().map_err(|f| f.error())?;
         check_protocol(st, self.now, now, &input)?;
         self.now = now;
+        st.now = now;
         let (tx, ss) = (&mut self.tx, &mut self.sessions);
         dispatch(st, ss, tx, now, input);
         while let Some(c) = st.crossings.pop_front() {

@@ -57,7 +57,10 @@
 //!     Config, Engine, FinishReason, Input, Millis, OutputClass, OutputKind, Start, StepEvent, Submit,
 //! };
 //!
-//! let mut engine = Engine::new(Config::default(), Start::default())?;
+//! // This host answers every stream at once, so it turns the stream watchdog off (SPEC 4.5):
+//! // with it on, each attempt's `SetTimer` must be answered too.
+//! let config = Config { stream_idle_timeout_ms: 0, ..Config::default() };
+//! let mut engine = Engine::new(config, Start::default())?;
 //! let mut inbox = vec![Input::Submit(Submit::new("s1", "hello").with_run_id("r1"))];
 //! let mut finished = Vec::new();
 //! while let Some(input) = inbox.pop() {

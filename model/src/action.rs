@@ -33,6 +33,8 @@ pub enum Timer {
     Grace(u8),
     /// The shutdown deadline.
     Deadline,
+    /// The stream watchdog of the attempt streaming in this session (SPEC 4.5).
+    Watchdog(u8),
 }
 
 /// The abstract input alphabet: client commands, host replies, and stale replies.

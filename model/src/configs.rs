@@ -44,6 +44,7 @@ const NONE: Budget = Budget {
     refresh_failures: 0,
     stale: 0,
     odd_finishes: 0,
+    stalls: 0,
 };
 
 /// The README's main job: two sessions and the faults that matter most across them.
@@ -70,7 +71,7 @@ pub fn all() -> Vec<Bounds> {
             about: "seconds: 1 session, 3 submissions (one with a RunId), resubmission, cancel, \
                     clear, manual summarize, a preparation failure, a tool call, a fatal error",
             config: Config::default(),
-            expected_states: 294_370,
+            expected_states: 321_730,
             budget: Budget {
                 sessions: 1,
                 submits: 3,
@@ -92,7 +93,7 @@ pub fn all() -> Vec<Bounds> {
                     abort, or left to finish) with a stop, a pause, a retry, a 401 and its \
                     refresh failing, stale replies",
             config: Config::default(),
-            expected_states: 259_152,
+            expected_states: 266_928,
             budget: Budget {
                 sessions: 1,
                 submits: 2,
@@ -134,7 +135,7 @@ pub fn all() -> Vec<Bounds> {
                     pauses, then the no-progress guard; one may call the tool left to finish), \
                     finish reasons that do not match the calls, a cancel",
             config: Config::default(),
-            expected_states: 113_010,
+            expected_states: 116_754,
             budget: Budget {
                 sessions: 1,
                 submits: 2,
@@ -148,12 +149,36 @@ pub fn all() -> Vec<Bounds> {
             },
         },
         Bounds {
+            name: "watchdog",
+            about: "seconds: 1 session, 2 submissions (one with a RunId), the stream watchdog \
+                    (SPEC 4.5): every attempt stalling (the 4th fails `transport`), a tool call \
+                    that extends it, a retryable error and a summary whose attempts it watches \
+                    too, cancel and shutdown racing it, a firing after its attempt ended, late \
+                    events of an attempt it aborted",
+            config: Config::default(),
+            expected_states: 497_916,
+            budget: Budget {
+                sessions: 1,
+                submits: 2,
+                runs: 1,
+                cancels: 1,
+                shutdowns: 1,
+                summarizes: 1,
+                tool_calls: 1,
+                highs: 1,
+                retryable: 1,
+                stalls: 4,
+                stale: 2,
+                ..NONE
+            },
+        },
+        Bounds {
             name: "default",
             about: "a minute, the one CI checks: 2 sessions, 3 submissions (one with a RunId), \
                     a cancel, a cancel_run, shutdown, a preparation failure, a tool call \
                     (dropped on abort, or left to finish), a summarization, stale replies",
             config: Config::default(),
-            expected_states: 2_040_448,
+            expected_states: 2_062_444,
             budget: DEFAULT,
         },
         Bounds {
@@ -161,7 +186,7 @@ pub fn all() -> Vec<Bounds> {
             about: "minutes: the default configuration plus a retryable error (backoff, reset, \
                     retry) on two sessions",
             config: Config::default(),
-            expected_states: 5_869_360,
+            expected_states: 6_221_220,
             budget: Budget { retryable: 1, ..DEFAULT },
         },
     ]

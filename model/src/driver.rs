@@ -380,6 +380,9 @@ impl View {
                         Timer::Grace(index(session.as_str()) as u8)
                     }
                     TimerPurpose::ShutdownDeadline => Timer::Deadline,
+                    TimerPurpose::StreamIdle { session, .. } => {
+                        Timer::Watchdog(index(session.as_str()) as u8)
+                    }
                     _ => return, // a purpose this checker does not model
                 };
                 self.timers.push((*timer, *deadline, t));

@@ -73,14 +73,24 @@ pub fn encode(s: &Spec) -> Key {
     for lane in &s.lanes {
         encode_lane(&mut p, lane);
     }
-    // Which tool each lane's call names (SPEC 4.9): one bit per lane.
+    // Which tool each lane's call names (SPEC 4.9): one bit per lane; then whether the lane's
+    // streaming attempt had content since its watchdog was armed (SPEC 4.5): one bit per lane.
     let finishes = |l: &Lane| match l {
         Lane::Turn(t) => {
             matches!(t.call, Call::Streamed { finishes: true } | Call::Running { finishes: true })
         }
         _ => false,
     };
-    p.byte(u64::from(finishes(&s.lanes[0])) | u64::from(finishes(&s.lanes[1])) << 1, "finishes");
+    let content = |l: &Lane| match l {
+        Lane::Turn(t) => matches!(t.phase, TurnPhase::Step(a) if a.content),
+        Lane::Summary(sm) => sm.attempt.content,
+        Lane::Idle => false,
+    };
+    let flags = u64::from(finishes(&s.lanes[0]))
+        | u64::from(finishes(&s.lanes[1])) << 1
+        | u64::from(content(&s.lanes[0])) << 2
+        | u64::from(content(&s.lanes[1])) << 3;
+    p.byte(flags, "finishes and content");
     let b = budget(&s.budget);
     for pair in b.chunks(2) {
         p.nibbles(pair[0], pair.get(1).copied().unwrap_or(0), "budget");
@@ -88,8 +98,9 @@ pub fn encode(s: &Spec) -> Key {
     p.bytes
 }
 
-fn budget(b: &Budget) -> [u8; 20] {
+fn budget(b: &Budget) -> [u8; 21] {
     [
+        b.stalls,
         b.odd_finishes,
         b.finishing,
         b.sessions,

@@ -9,7 +9,7 @@ use crate::checker::describe;
 use crate::{Options, check, configs};
 
 /// The configurations tried, in order, until one finds the mutant: the cheapest first.
-pub const HUNT: [&str; 5] = ["small", "faults", "retries", "guard", "default"];
+pub const HUNT: [&str; 6] = ["small", "faults", "retries", "guard", "watchdog", "default"];
 
 /// What hunting one mutant found.
 #[derive(Clone, Debug)]

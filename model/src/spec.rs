@@ -13,18 +13,23 @@
 //! | 4.3 folding at every step start | `Spec::start_step` |
 //! | 4.4 steps, one tool call per step, any finish reason | `ToolCall`, `StepDone`, `ToolResult` |
 //! | 4.5 retries (4 attempts) and one refresh per step | [`Attempt`], `StepFail`, `Refreshed`, the retry timer |
+//! | 4.5 the stream watchdog: one timer per attempt of a step or summary, armed at its start, disarmed at its end; content moves it without an output; a firing without content since it was armed aborts the attempt and fails it as a retryable transport error (the 4th: `failed`, `transport`) | `Timer::Watchdog`, `Attempt::content`, `Spec::watchdog_fired`, the `stalls` budget |
 //! | 4.6 ends of a turn and the hand-off | `Spec::step_ended` (precedence, the no-progress guard), `Spec::end_turn` |
 //! | 4.7 summarization, pause, resume, manual | `Spec::summary_done`, `Spec::summary_failed`, `Summarize` |
 //! | 4.9 clean-up and the cancel grace | `Spec::abort_turn`, `Spec::cleanup` |
 //! | 4.10 cancel, cancel_run, clear_queue, shutdown | `Spec::cancel_sub`, `Clear`, `Spec::shutdown` |
 //! | 5 the completion contract | `Spec::decide` and `publish`, the only places an outcome is set (`publish` panics on a second decision) |
-//! | I13 stale replies | the `Stale*` actions: allowed when such IO exists, and change nothing |
+//! | I13 stale replies | the `Stale*` actions: allowed when such IO exists, and change nothing (a watchdog firing after its attempt ended, a late event of an attempt it aborted) |
 //!
 //! Not modelled (the core's own tests and traces cover them): sub-agents and titles (SPEC 4.11;
 //! every setup says the session has a title and offers no `agent` tool), loop detection (it
 //! needs 10 steps), the step limit (configurable; the model runs with the default, unlimited),
 //! more than one tool call per step, validation other than the empty prompt, streaming text and
-//! reasoning, usage numbers, and the external acceptor (the core assigns sequences, so a cancel
+//! reasoning (the step's tool call is the content event that extends the watchdog; a summary
+//! streams no content here, so its watchdog can only stall), the watchdog's timeout (the
+//! default, 300 s; time itself is abstract: a firing's verdict depends only on whether content
+//! arrived since the timer was armed, never on the clock), usage numbers, and the external
+//! acceptor (the core assigns sequences, so a cancel
 //! covers everything accepted before it and its watermark is dropped at once).
 //!
 //! Each transition also says what the core must output, as a [`Projection`] (SPEC 7): the model
@@ -128,6 +133,7 @@ fn timer_p(t: Timer) -> TimerP {
         Timer::Retry(s) => TimerP::Retry { session: name(s) },
         Timer::Grace(s) => TimerP::Grace { session: name(s) },
         Timer::Deadline => TimerP::Deadline,
+        Timer::Watchdog(s) => TimerP::Watchdog { session: name(s) },
     }
 }
 
@@ -329,7 +335,14 @@ impl Spec {
         stream: impl FnOnce(&mut Vec<Action>),
     ) {
         match a.phase {
-            AttemptPhase::Streaming => stream(out),
+            AttemptPhase::Streaming => {
+                stream(out);
+                // SPEC 4.5: the watchdog may fire whenever the attempt streams; without content
+                // since it was armed, that fails the attempt (a stall, from the budget).
+                if a.content || self.budget.stalls > 0 {
+                    out.push(Action::Fire { timer: Timer::Watchdog(session) });
+                }
+            }
             AttemptPhase::Backoff => out.push(Action::Fire { timer: Timer::Retry(session) }),
             AttemptPhase::Refreshing => self.refresh_actions(session, out),
         }
@@ -425,6 +438,10 @@ impl Spec {
                 }
                 let t = self.turn_mut(session);
                 t.call = Call::Streamed { finishes };
+                // Content: the watchdog's deadline moves, with no output (SPEC 4.5).
+                if let TurnPhase::Step(a) = &mut t.phase {
+                    a.content = true;
+                }
                 let (owner, step) = (t.owner, t.step);
                 e.rec(session, Rec::ToolCall { seq: seq(owner), call: call_id(step) });
             }
@@ -571,6 +588,7 @@ impl Spec {
             self.publish(n, Outcome::Folded, None, None, e);
         }
         e.io(Io::StartStep { seq: seq(owner), step: u32::from(step), attempt: 0 });
+        e.io(Io::SetTimer { timer: timer_p(Timer::Watchdog(s)) });
         let phase = TurnPhase::Step(Attempt::fresh());
         let turn = Turn { owner, step, call: Call::None, high: false, tool_use: false, phase };
         self.lanes[s as usize] = Lane::Turn(turn);
@@ -584,6 +602,7 @@ impl Spec {
             self.budget.odd_finishes -= 1;
         }
         self.stale[STALE_STEP] = true;
+        self.cancel_timer(Timer::Watchdog(s), e);
         let t = self.turn_mut(s);
         let streamed = match t.call {
             Call::Streamed { finishes } => Some(finishes),
@@ -742,6 +761,7 @@ impl Spec {
     fn step_failed(&mut self, s: u8, failure: Failure, e: &mut Emit) {
         self.spend(failure);
         self.stale[STALE_STEP] = true;
+        self.cancel_timer(Timer::Watchdog(s), e);
         let t = *self.turn_mut(s);
         let TurnPhase::Step(a) = t.phase else {
             unreachable!("a failure is offered while streaming")
@@ -800,6 +820,7 @@ impl Spec {
         e.rec(s, Rec::Reset { seq: seq(t.owner) });
         let step = u32::from(t.step);
         e.io(Io::StartStep { seq: seq(t.owner), step, attempt: u32::from(a.number) });
+        e.io(Io::SetTimer { timer: timer_p(Timer::Watchdog(s)) });
         let call = Call::None;
         self.lanes[s as usize] = Lane::Turn(Turn { call, phase: TurnPhase::Step(a), ..t });
     }
@@ -827,6 +848,7 @@ impl Spec {
                 Lane::Summary(sm) => self.retry_summary(s, sm, sm.attempt.next(false), e),
                 Lane::Idle => unreachable!("backing off"),
             },
+            Timer::Watchdog(s) => self.watchdog_fired(s, e),
             Timer::Grace(s) => {
                 let t = *self.turn_mut(s);
                 let TurnPhase::Aborting { cause, .. } = t.phase else { unreachable!("aborting") };
@@ -851,6 +873,58 @@ impl Spec {
         }
     }
 
+    /// SPEC 4.5: the watchdog of session `s`'s streaming attempt fires. After content it
+    /// watches on (one new deadline); otherwise the attempt stalled: its stream is aborted and
+    /// it fails as a retryable transport error, within the attempt budget (4 attempts), then
+    /// the turn fails `transport` (a summary fails as summaries do).
+    fn watchdog_fired(&mut self, s: u8, e: &mut Emit) {
+        let (a, t) = match self.lanes[s as usize] {
+            Lane::Turn(t) => match t.phase {
+                TurnPhase::Step(a) => (a, Some(t)),
+                _ => unreachable!("watched while streaming"),
+            },
+            Lane::Summary(sm) => (sm.attempt, None),
+            Lane::Idle => unreachable!("watched while streaming"),
+        };
+        if a.content {
+            e.io(Io::SetTimer { timer: timer_p(Timer::Watchdog(s)) });
+            let a = Attempt { content: false, ..a };
+            match &mut self.lanes[s as usize] {
+                Lane::Turn(t) => t.phase = TurnPhase::Step(a),
+                Lane::Summary(sm) => sm.attempt = a,
+                Lane::Idle => {}
+            }
+            return;
+        }
+        self.budget.stalls -= 1;
+        let backoff = a.used < ATTEMPTS;
+        let a = Attempt { phase: AttemptPhase::Backoff, ..a };
+        match t {
+            Some(t) => {
+                self.stale[STALE_STEP] = true;
+                let attempt = u32::from(a.number);
+                e.io(Io::AbortStep { seq: seq(t.owner), step: u32::from(t.step), attempt });
+                if backoff {
+                    self.turn_mut(s).phase = TurnPhase::Step(a);
+                    self.attempt_waits(s, Some(t), a, AttemptPhase::Backoff, e);
+                } else {
+                    self.fail_turn(s, ErrorKind::Transport, e);
+                }
+            }
+            None => {
+                self.stale[STALE_SUMMARY] = true;
+                e.io(Io::AbortSummary { session: name(s), attempt: u32::from(a.number) });
+                let sm = self.summary(s);
+                if backoff {
+                    self.lanes[s as usize] = Lane::Summary(Summary { attempt: a, ..sm });
+                    self.attempt_waits(s, None, a, AttemptPhase::Backoff, e);
+                } else {
+                    self.summary_failed(s, sm, e);
+                }
+            }
+        }
+    }
+
     // ---- 4.7 summarization --------------------------------------------------------------------
 
     fn pause(&mut self, s: u8, n: u8, e: &mut Emit) {
@@ -864,6 +938,7 @@ impl Spec {
     fn start_summary(&mut self, s: u8, resume: Option<u8>, e: &mut Emit) {
         e.rec(s, Rec::SummaryStarted);
         e.io(Io::StartSummary { session: name(s), attempt: 0 });
+        e.io(Io::SetTimer { timer: timer_p(Timer::Watchdog(s)) });
         self.lanes[s as usize] = Lane::Summary(Summary { resume, attempt: Attempt::fresh() });
     }
 
@@ -888,6 +963,7 @@ impl Spec {
 
     fn summary_done(&mut self, s: u8, e: &mut Emit) {
         self.stale[STALE_SUMMARY] = true;
+        self.cancel_timer(Timer::Watchdog(s), e);
         e.rec(s, Rec::SummaryDone);
         let sm = self.summary(s);
         self.lanes[s as usize] = Lane::Idle;
@@ -907,6 +983,7 @@ impl Spec {
     fn summary_fail(&mut self, s: u8, failure: Failure, e: &mut Emit) {
         self.spend(failure);
         self.stale[STALE_SUMMARY] = true;
+        self.cancel_timer(Timer::Watchdog(s), e);
         let sm = self.summary(s);
         match Spec::after_failure(sm.attempt, failure) {
             Ok(phase) => {
@@ -933,6 +1010,7 @@ impl Spec {
     fn retry_summary(&mut self, s: u8, sm: Summary, a: Attempt, e: &mut Emit) {
         e.rec(s, Rec::SummaryReset);
         e.io(Io::StartSummary { session: name(s), attempt: u32::from(a.number) });
+        e.io(Io::SetTimer { timer: timer_p(Timer::Watchdog(s)) });
         self.lanes[s as usize] = Lane::Summary(Summary { attempt: a, ..sm });
     }
 
@@ -943,6 +1021,7 @@ impl Spec {
             AttemptPhase::Streaming => {
                 self.stale[STALE_SUMMARY] = true;
                 e.io(Io::AbortSummary { session: name(s), attempt: u32::from(a.number) });
+                self.cancel_timer(Timer::Watchdog(s), e);
             }
             AttemptPhase::Backoff => self.cancel_timer(Timer::Retry(s), e),
             AttemptPhase::Refreshing => self.abort_refresh(
@@ -1084,6 +1163,7 @@ impl Spec {
             AttemptPhase::Streaming => {
                 self.stale[STALE_STEP] = true;
                 e.io(Io::AbortStep { seq: owner, step: u32::from(t.step), attempt });
+                self.cancel_timer(Timer::Watchdog(s), e);
             }
             AttemptPhase::Backoff => self.cancel_timer(Timer::Retry(s), e),
             AttemptPhase::Refreshing => {

@@ -66,6 +66,9 @@ pub struct Attempt {
     pub refreshed: bool,
     /// What the attempt waits for.
     pub phase: AttemptPhase,
+    /// While it streams: whether an event with content arrived since its watchdog was armed
+    /// (SPEC 4.5: the watchdog then fires into a new deadline instead of failing it).
+    pub content: bool,
 }
 
 /// What an attempt waits for.
@@ -81,13 +84,20 @@ pub enum AttemptPhase {
 
 impl Attempt {
     pub(crate) fn fresh() -> Attempt {
-        Attempt { number: 0, used: 1, refreshed: false, phase: AttemptPhase::Streaming }
+        Attempt {
+            number: 0,
+            used: 1,
+            refreshed: false,
+            phase: AttemptPhase::Streaming,
+            content: false,
+        }
     }
 
     /// The next attempt after a backoff or a refresh.
     pub(crate) fn next(self, fresh_budget: bool) -> Attempt {
         let used = if fresh_budget { 1 } else { self.used + 1 };
-        Attempt { number: self.number + 1, used, phase: AttemptPhase::Streaming, ..self }
+        let phase = AttemptPhase::Streaming;
+        Attempt { number: self.number + 1, used, phase, content: false, ..self }
     }
 }
 
@@ -210,4 +220,7 @@ pub struct Budget {
     pub stale: u8,
     /// Finish reasons that do not match the step's calls.
     pub odd_finishes: u8,
+    /// Attempts the stream watchdog fails: no event with content for the idle timeout
+    /// (SPEC 4.5). A watchdog firing after content arrived is offered without a budget.
+    pub stalls: u8,
 }

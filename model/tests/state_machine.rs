@@ -11,7 +11,8 @@ use turnstile_model::driver::Lockstep;
 use turnstile_model::spec::{Action, Budget, Emit, Spec};
 
 /// Budgets far beyond the exhaustive configurations: six submissions, several pauses (the
-/// no-progress guard), retries up to the last attempt, repeated refreshes.
+/// no-progress guard), retries up to the last attempt, repeated refreshes, stalled attempts
+/// (the stream watchdog) on both sessions.
 const WIDE: Budget = Budget {
     sessions: 2,
     submits: 6,
@@ -33,6 +34,7 @@ const WIDE: Budget = Budget {
     refresh_failures: 1,
     stale: 4,
     odd_finishes: 3,
+    stalls: 5,
 };
 
 struct Reference;

@@ -322,6 +322,14 @@ fn answer(rng: &mut Rng, request: &ModelRequest, tag: u64) -> Vec<Act> {
             crate::recorded::Act::Send(e) => Act::Send(e),
             crate::recorded::Act::Hang => Act::Hang,
         })),
+        55..=59 => {
+            // Slow but alive: gaps below the watchdog's 5 s, 6 to 16 s in all (SPEC 4.5).
+            for i in 0..rng.between(3, 4) {
+                out.push(Act::Wait(rng.between(2_000, 4_000)));
+                out.push(Act::Send(StepEvent::TextDelta { text: format!("q{tag}s{i} ") }));
+            }
+            out.push(Act::Send(StepEvent::Finished { reason: FinishReason::Stop, usage: None }));
+        }
         _ => {
             if rng.chance(20) {
                 out.push(Act::Send(StepEvent::ReasoningStart));
@@ -627,6 +635,9 @@ pub async fn world(
     config.store_retry = Duration::from_secs(2);
     config.trace_outputs = true;
     config.engine.step_limit = 6;
+    // The stream watchdog (SPEC 4.5) in simulated seconds: a hung stream is closed after 5 s of
+    // silence and retried; the slow streams below pause for up to 4 s and must live.
+    config.engine.stream_idle_timeout_ms = 5_000;
     config.store.faults = Some(faults.clone());
     // A small live-update buffer, so the slow subscriber below falls behind.
     config.updates_capacity = 16;

@@ -861,14 +861,19 @@ async fn a_cancel_during_a_droppable_tool_ends_the_turn_at_once() {
     let outputs = cancel.expect.as_ref().expect("outputs recorded");
     let kinds: Vec<String> = outputs
         .iter()
-        .map(|o| match (o["kind"]["type"].as_str(), o["kind"]["outcome"].as_str()) {
-            (Some(t), Some(outcome)) => format!("{t} {outcome}"),
-            (t, _) => t.unwrap_or("?").to_owned(),
+        .map(|o| {
+            let k = &o["kind"];
+            match (k["type"].as_str(), k["outcome"].as_str(), k["purpose"]["timer"].as_str()) {
+                (Some(t), Some(outcome), _) => format!("{t} {outcome}"),
+                (Some(t), _, Some(purpose)) => format!("{t} {purpose}"),
+                (t, _, _) => t.unwrap_or("?").to_owned(),
+            }
         })
         .collect();
     assert!(kinds.iter().any(|k| k == "abort_tool"), "the call was aborted: {kinds:?}");
+    // The next turn's step arms its stream watchdog (SPEC 4.5); no grace timer is armed.
     assert!(
-        !kinds.iter().any(|k| k == "set_timer"),
+        !kinds.iter().any(|k| k == "set_timer cancel_grace"),
         "no grace timer: nothing can still report: {kinds:?}"
     );
     assert!(
@@ -1111,4 +1116,90 @@ fn a_store_in_a_read_only_directory_names_the_lock_file() {
     assert!(
         err.to_string().starts_with(&format!("cannot open the lock file {}: ", lock.display()))
     );
+}
+
+/// A provider that counts the streams it opened and the ones the host closed (dropped).
+struct Counted {
+    inner: ScriptedProvider,
+    closed: Arc<std::sync::atomic::AtomicU64>,
+}
+
+/// Counts a stream as closed when the host drops it.
+struct Closed(Arc<std::sync::atomic::AtomicU64>);
+
+impl Drop for Closed {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+impl turnstile_host::Provider for Counted {
+    fn prepare(
+        &self,
+        session: &SessionId,
+    ) -> turnstile_host::BoxFuture<Result<turnstile_host::ModelInfo, turnstile_host::BoxError>>
+    {
+        self.inner.prepare(session)
+    }
+
+    fn stream(
+        &self,
+        request: turnstile_host::ModelRequest,
+        sink: turnstile_host::EventSink,
+    ) -> turnstile_host::BoxFuture<()> {
+        let guard = Closed(self.closed.clone());
+        let stream = self.inner.stream(request, sink);
+        Box::pin(async move {
+            let _guard = guard;
+            stream.await;
+        })
+    }
+
+    fn refresh_credentials(&self) -> turnstile_host::BoxFuture<bool> {
+        self.inner.refresh_credentials()
+    }
+
+    fn title(
+        &self,
+        prompt: String,
+    ) -> turnstile_host::BoxFuture<Result<(String, Option<Usage>), turnstile_host::BoxError>> {
+        self.inner.title(prompt)
+    }
+}
+
+/// SPEC 4.5 through the host: a stream that sends one delta and then nothing (the connection
+/// open) is failed by the core's watchdog after the idle timeout, and the host closes it on the
+/// abort; each retry stalls too, so after the last attempt the run ends `failed`, kind
+/// `transport`. Virtual time (paused, advanced by the runtime): 1 s of idle timeout and the
+/// backoffs of 5, 10 and 20 s.
+#[tokio::test(start_paused = true)]
+async fn a_stalled_stream_is_closed_by_the_watchdog_and_fails_transport_after_the_retries() {
+    let dir = tempfile::tempdir().expect("dir");
+    let mut c = config(&dir);
+    c.engine.stream_idle_timeout_ms = 1_000;
+    let scripted = ScriptedProvider::new(|_, _| {
+        Answer(vec![Scripted::Event(StepEvent::TextDelta { text: "one ".into() }), Scripted::Hang])
+    });
+    let closed = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let provider = Counted { inner: scripted.clone(), closed: closed.clone() };
+    let host = Host::open(c, Arc::new(provider), ToolSet::new()).await.expect("open");
+    let started = tokio::time::Instant::now();
+    host.submit(Submit::new("s", "go").with_run_id("r")).await.expect("ok");
+    let done = host.wait(&RunId::new("r")).await.expect("done");
+    assert_eq!(done.outcome, Outcome::Failed, "{done:?}");
+    let e = done.error.as_ref().expect("an error");
+    assert_eq!(
+        (e.kind, e.title.as_str(), e.message.as_str()),
+        (ErrorKind::Transport, "Stream Transport Error", "stream idle for 1 s")
+    );
+    assert_eq!(scripted.requests(), 4, "every attempt of the step");
+    assert!(started.elapsed() >= Duration::from_secs(35), "after the backoffs");
+    host.flush().await.expect("flush");
+    assert_eq!(
+        closed.load(std::sync::atomic::Ordering::Relaxed),
+        4,
+        "the host closed every stalled stream"
+    );
+    legal(&host, "s").await;
+    host.shutdown().await.expect("shutdown");
 }

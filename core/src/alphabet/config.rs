@@ -24,6 +24,11 @@ pub struct Config {
     pub auto_summarize: bool,
     /// Tokens left that trigger a summary for windows above 200,000 (SPEC 4.7).
     pub summarize_buffer_tokens: u64,
+    /// How long an attempt of a step or a summary may go without a content event before it
+    /// fails as a retryable transport error "stream idle for `<N>` s" (SPEC 4.5 "Stream
+    /// watchdog", section 8), counted from the attempt's start; 0 disables the watchdog. At
+    /// least 1,000 when not 0 (N is the timeout in whole seconds).
+    pub stream_idle_timeout_ms: u64,
     /// Queue length per session above which [`crate::Engine::queue_len`] should make a host push
     /// back. The core never drops an accepted submission to honour it.
     pub queue_max: u32,
@@ -45,6 +50,7 @@ impl Default for Config {
             acceptor: Acceptor::Core,
             auto_summarize: true,
             summarize_buffer_tokens: 20_000,
+            stream_idle_timeout_ms: 300_000,
             #[cfg(feature = "mutants")]
             mutant: None,
         }
@@ -56,8 +62,9 @@ impl Config {
     ///
     /// # Errors
     /// [`crate::alphabet::error::HostError::InvalidConfig`] naming the field: `calls_per_step_max` 0 (every
-    /// tool call would be dropped unanswered; offer no tools instead) or `queue_max` 0 (no
-    /// prompt could ever wait).
+    /// tool call would be dropped unanswered; offer no tools instead), `queue_max` 0 (no
+    /// prompt could ever wait) or `stream_idle_timeout_ms` between 1 and 999 (the watchdog's
+    /// message counts whole seconds: "stream idle for 0 s" would say nothing).
     pub fn validate(&self) -> Result<(), crate::alphabet::error::HostError> {
         let bad =
             |field, reason| Err(crate::alphabet::error::HostError::InvalidConfig { field, reason });
@@ -66,6 +73,9 @@ impl Config {
         }
         if self.queue_max == 0 {
             return bad("queue_max", "must be at least 1");
+        }
+        if (1..1_000).contains(&self.stream_idle_timeout_ms) {
+            return bad("stream_idle_timeout_ms", "must be 0 (disabled) or at least 1000");
         }
         Ok(())
     }

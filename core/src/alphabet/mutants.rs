@@ -73,6 +73,14 @@ pub enum Mutant {
     /// An aborted turn waits for a call the host dropped as if it could still report: a cancel
     /// during a long droppable tool waits the whole grace (SPEC 4.9, I6).
     WaitsForDroppedTools,
+    /// The stream watchdog is not extended by content events: it fires the idle timeout after
+    /// the attempt's start whatever arrived, so a live but slow stream is killed and retried
+    /// (SPEC 4.5 "Stream watchdog").
+    WatchdogNotExtended,
+    /// The stream watchdog is never disarmed: its timer survives the attempt's end (no
+    /// `CancelTimer`) and, when it fires, judges whatever attempt of the turn streams then, so
+    /// a later attempt or the next step fails early (SPEC 4.5, I13).
+    WatchdogNeverDisarmed,
 }
 
 impl Mutant {
@@ -98,6 +106,8 @@ impl Mutant {
         Mutant::SummarizeWhileQueued,
         Mutant::RetryWithoutReset,
         Mutant::WaitsForDroppedTools,
+        Mutant::WatchdogNotExtended,
+        Mutant::WatchdogNeverDisarmed,
     ];
 
     /// The tools whose scope contains the mutant (SPEC 10): every mutant here is a core-level
@@ -132,6 +142,8 @@ impl Mutant {
             Mutant::SummarizeWhileQueued => "summarize_while_queued",
             Mutant::RetryWithoutReset => "retry_without_reset",
             Mutant::WaitsForDroppedTools => "waits_for_dropped_tools",
+            Mutant::WatchdogNotExtended => "watchdog_not_extended",
+            Mutant::WatchdogNeverDisarmed => "watchdog_never_disarmed",
         }
     }
 
@@ -198,6 +210,12 @@ impl Mutant {
             }
             Mutant::WaitsForDroppedTools => {
                 "an aborted turn waits for a call the host dropped as if it could still report: a cancel during a long droppable tool waits the whole grace (SPEC 4.9, I6)"
+            }
+            Mutant::WatchdogNotExtended => {
+                "content events do not extend the stream watchdog: a live but slow stream is killed at the idle timeout after its start (SPEC 4.5)"
+            }
+            Mutant::WatchdogNeverDisarmed => {
+                "the stream watchdog survives its attempt (no CancelTimer) and, when it fires, fails whatever attempt of the turn streams then (SPEC 4.5, I13)"
             }
         }
     }

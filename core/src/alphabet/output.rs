@@ -222,9 +222,9 @@ impl OutputKind {
                 Some(&call.session)
             }
             OutputKind::SetTimer { purpose, .. } => match purpose {
-                TimerPurpose::CancelGrace { session, .. } | TimerPurpose::Retry { session, .. } => {
-                    Some(session)
-                }
+                TimerPurpose::CancelGrace { session, .. }
+                | TimerPurpose::Retry { session, .. }
+                | TimerPurpose::StreamIdle { session, .. } => Some(session),
                 TimerPurpose::ShutdownDeadline => None,
             },
             OutputKind::Finished(c) => Some(c.session()),
@@ -702,4 +702,14 @@ pub enum TimerPurpose {
     },
     /// The shutdown deadline (SPEC 4.10): every turn still aborting is cleaned up when it fires.
     ShutdownDeadline,
+    /// The stream watchdog of the current attempt of a step or summary (SPEC 4.5): one timer
+    /// per attempt, armed at its start and disarmed when the attempt ends. When it fires, the
+    /// attempt fails as "stream idle for `<N>` s" if no content event arrived since the deadline
+    /// was counted from; otherwise the core arms one new timer for the last content + timeout.
+    StreamIdle {
+        /// The session.
+        session: SessionId,
+        /// The turn or summary whose attempt streams.
+        turn: TurnId,
+    },
 }

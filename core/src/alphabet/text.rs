@@ -44,7 +44,15 @@ pub const LOOP_TITLE: &str = "Loop Detected";
 pub const LOOP_MESSAGE: &str =
     "The same tool interaction was repeated more than 5 times in the last 10 steps.";
 
-// Streaming (SPEC 4.4)
+// Streaming (SPEC 4.4, 4.5)
+
+/// The error of an attempt the stream watchdog ended (SPEC 4.5, 8): "stream idle for `<N>` s",
+/// N the timeout in whole seconds. The core reports it as a transport error (retryable; after
+/// the last attempt the submission fails with kind `transport`, "Stream Transport Error").
+#[must_use]
+pub fn stream_idle_message(timeout_ms: u64) -> String {
+    format!("stream idle for {} s", timeout_ms / 1_000)
+}
 
 /// The result of a call whose arguments were not valid JSON (SPEC 8).
 pub const INVALID_JSON_RESULT: &str = "Tool call failed: arguments were not valid JSON. Please check your tool call format and try again.";

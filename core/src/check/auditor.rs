@@ -4,7 +4,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::alphabet::{
     AttemptIo, CallId, CallIo, Input, MessageFinish, MessageId, Outcome, Output, OutputKind, Reply,
-    RunId, Seq, SessionId, Start, StepEvent, StepIo, StoreOp, SummaryIo, TimerId, TurnId,
+    RunId, Seq, SessionId, Start, StepEvent, StepIo, StoreOp, SummaryIo, TimerId, TimerPurpose,
+    TurnId,
 };
 
 use super::{Violation, fail};
@@ -128,6 +129,9 @@ pub struct Auditor {
     /// aborted and stays here until it reports or its turn ends.
     tools: BTreeSet<CallIo>,
     timers: BTreeSet<TimerId>,
+    /// Armed stream watchdogs (SPEC 4.5): the session whose attempt each watches, and whether
+    /// a content event of that session's attempt arrived since the timer was armed.
+    watchdogs: BTreeMap<TimerId, (SessionId, bool)>,
     /// The newest message, turn and timer ids assigned (I14: each strictly increases, from
     /// the start state's `next_message` on).
     ids: Ids,
@@ -216,6 +220,7 @@ impl Auditor {
         if self.is_stale(input) && !outputs.is_empty() {
             return fail("I13", format!("a stale reply produced {} outputs", outputs.len()));
         }
+        let fired = self.watch(input);
         self.take_reply(input);
         let mut claimed = self.claim(input);
         // A cancel of a turn covers the sub-agents that turn started (SPEC 4.10, I4).
@@ -235,6 +240,9 @@ impl Auditor {
             self.output(o)?;
         }
         self.ids.end_transition();
+        if let Some(watched) = fired {
+            Self::judge_watchdog(&watched, outputs)?;
+        }
         // A cancel, clear or shutdown ends the waiting submissions it covers at once (SPEC 4.10).
         if let Some(seq) = claimed
             .iter()
@@ -257,6 +265,63 @@ impl Auditor {
             return fail("I6", "a submission is unfinished and nothing is pending");
         }
         Ok(())
+    }
+
+    /// SPEC 4.5: a content event of a session's attempt marks its watchdog; a watchdog's firing
+    /// is returned with its mark, for [`Auditor::judge_watchdog`].
+    fn watch(&mut self, input: &Input) -> Option<(SessionId, bool)> {
+        let (session, event) = match input {
+            Input::TimerFired { timer } => return self.watchdogs.remove(timer),
+            Input::Step { step, event } if self.steps.contains(step) => (&step.session, event),
+            Input::Summary { io, event } if self.summaries.contains(io) => (&io.session, event),
+            _ => return None,
+        };
+        let content = match event {
+            StepEvent::TextDelta { text } | StepEvent::ReasoningDelta { text } => !text.is_empty(),
+            StepEvent::Failed { .. } => false,
+            _ => true,
+        };
+        if content {
+            for w in self.watchdogs.values_mut().filter(|w| w.0 == *session) {
+                w.1 = true;
+            }
+        }
+        None
+    }
+
+    /// SPEC 4.5: a watchdog that fires fails its attempt (an abort of the session's stream)
+    /// exactly when no content event arrived since it was armed; otherwise it is re-armed.
+    fn judge_watchdog(watched: &(SessionId, bool), outputs: &[Output]) -> Result<(), Violation> {
+        let (session, content) = watched;
+        let aborted = outputs.iter().any(|o| match &o.kind {
+            OutputKind::AbortStep { step } => step.session == *session,
+            OutputKind::AbortSummary { io } => io.session == *session,
+            _ => false,
+        });
+        let rearmed = outputs.iter().any(|o| {
+            matches!(&o.kind, OutputKind::SetTimer { purpose: TimerPurpose::StreamIdle { session: s, .. }, .. } if s == session)
+        });
+        match (content, aborted, rearmed) {
+            (true, true, _) => fail(
+                "SPEC 4.5",
+                format!(
+                    "the watchdog failed the attempt of session {session} although content arrived"
+                ),
+            ),
+            (false, false, _) => fail(
+                "SPEC 4.5",
+                format!(
+                    "the watchdog of session {session} fired on a stalled attempt and did not fail it"
+                ),
+            ),
+            (true, false, false) => fail(
+                "SPEC 4.5",
+                format!(
+                    "the watchdog of session {session} fired on a live attempt and was not re-armed"
+                ),
+            ),
+            _ => Ok(()),
+        }
     }
 
     fn is_stale(&self, input: &Input) -> bool {
@@ -384,9 +449,18 @@ impl Auditor {
                 self.tools.insert(call.clone());
                 Ok(())
             }
-            OutputKind::SetTimer { timer, .. } => {
+            OutputKind::SetTimer { timer, purpose, .. } => {
                 self.ids.fresh(TIMER, timer.0)?;
                 self.timers.insert(*timer);
+                if let TimerPurpose::StreamIdle { session, .. } = purpose {
+                    if self.watchdogs.values().any(|w| w.0 == *session) {
+                        return fail(
+                            "SPEC 4.5",
+                            format!("a second watchdog armed in session {session}"),
+                        );
+                    }
+                    self.watchdogs.insert(*timer, (session.clone(), false));
+                }
                 Ok(())
             }
             OutputKind::Store(op) => self.store(op),
@@ -423,7 +497,10 @@ impl Auditor {
             OutputKind::AbortRefresh { attempt } => self.refreshes.remove(attempt),
             OutputKind::AbortTitle { session, seq } => self.titles.remove(&(session.clone(), *seq)),
             OutputKind::AbortSummary { io } => self.summaries.remove(io),
-            OutputKind::CancelTimer { timer } => self.timers.remove(timer),
+            OutputKind::CancelTimer { timer } => {
+                self.watchdogs.remove(timer);
+                self.timers.remove(timer)
+            }
             OutputKind::AbortTool { call } => self.tools.remove(call),
             _ => return false,
         };

@@ -360,6 +360,11 @@ pub enum TimerP {
     },
     /// The shutdown deadline.
     Deadline,
+    /// The stream watchdog of the attempt streaming in this session (SPEC 4.5).
+    Watchdog {
+        /// The session.
+        session: String,
+    },
     /// A timer the projector never saw armed (a bug in the outputs).
     Unknown,
 }
@@ -507,6 +512,9 @@ fn timer_p(purpose: &TimerPurpose) -> TimerP {
             TimerP::Retry { session: session.as_str().to_owned() }
         }
         TimerPurpose::ShutdownDeadline => TimerP::Deadline,
+        TimerPurpose::StreamIdle { session, .. } => {
+            TimerP::Watchdog { session: session.as_str().to_owned() }
+        }
     }
 }
 

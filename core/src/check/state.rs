@@ -110,7 +110,9 @@ fn check_turn(st: &State, id: &SessionId, t: &Turn) -> Result<(), Violation> {
         t.calls.iter().any(|c| c.is_running() || matches!(c.state, CallState::Reported { .. }));
     let open = t.message_state == MessageState::Open;
     let ok = match t.phase {
-        Phase::Streaming { .. } | Phase::Refreshing { .. } => open && !started,
+        // SPEC 4.5: a streaming attempt is watched (a stalled one has a pending timer).
+        Phase::Streaming { watchdog, .. } => open && !started && watched(st, watchdog),
+        Phase::Refreshing { .. } => open && !started,
         Phase::Backoff { timer, .. } => {
             open && !started
                 && st.timers.get(&timer).is_some_and(|tm| {
@@ -186,7 +188,8 @@ fn check_children(sessions: &Sessions, id: &SessionId, s: &Session) -> Result<()
 /// the start of shutdown.
 fn check_summary(st: &State, id: &SessionId, sm: &Summary) -> Result<(), Violation> {
     let ok = match sm.phase {
-        Attempting::Streaming { .. } | Attempting::Refreshing { .. } => true,
+        Attempting::Streaming { watchdog, .. } => watched(st, watchdog),
+        Attempting::Refreshing { .. } => true,
         Attempting::Backoff { timer, .. } => st
             .timers
             .get(&timer)
@@ -199,6 +202,14 @@ fn check_summary(st: &State, id: &SessionId, sm: &Summary) -> Result<(), Violati
         );
     }
     Ok(())
+}
+
+/// A streaming attempt's watchdog (SPEC 4.5): armed unless the timeout is 0.
+fn watched(st: &State, watchdog: Option<crate::state::Watchdog>) -> bool {
+    match watchdog {
+        Some(w) => st.config.stream_idle_timeout_ms > 0 && st.timers.contains_key(&w.timer),
+        None => st.config.stream_idle_timeout_ms == 0,
+    }
 }
 
 fn check_timers(st: &State, sessions: &Sessions) -> Result<(), Violation> {
@@ -218,6 +229,24 @@ fn check_timers(st: &State, sessions: &Sessions) -> Result<(), Violation> {
             TimerPurpose::ShutdownDeadline => {
                 matches!(st.closing, Closing::Draining { deadline: Some(d) } if d == *timer)
             }
+            // SPEC 4.5: one watchdog per attempt, disarmed when the attempt ends.
+            TimerPurpose::StreamIdle { session, turn } => sessions.get(session).is_some_and(|s| {
+                let watched = match &s.lane {
+                    Lane::Turn(tn) if tn.id == *turn => match tn.phase {
+                        Phase::Streaming { watchdog, .. } => watchdog,
+                        _ => None,
+                    },
+                    Lane::Summary(sm) if sm.id == *turn => match sm.phase {
+                        Attempting::Streaming { watchdog, .. } => watchdog,
+                        _ => None,
+                    },
+                    _ => None,
+                };
+                watched.is_some_and(|w| {
+                    w.timer == *timer
+                        && t.deadline == w.from.plus_ms(st.config.stream_idle_timeout_ms)
+                })
+            }),
         };
         if !ok {
             return fail("I13", format!("timer {} is armed for nothing", timer.0));

@@ -132,7 +132,7 @@ fn activate(
         seen: Default::default(),
         budget: Budget::default(),
         window: VecDeque::new(),
-        phase: Phase::Streaming { attempt: 0 },
+        phase: Phase::Streaming { attempt: 0, watchdog: None },
         message_state: MessageState::Open,
     };
     s.lane = Lane::Turn(Box::new(t));
@@ -155,7 +155,7 @@ pub(crate) fn start_step(st: &mut State, tx: &mut Tx, s: &mut Session) {
     t.parts = Parts::default();
     t.calls.clear();
     t.budget = Budget { attempts: 1, refreshed: false };
-    t.phase = Phase::Streaming { attempt: 0 };
+    t.phase = Phase::Streaming { attempt: 0, watchdog: None };
     t.message_state = MessageState::Open;
     let op = StoreOp::AssistantMessage {
         session: s.id.clone(),
@@ -170,4 +170,6 @@ pub(crate) fn start_step(st: &mut State, tx: &mut Tx, s: &mut Session) {
         tx.handoff(seq, OutputKind::Finished(c));
     }
     tx.handoff(seq, OutputKind::StartStep { step: t.step_io(&s.id, 0) });
+    let watchdog = crate::lifecycle::watchdog::arm(st, tx, seq, &s.id, t.id);
+    t.phase = Phase::Streaming { attempt: 0, watchdog };
 }

@@ -185,7 +185,8 @@ pub(crate) fn abort_turn(st: &mut State, tx: &mut Tx, now: Millis, s: &mut Sessi
     let seq = t.owner.seq;
     match t.phase {
         Phase::Aborting { .. } => return,
-        Phase::Streaming { attempt } => {
+        // end_turn disarms the watchdog
+        Phase::Streaming { attempt, .. } => {
             tx.abort(seq, OutputKind::AbortStep { step: t.step_io(&s.id, attempt) })
         }
         Phase::Refreshing { .. } if mutant!(st.config, RefreshNotAborted) => {

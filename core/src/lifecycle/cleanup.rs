@@ -98,6 +98,9 @@ pub(crate) fn end_turn_then(
     {
         tx.abort(seq, OutputKind::CancelTimer { timer });
     }
+    if let Phase::Streaming { watchdog, .. } = &mut t.phase {
+        crate::lifecycle::watchdog::disarm(st, tx, seq, watchdog);
+    }
     let failed = matches!(end, TurnEnd::Failed(_));
     let (result_text, finish, verdict) = match end {
         TurnEnd::Done(v) => (FAILED_TOOL_RESULT, None, v),

@@ -20,3 +20,4 @@ pub(crate) mod stream;
 pub(crate) mod subagent;
 pub(crate) mod summary;
 pub(crate) mod title;
+pub(crate) mod watchdog;

@@ -73,13 +73,15 @@ pub(crate) fn on_failed(
     error: ProviderError,
 ) {
     let Lane::Turn(t) = &mut s.lane else { return };
-    let Phase::Streaming { attempt } = t.phase else { return };
+    let Phase::Streaming { attempt, mut watchdog } = t.phase else { return };
     debug_assert!(
         t.budget.attempts >= 1 && t.budget.attempts <= ATTEMPTS_MAX,
         "an attempt is running"
     );
     debug_assert!(t.calls.iter().all(|c| !c.is_running()), "no tool runs yet");
     let seq = t.owner.seq;
+    crate::lifecycle::watchdog::disarm(st, tx, seq, &mut watchdog);
+    t.phase = Phase::Streaming { attempt, watchdog };
     match on_failure(&t.budget, error) {
         OnFailure::Refresh => {
             t.phase = Phase::Refreshing { attempt };
@@ -160,8 +162,9 @@ fn restart(st: &mut State, tx: &mut Tx, s: &mut Session, attempt: u32, reset: bo
     t.text.clear();
     t.parts = Parts::default();
     t.budget.attempts = st.bump(t.budget.attempts, "attempts");
-    t.phase = Phase::Streaming { attempt };
     tx.handoff(seq, OutputKind::StartStep { step: t.step_io(&s.id, attempt) });
+    let watchdog = crate::lifecycle::watchdog::arm(st, tx, seq, &s.id, t.id);
+    t.phase = Phase::Streaming { attempt, watchdog };
 }
 
 /// The error of a failed refresh.

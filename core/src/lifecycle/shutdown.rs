@@ -1,4 +1,4 @@
-//! Shutdown with its deadline, and the timers (SPEC 4.9, 4.10).
+//! Shutdown with its deadline, and the timers (SPEC 4.5, 4.9, 4.10).
 
 use crate::alphabet::mutants::mutant;
 use crate::alphabet::{Millis, OutputKind, TimerId, TimerPurpose};
@@ -95,6 +95,11 @@ pub(crate) fn on_timer(
             ss.with(&session, false, |s| match s.lane {
                 Lane::Summary(_) => summary::on_backoff_done(st, tx, s, timer),
                 _ => retry::on_backoff_done(st, tx, s, timer),
+            });
+        }
+        TimerPurpose::StreamIdle { session, turn } => {
+            ss.with(&session, false, |s| {
+                crate::lifecycle::watchdog::timer_fired(st, tx, now, s, timer, turn);
             });
         }
         TimerPurpose::ShutdownDeadline => {

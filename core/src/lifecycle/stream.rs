@@ -15,6 +15,7 @@ use crate::alphabet::{
 use crate::lifecycle::retry;
 use crate::lifecycle::step;
 use crate::lifecycle::subagent;
+use crate::lifecycle::watchdog;
 use crate::state::Tx;
 use crate::state::{
     Call, CallState, Lane, MessageState, ParentLink, Phase, Reasoning, Session, Sessions, State,
@@ -45,7 +46,7 @@ fn streaming_turn<'a>(s: &'a mut Session, io: &StepIo) -> Option<&'a mut Turn> {
             if t.id == io.turn
                 && t.owner.seq == io.seq
                 && t.step == io.step
-                && t.phase == Phase::Streaming { attempt: io.attempt } =>
+                && matches!(t.phase, Phase::Streaming { attempt, .. } if attempt == io.attempt) =>
         {
             Some(t)
         }
@@ -76,6 +77,11 @@ pub(crate) fn on_step(
             StepEvent::Finished { reason, usage } => stream_end(st, tx, s, reason, usage),
             StepEvent::Failed { error } => retry::on_failed(st, tx, now, s, error),
             content => {
+                if let Phase::Streaming { watchdog, .. } = &mut t.phase
+                    && watchdog::is_content(&content)
+                {
+                    watchdog::saw_content(st, watchdog, now);
+                }
                 if let Some(op) = apply_content(t, calls_max, &session, content) {
                     tx.decided(io.seq, OutputKind::Store(op));
                     tx.seal_decided(io.seq);
@@ -186,6 +192,9 @@ fn stream_end(
 ) {
     let Lane::Turn(t) = &mut s.lane else { return };
     let (seq, id, session) = (t.owner.seq, t.message, s.id.clone());
+    if let Phase::Streaming { watchdog, .. } = &mut t.phase {
+        watchdog::disarm(st, tx, seq, watchdog);
+    }
     let write = |tx: &mut Tx, op| tx.decided(seq, OutputKind::Store(op));
     close_open_parts(tx, &session, t);
     let finish = message_finish(reason);

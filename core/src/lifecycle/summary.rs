@@ -20,6 +20,7 @@ use crate::alphabet::{
 use crate::lifecycle::admission;
 use crate::lifecycle::outcome::{self, Verdict};
 use crate::lifecycle::retry::{self, OnFailure};
+use crate::lifecycle::watchdog;
 use crate::state::LastMessage;
 use crate::state::Tx;
 use crate::state::{
@@ -61,12 +62,13 @@ pub(crate) fn start(st: &mut State, tx: &mut Tx, s: &mut Session, purpose: Purpo
     tx.seal_handoff(key);
     let io = SummaryIo { session: s.id.clone(), summary: id, attempt: 0 };
     tx.handoff(key, OutputKind::StartSummary { io });
+    let watchdog = watchdog::arm(st, tx, key, &s.id, id);
     let budget = Budget { attempts: 1, refreshed: false };
     s.lane = Lane::Summary(Box::new(Summary {
         id,
         purpose,
         message,
-        phase: Attempting::Streaming { attempt: 0 },
+        phase: Attempting::Streaming { attempt: 0, watchdog },
         budget,
     }));
 }
@@ -99,7 +101,7 @@ fn streaming(s: &mut Session, io: &SummaryIo) -> Option<Seq> {
     match &s.lane {
         Lane::Summary(sm)
             if sm.id == io.summary
-                && sm.phase == (Attempting::Streaming { attempt: io.attempt }) =>
+                && matches!(sm.phase, Attempting::Streaming { attempt, .. } if attempt == io.attempt) =>
         {
             Some(key(sm))
         }
@@ -108,7 +110,7 @@ fn streaming(s: &mut Session, io: &SummaryIo) -> Option<Seq> {
 }
 
 /// The sequence that orders a summary's outputs.
-fn key(sm: &Summary) -> Seq {
+pub(crate) fn key(sm: &Summary) -> Seq {
     match &sm.purpose {
         Purpose::Resume(p) => p.sub.seq,
         Purpose::Housekeeping => Seq(0),
@@ -136,6 +138,11 @@ pub(crate) fn on_summary(
         );
         let Lane::Summary(sm) = &mut s.lane else { return };
         debug_assert!(sm.budget.attempts >= 1, "an attempt is running");
+        if let Attempting::Streaming { watchdog, .. } = &mut sm.phase
+            && watchdog::is_content(&event)
+        {
+            watchdog::saw_content(st, watchdog, now);
+        }
         match event {
             StepEvent::TextDelta { text } if !text.is_empty() => {
                 tx.decided(
@@ -148,27 +155,48 @@ pub(crate) fn on_summary(
                 );
                 tx.seal_decided(k);
             }
-            StepEvent::Finished { usage, .. } => done(st, tx, s, usage.unwrap_or_default()),
-            StepEvent::Failed { error } => match retry::on_failure(&sm.budget, error) {
-                OnFailure::Refresh => {
-                    sm.phase = Attempting::Refreshing { attempt: io.attempt };
-                    tx.handoff(
-                        k,
-                        OutputKind::RefreshCredentials { attempt: AttemptIo::Summary(io) },
-                    );
+            StepEvent::Finished { usage, .. } => {
+                if let Attempting::Streaming { watchdog, .. } = &mut sm.phase {
+                    watchdog::disarm(st, tx, k, watchdog);
                 }
-                OnFailure::Retry { delay_ms } => {
-                    let deadline = now.plus_ms(delay_ms);
-                    let purpose = TimerPurpose::Retry { session: s.id.clone(), turn: sm.id };
-                    let timer = st.new_timer(deadline, purpose.clone());
-                    sm.phase = Attempting::Backoff { next: st.bump(io.attempt, "attempt"), timer };
-                    tx.handoff(k, OutputKind::SetTimer { timer, deadline, purpose });
-                }
-                OnFailure::Fail(e) => failed(st, tx, s, e),
-            },
+                done(st, tx, s, usage.unwrap_or_default());
+            }
+            StepEvent::Failed { error } => attempt_failed(st, tx, now, s, io.attempt, error),
             _ => {} // reasoning and tool events have no place in a summary
         }
     });
+}
+
+/// Attempt `attempt` of the lane's summary failed (a provider error, or the stream watchdog):
+/// its watchdog is disarmed, then SPEC 4.5 decides: refresh, back off, or fail the summary.
+pub(crate) fn attempt_failed(
+    st: &mut State,
+    tx: &mut Tx,
+    now: Millis,
+    s: &mut Session,
+    attempt: u32,
+    error: crate::alphabet::ProviderError,
+) {
+    let Lane::Summary(sm) = &mut s.lane else { return };
+    let k = key(sm);
+    if let Attempting::Streaming { watchdog, .. } = &mut sm.phase {
+        watchdog::disarm(st, tx, k, watchdog);
+    }
+    let io = SummaryIo { session: s.id.clone(), summary: sm.id, attempt };
+    match retry::on_failure(&sm.budget, error) {
+        OnFailure::Refresh => {
+            sm.phase = Attempting::Refreshing { attempt };
+            tx.handoff(k, OutputKind::RefreshCredentials { attempt: AttemptIo::Summary(io) });
+        }
+        OnFailure::Retry { delay_ms } => {
+            let deadline = now.plus_ms(delay_ms);
+            let purpose = TimerPurpose::Retry { session: s.id.clone(), turn: sm.id };
+            let timer = st.new_timer(deadline, purpose.clone());
+            sm.phase = Attempting::Backoff { next: st.bump(attempt, "attempt"), timer };
+            tx.handoff(k, OutputKind::SetTimer { timer, deadline, purpose });
+        }
+        OnFailure::Fail(e) => failed(st, tx, s, e),
+    }
 }
 
 /// The summary succeeded: pointer and gauges, then the paused submission resumes or the queue
@@ -246,11 +274,14 @@ fn failed(st: &mut State, tx: &mut Tx, s: &mut Session, e: ErrorInfo) {
 /// backoff stop, the partial summary is deleted, and a paused submission ends `cancelled` or
 /// `interrupted`.
 pub(crate) fn abort(st: &mut State, tx: &mut Tx, s: &mut Session, cause: Abort) {
-    let Lane::Summary(sm) = std::mem::take(&mut s.lane) else { return };
+    let Lane::Summary(mut sm) = std::mem::take(&mut s.lane) else { return };
     let k = key(&sm);
+    if let Attempting::Streaming { watchdog, .. } = &mut sm.phase {
+        watchdog::disarm(st, tx, k, watchdog);
+    }
     let io = |attempt| SummaryIo { session: s.id.clone(), summary: sm.id, attempt };
     match sm.phase {
-        Attempting::Streaming { attempt } => {
+        Attempting::Streaming { attempt, .. } => {
             tx.abort(k, OutputKind::AbortSummary { io: io(attempt) })
         }
         Attempting::Refreshing { attempt } => {
@@ -361,13 +392,14 @@ fn restart(st: &mut State, tx: &mut Tx, session: &SessionId, sm: &mut Summary, a
     );
     tx.seal_handoff(k);
     sm.budget.attempts = st.bump(sm.budget.attempts, "attempts");
-    sm.phase = Attempting::Streaming { attempt };
     tx.handoff(
         k,
         OutputKind::StartSummary {
             io: SummaryIo { session: session.clone(), summary: sm.id, attempt },
         },
     );
+    let watchdog = watchdog::arm(st, tx, k, session, sm.id);
+    sm.phase = Attempting::Streaming { attempt, watchdog };
 }
 
 /// `Summarize`: rejected while the session is busy or the workspace closes; otherwise the

@@ -25,7 +25,7 @@ pub(crate) use submission::{Prep, SUMMARIES_WITHOUT_PROGRESS_MAX, Submission, Wa
 pub(crate) use transition::Tx;
 pub(crate) use turn::{
     ATTEMPTS_MAX, Abort, Attempting, BACKOFF_MS, Budget, Call, CallState, LOOP_WINDOW_MAX, Lane,
-    LastMessage, MessageState, Parts, Paused, Phase, Purpose, Reasoning, Summary, Turn,
+    LastMessage, MessageState, Parts, Paused, Phase, Purpose, Reasoning, Summary, Turn, Watchdog,
 };
 
 /// A timer the host has armed for the core.
@@ -51,6 +51,9 @@ pub(crate) enum Closing {
 #[cfg_attr(feature = "checker", derive(Clone))]
 pub(crate) struct State {
     pub(crate) config: Config,
+    /// The time of the input being handled (the engine sets it before dispatch): what a
+    /// deadline armed deep inside a transition counts from (the stream watchdog, SPEC 4.5).
+    pub(crate) now: Millis,
     /// The next sequence to assign; every sequence seen so far is below it. Like every counter
     /// here it only grows, and only through a checked increment ([`State::bump`]).
     pub(crate) next_seq: Seq,
@@ -69,7 +72,8 @@ pub(crate) struct State {
     pub(crate) titles: BTreeMap<SessionId, PendingTitle>,
     /// Cross-session work of the current transition; empty between transitions.
     pub(crate) crossings: VecDeque<Crossing>,
-    /// Armed timers; at most one per aborting turn plus the shutdown deadline.
+    /// Armed timers; at most one per aborting or backing-off turn or summary, one per streaming
+    /// attempt (its watchdog), plus the shutdown deadline.
     pub(crate) timers: BTreeMap<TimerId, Timer>,
     pub(crate) closing: Closing,
     /// Submissions accepted and outcomes decided in this engine's life (for the checker).

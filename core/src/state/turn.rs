@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeSet, VecDeque};
 
-use crate::alphabet::{CallId, MessageId, SessionId, Setup, StopTurn, TimerId, TurnId};
+use crate::alphabet::{CallId, MessageId, Millis, SessionId, Setup, StopTurn, TimerId, TurnId};
 use crate::state::submission::Submission;
 
 /// What occupies a session's single lane (SPEC I3).
@@ -60,11 +60,25 @@ pub(crate) struct Paused {
     pub(crate) last: LastMessage,
 }
 
+/// The stream watchdog of one streaming attempt (SPEC 4.5): its one armed timer and the lazy
+/// deadline. A content event only sets `last` (no output); when the timer fires the attempt
+/// fails if `last` is `None`, else one timer is armed for `last` + the timeout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Watchdog {
+    /// The armed timer (purpose `StreamIdle`), due at `from` + the timeout.
+    pub(crate) timer: TimerId,
+    /// What the timer's deadline counts from: the attempt's start, or the last content event
+    /// seen when the previous timer fired.
+    pub(crate) from: Millis,
+    /// When the newest content event arrived since the timer was armed, if one did.
+    pub(crate) last: Option<Millis>,
+}
+
 /// The phases of an attempt that can be retried (a summary's; a turn's are in [`Phase`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Attempting {
-    /// Waiting for the stream of this attempt.
-    Streaming { attempt: u32 },
+    /// Waiting for the stream of this attempt, watched unless the timeout is 0.
+    Streaming { attempt: u32, watchdog: Option<Watchdog> },
     /// The next attempt starts when `timer` fires.
     Backoff { next: u32, timer: TimerId },
     /// Waiting for the host's credential refresh of the refused attempt.
@@ -225,8 +239,8 @@ impl Call {
 /// What a turn is doing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Phase {
-    /// Waiting for the model's stream of this attempt.
-    Streaming { attempt: u32 },
+    /// Waiting for the model's stream of this attempt, watched unless the timeout is 0.
+    Streaming { attempt: u32, watchdog: Option<Watchdog> },
     /// A retryable error: the next attempt starts when `timer` fires (SPEC 4.5).
     Backoff { next: u32, timer: TimerId },
     /// A 401: waiting for the host's credential refresh of the refused `attempt` (SPEC 4.5).

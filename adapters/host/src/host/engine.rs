@@ -98,7 +98,8 @@ pub(crate) struct EngineTask {
     pub(crate) writer: mpsc::UnboundedSender<WriteReq>,
     pub(crate) hub: Arc<Hub>,
     pub(crate) health: watch::Receiver<Option<Stopped>>,
-    /// Armed timers: at most one per aborting turn or backoff, plus the shutdown deadline.
+    /// Armed timers: at most one per aborting turn or backoff and one per streaming attempt (its
+    /// watchdog, SPEC 4.5), plus the shutdown deadline.
     pub(crate) timers: BTreeMap<TimerId, Millis>,
     /// Last announced (busy, queue length) of sessions that are busy; idle ones are forgotten.
     pub(crate) known: BTreeMap<SessionId, (bool, usize)>,

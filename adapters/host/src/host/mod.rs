@@ -47,7 +47,8 @@ use crate::tool::ToolSet;
 pub struct HostConfig {
     /// The store.
     pub store: StoreConfig,
-    /// The engine's configuration (SPEC section 8 constants).
+    /// The engine's configuration (SPEC section 8 constants, among them the stream watchdog's
+    /// idle timeout, `stream_idle_timeout_ms`: 300 s, 0 disables it).
     pub engine: Config,
     /// Worker tasks that drive sessions' IO; default: the available parallelism.
     pub workers: usize,
