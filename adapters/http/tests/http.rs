@@ -408,3 +408,89 @@ async fn a_title_is_the_streamed_text_with_its_priced_usage() {
     assert!(sent["system"][0]["text"].as_str().unwrap().starts_with("Write a short title"));
     assert!(sent.get("tools").is_none() && sent.get("thinking").is_none(), "{sent}");
 }
+
+/// A host on `server` with a 1 s stream watchdog and a flight trace in memory (outputs too).
+async fn watched_host(
+    server: &Server,
+    dir: &std::path::Path,
+) -> (Host, turnstile_host::FlightBuffer) {
+    let flight = turnstile_host::FlightBuffer::default();
+    let mut config = HostConfig::new(dir.join("s.db"));
+    config.engine.stream_idle_timeout_ms = 1_000;
+    config.trace = Some(turnstile_host::Flight::Memory(flight.clone()));
+    config.trace_outputs = true;
+    let p = provider(Api::OpenAiChat, &server.base_url, &Target::new("m"));
+    (Host::open(config, Arc::new(p), ToolSet::new()).await.unwrap(), flight)
+}
+
+fn is_title(req: &Captured) -> bool {
+    req.body.to_string().contains("Write a short title")
+}
+
+#[tokio::test]
+async fn headers_then_nothing_the_watchdog_closes_the_stream_and_the_retry_succeeds() {
+    let case = simple_case(Api::OpenAiChat);
+    let good = case.exchanges[0].1.clone();
+    let mut turns = 0;
+    let server = Server::routing(move |req| {
+        if is_title(req) {
+            return Reply::status(500, &[], "");
+        }
+        turns += 1;
+        if turns == 1 { Reply::HeadersThenNothing } else { Reply::sse(&good) }
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let (host, flight) = watched_host(&server, dir.path()).await;
+    host.submit(Submit::new("s1", "hello").with_run_id("r1")).await.unwrap();
+    let done = host.wait(&turnstile_core::RunId::new("r1")).await.unwrap();
+    assert_eq!(done.outcome, turnstile_core::Outcome::Completed, "{done:?}");
+    let expected: String = Decoder::decode_all(Api::OpenAiChat, &case.exchanges[0].1)
+        .unwrap()
+        .into_iter()
+        .filter_map(|e| match e {
+            StepEvent::TextDelta { text } => Some(text),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(done.text.as_deref(), Some(expected.as_str()));
+    // The stalled attempt's connection was closed by the client when the watchdog fired.
+    let stalled = server.requests().iter().position(|r| !is_title(r)).unwrap();
+    assert!(server.wait_closed(stalled).await.is_some());
+    assert_eq!(server.turn_requests().len(), 2, "one retry");
+    let trace = flight.text();
+    assert!(
+        trace.contains(r#""timer":"stream_idle""#) && trace.contains(r#""timer":"retry""#),
+        "{trace}"
+    );
+    host.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_server_that_never_accepts_is_cut_by_the_watchdog_and_cancel_run_ends_the_wait() {
+    // Bound and listening, never accepting: the kernel completes the handshake and takes the
+    // request, and nothing ever answers.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let base_url = format!("http://{}/v1", listener.local_addr().unwrap());
+    let server = Server::start(vec![]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let flight = turnstile_host::FlightBuffer::default();
+    let mut config = HostConfig::new(dir.path().join("s.db"));
+    config.engine.stream_idle_timeout_ms = 1_000;
+    config.trace = Some(turnstile_host::Flight::Memory(flight.clone()));
+    config.trace_outputs = true;
+    let p = provider(Api::OpenAiChat, &base_url, &Target::new("m"));
+    let host = Host::open(config, Arc::new(p), ToolSet::new()).await.unwrap();
+    host.submit(Submit::new("s1", "hello").with_run_id("r1")).await.unwrap();
+    // Wait (20 s at most) until the watchdog failed the first attempt and a retry is armed.
+    let deadline = Instant::now() + std::time::Duration::from_secs(20);
+    while !flight.text().contains(r#""timer":"retry""#) {
+        assert!(Instant::now() < deadline, "no retry after the stall: {}", flight.text());
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    host.cancel_run(&turnstile_core::RunId::new("r1")).await.unwrap();
+    let done = host.wait(&turnstile_core::RunId::new("r1")).await.unwrap();
+    assert_eq!(done.outcome, turnstile_core::Outcome::Cancelled);
+    host.shutdown().await.unwrap();
+    drop((listener, server));
+}
