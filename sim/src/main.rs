@@ -70,7 +70,7 @@ enum Command {
     /// fails, and print a table (found, seeds and seconds to find, the length of the failing
     /// core trace shrunk, the first violation). Exit status 1 when a mutant went unnoticed.
     Mutants {
-        /// Seeds tried per mutant before it counts as unnoticed (the rarest is found near 600).
+        /// Seeds tried per mutant before it counts as unnoticed (the rarest is found near 1,300).
         #[arg(long, default_value_t = 2_000)]
         seeds: u64,
         /// Fault profile, as for `sweep`.
