@@ -4,8 +4,6 @@
 //! (`tests/mutants.rs` shows how each is found), and the simulator will hunt them too. Without
 //! the feature no switch exists and every check is the constant `false`.
 
-use crate::store::StoreConfig;
-
 /// A bug the host can be built to have.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[non_exhaustive]
@@ -66,16 +64,10 @@ pub(crate) struct Armed {
 }
 
 impl Armed {
-    pub(crate) fn of(config: &StoreConfig) -> Armed {
-        #[cfg(feature = "mutants")]
-        {
-            Armed { mutant: config.mutant }
-        }
-        #[cfg(not(feature = "mutants"))]
-        {
-            let _ = config;
-            Armed {}
-        }
+    /// The host runs with this mutant (the store's configuration names it).
+    #[cfg(feature = "mutants")]
+    pub(crate) fn with(mutant: Option<HostMutant>) -> Armed {
+        Armed { mutant }
     }
 
     /// True when the host pretends to have this bug.

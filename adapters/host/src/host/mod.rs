@@ -205,7 +205,7 @@ impl Host {
         let (health_tx, health_rx) = watch::channel(None);
         let (write_tx, write_rx) = mpsc::unbounded_channel();
         let weak_writer = write_tx.downgrade();
-        let armed = crate::mutants::Armed::of(&config.store);
+        let armed = config.store.armed();
         let writer_config = writer::WriterConfig {
             debounce: config.debounce,
             armed,

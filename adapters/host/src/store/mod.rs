@@ -51,6 +51,18 @@ pub struct StoreConfig {
 }
 
 impl StoreConfig {
+    /// The mutant this configuration switches on (none without the `mutants` feature).
+    pub(crate) fn armed(&self) -> crate::mutants::Armed {
+        #[cfg(feature = "mutants")]
+        {
+            crate::mutants::Armed::with(self.mutant)
+        }
+        #[cfg(not(feature = "mutants"))]
+        {
+            crate::mutants::Armed::default()
+        }
+    }
+
     /// A durable store at this path, without injected faults.
     #[must_use]
     pub fn new(path: impl Into<PathBuf>) -> StoreConfig {
@@ -309,7 +321,7 @@ impl Store {
         conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
         schema::migrate(&mut conn)?;
         let mut last_cursor = read::newest_cursor(&conn)?.0;
-        let armed = crate::mutants::Armed::of(config);
+        let armed = config.armed();
         let recovered = recovery::recover(&mut conn, &mut last_cursor, armed)?;
         let start = read::start(&conn)?;
         let store = Store { conn, config: config.clone(), last_cursor, _lock: lock };
