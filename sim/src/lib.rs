@@ -9,7 +9,7 @@
 //! - [`rng`]: the world's seeded randomness.
 //!
 //! The command `turnstile-sim` exposes `sweep`, `seed`, `mutants`, `determinism`, `shrink`,
-//! `replay` and `bless`.
+//! `replay`, `bless` and `decode` (recorded provider bodies into the core events they become).
 //!
 //! "SPEC n" cites section n of the contract, `docs/spec.md` in the repository; "G-nn" a flaw of
 //! the reference design from its appendix.
