@@ -71,6 +71,18 @@ fn priced(events: Vec<StepEvent>, prices: Prices) -> Vec<StepEvent> {
         .collect()
 }
 
+/// The text a recorded body streams.
+fn text_of(api: Api, body: &[u8]) -> String {
+    Decoder::decode_all(api, body)
+        .unwrap()
+        .into_iter()
+        .filter_map(|e| match e {
+            StepEvent::TextDelta { text } => Some(text),
+            _ => None,
+        })
+        .collect()
+}
+
 fn auth_of(api: Api, r: &Captured) -> Option<String> {
     match api {
         Api::AnthropicMessages => r.header("x-api-key").map(str::to_owned),
@@ -163,14 +175,7 @@ async fn a_whole_tool_turn_runs_through_the_host_for_each_api() {
         let prompt = first.last_user_text().unwrap().to_owned();
         host.submit(Submit::new("s1", prompt).with_run_id("r1")).await.unwrap();
         let done = host.wait(&turnstile_core::RunId::new("r1")).await.unwrap();
-        let last = Decoder::decode_all(api, &case.exchanges[1].1).unwrap();
-        let text: String = last
-            .iter()
-            .filter_map(|e| match e {
-                StepEvent::TextDelta { text } => Some(text.as_str()),
-                _ => None,
-            })
-            .collect();
+        let text = text_of(api, &case.exchanges[1].1);
         assert_eq!(done.outcome, turnstile_core::Outcome::Completed, "{}: {done:?}", case.name);
         assert_eq!(done.text.as_deref().map(str::trim), Some(text.trim()), "{}", case.name);
         let sent = server.turn_requests();
@@ -393,14 +398,7 @@ async fn a_title_is_the_streamed_text_with_its_priced_usage() {
     let server = Server::start(vec![Reply::sse(&case.exchanges[0].1)]).await;
     let p = provider(Api::AnthropicMessages, &server.base_url, &Target::new("claude"));
     let (title, usage) = p.title("What is the weather?".into()).await.unwrap();
-    let expected: String = Decoder::decode_all(Api::AnthropicMessages, &case.exchanges[0].1)
-        .unwrap()
-        .into_iter()
-        .filter_map(|e| match e {
-            StepEvent::TextDelta { text } => Some(text),
-            _ => None,
-        })
-        .collect();
+    let expected = text_of(Api::AnthropicMessages, &case.exchanges[0].1);
     assert_eq!(title, expected);
     let usage = usage.expect("usage");
     assert!(usage.cost_micros > 0, "priced: {usage:?}");
@@ -409,9 +407,10 @@ async fn a_title_is_the_streamed_text_with_its_priced_usage() {
     assert!(sent.get("tools").is_none() && sent.get("thinking").is_none(), "{sent}");
 }
 
-/// A host on `server` with a 1 s stream watchdog and a flight trace in memory (outputs too).
+/// A host on the server at `base_url` with a 1 s stream watchdog and a flight trace in memory
+/// (outputs too).
 async fn watched_host(
-    server: &Server,
+    base_url: &str,
     dir: &std::path::Path,
 ) -> (Host, turnstile_host::FlightBuffer) {
     let flight = turnstile_host::FlightBuffer::default();
@@ -419,7 +418,7 @@ async fn watched_host(
     config.engine.stream_idle_timeout_ms = 1_000;
     config.trace = Some(turnstile_host::Flight::Memory(flight.clone()));
     config.trace_outputs = true;
-    let p = provider(Api::OpenAiChat, &server.base_url, &Target::new("m"));
+    let p = provider(Api::OpenAiChat, base_url, &Target::new("m"));
     (Host::open(config, Arc::new(p), ToolSet::new()).await.unwrap(), flight)
 }
 
@@ -441,18 +440,11 @@ async fn headers_then_nothing_the_watchdog_closes_the_stream_and_the_retry_succe
     })
     .await;
     let dir = tempfile::tempdir().unwrap();
-    let (host, flight) = watched_host(&server, dir.path()).await;
+    let (host, flight) = watched_host(&server.base_url, dir.path()).await;
     host.submit(Submit::new("s1", "hello").with_run_id("r1")).await.unwrap();
     let done = host.wait(&turnstile_core::RunId::new("r1")).await.unwrap();
     assert_eq!(done.outcome, turnstile_core::Outcome::Completed, "{done:?}");
-    let expected: String = Decoder::decode_all(Api::OpenAiChat, &case.exchanges[0].1)
-        .unwrap()
-        .into_iter()
-        .filter_map(|e| match e {
-            StepEvent::TextDelta { text } => Some(text),
-            _ => None,
-        })
-        .collect();
+    let expected = text_of(Api::OpenAiChat, &case.exchanges[0].1);
     assert_eq!(done.text.as_deref(), Some(expected.as_str()));
     // The stalled attempt's connection was closed by the client when the watchdog fired.
     let stalled = server.requests().iter().position(|r| !is_title(r)).unwrap();
@@ -472,15 +464,8 @@ async fn a_server_that_never_accepts_is_cut_by_the_watchdog_and_cancel_run_ends_
     // request, and nothing ever answers.
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let base_url = format!("http://{}/v1", listener.local_addr().unwrap());
-    let server = Server::start(vec![]).await;
     let dir = tempfile::tempdir().unwrap();
-    let flight = turnstile_host::FlightBuffer::default();
-    let mut config = HostConfig::new(dir.path().join("s.db"));
-    config.engine.stream_idle_timeout_ms = 1_000;
-    config.trace = Some(turnstile_host::Flight::Memory(flight.clone()));
-    config.trace_outputs = true;
-    let p = provider(Api::OpenAiChat, &base_url, &Target::new("m"));
-    let host = Host::open(config, Arc::new(p), ToolSet::new()).await.unwrap();
+    let (host, flight) = watched_host(&base_url, dir.path()).await;
     host.submit(Submit::new("s1", "hello").with_run_id("r1")).await.unwrap();
     // Wait (20 s at most) until the watchdog failed the first attempt and a retry is armed.
     let deadline = Instant::now() + std::time::Duration::from_secs(20);
@@ -492,5 +477,5 @@ async fn a_server_that_never_accepts_is_cut_by_the_watchdog_and_cancel_run_ends_
     let done = host.wait(&turnstile_core::RunId::new("r1")).await.unwrap();
     assert_eq!(done.outcome, turnstile_core::Outcome::Cancelled);
     host.shutdown().await.unwrap();
-    drop((listener, server));
+    drop(listener);
 }

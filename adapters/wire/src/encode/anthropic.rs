@@ -2,7 +2,7 @@
 //! message after their calls, and cache-control markers on the system prompt, the last tool
 //! and the newest two messages (SPEC 4.9).
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use super::{Part, arguments, user_parts};
 use crate::Api;
@@ -93,11 +93,8 @@ pub(super) fn encode(request: &ModelRequest, target: &Target) -> Value {
             json!({"role": role, "content": blocks})
         })
         .collect();
-    let mut body = Map::new();
-    body.insert("model".into(), json!(target.model));
-    body.insert("messages".into(), Value::Array(messages));
+    let mut body = super::body(target, "messages", messages);
     body.insert("max_tokens".into(), json!(target.max_output_tokens.unwrap_or(DEFAULT_MAX_TOKENS)));
-    body.insert("stream".into(), json!(true));
     if let Some(system) = &target.system {
         body.insert(
             "system".into(),
@@ -107,23 +104,15 @@ pub(super) fn encode(request: &ModelRequest, target: &Target) -> Value {
     if let Some(Reasoning::BudgetTokens(budget)) = target.reasoning {
         body.insert("thinking".into(), json!({"type": "enabled", "budget_tokens": budget}));
     }
-    if !request.tools.is_empty() {
-        let last = request.tools.len() - 1;
-        let tools: Vec<Value> = request
-            .tools
-            .iter()
-            .enumerate()
-            .map(|(i, t)| {
-                let mut tool = json!({"name": t.name, "description": t.description, "input_schema": t.input_schema});
-                if i == last {
-                    tool["cache_control"] = ephemeral();
-                }
-                tool
-            })
-            .collect();
-        body.insert("tools".into(), Value::Array(tools));
-        body.insert("tool_choice".into(), json!({"type": "auto"}));
-    }
+    let last = request.tools.len().saturating_sub(1);
+    super::tools(&mut body, request, json!({"type": "auto"}), |i, t| {
+        let mut tool =
+            json!({"name": t.name, "description": t.description, "input_schema": t.input_schema});
+        if i == last {
+            tool["cache_control"] = ephemeral();
+        }
+        tool
+    });
     Value::Object(body)
 }
 

@@ -66,10 +66,7 @@ pub(super) fn encode(request: &ModelRequest, target: &Target) -> Value {
             }
         }
     }
-    let mut body = Map::new();
-    body.insert("model".into(), json!(target.model));
-    body.insert("messages".into(), Value::Array(messages));
-    body.insert("stream".into(), json!(true));
+    let mut body = super::body(target, "messages", messages);
     body.insert("stream_options".into(), json!({"include_usage": true}));
     if let Some(max) = target.max_output_tokens {
         let field = match target.max_tokens_field {
@@ -81,19 +78,11 @@ pub(super) fn encode(request: &ModelRequest, target: &Target) -> Value {
     if let Some(Reasoning::Effort(effort)) = &target.reasoning {
         body.insert("reasoning_effort".into(), json!(effort));
     }
-    if !request.tools.is_empty() {
-        let tools: Vec<Value> = request
-            .tools
-            .iter()
-            .map(|t| {
-                json!({
-                    "type": "function",
-                    "function": {"name": t.name, "description": t.description, "parameters": t.input_schema},
-                })
-            })
-            .collect();
-        body.insert("tools".into(), Value::Array(tools));
-        body.insert("tool_choice".into(), json!("auto"));
-    }
+    super::tools(&mut body, request, json!("auto"), |_, t| {
+        json!({
+            "type": "function",
+            "function": {"name": t.name, "description": t.description, "parameters": t.input_schema},
+        })
+    });
     Value::Object(body)
 }

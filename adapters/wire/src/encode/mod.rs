@@ -27,6 +27,30 @@ pub fn encode(api: Api, request: &ModelRequest, target: &Target) -> Value {
     }
 }
 
+/// The body every API starts from: the model, the conversation under `key`, streaming on.
+fn body(target: &Target, key: &str, conversation: Vec<Value>) -> serde_json::Map<String, Value> {
+    let mut body = serde_json::Map::new();
+    body.insert("model".into(), Value::from(target.model.clone()));
+    body.insert(key.into(), Value::Array(conversation));
+    body.insert("stream".into(), Value::Bool(true));
+    body
+}
+
+/// The request's tools as `tool` writes each (with its index), and the choice left to the
+/// model; nothing when the request offers no tool (an empty list is refused by some servers).
+fn tools(
+    body: &mut serde_json::Map<String, Value>,
+    request: &ModelRequest,
+    choice: Value,
+    tool: impl Fn(usize, &crate::ToolDef) -> Value,
+) {
+    if !request.tools.is_empty() {
+        let list = request.tools.iter().enumerate().map(|(i, t)| tool(i, t)).collect();
+        body.insert("tools".into(), list);
+        body.insert("tool_choice".into(), choice);
+    }
+}
+
 /// A user message's parts, in the order every API sends them.
 enum Part<'a> {
     Text(String),

@@ -1,7 +1,7 @@
 //! The Responses body: stateless (`store: false`), reasoning items sent back with their
 //! encrypted content.
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use super::{Part, user_parts};
 use crate::Api;
@@ -55,10 +55,7 @@ pub(super) fn encode(request: &ModelRequest, target: &Target) -> Value {
             }
         }
     }
-    let mut body = Map::new();
-    body.insert("model".into(), json!(target.model));
-    body.insert("input".into(), Value::Array(input));
-    body.insert("stream".into(), json!(true));
+    let mut body = super::body(target, "input", input);
     body.insert("store".into(), json!(false));
     if let Some(max) = target.max_output_tokens {
         body.insert("max_output_tokens".into(), json!(max));
@@ -67,22 +64,14 @@ pub(super) fn encode(request: &ModelRequest, target: &Target) -> Value {
         body.insert("reasoning".into(), json!({"effort": effort, "summary": "auto"}));
         body.insert("include".into(), json!(["reasoning.encrypted_content"]));
     }
-    if !request.tools.is_empty() {
-        let tools: Vec<Value> = request
-            .tools
-            .iter()
-            .map(|t| {
-                json!({
-                    "type": "function",
-                    "name": t.name,
-                    "description": t.description,
-                    "parameters": t.input_schema,
-                    "strict": false,
-                })
-            })
-            .collect();
-        body.insert("tools".into(), Value::Array(tools));
-        body.insert("tool_choice".into(), json!("auto"));
-    }
+    super::tools(&mut body, request, json!("auto"), |_, t| {
+        json!({
+            "type": "function",
+            "name": t.name,
+            "description": t.description,
+            "parameters": t.input_schema,
+            "strict": false,
+        })
+    });
     Value::Object(body)
 }
