@@ -606,6 +606,12 @@ impl ToolOutput {
     pub fn ok(content: impl Into<String>) -> ToolOutput {
         ToolOutput { content: content.into(), is_error: false, stop: None }
     }
+
+    /// A failed result with this text: the model reads it and the turn goes on.
+    #[must_use]
+    pub fn error(content: impl Into<String>) -> ToolOutput {
+        ToolOutput { content: content.into(), is_error: true, stop: None }
+    }
 }
 
 /// Why a tool result stops the turn.

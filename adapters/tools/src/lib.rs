@@ -1,0 +1,37 @@
+//! # turnstile-tools: the built-in tools of the reference agent (SPEC 9 "Tools")
+//!
+//! `view`, `ls`, `write` and `edit`, each confined to a working directory ([`Workspace`]):
+//! a path that leaves it is refused with a result the model reads. Each tool has a
+//! description and a JSON schema ([`turnstile_host::Tool::definition`]) the providers send.
+//!
+//! ```no_run
+//! # fn demo() -> std::io::Result<()> {
+//! let tools = turnstile_tools::builtins(".")?;
+//! # let _ = tools; Ok(()) }
+//! ```
+
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
+pub mod files;
+pub mod ls;
+pub mod workspace;
+
+pub use files::{Edit, Seen, View, Write};
+pub use ls::Ls;
+pub use workspace::{Refusal, Workspace};
+
+/// The built-in tools confined to `root`, with the `agent` tool (SPEC 4.11).
+///
+/// # Errors
+/// `root` is not a directory.
+pub fn builtins(root: impl AsRef<std::path::Path>) -> std::io::Result<turnstile_host::ToolSet> {
+    let workspace = Workspace::new(root)?;
+    let seen = Seen::default();
+    Ok(turnstile_host::ToolSet::new()
+        .with(View { workspace: workspace.clone(), seen: seen.clone() })
+        .with(Write { workspace: workspace.clone(), seen: seen.clone() })
+        .with(Edit { workspace: workspace.clone(), seen })
+        .with(Ls { workspace })
+        .with_agent())
+}
