@@ -1,6 +1,6 @@
 //! # turnstile-tools: the built-in tools of the reference agent (SPEC 9 "Tools")
 //!
-//! `view`, `ls`, `write` and `edit`, each confined to a working directory ([`Workspace`]):
+//! `view`, `ls`, `write`, `edit` and `bash`, each confined to a working directory ([`Workspace`]):
 //! a path that leaves it is refused with a result the model reads. Each tool has a
 //! description and a JSON schema ([`turnstile_host::Tool::definition`]) the providers send.
 //!
@@ -13,10 +13,12 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+pub mod bash;
 pub mod files;
 pub mod ls;
 pub mod workspace;
 
+pub use bash::Bash;
 pub use files::{Edit, Seen, View, Write};
 pub use ls::Ls;
 pub use workspace::{Refusal, Workspace};
@@ -32,6 +34,7 @@ pub fn builtins(root: impl AsRef<std::path::Path>) -> std::io::Result<turnstile_
         .with(View { workspace: workspace.clone(), seen: seen.clone() })
         .with(Write { workspace: workspace.clone(), seen: seen.clone() })
         .with(Edit { workspace: workspace.clone(), seen })
-        .with(Ls { workspace })
+        .with(Ls { workspace: workspace.clone() })
+        .with(Bash { workspace })
         .with_agent())
 }

@@ -1,0 +1,172 @@
+//! `bash`: one shell command in the working directory, with a timeout, capped output, and its
+//! whole process group killed on abort or timeout, so a cancel leaves no process behind.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::json;
+use tokio::io::AsyncReadExt;
+use turnstile_core::{ToolOutput, ToolSpec};
+use turnstile_host::{BoxFuture, Tool, ToolCall};
+use turnstile_wire::ToolDef;
+
+use crate::workspace::Workspace;
+
+/// The timeout when the call gives none.
+pub const BASH_TIMEOUT_DEFAULT: Duration = Duration::from_secs(120);
+/// The longest timeout a call may ask for.
+pub const BASH_TIMEOUT_MAX: Duration = Duration::from_secs(600);
+/// Bytes of output kept; the middle of a longer output is cut, with a note.
+pub const BASH_OUTPUT_MAX: usize = 30_000;
+
+/// Runs shell commands.
+#[derive(Clone, Debug)]
+pub struct Bash {
+    /// The working directory (the command's current directory).
+    pub workspace: Workspace,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BashArgs {
+    command: String,
+    #[serde(default)]
+    timeout_ms: Option<u64>,
+}
+
+/// Kills the process group when dropped: an aborted call's future is dropped, and so is this.
+struct Group(Option<nix::unistd::Pid>);
+
+impl Group {
+    fn kill(&mut self) {
+        if let Some(pgid) = self.0.take() {
+            // The group may be gone already; nothing to do then.
+            let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL);
+        }
+    }
+}
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+impl Tool for Bash {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec::new("bash")
+    }
+
+    fn definition(&self) -> ToolDef {
+        ToolDef::new(
+            "bash",
+            "Run a bash command in the working directory and return its exit status and output \
+             (stdout and stderr, the middle cut when longer than 30,000 bytes). Timeout: 2 minutes \
+             by default, at most 10. Commands do not keep state between calls.",
+        )
+        .with_schema(json!({
+            "type": "object",
+            "properties": {
+                "command": {"type": "string", "description": "The command."},
+                "timeout_ms": {"type": "integer", "minimum": 1, "maximum": BASH_TIMEOUT_MAX.as_millis() as u64, "description": "The timeout in milliseconds (default 120000)."},
+            },
+            "required": ["command"],
+        }))
+    }
+
+    fn run(&self, call: ToolCall) -> BoxFuture<ToolOutput> {
+        let this = self.clone();
+        Box::pin(async move { this.bash(&call.input).await })
+    }
+}
+
+impl Bash {
+    async fn bash(&self, input: &str) -> ToolOutput {
+        let a: BashArgs = match serde_json::from_str(input) {
+            Ok(a) => a,
+            Err(e) => return ToolOutput::error(format!("invalid arguments for `bash`: {e}")),
+        };
+        let timeout =
+            a.timeout_ms.map_or(BASH_TIMEOUT_DEFAULT, Duration::from_millis).min(BASH_TIMEOUT_MAX);
+        let mut command = tokio::process::Command::new("bash");
+        command
+            .arg("-c")
+            .arg(&a.command)
+            .current_dir(self.workspace.root())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .kill_on_drop(true);
+        let mut child = match command.spawn() {
+            Ok(c) => c,
+            Err(e) => return ToolOutput::error(format!("cannot start bash: {e}")),
+        };
+        let mut group =
+            Group(child.id().and_then(|id| i32::try_from(id).ok()).map(nix::unistd::Pid::from_raw));
+        let (mut stdout, mut stderr) = (child.stdout.take(), child.stderr.take());
+        let work = async {
+            let (mut out, mut err) = (Vec::new(), Vec::new());
+            let read_out = async {
+                if let Some(s) = stdout.as_mut() {
+                    let _ = s.read_to_end(&mut out).await;
+                }
+            };
+            let read_err = async {
+                if let Some(s) = stderr.as_mut() {
+                    let _ = s.read_to_end(&mut err).await;
+                }
+            };
+            tokio::join!(read_out, read_err);
+            let status = child.wait().await;
+            (status, out, err)
+        };
+        match tokio::time::timeout(timeout, work).await {
+            Ok((status, out, err)) => {
+                // Whatever the command left running in its group goes with it.
+                group.kill();
+                let code = match status {
+                    Ok(s) => s
+                        .code()
+                        .map_or_else(|| "killed by a signal".to_owned(), |c| format!("exit {c}")),
+                    Err(e) => format!("unknown ({e})"),
+                };
+                let failed = code != "exit 0";
+                let text = format!("{code}\n{}", capped(&out, &err));
+                if failed { ToolOutput::error(text) } else { ToolOutput::ok(text) }
+            }
+            Err(_) => {
+                group.kill();
+                // Reap the shell now rather than leave it to the runtime.
+                let _ = child.wait().await;
+                ToolOutput::error(format!(
+                    "timed out after {} s; the command and everything it started were killed",
+                    timeout.as_secs_f64()
+                ))
+            }
+        }
+    }
+}
+
+/// stdout then stderr, the middle cut beyond [`BASH_OUTPUT_MAX`] bytes with a note of how much.
+fn capped(out: &[u8], err: &[u8]) -> String {
+    let mut all = String::from_utf8_lossy(out).into_owned();
+    if !err.is_empty() {
+        all.push_str("\n[stderr]\n");
+        all.push_str(&String::from_utf8_lossy(err));
+    }
+    if all.len() <= BASH_OUTPUT_MAX {
+        return all;
+    }
+    let half = BASH_OUTPUT_MAX / 2;
+    let mut head = half;
+    while !all.is_char_boundary(head) {
+        head -= 1;
+    }
+    let mut tail = all.len() - half;
+    while !all.is_char_boundary(tail) {
+        tail += 1;
+    }
+    format!("{}\n[… {} bytes cut …]\n{}", &all[..head], tail - head, &all[tail..])
+}

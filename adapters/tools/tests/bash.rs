@@ -1,0 +1,101 @@
+//! `bash`: status and output, the output cap, and no process left behind by a timeout or an
+//! abort (the whole process group is killed, background children included).
+
+use std::time::{Duration, Instant};
+
+use turnstile_core::{CallId, SessionId, ToolOutput};
+use turnstile_host::{Tool, ToolCall};
+use turnstile_tools::{Bash, Workspace};
+
+fn bash() -> (tempfile::TempDir, Bash) {
+    let dir = tempfile::tempdir().unwrap();
+    let workspace = Workspace::new(dir.path()).unwrap();
+    (dir, Bash { workspace })
+}
+
+fn call(input: serde_json::Value) -> ToolCall {
+    ToolCall { session: SessionId::new("s"), call: CallId::new("c"), input: input.to_string() }
+}
+
+async fn run(b: &Bash, input: serde_json::Value) -> ToolOutput {
+    b.run(call(input)).await
+}
+
+/// True while any process of group `pgid` lives.
+fn group_alive(pgid: i32) -> bool {
+    nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pgid), None).is_ok()
+}
+
+/// Waits (5 s at most) for the command to have written its process group id.
+async fn pgid_of(dir: &std::path::Path) -> i32 {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        if let Ok(text) = std::fs::read_to_string(dir.join("pgid"))
+            && let Ok(pgid) = text.trim().parse()
+        {
+            return pgid;
+        }
+        assert!(Instant::now() < deadline, "the command did not start");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test]
+async fn status_and_output_in_the_working_directory() {
+    let (dir, b) = bash();
+    std::fs::write(dir.path().join("f"), "content").unwrap();
+    let out = run(&b, serde_json::json!({"command": "cat f; echo err >&2"})).await;
+    assert_eq!((out.is_error, out.content.as_str()), (false, "exit 0\ncontent\n[stderr]\nerr\n"));
+    let out = run(&b, serde_json::json!({"command": "exit 3"})).await;
+    assert_eq!((out.is_error, out.content.as_str()), (true, "exit 3\n"));
+}
+
+#[tokio::test]
+async fn long_output_is_cut_in_the_middle_with_a_note() {
+    let (_dir, b) = bash();
+    let out = run(
+        &b,
+        serde_json::json!({"command": "head -c 100000 /dev/zero | tr '\\0' a; echo; echo END"}),
+    )
+    .await;
+    assert!(out.content.len() < 31_000, "{}", out.content.len());
+    assert!(
+        out.content.contains("bytes cut …]") && out.content.trim_end().ends_with("END"),
+        "{}",
+        &out.content[..80]
+    );
+}
+
+#[tokio::test]
+async fn a_timeout_kills_the_command_and_its_background_children() {
+    let (dir, b) = bash();
+    let cmd = "ps -o pgid= $$ > pgid; sleep 300 & sleep 300";
+    let out = run(&b, serde_json::json!({"command": cmd, "timeout_ms": 300})).await;
+    assert!(out.is_error && out.content.starts_with("timed out after 0.3 s"), "{out:?}");
+    let pgid = pgid_of(dir.path()).await;
+    gone(pgid, "the timeout").await;
+}
+
+/// Waits (5 s at most) until no process of group `pgid` is left; the signal was sent when the
+/// call ended, the kernel and the reaping of orphans take a moment.
+async fn gone(pgid: i32, after: &str) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while group_alive(pgid) {
+        assert!(Instant::now() < deadline, "a process of the group survived {after}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test]
+async fn an_abort_kills_the_command_and_its_background_children() {
+    let (dir, b) = bash();
+    let cmd = "ps -o pgid= $$ > pgid; sleep 300 & sleep 300";
+    let running = b.run(call(serde_json::json!({"command": cmd})));
+    let task = tokio::spawn(running);
+    let pgid = pgid_of(dir.path()).await;
+    assert!(group_alive(pgid));
+    // The host aborts a call by dropping its future.
+    task.abort();
+    let _ = task.await;
+    gone(pgid, "the abort").await;
+}
