@@ -1,6 +1,6 @@
 //! # turnstile-tools: the built-in tools of the reference agent (SPEC 9 "Tools")
 //!
-//! `view`, `ls`, `write`, `edit` and `bash`, each confined to a working directory ([`Workspace`]):
+//! `view`, `ls`, `grep`, `write`, `edit` and `bash`, each confined to a working directory ([`Workspace`]):
 //! a path that leaves it is refused with a result the model reads. Each tool has a
 //! description and a JSON schema ([`turnstile_host::Tool::definition`]) the providers send.
 //!
@@ -15,11 +15,13 @@
 
 pub mod bash;
 pub mod files;
+pub mod grep;
 pub mod ls;
 pub mod workspace;
 
 pub use bash::Bash;
 pub use files::{Edit, Seen, View, Write};
+pub use grep::Grep;
 pub use ls::Ls;
 pub use workspace::{Refusal, Workspace};
 
@@ -35,6 +37,7 @@ pub fn builtins(root: impl AsRef<std::path::Path>) -> std::io::Result<turnstile_
         .with(Write { workspace: workspace.clone(), seen: seen.clone() })
         .with(Edit { workspace: workspace.clone(), seen })
         .with(Ls { workspace: workspace.clone() })
+        .with(Grep { workspace: workspace.clone() })
         .with(Bash { workspace })
         .with_agent())
 }

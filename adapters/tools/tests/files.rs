@@ -131,3 +131,28 @@ async fn every_escape_is_a_refusal_the_model_reads() {
     assert_eq!(std::fs::read_to_string(&secret).unwrap(), "s3cret", "nothing outside was touched");
     assert!(!t.dir.path().parent().unwrap().join("secret").exists());
 }
+
+#[tokio::test]
+async fn grep_finds_lines_with_a_glob_and_a_cap() {
+    let t = tools();
+    std::fs::write(t.dir.path().join("notes.md"), "fn a() in prose\n").unwrap();
+    let grep = turnstile_tools::Grep { workspace: Workspace::new(t.dir.path()).unwrap() };
+    let out = call(&grep, "s", serde_json::json!({"pattern": "fn a", "glob": "*.rs"})).await;
+    assert_eq!(out.content, "src/lib.rs:1: fn a() {}\nsrc/lib.rs:3: fn a() {}\n");
+    let out = call(
+        &grep,
+        "s",
+        serde_json::json!({"pattern": "FN A", "ignore_case": true, "max_results": 1}),
+    )
+    .await;
+    assert_eq!(
+        out.content,
+        "notes.md:1: fn a() in prose\n(2 more matches not shown; narrow the pattern, the path or the glob)\n"
+    );
+    let out = call(&grep, "s", serde_json::json!({"pattern": "big|x"})).await;
+    assert_eq!(out.content, "no matches", "target/ is ignored by .gitignore");
+    let out = call(&grep, "s", serde_json::json!({"pattern": "("})).await;
+    assert!(out.is_error && out.content.starts_with("invalid pattern"), "{out:?}");
+    let out = call(&grep, "s", serde_json::json!({"pattern": "a", "path": "../"})).await;
+    assert!(out.is_error && out.content.starts_with("refused: "), "{out:?}");
+}
