@@ -331,9 +331,8 @@ impl Inner {
                         if let Some(r) = &mut recording {
                             r.body(&c);
                         }
-                        body.extend_from_slice(
-                            &c[..c.len().min(ERROR_BODY_MAX - body.len().min(ERROR_BODY_MAX))],
-                        );
+                        let room = ERROR_BODY_MAX.saturating_sub(body.len());
+                        body.extend_from_slice(&c[..c.len().min(room)]);
                     }
                     Err(_) => break,
                 }
