@@ -131,6 +131,26 @@ impl ToolSet {
         self.definitions().into_iter().filter(|d| offered.contains(&d.name)).collect()
     }
 
+    /// The set with every [`Tool`] replaced by `wrap(tool)`: how a permission gate or hooks
+    /// go around each tool. The `agent` tool, which the core runs, is kept as it is.
+    ///
+    /// # Panics
+    /// A wrapper that changes a tool's name (the model calls a tool by the name it was
+    /// offered under, so a wrapper must keep it).
+    #[must_use]
+    pub fn wrapped(self, wrap: impl Fn(Arc<dyn Tool>) -> Arc<dyn Tool>) -> ToolSet {
+        let tools = self
+            .tools
+            .into_iter()
+            .map(|(name, tool)| {
+                let wrapped = wrap(tool);
+                assert_eq!(wrapped.spec().name, name, "a wrapper must keep the tool's name");
+                (name, wrapped)
+            })
+            .collect();
+        ToolSet { tools, agent: self.agent }
+    }
+
     /// The tool with this name (never the `agent` tool, which the core runs).
     #[must_use]
     pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {

@@ -11,6 +11,7 @@ use turnstile_core::{ToolOutput, ToolSpec};
 use turnstile_host::{BoxFuture, Tool, ToolCall};
 use turnstile_wire::ToolDef;
 
+use crate::process::Group;
 use crate::workspace::Workspace;
 
 /// The timeout when the call gives none.
@@ -33,24 +34,6 @@ struct BashArgs {
     command: String,
     #[serde(default)]
     timeout_ms: Option<u64>,
-}
-
-/// Kills the process group when dropped: an aborted call's future is dropped, and so is this.
-struct Group(Option<nix::unistd::Pid>);
-
-impl Group {
-    fn kill(&mut self) {
-        if let Some(pgid) = self.0.take() {
-            // The group may be gone already; nothing to do then.
-            let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL);
-        }
-    }
-}
-
-impl Drop for Group {
-    fn drop(&mut self) {
-        self.kill();
-    }
 }
 
 impl Tool for Bash {
@@ -103,8 +86,7 @@ impl Bash {
             Ok(c) => c,
             Err(e) => return ToolOutput::error(format!("cannot start bash: {e}")),
         };
-        let mut group =
-            Group(child.id().and_then(|id| i32::try_from(id).ok()).map(nix::unistd::Pid::from_raw));
+        let mut group = Group::of(&child);
         let (mut stdout, mut stderr) = (child.stdout.take(), child.stderr.take());
         let work = async {
             let (mut out, mut err) = (Vec::new(), Vec::new());

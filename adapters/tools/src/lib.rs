@@ -4,6 +4,9 @@
 //! a path that leaves it is refused with a result the model reads. Each tool has a
 //! description and a JSON schema ([`turnstile_host::Tool::definition`]) the providers send.
 //!
+//! Around them, the [`Gate`] every call passes first: pre-tool [`hook`]s, then the
+//! [`permission`] rules, then a person for what the rules say to ask about.
+//!
 //! ```no_run
 //! # fn demo() -> std::io::Result<()> {
 //! let tools = turnstile_tools::builtins(".")?;
@@ -15,14 +18,21 @@
 
 pub mod bash;
 pub mod files;
+pub mod gate;
 pub mod grep;
+pub mod hook;
 pub mod ls;
+pub mod permission;
+mod process;
 pub mod workspace;
 
 pub use bash::Bash;
 pub use files::{Edit, Seen, View, Write};
+pub use gate::{Answer, Ask, Asker, Denial, DenyAsks, Gate};
 pub use grep::Grep;
+pub use hook::{Hook, HooksFile};
 pub use ls::Ls;
+pub use permission::{Level, Permissions, PermissionsFile};
 pub use workspace::{Refusal, Workspace};
 
 /// The built-in tools confined to `root`, with the `agent` tool (SPEC 4.11).
