@@ -51,6 +51,20 @@ pub enum Update {
         /// Waiting submissions now.
         len: usize,
     },
+    /// A model step's attempt failed and will be retried after a backoff (SPEC 4.5). Not a
+    /// terminal error: the turn goes on with the next attempt, whose text replaces this one's.
+    Retrying {
+        /// The session.
+        session: SessionId,
+        /// The submission that owns the turn.
+        seq: Seq,
+        /// The attempt that will start, counted from 1 (the first retry is attempt 2).
+        attempt: u32,
+        /// How long until it starts, in milliseconds.
+        delay_ms: u64,
+        /// Why the failed attempt failed (the provider's message, or "stream idle for N s").
+        reason: String,
+    },
     /// A submission's outcome was recorded (durably) in the ledger.
     TurnFinished {
         /// Its position in the ledger's completion order.

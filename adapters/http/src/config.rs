@@ -54,6 +54,15 @@ struct File {
     system_prompt: Option<String>,
     #[serde(default)]
     providers: BTreeMap<String, ProviderFile>,
+    // The agent's sections (`[permissions]`, `[hooks]`, `[mcp.<name>]`): read by the CLI,
+    // which owns them; accepted here so that every other unknown field is still an error
+    // with its line.
+    #[serde(default, rename = "permissions")]
+    _permissions: Option<toml::Value>,
+    #[serde(default, rename = "hooks")]
+    _hooks: Option<toml::Value>,
+    #[serde(default, rename = "mcp")]
+    _mcp: Option<toml::Value>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]

@@ -143,7 +143,9 @@ impl Hook {
             .map(|(index, h)| {
                 let error = |reason: String| HookError { index, reason };
                 if h.command.first().is_none_or(String::is_empty) {
-                    return Err(error("`command` is empty; give the program and its arguments".into()));
+                    return Err(error(
+                        "`command` is empty; give the program and its arguments".into(),
+                    ));
                 }
                 let tools = h
                     .tools

@@ -101,7 +101,11 @@ impl Rule {
                 .map(|g| g.compile_matcher())
                 .map_err(|e| error(&e.kind().to_string()))
         };
-        Ok(Rule { text: text.to_owned(), tool: glob(tool)?, subject: subject.map(glob).transpose()? })
+        Ok(Rule {
+            text: text.to_owned(),
+            tool: glob(tool)?,
+            subject: subject.map(glob).transpose()?,
+        })
     }
 
     fn matches(&self, tool: &str, subject: Option<&str>) -> bool {

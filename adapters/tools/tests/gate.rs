@@ -100,7 +100,8 @@ fn denied(out: &ToolOutput) -> bool {
 
 #[tokio::test]
 async fn rules_allow_and_deny_and_read_only_tools_run_by_default() {
-    let w = world(rules(&["bash(git status*)"], &["bash(rm *)"]), vec![], Arc::new(DenyAsks), false);
+    let w =
+        world(rules(&["bash(git status*)"], &["bash(rm *)"]), vec![], Arc::new(DenyAsks), false);
     let out = w.call("bash", serde_json::json!({"command": "git status --short"})).await;
     assert_eq!(out, ToolOutput::ok(r#"ran {"command":"git status --short"}"#));
     let out = w.call("bash", serde_json::json!({"command": "rm -rf /"})).await;
@@ -256,7 +257,11 @@ async fn a_fail_closed_hook_blocks_when_it_hangs_or_cannot_start() {
     let w = world(rules(&["bash"], &[]), vec![hang], Arc::new(DenyAsks), false);
     let out = w.call("bash", serde_json::json!({"command": "make"})).await;
     assert!(out.is_error && out.stop.is_none(), "{out:?}");
-    assert!(out.content.starts_with("Tool call blocked by hook. Reason: the hook"), "{}", out.content);
+    assert!(
+        out.content.starts_with("Tool call blocked by hook. Reason: the hook"),
+        "{}",
+        out.content
+    );
     assert!(out.content.contains("did not finish within 0.3 s"), "{}", out.content);
 
     let missing = vec!["/nonexistent/hook".to_owned()];

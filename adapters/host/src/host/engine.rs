@@ -10,7 +10,7 @@
 //! sub-agents that span sessions) exactly as the core implements them; the core takes
 //! microseconds per input, and the IO around it runs on the workers.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
 use std::io::Write as _;
 use std::sync::Arc;
@@ -19,7 +19,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
 use turnstile_core::{
     Engine, HostError, Input, Millis, Output, OutputClass, OutputKind, Recorder, Rejection, Reply,
-    SessionId, StoreOp, Submit, TimerId,
+    SessionId, StepEvent, StoreOp, Submit, TimerId, TimerPurpose,
 };
 
 use super::worker::{Action, Lane, Routed, WorkerMsg};
@@ -109,6 +109,12 @@ pub(crate) struct EngineTask {
     /// its parent's lane (see [`Lane`]). Entered at `ChildAccepted`, left after the transition
     /// in which the child finished.
     pub(crate) parents: BTreeMap<SessionId, SessionId>,
+    /// The armed stream watchdogs, so that a retry after one fired can say why
+    /// ([`Update::Retrying`]).
+    pub(crate) idle_timers: BTreeSet<TimerId>,
+    /// The last step attempt started per session (its submission and attempt index), for the
+    /// same update.
+    pub(crate) attempts: BTreeMap<SessionId, (turnstile_core::Seq, u32)>,
 }
 
 impl EngineTask {
@@ -213,6 +219,16 @@ impl EngineTask {
     /// One transition: handle the input, then route every output it produced.
     fn feed(&mut self, input: Input, mut caller: Caller) {
         let now = self.now();
+        // What a backoff armed in this transition retries after (SPEC 4.5), for the live
+        // `Retrying` update.
+        let failed = match &input {
+            Input::Step { event: StepEvent::Failed { error }, .. } => Some(error.message.clone()),
+            Input::TimerFired { timer } if self.idle_timers.remove(timer) => {
+                let secs = self.driver.engine().config().stream_idle_timeout_ms / 1000;
+                Some(format!("stream idle for {secs} s"))
+            }
+            _ => None,
+        };
         if let Err(e) = self.driver.handle(now, input) {
             // Host misuse (a request that does not fit this engine, or a bug in this host)
             // leaves the engine unchanged; a failure (a bug in the core, a counter at its
@@ -246,10 +262,22 @@ impl EngineTask {
             }
             match out.kind {
                 OutputKind::Reply(reply) => self.reply(reply, &mut caller, &mut batches),
-                OutputKind::SetTimer { timer, deadline, .. } => {
+                OutputKind::SetTimer { timer, deadline, purpose } => {
+                    match purpose {
+                        TimerPurpose::StreamIdle { .. } => {
+                            self.idle_timers.insert(timer);
+                        }
+                        TimerPurpose::Retry { session, .. } => {
+                            if let Some(reason) = &failed {
+                                self.retrying(session, deadline.0.saturating_sub(now.0), reason);
+                            }
+                        }
+                        _ => {}
+                    }
                     self.timers.insert(timer, deadline);
                 }
                 OutputKind::CancelTimer { timer } => {
+                    self.idle_timers.remove(&timer);
                     self.timers.remove(&timer);
                 }
                 OutputKind::Stopped => {}
@@ -265,6 +293,9 @@ impl EngineTask {
                     if matches!(kind, OutputKind::Finished(_)) {
                         ended.push(session.clone());
                     }
+                    if let OutputKind::StartStep { step } = &kind {
+                        self.attempts.insert(session.clone(), (step.seq, step.attempt));
+                    }
                     self.route(&mut batches, session, Action::Output(kind));
                 }
             }
@@ -273,6 +304,7 @@ impl EngineTask {
         // so nothing of that transition can take another lane.
         for session in ended {
             self.parents.remove(&session);
+            self.attempts.remove(&session);
         }
         for (w, batch) in batches.into_iter().enumerate() {
             if !batch.is_empty() {
@@ -358,6 +390,19 @@ impl EngineTask {
     }
 
     /// Live updates for sessions whose busy state or queue length changed.
+    /// Publishes a retry of `session`'s current step (the attempt that failed is the last one
+    /// started).
+    fn retrying(&self, session: SessionId, delay_ms: u64, reason: &str) {
+        let Some(&(seq, attempt)) = self.attempts.get(&session) else { return };
+        let _ = self.hub.updates.send(Update::Retrying {
+            session,
+            seq,
+            attempt: attempt.saturating_add(2),
+            delay_ms,
+            reason: reason.to_owned(),
+        });
+    }
+
     fn announce(&mut self, touched: Vec<SessionId>) {
         for session in touched {
             let engine = self.driver.engine();

@@ -249,6 +249,8 @@ impl Host {
             known: Default::default(),
             stopping: Vec::new(),
             parents: Default::default(),
+            idle_timers: Default::default(),
+            attempts: Default::default(),
         };
         tokio::spawn(task.run());
         let inner = Inner {

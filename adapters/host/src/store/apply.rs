@@ -62,8 +62,9 @@ fn accept(conn: &Connection, run: &NewRun) -> Result<(), StoreError> {
     };
     let attachments = attachments_json(&run.attachments)?;
     conn.prepare_cached(
-        "INSERT INTO runs (seq, session, run_id, mode, prompt, attachments, fingerprint, state) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'waiting')",
+        "INSERT INTO runs (seq, session, run_id, mode, prompt, attachments, fingerprint, state, \
+         accepted_at) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'waiting', CAST(unixepoch('subsec') * 1000 AS INTEGER))",
     )?
     .execute(params![
         int(run.seq.0, "sequence")?,
@@ -139,7 +140,8 @@ fn op_(conn: &Connection, op: &StoreOp, cursors: &mut Cursors) -> Result<(), Sto
             let cursor = cursors.last + 1;
             let changed = conn
                 .prepare_cached(
-                    "UPDATE runs SET state = 'finished', outcome = ?3, completion = ?4, cursor = ?5 \
+                    "UPDATE runs SET state = 'finished', outcome = ?3, completion = ?4, cursor = ?5, \
+                     finished_at = CAST(unixepoch('subsec') * 1000 AS INTEGER) \
                      WHERE seq = ?1 AND session = ?2 AND state <> 'finished'",
                 )?
                 .execute(params![

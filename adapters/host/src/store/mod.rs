@@ -25,8 +25,8 @@ use turnstile_core::{Attachment, Mode, RunId, Seq, SessionId, Start, StoreOp};
 pub use faults::{Fault, Faults};
 pub use location::{Location, MemoryDisk};
 pub use read::{
-    IntegrityError, IntegrityProblem, Reader, RunRow, RunState, SessionRow, StoredCall,
-    StoredMessage, StoredResult, StoredRole,
+    IntegrityError, IntegrityProblem, Reader, RunRow, RunState, SessionActivity, SessionRow,
+    StoredCall, StoredMessage, StoredResult, StoredRole,
 };
 
 use crate::record::{CompletionRecord, Cursor};

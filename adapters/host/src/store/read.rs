@@ -110,6 +110,22 @@ pub struct SessionRow {
     pub summary_message: Option<MessageId>,
 }
 
+/// A session and what it did (see [`Reader::activity`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SessionActivity {
+    /// The session.
+    pub row: SessionRow,
+    /// Its messages.
+    pub messages: u64,
+    /// Its submissions.
+    pub submissions: u64,
+    /// Its newest submission.
+    pub newest_seq: Option<Seq>,
+    /// When it last accepted or finished a submission (wall clock, ms since the Unix epoch);
+    /// `None` for a store written before these times were kept.
+    pub last_activity_ms: Option<u64>,
+}
+
 /// Who wrote a message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StoredRole {
@@ -267,6 +283,67 @@ impl Reader {
         let mut stmt = self.conn.prepare_cached(&sql)?;
         let raws = stmt.query_map([], raw_session)?.collect::<Result<Vec<_>, _>>()?;
         raws.into_iter().map(RawSession::parse).collect()
+    }
+
+    /// What each session did, for a list of sessions: its messages, its submissions and when
+    /// it last accepted or finished one; most recent first (by the newest submission's
+    /// sequence, so a clock change cannot reorder it). `children`: sub-agent sessions too.
+    ///
+    /// # Errors
+    /// SQLite errors; [`StoreError::Corrupt`] for a row that does not parse.
+    pub fn activity(&self, children: bool) -> Result<Vec<SessionActivity>, StoreError> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT s.id, \
+                    (SELECT count(*) FROM messages m WHERE m.session = s.id), \
+                    (SELECT count(*) FROM runs r WHERE r.session = s.id), \
+                    (SELECT max(r.seq) FROM runs r WHERE r.session = s.id), \
+                    (SELECT max(coalesce(r.finished_at, r.accepted_at)) FROM runs r \
+                     WHERE r.session = s.id) \
+             FROM sessions s WHERE ?1 OR s.parent IS NULL \
+             ORDER BY coalesce((SELECT max(r.seq) FROM runs r WHERE r.session = s.id), 0) DESC, \
+                      s.created DESC",
+        )?;
+        let rows = stmt
+            .query_map([children], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, i64>(1)?,
+                    r.get::<_, i64>(2)?,
+                    r.get::<_, Option<i64>>(3)?,
+                    r.get::<_, Option<i64>>(4)?,
+                ))
+            })?
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut out = Vec::with_capacity(rows.len());
+        for (id, messages, runs, newest, at) in rows {
+            let id = SessionId::new(id);
+            let Some(row) = self.session(&id)? else { continue };
+            let what = format!("sessions row {id}");
+            out.push(SessionActivity {
+                row,
+                messages: uint(messages, &what)?,
+                submissions: uint(runs, &what)?,
+                newest_seq: newest.map(|n| uint(n, &what)).transpose()?.map(Seq),
+                last_activity_ms: at.map(|n| uint(n, &what)).transpose()?,
+            });
+        }
+        Ok(out)
+    }
+
+    /// The top-level session with the newest submission (what `--continue` continues).
+    ///
+    /// # Errors
+    /// SQLite errors.
+    pub fn latest_session(&self) -> Result<Option<SessionId>, StoreError> {
+        let id: Option<String> = self
+            .conn
+            .prepare_cached(
+                "SELECT r.session FROM runs r JOIN sessions s ON s.id = r.session \
+                 WHERE s.parent IS NULL ORDER BY r.seq DESC LIMIT 1",
+            )?
+            .query_row([], |r| r.get(0))
+            .optional()?;
+        Ok(id.map(SessionId::new))
     }
 
     /// Every message of the session, in write order, with its calls and results.

@@ -58,8 +58,8 @@ pub(super) fn recover(
         );
         cursor += 1;
         tx.prepare_cached(
-            "UPDATE runs SET state = 'finished', outcome = ?2, completion = ?3, cursor = ?4 \
-             WHERE seq = ?1",
+            "UPDATE runs SET state = 'finished', outcome = ?2, completion = ?3, cursor = ?4, \
+             finished_at = CAST(unixepoch('subsec') * 1000 AS INTEGER) WHERE seq = ?1",
         )?
         .execute(params![
             run.seq,

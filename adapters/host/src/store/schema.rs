@@ -17,6 +17,8 @@
 //!   recorded; a CHECK ties `state = 'finished'` to outcome, completion and cursor being set.
 //! - `counters`: `message_high`, the highest message id ever inserted (kept by a trigger in the
 //!   inserting transaction), so an id deleted later is never handed out again.
+//!
+//! Version 2 adds `runs.accepted_at` and `runs.finished_at` (wall-clock, informational).
 
 use rusqlite::{Connection, TransactionBehavior};
 use turnstile_core::{Mode, Outcome};
@@ -24,7 +26,7 @@ use turnstile_core::{Mode, Outcome};
 use super::StoreError;
 
 /// The migrations, in order: index `i` takes version `i` to `i + 1`.
-pub(super) const MIGRATIONS: &[&str] = &[V1];
+pub(super) const MIGRATIONS: &[&str] = &[V1, V2];
 
 /// Version 1: sessions, messages, tool calls and results, the run ledger, counters.
 const V1: &str = r#"
@@ -115,6 +117,15 @@ BEGIN
     UPDATE counters SET value = NEW.id
     WHERE name = 'message_high' AND (value IS NULL OR value < NEW.id);
 END;
+"#;
+
+/// Version 2: when each submission was accepted and finished, in wall-clock milliseconds since
+/// the Unix epoch, for people (`turnstile sessions`' last activity). Nothing in the lifecycle
+/// reads them: order comes from sequences and cursors, never from a clock. The writes take
+/// SQLite's clock (`unixepoch('subsec')`), so no host code reads one.
+const V2: &str = r#"
+ALTER TABLE runs ADD COLUMN accepted_at INTEGER NULL;
+ALTER TABLE runs ADD COLUMN finished_at INTEGER NULL;
 "#;
 
 /// Brings the database to the newest version, one transaction per migration.

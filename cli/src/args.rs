@@ -1,0 +1,138 @@
+//! The command line: commands, options, and the help text that explains them.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+const ABOUT: &str = "An agent whose session lifecycle is checked: run prompts against a model \
+with tools, and read back sessions and their history.";
+
+const AFTER_HELP: &str = "\
+Configuration: --config, else $TURNSTILE_CONFIG, else ./turnstile.toml, else
+~/.config/turnstile/config.toml; the built-in catalogue knows OpenAI, Anthropic and
+compatible providers. Keys come from the environment (OPENAI_API_KEY, ANTHROPIC_API_KEY, ...).
+The store (sessions, history, the run ledger) is .turnstile/store.db in the working directory.
+
+Examples:
+  turnstile run \"Explain what src/main.rs does\"
+  git diff | turnstile run -
+  turnstile run --continue \"Now add a test for it\"
+  turnstile sessions
+  turnstile history 3f2a…";
+
+/// The `turnstile` command.
+#[derive(Debug, Parser)]
+#[command(name = "turnstile", version, about = ABOUT, after_help = AFTER_HELP)]
+pub struct Cli {
+    /// The command.
+    #[command(subcommand)]
+    pub command: Command,
+    /// Options every command takes.
+    #[command(flatten)]
+    pub global: Global,
+}
+
+/// Options every command takes.
+#[derive(Debug, Args)]
+pub struct Global {
+    /// The configuration file (TOML).
+    #[arg(long, global = true, value_name = "FILE", env = "TURNSTILE_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// The store file [default: .turnstile/store.db in the working directory].
+    #[arg(long, global = true, value_name = "FILE", env = "TURNSTILE_STORE")]
+    pub store: Option<PathBuf>,
+    /// Log to stderr: -v info, -vv debug, -vvv trace (RUST_LOG refines it).
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    /// Log to this file instead of stderr (at info, or what -v says).
+    #[arg(long, global = true, value_name = "FILE")]
+    pub log_file: Option<PathBuf>,
+}
+
+/// What to do.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run one prompt to its end and print the answer.
+    #[command(after_help = RUN_HELP)]
+    Run(Run),
+    /// List the sessions of the store, most recent first.
+    #[command(after_help = "Example:\n  turnstile sessions --json | jq '.[0].id'")]
+    Sessions(Sessions),
+    /// Show a session's conversation, with its tool calls and their results.
+    #[command(after_help = "Example:\n  turnstile history 3f2a… --json")]
+    History(History),
+}
+
+const RUN_HELP: &str = "\
+stdout gets the answer (the run's final text) and a newline, nothing else. On a terminal,
+stderr shows the text as it streams and one line per tool call.
+
+Exit status:
+  0    completed
+  3    completed, but stopped by a permission denial or a hook's halt
+  1    failed (the provider, the transport, the step limit, a loop), or could not start
+  130  cancelled (Ctrl-C)
+  2    interrupted (shutdown, or the process stopped and a rerun found it interrupted)
+  64   rejected (an empty prompt, a RunId used for another request), or bad usage
+
+The first Ctrl-C cancels the run and waits for its end; a second exits at once.
+
+Permissions: without --yolo, a call the configuration's [permissions] would ask about is
+denied (nobody can be asked here), and the run ends with status 3.
+
+Examples:
+  turnstile run \"Fix the failing test in tests/parse.rs\"
+  turnstile run --model openai/gpt-5 --yolo \"Run cargo fmt and commit\"
+  echo \"Summarize README.md\" | turnstile run -
+  turnstile run --continue \"Now add a test for it\"
+  turnstile run --json \"List the TODOs\" | jq -c 'select(.type == \"tool_call\")'
+  turnstile run --run-id nightly-42 \"...\"   # rerun after a crash: attaches to the same run";
+
+/// `turnstile run`.
+#[derive(Debug, Args)]
+pub struct Run {
+    /// The prompt; `-` reads it from stdin.
+    pub prompt: String,
+    /// The model, as `provider/model` [default: the configuration's `model`].
+    #[arg(long, short, env = "TURNSTILE_MODEL", value_name = "PROVIDER/MODEL")]
+    pub model: Option<String>,
+    /// Print the live events and, last, the run's completion as JSON Lines on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// The run's id: a rerun with the same id and prompt attaches to the same run.
+    #[arg(long, value_name = "ID")]
+    pub run_id: Option<String>,
+    /// Continue this session.
+    #[arg(long, value_name = "ID", conflicts_with = "continue_")]
+    pub session: Option<String>,
+    /// Continue the most recent session.
+    #[arg(long = "continue", short = 'c')]
+    pub continue_: bool,
+    /// Allow every call the permissions would ask about (deny rules still hold).
+    #[arg(long)]
+    pub yolo: bool,
+    /// The working directory the tools are confined to [default: the current directory].
+    #[arg(long, value_name = "DIR")]
+    pub cwd: Option<PathBuf>,
+}
+
+/// `turnstile sessions`.
+#[derive(Debug, Args)]
+pub struct Sessions {
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// Include sub-agent sessions.
+    #[arg(long)]
+    pub all: bool,
+}
+
+/// `turnstile history`.
+#[derive(Debug, Args)]
+pub struct History {
+    /// The session.
+    pub session: String,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}

@@ -1,0 +1,323 @@
+//! What a run shows while it works (SPEC 9 "CLI"): on a terminal, the text as it streams and
+//! one line per tool call on stderr; with `--json`, every live event as a JSON Line on stdout.
+//!
+//! The live updates are lossy (a slow reader gets `lagged`); what they point at is re-read
+//! from the store, so what is shown is what is stored. A retry's reset (the failed attempt's
+//! text is replaced, G-11) restarts the shown text instead of appending to it.
+//!
+//! JSON Lines, one object per line with a `type` (the schema is in `docs/cli.md`):
+//! `accepted`, `text`, `reset`, `retry`, `tool_call`, `tool_result`, `lagged`, and last
+//! `run_complete`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Write as _;
+
+use serde_json::{Value, json};
+use tokio::sync::oneshot;
+use turnstile_core::{MessageId, SessionId};
+use turnstile_host::store::{StoredMessage, StoredRole};
+use turnstile_host::{Event, Host, Update, Updates};
+
+/// How live events are shown.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Show {
+    /// Not at all (stderr is not a terminal, and no `--json`).
+    Nothing,
+    /// Text and tool lines on stderr.
+    Terminal,
+    /// JSON Lines on stdout.
+    Json,
+}
+
+/// A running follower; [`Follower::stop`] ends it after the events received so far.
+pub struct Follower {
+    stop: Option<oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Follower {
+    /// Follows the updates of `session` (and of the sub-agents it starts).
+    pub fn start(host: Host, mut updates: Updates, session: SessionId, show: Show) -> Follower {
+        let (stop, mut stopped) = oneshot::channel();
+        let task = tokio::spawn(async move {
+            let mut view = View::new(host, session, show);
+            if show == Show::Nothing {
+                return;
+            }
+            loop {
+                let event = tokio::select! {
+                    biased;
+                    e = updates.recv() => e,
+                    _ = &mut stopped => None,
+                };
+                let Some(event) = event else { break };
+                view.on(event).await;
+            }
+            // What the last updates wrote, in case they were not all received.
+            view.refresh_all().await;
+            view.end();
+        });
+        Follower {
+            stop: Some(stop),
+            task,
+        }
+    }
+
+    /// Stops following, after showing what is stored now.
+    pub async fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        let _ = self.task.await;
+    }
+}
+
+/// What was shown of one message.
+#[derive(Default)]
+struct Shown {
+    text: String,
+    calls: BTreeSet<String>,
+    results: BTreeSet<String>,
+}
+
+struct View {
+    host: Host,
+    session: SessionId,
+    show: Show,
+    /// Sessions followed: ours, and the sub-agents' whose parent is ours.
+    followed: BTreeSet<SessionId>,
+    /// Sessions known not to be followed.
+    ignored: BTreeSet<SessionId>,
+    shown: BTreeMap<MessageId, Shown>,
+    /// The message whose text the terminal line is in the middle of.
+    open_line: Option<MessageId>,
+}
+
+impl View {
+    fn new(host: Host, session: SessionId, show: Show) -> View {
+        let followed = BTreeSet::from([session.clone()]);
+        View {
+            host,
+            session,
+            show,
+            followed,
+            ignored: BTreeSet::new(),
+            shown: BTreeMap::new(),
+            open_line: None,
+        }
+    }
+
+    async fn on(&mut self, event: Event) {
+        match event {
+            Event::Lagged { skipped } => {
+                self.emit_json(json!({"type": "lagged", "skipped": skipped}));
+                self.refresh_all().await;
+            }
+            Event::Update(Update::MessageUpdated { session, message }) => {
+                if self.follows(&session).await {
+                    self.refresh(&session, Some(message)).await;
+                }
+            }
+            Event::Update(Update::Retrying {
+                session,
+                seq,
+                attempt,
+                delay_ms,
+                reason,
+            }) => {
+                if self.follows(&session).await {
+                    self.emit_json(json!({
+                        "type": "retry", "session": session, "seq": seq, "attempt": attempt,
+                        "delay_ms": delay_ms, "reason": reason,
+                    }));
+                    self.line(&format!(
+                        "[retrying in {:.1} s (attempt {attempt}): {reason}]",
+                        delay_ms as f64 / 1000.0
+                    ));
+                }
+            }
+            Event::Update(_) => {}
+        }
+    }
+
+    /// Whether `session` is ours or a sub-agent's of ours (read once from the store).
+    async fn follows(&mut self, session: &SessionId) -> bool {
+        if self.followed.contains(session) {
+            return true;
+        }
+        if self.ignored.contains(session) || !session.is_child() {
+            return false;
+        }
+        let id = session.clone();
+        let row = self.host.read(move |r| r.session(&id)).await.ok().flatten();
+        let ours = row
+            .and_then(|r| r.parent)
+            .is_some_and(|p| self.followed.contains(&p));
+        if ours {
+            self.followed.insert(session.clone());
+        } else {
+            self.ignored.insert(session.clone());
+        }
+        ours
+    }
+
+    async fn refresh_all(&mut self) {
+        for session in self.followed.clone() {
+            self.refresh(&session, None).await;
+        }
+    }
+
+    /// Shows what changed in `session`'s messages (`only`: that message).
+    async fn refresh(&mut self, session: &SessionId, only: Option<MessageId>) {
+        let id = session.clone();
+        let Ok(messages) = self.host.read(move |r| r.messages(&id)).await else {
+            return;
+        };
+        for m in messages {
+            if m.role != StoredRole::Assistant || only.is_some_and(|o| o != m.id) {
+                continue;
+            }
+            self.message(session, &m);
+        }
+    }
+
+    fn message(&mut self, session: &SessionId, m: &StoredMessage) {
+        let child = session != &self.session;
+        let shown = self.shown.entry(m.id).or_default();
+        let mut out = Vec::new();
+        if let Some(delta) = m.text.strip_prefix(shown.text.as_str()) {
+            if !delta.is_empty() {
+                out.push(Out::Text(delta.to_owned()));
+            }
+        } else {
+            // The stored text no longer starts with what was shown: a retry reset it.
+            out.push(Out::Reset);
+            if !m.text.is_empty() {
+                out.push(Out::Text(m.text.clone()));
+            }
+        }
+        shown.text.clone_from(&m.text);
+        for c in &m.calls {
+            if c.finished && shown.calls.insert(c.call.as_str().to_owned()) {
+                out.push(Out::Call(
+                    c.name.clone(),
+                    c.call.as_str().to_owned(),
+                    c.input.clone(),
+                ));
+            }
+        }
+        for r in &m.results {
+            if shown.results.insert(r.call.as_str().to_owned()) {
+                let name = m
+                    .calls
+                    .iter()
+                    .find(|c| c.call == r.call)
+                    .map(|c| c.name.clone());
+                out.push(Out::Result(
+                    name,
+                    r.call.as_str().to_owned(),
+                    r.is_error,
+                    r.content.clone(),
+                ));
+            }
+        }
+        for o in out {
+            self.out(session, m.id, child, o);
+        }
+    }
+
+    fn out(&mut self, session: &SessionId, message: MessageId, child: bool, o: Out) {
+        let base = |kind: &str| json!({"type": kind, "session": session, "message": message});
+        match o {
+            Out::Text(delta) => {
+                let mut v = base("text");
+                v["delta"] = Value::String(delta.clone());
+                self.emit_json(v);
+                if self.show == Show::Terminal && !child {
+                    if self.open_line != Some(message) {
+                        self.close_line();
+                        self.open_line = Some(message);
+                    }
+                    eprint!("{delta}");
+                    let _ = std::io::stderr().flush();
+                }
+            }
+            Out::Reset => {
+                self.emit_json(base("reset"));
+                if !child {
+                    self.line("[the answer restarts]");
+                }
+            }
+            Out::Call(name, call, input) => {
+                let mut v = base("tool_call");
+                v["call"] = Value::String(call);
+                v["name"] = Value::String(name.clone());
+                v["input"] = input
+                    .as_deref()
+                    .and_then(|i| serde_json::from_str(i).ok())
+                    .unwrap_or(Value::Null);
+                self.emit_json(v);
+                let indent = if child { "    " } else { "" };
+                self.line(&format!(
+                    "{indent}→ {name} {}",
+                    brief(input.as_deref().unwrap_or(""))
+                ));
+            }
+            Out::Result(name, call, is_error, content) => {
+                let mut v = base("tool_result");
+                v["call"] = Value::String(call);
+                v["name"] = name.clone().map_or(Value::Null, Value::String);
+                v["is_error"] = Value::Bool(is_error);
+                v["content"] = Value::String(content.clone());
+                self.emit_json(v);
+                if is_error {
+                    let indent = if child { "    " } else { "" };
+                    self.line(&format!("{indent}  ✗ {}", brief(&content)));
+                }
+            }
+        }
+    }
+
+    fn emit_json(&self, v: Value) {
+        if self.show == Show::Json {
+            println!("{v}");
+        }
+    }
+
+    /// One whole line on the terminal (after the text, if a line of it is open).
+    fn line(&mut self, text: &str) {
+        if self.show == Show::Terminal {
+            self.close_line();
+            eprintln!("{text}");
+        }
+    }
+
+    fn close_line(&mut self) {
+        if self.open_line.take().is_some() {
+            eprintln!();
+        }
+    }
+
+    fn end(&mut self) {
+        self.close_line();
+    }
+}
+
+enum Out {
+    Text(String),
+    Reset,
+    Call(String, String, Option<String>),
+    Result(Option<String>, String, bool, String),
+}
+
+/// A call's input or a result on one short line.
+fn brief(text: &str) -> String {
+    let one: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let mut chars = one.chars();
+    let head: String = chars.by_ref().take(100).collect();
+    if chars.next().is_some() {
+        format!("{head}…")
+    } else {
+        head
+    }
+}

@@ -1,0 +1,133 @@
+//! # turnstile: the agent you run from a terminal or a script
+//!
+//! `turnstile run "<prompt>"` runs one prompt to its end over the reference host, with the
+//! built-in tools confined to the working directory; `turnstile sessions` and `turnstile
+//! history` read the store back. `turnstile --help` explains each command with examples;
+//! `docs/cli.md` has the `--json` schema and the exit statuses.
+//!
+//! | module | what it owns |
+//! |---|---|
+//! | `args` | the command line and its help |
+//! | `setup` | configuration file, model, tools and gate, the store |
+//! | `run` | `turnstile run`: submit, follow, Ctrl-C, the exit status |
+//! | `live` | what a run shows while it works: stderr lines or JSON Lines |
+//! | `show` | `turnstile sessions` and `turnstile history` |
+
+#![forbid(unsafe_code)]
+
+mod args;
+mod live;
+mod run;
+mod setup;
+mod show;
+
+use std::io::IsTerminal;
+use std::process::ExitCode;
+
+use clap::Parser;
+
+/// The exit status of a run that could not start (a configuration, a key, the store).
+pub const EXIT_SETUP: u8 = 1;
+/// The exit status of bad usage (the same as a rejected submission: the request was refused).
+pub const EXIT_USAGE: u8 = 64;
+
+/// Why a command stopped before it could do its job: the message for stderr and the status.
+#[derive(Debug)]
+pub struct Failure {
+    /// The exit status.
+    pub status: u8,
+    /// What went wrong and, where it helps, what to do.
+    pub message: String,
+}
+
+impl Failure {
+    /// A set-up failure: status 1.
+    pub fn setup(message: impl Into<String>) -> Failure {
+        Failure {
+            status: EXIT_SETUP,
+            message: message.into(),
+        }
+    }
+
+    /// Bad usage: status 64.
+    pub fn usage(message: impl Into<String>) -> Failure {
+        Failure {
+            status: EXIT_USAGE,
+            message: message.into(),
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = match args::Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let status = if e.use_stderr() { EXIT_USAGE } else { 0 };
+            let _ = e.print();
+            return ExitCode::from(status);
+        }
+    };
+    if let Err(message) = logs(&cli.global) {
+        eprintln!("error: {message}");
+        return ExitCode::from(EXIT_USAGE);
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: cannot start the runtime: {e}");
+            return ExitCode::from(EXIT_SETUP);
+        }
+    };
+    let result = runtime.block_on(async {
+        match cli.command {
+            args::Command::Run(a) => run::run(&cli.global, a).await,
+            args::Command::Sessions(a) => show::sessions(&cli.global, &a),
+            args::Command::History(a) => show::history(&cli.global, &a),
+        }
+    });
+    // A tool's process or a provider's stream left behind must not hold the exit.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(200));
+    match result {
+        Ok(status) => ExitCode::from(status),
+        Err(f) => {
+            eprintln!("error: {}", f.message);
+            ExitCode::from(f.status)
+        }
+    }
+}
+
+/// Logs: nothing unless `-v` or `--log-file`; `RUST_LOG` refines the filter.
+fn logs(global: &args::Global) -> Result<(), String> {
+    use tracing_subscriber::EnvFilter;
+    let level = match global.verbose {
+        0 if global.log_file.is_none() => return Ok(()),
+        0 | 1 => "info",
+        2 => "debug",
+        _ => "trace",
+    };
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(level));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_target(true);
+    match &global.log_file {
+        Some(path) => {
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .map_err(|e| format!("cannot open the log file `{}`: {e}", path.display()))?;
+            builder
+                .with_ansi(false)
+                .with_writer(std::sync::Mutex::new(file))
+                .init();
+        }
+        None => builder
+            .with_ansi(std::io::stderr().is_terminal())
+            .with_writer(std::io::stderr)
+            .init(),
+    }
+    Ok(())
+}

@@ -1,0 +1,256 @@
+//! `turnstile run`: one prompt to its RunComplete (SPEC 9 "CLI").
+//!
+//! The run has its own RunId (`--run-id`, or a fresh one), so it waits for exactly its own
+//! RunComplete (SPEC 5) and a rerun with the same id and prompt after a crash attaches to the
+//! same run instead of starting a new one. The first Ctrl-C cancels the run with `cancel_run`
+//! and keeps waiting for its RunComplete (`cancelled`, status 130); a second exits at once.
+
+use std::io::{IsTerminal, Read as _};
+use std::path::PathBuf;
+
+use serde_json::json;
+use turnstile_core::{Outcome, RunId, SessionId, StopReason, Submit};
+use turnstile_host::{CompletionRecord, Host, SubmitError};
+
+use crate::args::{Global, Run};
+use crate::live::{Follower, Show};
+use crate::{EXIT_USAGE, Failure, setup};
+
+/// The exit status of a run's end (SPEC 9).
+#[must_use]
+pub fn status(record: &CompletionRecord) -> u8 {
+    match record.outcome {
+        Outcome::Completed | Outcome::Folded => match record.stop_reason {
+            Some(StopReason::PermissionDenied | StopReason::HookHalt) => 3,
+            _ => 0,
+        },
+        Outcome::Failed => 1,
+        Outcome::Cancelled => 130,
+        Outcome::Interrupted => 2,
+    }
+}
+
+/// Runs `turnstile run`.
+///
+/// # Errors
+/// What kept the run from starting, or from being waited for.
+pub async fn run(global: &Global, a: Run) -> Result<u8, Failure> {
+    let cwd = match &a.cwd {
+        Some(d) => d.clone(),
+        None => std::env::current_dir()
+            .map_err(|e| Failure::setup(format!("cannot read the current directory: {e}")))?,
+    };
+    let cwd: PathBuf = std::fs::canonicalize(&cwd).map_err(|e| {
+        Failure::setup(format!(
+            "cannot use `{}` as the working directory: {e}",
+            cwd.display()
+        ))
+    })?;
+    let prompt = if a.prompt == "-" {
+        let mut text = String::new();
+        std::io::stdin()
+            .read_to_string(&mut text)
+            .map_err(|e| Failure::usage(format!("cannot read the prompt from stdin: {e}")))?;
+        text
+    } else {
+        a.prompt.clone()
+    };
+    let loaded = setup::load(global, &cwd)?;
+    let provider = loaded.provider(a.model.as_deref(), &cwd)?;
+    let (tools, gate) = loaded.tools(&cwd, a.yolo)?;
+    let store = setup::store_path(global, &cwd);
+    let host = setup::open(&store, provider, tools).await?;
+
+    let result = drive(&host, &a, prompt).await;
+    // Whatever happened, the store is closed cleanly (a cancelled or failed run included).
+    if let Err(e) = host.shutdown().await {
+        tracing::warn!("the host stopped before its shutdown: {e}");
+    }
+    let (record, show) = result?;
+    if show == Show::Json {
+        let mut v = serde_json::to_value(&record).unwrap_or_default();
+        v["type"] = json!("run_complete");
+        println!("{v}");
+    } else {
+        println!("{}", record.text.as_deref().unwrap_or(""));
+    }
+    let code = status(&record);
+    if code != 0 {
+        eprintln!("{}", why(&record));
+        for d in gate.denials() {
+            let on = d.subject.map(|s| format!(" on `{s}`")).unwrap_or_default();
+            eprintln!("  denied: `{}`{on}: {}", d.tool, d.why);
+        }
+    }
+    Ok(code)
+}
+
+/// Submits and waits for the RunComplete, following the live events.
+async fn drive(host: &Host, a: &Run, prompt: String) -> Result<(CompletionRecord, Show), Failure> {
+    let session = session(host, a).await?;
+    let run_id = RunId::new(
+        a.run_id
+            .clone()
+            .unwrap_or_else(|| uuid::Uuid::new_v4().to_string()),
+    );
+    let show = if a.json {
+        Show::Json
+    } else if std::io::stderr().is_terminal() {
+        Show::Terminal
+    } else {
+        Show::Nothing
+    };
+    // Subscribed before the submission, so no update of the run is missed.
+    let follower = Follower::start(host.clone(), host.subscribe(), session.clone(), show);
+    let submitted = match host
+        .submit(Submit::new(session.as_str(), prompt).with_run_id(run_id.as_str()))
+        .await
+    {
+        Ok(s) => s,
+        Err(SubmitError::Rejected(r)) => {
+            follower.stop().await;
+            if show == Show::Json {
+                println!("{}", json!({"type": "rejected", "message": r.to_string()}));
+            }
+            return Err(Failure {
+                status: EXIT_USAGE,
+                message: format!("the run was rejected: {r}"),
+            });
+        }
+        Err(e) => {
+            follower.stop().await;
+            return Err(Failure::setup(format!("cannot submit the prompt: {e}")));
+        }
+    };
+    if show == Show::Json {
+        println!(
+            "{}",
+            json!({
+                "type": "accepted", "session": submitted.session, "seq": submitted.seq,
+                "run_id": run_id, "existing": submitted.existing,
+            })
+        );
+    }
+    if submitted.existing {
+        tracing::info!(run_id = %run_id, "attached to the existing run");
+    }
+    let wait = host.wait(&run_id);
+    tokio::pin!(wait);
+    let mut cancelled = false;
+    let record = loop {
+        tokio::select! {
+            biased;
+            r = &mut wait => break r,
+            _ = tokio::signal::ctrl_c() => {
+                if cancelled {
+                    eprintln!("\nexiting without waiting; the run's end is recorded at the next start");
+                    std::process::exit(130);
+                }
+                cancelled = true;
+                eprintln!("\ncancelling the run (Ctrl-C again to exit at once)");
+                if let Err(e) = host.cancel_run(&run_id).await {
+                    tracing::warn!("cannot cancel the run: {e}");
+                }
+            }
+        }
+    };
+    follower.stop().await;
+    let record = record.map_err(|e| Failure::setup(format!("cannot wait for the run: {e}")))?;
+    Ok((record, show))
+}
+
+/// The session: `--session`; the most recent with `--continue`; a known `--run-id`'s; or a
+/// new one.
+async fn session(host: &Host, a: &Run) -> Result<SessionId, Failure> {
+    if let Some(id) = &a.session {
+        return Ok(SessionId::new(id));
+    }
+    // A rerun of a known RunId names that run's session, so that the same request attaches to
+    // it (SPEC 4.1: a byte-equal resubmission answers the existing run).
+    if let Some(run_id) = a.run_id.clone().filter(|_| !a.continue_) {
+        let known = host
+            .read(move |r| r.run(&RunId::new(run_id)))
+            .await
+            .map_err(|e| Failure::setup(format!("cannot read the run ledger: {e}")))?;
+        if let Some(row) = known {
+            return Ok(row.session);
+        }
+    }
+    if !a.continue_ {
+        return Ok(SessionId::new(uuid::Uuid::new_v4().to_string()));
+    }
+    let latest = host
+        .read(|r| r.latest_session())
+        .await
+        .map_err(|e| Failure::setup(format!("cannot read the sessions: {e}")))?;
+    latest.ok_or_else(|| {
+        Failure::usage("--continue: there is no session yet in this store; run a prompt first")
+    })
+}
+
+/// One line on why a run did not simply complete.
+fn why(record: &CompletionRecord) -> String {
+    let error = record
+        .error
+        .as_ref()
+        .map(|e| format!(": {}: {}", e.title, e.message));
+    match (record.outcome, record.stop_reason) {
+        (Outcome::Completed, Some(StopReason::PermissionDenied)) => {
+            "the run stopped: a tool call was denied".to_owned()
+        }
+        (Outcome::Completed, Some(StopReason::HookHalt)) => {
+            "the run stopped: a hook halted the turn".to_owned()
+        }
+        (Outcome::Failed, _) => format!("the run failed{}", error.unwrap_or_default()),
+        (Outcome::Cancelled, _) => "the run was cancelled".to_owned(),
+        (Outcome::Interrupted, _) => {
+            format!("the run was interrupted{}", error.unwrap_or_default())
+        }
+        _ => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use turnstile_core::Seq;
+
+    fn record(outcome: Outcome, stop_reason: Option<StopReason>) -> CompletionRecord {
+        CompletionRecord {
+            session: SessionId::new("s"),
+            run_id: Some(RunId::new("r")),
+            seq: Seq(1),
+            outcome,
+            stop_reason,
+            message_id: None,
+            text: None,
+            error: None,
+        }
+    }
+
+    #[test]
+    fn exit_statuses_are_spec_9s() {
+        assert_eq!(
+            status(&record(Outcome::Completed, Some(StopReason::EndTurn))),
+            0
+        );
+        assert_eq!(
+            status(&record(Outcome::Completed, Some(StopReason::MaxTokens))),
+            0
+        );
+        assert_eq!(
+            status(&record(
+                Outcome::Completed,
+                Some(StopReason::PermissionDenied)
+            )),
+            3
+        );
+        assert_eq!(
+            status(&record(Outcome::Completed, Some(StopReason::HookHalt))),
+            3
+        );
+        assert_eq!(status(&record(Outcome::Failed, None)), 1);
+        assert_eq!(status(&record(Outcome::Cancelled, None)), 130);
+        assert_eq!(status(&record(Outcome::Interrupted, None)), 2);
+    }
+}

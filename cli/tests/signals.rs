@@ -1,0 +1,183 @@
+//! Ctrl-C and kill -9 of a real `turnstile run`: the first Ctrl-C cancels the run and waits for
+//! its RunComplete (status 130, no process of the `bash` tool left), a second exits at once;
+//! after a kill -9, a rerun with the same RunId attaches to the recovered run (status 2) and
+//! `--continue` sends the provider a repaired, protocol-legal history.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{
+    Project, Provider, Reply, group_gone, number_in, protocol_legal, text_stream, tool_stream,
+};
+use nix::sys::signal::Signal;
+use serde_json::json;
+
+/// A command that writes its process group id, then runs for five minutes.
+const LONG: &str = "ps -o pgid= $$ > pgid; sleep 300";
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_first_ctrl_c_cancels_the_run_and_kills_the_tool() {
+    let provider = Provider::start(vec![
+        Reply::Sse(tool_stream("toolu_1", "bash", &json!({"command": LONG}))),
+        Reply::Sse(text_stream("never asked")),
+    ])
+    .await;
+    let project = Project::new(&provider.base_url, "");
+    let child = project.spawn(&["run", "--yolo", "--json", "Wait a long time"]);
+    let pid = child.id();
+    let pgid = number_in(&project.path().join("pgid")).await;
+    common::signal(pid, Signal::SIGINT);
+    let done = common::finish(child).await;
+    assert_eq!(done.code, Some(130), "{done:?}");
+    let last: serde_json::Value =
+        serde_json::from_str(done.stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(
+        (last["type"].as_str(), last["outcome"].as_str()),
+        (Some("run_complete"), Some("cancelled"))
+    );
+    assert!(
+        done.stderr.contains("cancelling the run"),
+        "{}",
+        done.stderr
+    );
+    assert!(
+        group_gone(pgid).await,
+        "the bash tool's process group was killed"
+    );
+    assert_eq!(provider.steps().len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_second_ctrl_c_exits_at_once() {
+    // The edit is left to finish on a cancel (SPEC 4.9) and its hook takes 30 s, so the
+    // cancelled run would wait out its 5 s grace: the second Ctrl-C does not wait.
+    let hook = "[permissions]\nallow = [\"edit\"]\n\n[[hooks.pre_tool]]\n\
+                command = [\"sh\", \"-c\", \"ps -o pgid= $$ > hook-pgid; sleep 30\"]\n";
+    let provider = Provider::start(vec![Reply::Sse(tool_stream(
+        "toolu_1",
+        "edit",
+        &json!({"path": "a.txt", "old_string": "a", "new_string": "b"}),
+    ))])
+    .await;
+    let project = Project::new(&provider.base_url, hook);
+    let child = project.spawn(&["run", "Edit a.txt"]);
+    let pid = child.id();
+    let hook_group = number_in(&project.path().join("hook-pgid")).await;
+    common::signal(pid, Signal::SIGINT);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    common::signal(pid, Signal::SIGINT);
+    let done = common::finish(child).await;
+    assert_eq!(done.code, Some(130), "{done:?}");
+    assert!(
+        done.stderr.contains("exiting without waiting"),
+        "{}",
+        done.stderr
+    );
+    assert_eq!(done.stdout, "", "no RunComplete was waited for");
+    // The hook outlives a process that exits at once; do not leave it behind.
+    let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(hook_group), Signal::SIGKILL);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn after_a_kill_9_the_run_is_interrupted_and_the_next_turn_gets_a_repaired_history() {
+    let provider = Provider::start(vec![
+        Reply::Sse(tool_stream("toolu_1", "bash", &json!({"command": LONG}))),
+        Reply::Sse(text_stream("The command was interrupted.")),
+    ])
+    .await;
+    let project = Project::new(&provider.base_url, "");
+    let args = [
+        "run",
+        "--yolo",
+        "--run-id",
+        "crash-1",
+        "Run the long command",
+    ];
+    let child = project.spawn(&args);
+    let pgid = number_in(&project.path().join("pgid")).await;
+    common::signal(child.id(), Signal::SIGKILL);
+    let done = common::finish(child).await;
+    assert_eq!(done.code, None, "killed by a signal");
+    // A SIGKILLed host cannot kill its tool's process group; the test does.
+    let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pgid), Signal::SIGKILL);
+    assert!(group_gone(pgid).await);
+
+    // The same request again attaches to the run, which recovery ended `interrupted`.
+    let done = project.run(&args).await;
+    assert_eq!(done.code, Some(2), "{done:?}");
+    assert!(
+        done.stderr
+            .contains("The process stopped before this request finished."),
+        "{}",
+        done.stderr
+    );
+    assert_eq!(
+        provider.steps().len(),
+        1,
+        "attaching asked the provider nothing"
+    );
+
+    let done = project.run(&["run", "--continue", "What happened?"]).await;
+    assert_eq!(done.code, Some(0), "{done:?}");
+    assert_eq!(done.stdout, "The command was interrupted.\n");
+    let steps = provider.steps();
+    assert_eq!(steps.len(), 2);
+    protocol_legal(&steps[1]).unwrap();
+    let messages = steps[1]["messages"].as_array().unwrap();
+    let repaired = messages
+        .iter()
+        .flat_map(|m| m["content"].as_array().cloned().unwrap_or_default())
+        .find(|b| b["type"] == "tool_result")
+        .unwrap_or_else(|| {
+            panic!(
+                "the interrupted call has a result: {}",
+                steps[1]["messages"]
+            )
+        });
+    assert_eq!(repaired["tool_use_id"], "toolu_1");
+    assert!(
+        repaired
+            .to_string()
+            .contains("tool call was interrupted and did not produce a result"),
+        "{repaired}"
+    );
+    assert!(
+        messages
+            .last()
+            .unwrap()
+            .to_string()
+            .contains("What happened?"),
+        "the new prompt comes last"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_store_in_use_is_named() {
+    let provider = Provider::start(vec![Reply::Hang]).await;
+    let project = Project::new(&provider.base_url, "");
+    let first = project.spawn(&["run", "Hang"]);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while provider.steps().is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the first run did not start"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let done = project.run(&["run", "Another"]).await;
+    assert_eq!(done.code, Some(1), "{done:?}");
+    assert!(
+        done.stderr
+            .contains("store is in use by another turnstile process"),
+        "{}",
+        done.stderr
+    );
+    assert!(
+        done.stderr.contains(".turnstile/store.db"),
+        "names the file: {}",
+        done.stderr
+    );
+    common::signal(first.id(), Signal::SIGINT);
+    assert_eq!(common::finish(first).await.code, Some(130));
+}
