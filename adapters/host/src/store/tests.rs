@@ -188,8 +188,13 @@ fn open_creates_the_schema_and_reopen_keeps_the_data() {
         .unwrap()
         .pragma_query_value(None, "user_version", |r| r.get(0))
         .unwrap();
-    assert_eq!(version, 1);
+    assert_eq!(version, 2);
     assert_eq!(reader.messages(&sid("s")).unwrap()[0].text, "hi");
+    let activity = reader.activity(false).unwrap();
+    let messages = reader.messages(&sid("s")).unwrap().len() as u64;
+    assert_eq!((activity.len(), activity[0].messages, activity[0].submissions), (1, messages, 1));
+    assert!(activity[0].last_activity_ms.is_some_and(|t| t > 1_700_000_000_000), "{activity:?}");
+    assert_eq!(reader.latest_session().unwrap(), Some(sid("s")));
     let run = reader.run(&RunId::new("r1")).unwrap().unwrap();
     assert_eq!((run.seq, run.mode, run.prompt.as_str()), (Seq(1), Mode::OwnTurn, "hi"));
     // It was active when the store closed: recovery ended it.
@@ -275,8 +280,29 @@ fn a_newer_schema_is_refused_with_a_clear_message() {
     assert!(matches!(err, StoreError::Corrupt(_)));
     assert_eq!(
         err.to_string(),
-        "store schema version 99 is newer than this turnstile supports (1)"
+        "store schema version 99 is newer than this turnstile supports (2)"
     );
+}
+
+#[test]
+fn a_version_1_store_is_migrated_to_version_2() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let conn = rusqlite::Connection::open(dir.path().join("store.db")).unwrap();
+        conn.execute_batch(super::schema::MIGRATIONS[0]).unwrap();
+        conn.execute_batch(
+            "INSERT INTO sessions (id, created) VALUES ('old', 1); \
+             INSERT INTO runs (seq, session, mode, prompt, state, outcome, completion, cursor) \
+             VALUES (1, 'old', 'own_turn', 'hi', 'finished', 'completed', '{}', 1);",
+        )
+        .unwrap();
+        conn.pragma_update(None, "user_version", 1).unwrap();
+    }
+    let opened = open(&dir);
+    let reader = opened.store.reader().unwrap();
+    let activity = reader.activity(false).unwrap();
+    assert_eq!(activity.len(), 1);
+    assert_eq!(activity[0].last_activity_ms, None, "a run from before version 2 has no times");
 }
 
 #[test]
