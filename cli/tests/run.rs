@@ -400,3 +400,59 @@ async fn the_prompt_can_come_from_stdin_and_a_session_continues() {
     );
     assert_eq!(provider.steps()[2]["messages"].as_array().unwrap().len(), 5);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_sub_agent_runs_without_the_agent_tool_and_without_hooks() {
+    let block_ls = "[[hooks.pre_tool]]\ncommand = [\"sh\", \"-c\", \"echo blocked >&2; exit 2\"]\ntools = \"ls\"\n";
+    let provider = Provider::start(vec![
+        Reply::Sse(tool_stream(
+            "toolu_p",
+            "agent",
+            &json!({"prompt": "List the files"}),
+        )),
+        Reply::Sse(tool_stream("toolu_c", "ls", &json!({}))),
+        Reply::Sse(text_stream("The child saw hello.txt.")),
+        Reply::Sse(text_stream("The sub-agent reports hello.txt.")),
+    ])
+    .await;
+    let project = Project::new(&provider.base_url, block_ls);
+    std::fs::write(project.path().join("hello.txt"), "hi\n").unwrap();
+    let done = project.run(&["run", "Ask a sub-agent"]).await;
+    assert_eq!(done.code, Some(0), "{done:?}");
+    assert_eq!(done.stdout, "The sub-agent reports hello.txt.\n");
+    let steps = provider.steps();
+    assert_eq!(steps.len(), 4);
+    let tools = |s: &serde_json::Value| -> Vec<String> {
+        s["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert!(tools(&steps[0]).contains(&"agent".to_owned()));
+    assert!(
+        !tools(&steps[1]).contains(&"agent".to_owned()),
+        "depth 1: {:?}",
+        tools(&steps[1])
+    );
+    let child_ls = last_results(&steps[2]);
+    assert!(
+        child_ls[0].1.contains("hello.txt"),
+        "the child's ls ran, no hook: {child_ls:?}"
+    );
+    assert_eq!(
+        last_results(&steps[3]),
+        [("toolu_p".to_owned(), "The child saw hello.txt.".to_owned())],
+        "the child's answer is the parent's tool result"
+    );
+    let done = project.run(&["sessions", "--all", "--json"]).await;
+    let list: serde_json::Value = serde_json::from_str(&done.stdout).unwrap();
+    let titles: Vec<&str> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| s["title"].as_str())
+        .collect();
+    assert!(titles.contains(&"New Agent Session"), "{list}");
+}

@@ -13,8 +13,9 @@ use common::{
 use nix::sys::signal::Signal;
 use serde_json::json;
 
-/// A command that writes its process group id, then runs for five minutes.
-const LONG: &str = "ps -o pgid= $$ > pgid; sleep 300";
+/// A command that writes its process group id (the shell leads its group), then runs for five
+/// minutes.
+const LONG: &str = "echo $$ > pgid; sleep 300";
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_first_ctrl_c_cancels_the_run_and_kills_the_tool() {
@@ -53,7 +54,7 @@ async fn a_second_ctrl_c_exits_at_once() {
     // The edit is left to finish on a cancel (SPEC 4.9) and its hook takes 30 s, so the
     // cancelled run would wait out its 5 s grace: the second Ctrl-C does not wait.
     let hook = "[permissions]\nallow = [\"edit\"]\n\n[[hooks.pre_tool]]\n\
-                command = [\"sh\", \"-c\", \"ps -o pgid= $$ > hook-pgid; sleep 30\"]\n";
+                command = [\"sh\", \"-c\", \"echo $$ > hook-pgid; sleep 30\"]\n";
     let provider = Provider::start(vec![Reply::Sse(tool_stream(
         "toolu_1",
         "edit",

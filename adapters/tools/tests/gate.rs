@@ -238,7 +238,8 @@ async fn gone(pgid: i32) -> bool {
     true
 }
 
-const HANG: &str = "ps -o pgid= $$ > pgid; sleep 300 & sleep 300";
+// The hook leads its own process group (`process_group(0)`), so its pid is the group id.
+const HANG: &str = "echo $$ > pgid; sleep 300 & sleep 300";
 
 #[tokio::test]
 async fn a_hook_that_hangs_is_killed_and_fails_open() {

@@ -23,6 +23,8 @@ pub enum Reply {
     Status(u16, Vec<(String, String)>, String),
     /// A 200 event-stream head, then nothing until the client goes away.
     Hang,
+    /// A 200 event stream sent in pieces, each after its pause in milliseconds.
+    Paced(Vec<(u64, Vec<u8>)>),
 }
 
 /// A request the provider received.
@@ -151,6 +153,16 @@ async fn serve(mut socket: TcpStream, seen: Arc<Mutex<Vec<Captured>>>, script: S
             let _ = socket.write_all(h.as_bytes()).await;
             let _ = socket.write_all(text.as_bytes()).await;
         }
+        Reply::Paced(pieces) => {
+            let total = pieces.iter().map(|(_, b)| b.len()).sum();
+            let h = head(200, "text/event-stream", Some(total)) + "\r\n";
+            let _ = socket.write_all(h.as_bytes()).await;
+            for (pause, bytes) in pieces {
+                tokio::time::sleep(Duration::from_millis(pause)).await;
+                let _ = socket.write_all(&bytes).await;
+                let _ = socket.flush().await;
+            }
+        }
         Reply::Hang => {
             let h = head(200, "text/event-stream", None) + "\r\n";
             let _ = socket.write_all(h.as_bytes()).await;
@@ -183,6 +195,33 @@ fn message_end(stop: &str) -> String {
             "delta": {"stop_reason": stop, "stop_sequence": null},
             "usage": {"input_tokens": 100, "output_tokens": 20}}),
     ) + &event("message_stop", &serde_json::json!({"type": "message_stop"}))
+}
+
+/// The opening of a text answer: its message start, its text block and `text` (the first
+/// piece of a [`Reply::Paced`] whose next piece is [`overloaded_event`]).
+pub fn text_opening(text: &str) -> Vec<u8> {
+    let mut s = message_start("msg_partial");
+    s += &event(
+        "content_block_start",
+        &serde_json::json!({"type": "content_block_start", "index": 0,
+            "content_block": {"type": "text", "text": ""}}),
+    );
+    s += &event(
+        "content_block_delta",
+        &serde_json::json!({"type": "content_block_delta", "index": 0,
+            "delta": {"type": "text_delta", "text": text}}),
+    );
+    s.into_bytes()
+}
+
+/// Anthropic's mid-stream `overloaded_error` event (retryable), as the API sends it.
+pub fn overloaded_event() -> Vec<u8> {
+    event(
+        "error",
+        &serde_json::json!({"type": "error",
+            "error": {"type": "overloaded_error", "message": "Overloaded"}}),
+    )
+    .into_bytes()
 }
 
 /// An answer that is only text, in the shape of the recorded Anthropic streams.
