@@ -1203,3 +1203,53 @@ async fn a_stalled_stream_is_closed_by_the_watchdog_and_fails_transport_after_th
     legal(&host, "s").await;
     host.shutdown().await.expect("shutdown");
 }
+
+/// The live `Retrying` update until the run's end: (attempt, delay_ms, reason) of each.
+async fn retries_until_done(updates: &mut turnstile_host::Updates) -> Vec<(u32, u64, String)> {
+    let mut seen = Vec::new();
+    while let Some(event) = updates.recv().await {
+        match event {
+            turnstile_host::Event::Update(turnstile_host::Update::Retrying {
+                attempt,
+                delay_ms,
+                reason,
+                ..
+            }) => seen.push((attempt, delay_ms, reason)),
+            turnstile_host::Event::Update(turnstile_host::Update::TurnFinished { .. }) => break,
+            _ => {}
+        }
+    }
+    seen
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_is_announced_live_with_its_attempt_delay_and_reason() {
+    let dir = tempfile::tempdir().expect("dir");
+    // The first attempt fails with a retry-after; the second hangs until the stream watchdog
+    // (1 s here) fails it; the third answers.
+    let provider = ScriptedProvider::new(|_, n| match n {
+        0 => Answer(vec![Scripted::Event(StepEvent::Failed {
+            error: turnstile_core::ProviderError {
+                status: Some(503),
+                retry_after_ms: Some(30),
+                message: "overloaded".into(),
+                ..Default::default()
+            },
+        })]),
+        1 => Answer::hang(),
+        _ => Answer::streamed("fine", 2, 1, usage()),
+    });
+    let mut c = config(&dir);
+    c.engine.stream_idle_timeout_ms = 1_000;
+    let host = open(&c, provider).await;
+    let mut updates = host.subscribe();
+    host.submit(Submit::new("s", "go").with_run_id("r")).await.expect("ok");
+    let retries = retries_until_done(&mut updates).await;
+    assert_eq!(retries.len(), 2, "{retries:?}");
+    assert_eq!(retries[0], (2, 30, "overloaded".to_owned()));
+    assert_eq!((retries[1].0, retries[1].2.as_str()), (3, "stream idle for 1 s"));
+    assert_eq!(retries[1].1, 10_000, "the second retry waits the second backoff (SPEC 8)");
+    let done = host.wait(&RunId::new("r")).await.expect("done");
+    assert_eq!((done.outcome, done.text.as_deref()), (Outcome::Completed, Some("fine")));
+    host.shutdown().await.expect("shutdown");
+}
