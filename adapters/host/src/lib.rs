@@ -31,6 +31,48 @@
 //! host stopped is a [`Stopped`], shared by every waiter; an IO error names the file and what
 //! was being done with it ("cannot open the lock file `<path>`: ...").
 //!
+//! ## Logs
+//!
+//! The host emits [`tracing`] events and spans; nothing is written unless the application
+//! installs a subscriber (for example `tracing-subscriber`'s `fmt` with
+//! `RUST_LOG=turnstile_host=info`). The targets are the modules: `turnstile_host::host` (open),
+//! `turnstile_host::host::engine` (what the core decided, logged as each output is routed),
+//! `turnstile_host::host::worker` (IO tasks) and `turnstile_host::host::writer` (the store).
+//! Wherever they are known, events carry `session`, `seq` and `run_id` as fields.
+//!
+//! - INFO: `submission accepted` (`mode`), `resubmission answered with the existing run`,
+//!   `turn activated` (`turn`), `submission finished` (`outcome`, `stop_reason`, or
+//!   `error_kind` and `error_title`: WARN with `error_message` when the outcome is `failed`),
+//!   `sub-agent submission accepted` (`parent`, `parent_seq`), `cancel requested`,
+//!   `cancel_run requested`, `clear_queue requested`, `summarize requested`,
+//!   `shutdown requested`, `host shut down`, `credential refresh ended` (`ok`; WARN when
+//!   false), `summarization accepted`, `submission paused for a summarization`,
+//!   `summarization done`, `recovery: an unfinished submission ended interrupted` and `store
+//!   opened; recovery done` (`interrupted`, `known_runs`).
+//! - WARN: `submission rejected` (`reason`: SPEC 8's text), `summarize rejected`, `provider
+//!   attempt failed: retrying` (`step`, `attempt`, `class`, `status`, `reason`, `delay_ms`),
+//!   `the provider refused the credentials: waiting for a refresh`, `stream watchdog fired:
+//!   the attempt was idle and is closed` (`idle_timeout_ms`), `store write failed: retrying`
+//!   (`error`, `retry`, `delay_ms`) and `store write failed: no retry time left`,
+//!   `summarization failed`, `an IO task panicked: reported as failed` (`panic`), `engine
+//!   refused an input` (host misuse), `flight recorder write failed`.
+//! - ERROR: `store write failed for good: fail-stop, the host stops` (`reason`), `host
+//!   stopped` (`reason`; WARN when every handle was dropped), `shutdown failed`, `engine
+//!   failed for good`, `the store could not be opened`, `the store could not be closed`.
+//! - DEBUG: `submission received`, `preparing submission`, `submission prepared`, `provider
+//!   attempt started` (`turn`, `step`, `attempt`, from 0 as in the trace), `summary attempt
+//!   started`, the aborts (`provider attempt aborted`, `tool call aborted` with `call_id`,
+//!   ...), the cancel grace and the shutdown deadline, `tool call started` and `tool call
+//!   finished` (`is_error`, `elapsed_ms`). TRACE: `timer fired`.
+//!
+//! Every IO task runs in a DEBUG span naming it, so what a provider or a tool logs is
+//! attributed: `prepare`, `provider_stream` and `summary_stream` (`attempt`), `tool_call`
+//! (`tool`, `call_id`, `session`, `seq`), `credential_refresh`, `title`.
+//!
+//! Never logged, at any level: a key or credential (the host never holds one), and content:
+//! prompts, the model's text and reasoning, tool inputs and results, titles. Error texts
+//! (a provider's, the store's, SPEC 8's) are logged; they describe a failure, not a message.
+//!
 //! ## Layout
 //!
 //! | module | SPEC | what it owns |

@@ -9,19 +9,27 @@
 //! One engine per store keeps SPEC's engine-wide rules (sequences in acceptance order, RunIds,
 //! sub-agents that span sessions) exactly as the core implements them; the core takes
 //! microseconds per input, and the IO around it runs on the workers.
+//!
+//! It is also where the host logs what the core decided ("Logs" in the crate docs): every
+//! output is looked at once as it is routed ([`EngineTask::log_output`]), with the RunId of
+//! its submission, and a failure reported by an input is kept until the outputs of the same
+//! transition say what became of it (a retry, a credential refresh, the end of the turn).
+//! Logging reads the outputs and never changes what is done with them or in which order.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::Write as _;
 use std::sync::Arc;
 
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
+use tracing::{debug, error, info, trace, warn};
 use turnstile_core::{
     Engine, HostError, Input, Millis, Output, OutputClass, OutputKind, Recorder, Rejection, Reply,
-    SessionId, StepEvent, StoreOp, Submit, TimerId, TimerPurpose,
+    RunId, Seq, SessionId, StepEvent, StoreOp, Submit, TimerId, TimerPurpose,
 };
 
+use super::log::{self, Failure};
 use super::worker::{Action, Lane, Routed, WorkerMsg};
 use super::writer::WriteReq;
 use super::{Command, Msg, Submitted};
@@ -61,7 +69,7 @@ impl Driver {
                 let r = recorder.handle(now, input);
                 // The trace is a debugging aid: a failed write is reported, not fatal.
                 if let Err(e) = sink.write(&recorder.take_jsonl()) {
-                    eprintln!("turnstile: flight recorder write failed: {e}");
+                    warn!(error = %e, "flight recorder write failed");
                 }
                 r
             }
@@ -98,9 +106,12 @@ pub(crate) struct EngineTask {
     pub(crate) writer: mpsc::UnboundedSender<WriteReq>,
     pub(crate) hub: Arc<Hub>,
     pub(crate) health: watch::Receiver<Option<Stopped>>,
-    /// Armed timers: at most one per aborting turn or backoff and one per streaming attempt (its
-    /// watchdog, SPEC 4.5), plus the shutdown deadline.
-    pub(crate) timers: BTreeMap<TimerId, Millis>,
+    /// Armed timers with their deadlines and purposes: at most one per aborting turn or backoff
+    /// and one per streaming attempt (its watchdog, SPEC 4.5), plus the shutdown deadline.
+    pub(crate) timers: BTreeMap<TimerId, (Millis, TimerPurpose)>,
+    /// The RunIds of unfinished submissions accepted by this engine, for the logs' `run_id`
+    /// field; entered at acceptance, left at the submission's `Finished`.
+    pub(crate) run_ids: BTreeMap<Seq, RunId>,
     /// Last announced (busy, queue length) of sessions that are busy; idle ones are forgotten.
     pub(crate) known: BTreeMap<SessionId, (bool, usize)>,
     /// Callers of `shutdown`, answered when the engine stopped and everything is durable.
@@ -109,9 +120,6 @@ pub(crate) struct EngineTask {
     /// its parent's lane (see [`Lane`]). Entered at `ChildAccepted`, left after the transition
     /// in which the child finished.
     pub(crate) parents: BTreeMap<SessionId, SessionId>,
-    /// The armed stream watchdogs, so that a retry after one fired can say why
-    /// ([`Update::Retrying`]).
-    pub(crate) idle_timers: BTreeSet<TimerId>,
     /// The last step attempt started per session (its submission and attempt index), for the
     /// same update.
     pub(crate) attempts: BTreeMap<SessionId, (turnstile_core::Seq, u32)>,
@@ -123,6 +131,7 @@ impl EngineTask {
             let due = self
                 .timers
                 .values()
+                .map(|(d, _)| *d)
                 .min()
                 .map(|d| self.started + std::time::Duration::from_millis(d.0));
             tokio::select! {
@@ -167,6 +176,11 @@ impl EngineTask {
             let _ = rx.await;
         }
         let why = self.hub.stopped().unwrap_or(Stopped::TaskEnded);
+        if matches!(why, Stopped::HandlesDropped) {
+            warn!(reason = %why, "host stopped");
+        } else {
+            error!(reason = %why, "host stopped");
+        }
         for s in self.stopping.drain(..) {
             let _ = s.send(Err(why.clone()));
         }
@@ -179,10 +193,11 @@ impl EngineTask {
     fn fire_due(&mut self) {
         let now = self.now();
         let due: Vec<TimerId> =
-            self.timers.iter().filter(|(_, d)| **d <= now).map(|(t, _)| *t).collect();
+            self.timers.iter().filter(|(_, (d, _))| *d <= now).map(|(t, _)| *t).collect();
         for timer in due {
-            self.timers.remove(&timer);
-            self.feed(Input::TimerFired { timer }, Caller::None);
+            let purpose = self.timers.remove(&timer).map(|(_, purpose)| purpose);
+            trace!(timer = timer.0, ?purpose, "timer fired");
+            self.transition(Input::TimerFired { timer }, Caller::None, purpose);
         }
     }
 
@@ -191,22 +206,31 @@ impl EngineTask {
             Msg::Input(input) => self.feed(input, Caller::None),
             Msg::Command(cmd) => match cmd {
                 Command::Submit(submit, reply) => {
+                    let run_id = submit.run_id.as_ref().map(RunId::as_str);
+                    debug!(session = %submit.session, run_id, "submission received");
                     self.feed(Input::Submit(submit.clone()), Caller::Submit(submit, reply));
                 }
                 Command::Cancel(session) => {
+                    info!(session = %session, "cancel requested");
                     self.feed(Input::Cancel { session, up_to: None }, Caller::None)
                 }
-                Command::CancelRun(run_id) => self.feed(Input::CancelRun { run_id }, Caller::None),
+                Command::CancelRun(run_id) => {
+                    info!(run_id = run_id.as_str(), "cancel_run requested");
+                    self.feed(Input::CancelRun { run_id }, Caller::None)
+                }
                 Command::ClearQueue(session) => {
+                    info!(session = %session, "clear_queue requested");
                     self.feed(Input::ClearQueue { session }, Caller::None)
                 }
                 Command::Summarize(session, reply) => {
+                    info!(session = %session, "summarize requested");
                     self.feed(Input::Summarize { session }, Caller::Summarize(reply));
                 }
                 Command::IsBusy(session, reply) => {
                     let _ = reply.send(self.driver.engine().is_busy(&session));
                 }
                 Command::Shutdown(reply) => {
+                    info!("shutdown requested");
                     self.stopping.push(reply);
                     if !self.driver.engine().is_stopped() {
                         self.feed(Input::Shutdown, Caller::None);
@@ -216,14 +240,22 @@ impl EngineTask {
         }
     }
 
-    /// One transition: handle the input, then route every output it produced.
-    fn feed(&mut self, input: Input, mut caller: Caller) {
+    /// One transition of an input that is not a timer's firing.
+    fn feed(&mut self, input: Input, caller: Caller) {
+        self.transition(input, caller, None);
+    }
+
+    /// One transition: handle the input, then route every output it produced. `fired` is the
+    /// purpose of the timer whose firing the input reports (for the logs).
+    fn transition(&mut self, input: Input, mut caller: Caller, fired: Option<TimerPurpose>) {
         let now = self.now();
+        let mut failure = self.log_input(&input);
+        let watchdog = matches!(fired, Some(TimerPurpose::StreamIdle { .. }));
         // What a backoff armed in this transition retries after (SPEC 4.5), for the live
         // `Retrying` update.
         let failed = match &input {
             Input::Step { event: StepEvent::Failed { error }, .. } => Some(error.message.clone()),
-            Input::TimerFired { timer } if self.idle_timers.remove(timer) => {
+            _ if watchdog => {
                 let secs = self.driver.engine().config().stream_idle_timeout_ms / 1000;
                 Some(format!("stream idle for {secs} s"))
             }
@@ -234,8 +266,12 @@ impl EngineTask {
             // leaves the engine unchanged; a failure (a bug in the core, a counter at its
             // maximum) fails it for good. Either way nothing was decided: tell the caller, and
             // stop on a failure.
-            eprintln!("turnstile: engine refused an input: {e}");
             let failed = matches!(e, HostError::Internal(_) | HostError::Exhausted { .. });
+            if failed {
+                error!(error = %e, "engine failed for good");
+            } else {
+                warn!(error = %e, "engine refused an input");
+            }
             let answer = if failed {
                 SubmitError::Stopped(Stopped::Engine(e.clone()))
             } else {
@@ -260,24 +296,17 @@ impl EngineTask {
             {
                 touched.push(s.clone());
             }
+            self.log_output(&out.kind, now, &mut failure, watchdog);
             match out.kind {
                 OutputKind::Reply(reply) => self.reply(reply, &mut caller, &mut batches),
                 OutputKind::SetTimer { timer, deadline, purpose } => {
-                    match purpose {
-                        TimerPurpose::StreamIdle { .. } => {
-                            self.idle_timers.insert(timer);
-                        }
-                        TimerPurpose::Retry { session, .. } => {
-                            if let Some(reason) = &failed {
-                                self.retrying(session, deadline.0.saturating_sub(now.0), reason);
-                            }
-                        }
-                        _ => {}
+                    if let (TimerPurpose::Retry { session, .. }, Some(reason)) = (&purpose, &failed)
+                    {
+                        self.retrying(session.clone(), deadline.0.saturating_sub(now.0), reason);
                     }
-                    self.timers.insert(timer, deadline);
+                    self.timers.insert(timer, (deadline, purpose));
                 }
                 OutputKind::CancelTimer { timer } => {
-                    self.idle_timers.remove(&timer);
                     self.timers.remove(&timer);
                 }
                 OutputKind::Stopped => {}
@@ -317,6 +346,16 @@ impl EngineTask {
     fn reply(&mut self, reply: Reply, caller: &mut Caller, batches: &mut [Vec<Routed>]) {
         match (reply, std::mem::replace(caller, Caller::None)) {
             (Reply::Accepted { session, seq, run_id, mode }, Caller::Submit(submit, reply)) => {
+                info!(
+                    session = %session,
+                    seq = seq.0,
+                    run_id = run_id.as_ref().map(RunId::as_str),
+                    mode = log::mode(mode),
+                    "submission accepted"
+                );
+                if let Some(run_id) = &run_id {
+                    self.run_ids.insert(seq, run_id.clone());
+                }
                 let submitted = Submitted {
                     session: session.clone(),
                     seq,
@@ -338,6 +377,13 @@ impl EngineTask {
             // A reply about an existing run waits behind that run's session's earlier writes, so
             // it never reveals a run (or an outcome) that is not durable yet.
             (Reply::Existing { session, seq, run_id, outcome }, Caller::Submit(_, reply)) => {
+                info!(
+                    session = %session,
+                    seq = seq.0,
+                    run_id = run_id.as_str(),
+                    outcome = outcome.map(log::outcome),
+                    "resubmission answered with the existing run"
+                );
                 let result = Ok(Submitted {
                     session: session.clone(),
                     seq,
@@ -350,21 +396,36 @@ impl EngineTask {
             }
             (
                 Reply::Rejected { error: Rejection::RunIdConflict(run_id) },
-                Caller::Submit(_, reply),
+                Caller::Submit(submit, reply),
             ) => {
-                let result = Err(SubmitError::Rejected(Rejection::RunIdConflict(run_id.clone())));
+                let error = Rejection::RunIdConflict(run_id.clone());
+                warn!(
+                    session = %submit.session,
+                    run_id = run_id.as_str(),
+                    reason = %error,
+                    "submission rejected"
+                );
+                let result = Err(SubmitError::Rejected(error));
                 match self.driver.engine().run_session(&run_id).cloned() {
                     Some(session) => self.route(batches, session, Action::Reply { reply, result }),
                     None => drop(reply.send(result)),
                 }
             }
-            (Reply::Rejected { error }, Caller::Submit(_, reply)) => {
+            (Reply::Rejected { error }, Caller::Submit(submit, reply)) => {
+                warn!(
+                    session = %submit.session,
+                    run_id = submit.run_id.as_ref().map(RunId::as_str),
+                    reason = %error,
+                    "submission rejected"
+                );
                 let _ = reply.send(Err(SubmitError::Rejected(error)));
             }
             (Reply::Rejected { error }, Caller::Summarize(reply)) => {
+                warn!(reason = %error, "summarize rejected");
                 let _ = reply.send(Err(SubmitError::Rejected(error)));
             }
-            (Reply::Summarizing { .. }, Caller::Summarize(reply)) => {
+            (Reply::Summarizing { session }, Caller::Summarize(reply)) => {
+                info!(session = %session, "summarization accepted");
                 let _ = reply.send(Ok(()));
             }
             (reply, other) => {
@@ -450,11 +511,338 @@ impl EngineTask {
             (_, Some(why)) => Err(why),
             (r, None) => r,
         };
-        if result.is_ok() {
-            self.hub.close();
+        match &result {
+            Ok(()) => {
+                info!("host shut down");
+                self.hub.close();
+            }
+            Err(why) => error!(reason = %why, "shutdown failed"),
         }
         for s in self.stopping.drain(..) {
             let _ = s.send(result.clone());
+        }
+    }
+}
+
+/// The logs (see "Logs" in the crate docs). Nothing here changes what the engine task does.
+impl EngineTask {
+    /// The RunId of an unfinished submission, when it has one.
+    fn run_id(&self, seq: Seq) -> Option<&str> {
+        self.run_ids.get(&seq).map(RunId::as_str)
+    }
+
+    /// Logs what an input reports, and returns the failure it reports, if any: what the core
+    /// makes of it is known only from the outputs of its transition ([`Self::log_output`]).
+    fn log_input(&self, input: &Input) -> Option<Failure> {
+        let failure = |seq, step, attempt, error: &turnstile_core::ProviderError| Failure {
+            seq,
+            step,
+            attempt,
+            class: log::error_class(error.class),
+            status: error.status,
+            reason: error.message.clone(),
+        };
+        match input {
+            Input::Step { step, event: StepEvent::Failed { error } } => {
+                Some(failure(Some(step.seq), Some(step.step), step.attempt, error))
+            }
+            Input::Summary { io, event: StepEvent::Failed { error } } => {
+                Some(failure(None, None, io.attempt, error))
+            }
+            Input::Prepared { session, seq, setup } => {
+                debug!(
+                    session = %session,
+                    seq = seq.0,
+                    run_id = self.run_id(*seq),
+                    tools = setup.tools.len(),
+                    context_window = setup.context_window,
+                    "submission prepared"
+                );
+                None
+            }
+            Input::CredentialsRefreshed { attempt, ok } => {
+                let (seq, attempt_no) = log::attempt_fields(attempt);
+                let run_id = seq.and_then(|s| self.run_id(s));
+                let session = attempt.session();
+                let seq = seq.map(|s| s.0);
+                if *ok {
+                    info!(
+                        session = %session,
+                        seq,
+                        run_id,
+                        attempt = attempt_no,
+                        ok,
+                        "credential refresh ended"
+                    );
+                } else {
+                    warn!(
+                        session = %session,
+                        seq,
+                        run_id,
+                        attempt = attempt_no,
+                        ok,
+                        "credential refresh ended"
+                    );
+                }
+                None
+            }
+            _ => None,
+        }
+    }
+
+    /// Logs one output as it is routed. `failure` is the failure the transition's input
+    /// reported (or the watchdog's verdict, when `watchdog`: the input was the firing of a
+    /// stream watchdog).
+    fn log_output(
+        &mut self,
+        kind: &OutputKind,
+        now: Millis,
+        failure: &mut Option<Failure>,
+        watchdog: bool,
+    ) {
+        match kind {
+            OutputKind::Prepare { session, seq } => {
+                debug!(
+                    session = %session,
+                    seq = seq.0,
+                    run_id = self.run_id(*seq),
+                    "preparing submission"
+                );
+            }
+            OutputKind::Store(StoreOp::LedgerActivated { session, seq, turn }) => {
+                info!(
+                    session = %session,
+                    seq = seq.0,
+                    run_id = self.run_id(*seq),
+                    turn = turn.0,
+                    "turn activated"
+                );
+            }
+            OutputKind::Store(StoreOp::ChildAccepted {
+                session, seq, parent, parent_seq, ..
+            }) => {
+                info!(
+                    session = %session,
+                    seq = seq.0,
+                    parent = %parent,
+                    parent_seq = parent_seq.0,
+                    "sub-agent submission accepted"
+                );
+            }
+            OutputKind::Store(StoreOp::LedgerPaused { session, seq }) => {
+                info!(
+                    session = %session,
+                    seq = seq.0,
+                    run_id = self.run_id(*seq),
+                    "submission paused for a summarization"
+                );
+            }
+            OutputKind::Store(StoreOp::SummaryDone { session, .. }) => {
+                info!(session = %session, "summarization done");
+            }
+            OutputKind::Store(StoreOp::SummaryFailed { session, title, message, .. }) => {
+                warn!(
+                    session = %session,
+                    error_title = %title,
+                    error_message = %message,
+                    "summarization failed"
+                );
+            }
+            OutputKind::StartStep { step } => {
+                debug!(
+                    session = %step.session,
+                    seq = step.seq.0,
+                    run_id = self.run_id(step.seq),
+                    turn = step.turn.0,
+                    step = step.step,
+                    attempt = step.attempt,
+                    "provider attempt started"
+                );
+            }
+            OutputKind::StartSummary { io } => {
+                debug!(
+                    session = %io.session,
+                    summary = io.summary.0,
+                    attempt = io.attempt,
+                    "summary attempt started"
+                );
+            }
+            OutputKind::AbortStep { step } if watchdog => {
+                let timeout_ms = self.driver.engine().config().stream_idle_timeout_ms;
+                warn!(
+                    session = %step.session,
+                    seq = step.seq.0,
+                    run_id = self.run_id(step.seq),
+                    step = step.step,
+                    attempt = step.attempt,
+                    idle_timeout_ms = timeout_ms,
+                    "stream watchdog fired: the attempt was idle and is closed"
+                );
+                *failure = Some(Failure {
+                    seq: Some(step.seq),
+                    step: Some(step.step),
+                    attempt: step.attempt,
+                    class: log::error_class(turnstile_core::ErrorClass::Transport),
+                    status: None,
+                    reason: turnstile_core::stream_idle_message(timeout_ms),
+                });
+            }
+            OutputKind::AbortSummary { io } if watchdog => {
+                let timeout_ms = self.driver.engine().config().stream_idle_timeout_ms;
+                warn!(
+                    session = %io.session,
+                    summary = io.summary.0,
+                    attempt = io.attempt,
+                    idle_timeout_ms = timeout_ms,
+                    "stream watchdog fired: the summary attempt was idle and is closed"
+                );
+                *failure = Some(Failure {
+                    seq: None,
+                    step: None,
+                    attempt: io.attempt,
+                    class: log::error_class(turnstile_core::ErrorClass::Transport),
+                    status: None,
+                    reason: turnstile_core::stream_idle_message(timeout_ms),
+                });
+            }
+            OutputKind::AbortStep { step } => {
+                debug!(
+                    session = %step.session,
+                    seq = step.seq.0,
+                    run_id = self.run_id(step.seq),
+                    step = step.step,
+                    attempt = step.attempt,
+                    "provider attempt aborted"
+                );
+            }
+            OutputKind::AbortSummary { io } => {
+                debug!(
+                    session = %io.session,
+                    summary = io.summary.0,
+                    attempt = io.attempt,
+                    "summary attempt aborted"
+                );
+            }
+            OutputKind::AbortTool { call } => {
+                debug!(
+                    session = %call.session,
+                    seq = call.seq.0,
+                    run_id = self.run_id(call.seq),
+                    call_id = call.call.as_str(),
+                    "tool call aborted"
+                );
+            }
+            OutputKind::AbortPreparation { session, seq } => {
+                debug!(
+                    session = %session,
+                    seq = seq.0,
+                    run_id = self.run_id(*seq),
+                    "preparation aborted"
+                );
+            }
+            OutputKind::AbortRefresh { attempt } => {
+                let (seq, attempt_no) = log::attempt_fields(attempt);
+                let run_id = seq.and_then(|s| self.run_id(s));
+                debug!(
+                    session = %attempt.session(),
+                    seq = seq.map(|s| s.0),
+                    run_id,
+                    attempt = attempt_no,
+                    "credential refresh aborted"
+                );
+            }
+            OutputKind::RefreshCredentials { attempt } => {
+                let (seq, attempt_no) = log::attempt_fields(attempt);
+                let run_id = seq.and_then(|s| self.run_id(s));
+                let f = failure.take();
+                warn!(
+                    session = %attempt.session(),
+                    seq = seq.map(|s| s.0),
+                    run_id,
+                    attempt = attempt_no,
+                    status = f.as_ref().and_then(|f| f.status),
+                    reason = f.as_ref().map(|f| f.reason.as_str()),
+                    "the provider refused the credentials: waiting for a refresh"
+                );
+            }
+            OutputKind::SetTimer {
+                deadline,
+                purpose: TimerPurpose::Retry { session, turn },
+                ..
+            } => {
+                let f = failure.take();
+                let seq = f.as_ref().and_then(|f| f.seq);
+                warn!(
+                    session = %session,
+                    seq = seq.map(|s| s.0),
+                    run_id = seq.and_then(|s| self.run_id(s)),
+                    turn = turn.0,
+                    step = f.as_ref().and_then(|f| f.step),
+                    attempt = f.as_ref().map(|f| f.attempt),
+                    class = f.as_ref().map(|f| f.class),
+                    status = f.as_ref().and_then(|f| f.status),
+                    reason = f.as_ref().map(|f| f.reason.as_str()),
+                    delay_ms = deadline.0.saturating_sub(now.0),
+                    "provider attempt failed: retrying"
+                );
+            }
+            OutputKind::SetTimer {
+                deadline,
+                purpose: TimerPurpose::CancelGrace { session, turn },
+                ..
+            } => {
+                debug!(
+                    session = %session,
+                    turn = turn.0,
+                    grace_ms = deadline.0.saturating_sub(now.0),
+                    "turn aborting: waiting for its IO to end"
+                );
+            }
+            OutputKind::SetTimer { deadline, purpose: TimerPurpose::ShutdownDeadline, .. } => {
+                debug!(
+                    deadline_ms = deadline.0.saturating_sub(now.0),
+                    "shutdown: waiting for active turns to end"
+                );
+            }
+            OutputKind::Finished(c) => {
+                let run_id = c.run_id().map(RunId::as_str);
+                let (session, seq, outcome) = (c.session(), c.seq().0, log::outcome(c.outcome()));
+                let stop_reason = c.stop_reason().map(log::stop_reason);
+                match c.error() {
+                    Some(e) if c.outcome() == turnstile_core::Outcome::Failed => warn!(
+                        session = %session,
+                        seq,
+                        run_id,
+                        outcome,
+                        error_kind = log::error_kind(e.kind),
+                        error_title = %e.title,
+                        error_message = %e.message,
+                        "submission finished"
+                    ),
+                    Some(e) => info!(
+                        session = %session,
+                        seq,
+                        run_id,
+                        outcome,
+                        error_kind = log::error_kind(e.kind),
+                        error_title = %e.title,
+                        "submission finished"
+                    ),
+                    None => {
+                        info!(
+                            session = %session,
+                            seq,
+                            run_id,
+                            outcome,
+                            stop_reason,
+                            "submission finished"
+                        )
+                    }
+                }
+                self.run_ids.remove(&c.seq());
+            }
+            OutputKind::Stopped => debug!("engine stopped: no submission is unfinished"),
+            _ => {}
         }
     }
 }

@@ -20,6 +20,7 @@
 //! and time comes from the runtime.
 
 mod engine;
+mod log;
 mod worker;
 mod writer;
 
@@ -193,7 +194,14 @@ impl Host {
         tools: ToolSet,
     ) -> Result<Host, OpenError> {
         let store_config = config.store.clone();
-        let opened = crate::rt::blocking(move || Store::open(&store_config)).await??;
+        let opened = match crate::rt::blocking(move || Store::open(&store_config)).await {
+            Ok(Ok(opened)) => opened,
+            Ok(Err(e)) | Err(e) => {
+                tracing::error!(error = %e, "the store could not be opened");
+                return Err(e.into());
+            }
+        };
+        log_recovery(&opened.recovered, opened.start.runs.len());
         let reader = opened.store.reader()?;
         // A second read connection for the workers (requests, preparation), so that clients'
         // waits do not queue behind them.
@@ -246,10 +254,10 @@ impl Host {
             hub: hub.clone(),
             health: health_rx,
             timers: Default::default(),
+            run_ids: Default::default(),
             known: Default::default(),
             stopping: Vec::new(),
             parents: Default::default(),
-            idle_timers: Default::default(),
             attempts: Default::default(),
         };
         tokio::spawn(task.run());
@@ -564,6 +572,21 @@ fn driver(config: &HostConfig, start: &Start) -> Result<engine::Driver, OpenErro
         }
     };
     Ok(driver)
+}
+
+/// Logs what crash recovery on open did: one event per submission it ended `interrupted`,
+/// then the count.
+fn log_recovery(recovered: &[(Cursor, CompletionRecord)], runs: usize) {
+    for (_, r) in recovered {
+        tracing::info!(
+            session = %r.session,
+            seq = r.seq.0,
+            run_id = r.run_id.as_ref().map(RunId::as_str),
+            activated = r.message_id.is_some(),
+            "recovery: an unfinished submission ended interrupted"
+        );
+    }
+    tracing::info!(interrupted = recovered.len(), known_runs = runs, "store opened; recovery done");
 }
 
 /// Forgets a registered waiter when the wait ends in any way (answered, failed, or the

@@ -14,13 +14,17 @@
 //! does not have. Each session keeps its own open transaction inside the lane.
 //!
 //! IO runs in spawned tasks that report to the engine as inputs naming the IO exactly; an
-//! abort drops the task (closing its stream), and a late report is ignored by the core.
+//! abort drops the task (closing its stream), and a late report is ignored by the core. Each
+//! task runs in a span naming its IO (`prepare`, `provider_stream`, `summary_stream`,
+//! `tool_call`, `credential_refresh`, `title`), so what a provider or a tool logs is
+//! attributed to its session and call.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::AbortHandle;
+use tracing::{Instrument as _, Span, debug, debug_span, warn};
 use turnstile_core::{
     AttemptIo, CallIo, ErrorClass, Input, OutputClass, OutputKind, ProviderError, Seq, SessionId,
     Setup, StepEvent, StepIo, SummaryIo, ToolOutput,
@@ -254,22 +258,44 @@ impl Worker {
             }
             OutputKind::Commit { .. } => self.commit(lane, session),
             OutputKind::Prepare { session, seq } => {
+                let span = debug_span!("prepare", session = %session, seq = seq.0);
                 let task = prepare(self.ctx.clone(), session.clone(), seq);
                 let (s, q) = (session.clone(), seq);
                 let failed = move |why| Input::PreparationFailed { session: s, seq: q, error: why };
-                self.spawn(IoKey::Prepare(session, seq), task, failed);
+                self.spawn(IoKey::Prepare(session, seq), span, task, failed);
             }
             OutputKind::StartStep { step } => {
+                let span = debug_span!(
+                    "provider_stream",
+                    session = %step.session,
+                    seq = step.seq.0,
+                    turn = step.turn.0,
+                    step = step.step,
+                    attempt = step.attempt,
+                );
                 let task = stream(self.ctx.clone(), Stream::Step(step.clone()));
                 let failed = Stream::Step(step.clone());
-                self.spawn(IoKey::Step(step), task, move |why| failed.input(panicked(why)));
+                self.spawn(IoKey::Step(step), span, task, move |why| failed.input(panicked(why)));
             }
             OutputKind::StartSummary { io } => {
+                let span = debug_span!(
+                    "summary_stream",
+                    session = %io.session,
+                    summary = io.summary.0,
+                    attempt = io.attempt,
+                );
                 let task = stream(self.ctx.clone(), Stream::Summary(io.clone()));
                 let failed = Stream::Summary(io.clone());
-                self.spawn(IoKey::Summary(io), task, move |why| failed.input(panicked(why)));
+                self.spawn(IoKey::Summary(io), span, task, move |why| failed.input(panicked(why)));
             }
             OutputKind::RunTool { call, name, input } => {
+                let span = debug_span!(
+                    "tool_call",
+                    tool = %name,
+                    call_id = call.call.as_str(),
+                    session = %call.session,
+                    seq = call.seq.0,
+                );
                 let task = run_tool(self.ctx.clone(), call.clone(), name, input);
                 let c = call.clone();
                 let failed = move |why: String| Input::ToolResult {
@@ -280,9 +306,16 @@ impl Worker {
                         stop: None,
                     },
                 };
-                self.spawn(IoKey::Tool(call), task, failed);
+                self.spawn(IoKey::Tool(call), span, task, failed);
             }
             OutputKind::RefreshCredentials { attempt } => {
+                let (seq, attempt_no) = super::log::attempt_fields(&attempt);
+                let span = debug_span!(
+                    "credential_refresh",
+                    session = %attempt.session(),
+                    seq = seq.map(|s| s.0),
+                    attempt = attempt_no,
+                );
                 let ctx = self.ctx.clone();
                 let (key, a) = (IoKey::Refresh(attempt.clone()), attempt.clone());
                 let task = async move {
@@ -290,9 +323,11 @@ impl Worker {
                     report(&ctx, Input::CredentialsRefreshed { attempt, ok }).await;
                 };
                 let failed = move |_| Input::CredentialsRefreshed { attempt: a, ok: false };
-                self.spawn(key, task, failed);
+                self.spawn(key, span, task, failed);
             }
             OutputKind::RequestTitle { session, seq, prompt } => {
+                // The prompt is content: it is not a field of the span.
+                let span = debug_span!("title", session = %session, seq = seq.0);
                 let ctx = self.ctx.clone();
                 let key = IoKey::Title(session.clone(), seq);
                 let s = session.clone();
@@ -305,7 +340,7 @@ impl Worker {
                 };
                 let failed =
                     move |_| Input::TitleGenerated { session: s, seq, title: None, usage: None };
-                self.spawn(key, task, failed);
+                self.spawn(key, span, task, failed);
             }
             OutputKind::AbortPreparation { session, seq } => {
                 self.abort(&IoKey::Prepare(session, seq))
@@ -334,21 +369,23 @@ impl Worker {
         }
     }
 
-    /// Runs one IO task. If it panics, `failed` turns the panic message into the input that
-    /// reports the IO as failed, so the turn does not wait for it forever.
+    /// Runs one IO task in `span`. If it panics, `failed` turns the panic message into the
+    /// input that reports the IO as failed, so the turn does not wait for it forever.
     fn spawn(
         &mut self,
         key: IoKey,
+        span: Span,
         task: impl std::future::Future<Output = ()> + Send + 'static,
         failed: impl FnOnce(String) -> Input + Send + 'static,
     ) {
         let ctx = self.ctx.clone();
-        let handle = tokio::spawn(async move {
+        let task = async move {
             if let Err(why) = crate::rt::catch_unwind(task).await {
+                warn!(panic = %why, "an IO task panicked: reported as failed");
                 report(&ctx, failed(why)).await;
             }
-        })
-        .abort_handle();
+        };
+        let handle = tokio::spawn(task.instrument(span)).abort_handle();
         if let Some(old) = self.io.insert(key, handle) {
             old.abort();
         }
@@ -503,7 +540,10 @@ async fn stream(ctx: Arc<Ctx>, which: Stream) {
     report(&ctx, failed.input(StepEvent::Failed { error })).await;
 }
 
+/// Runs a tool call (in its `tool_call` span, which names the tool, the call and the session).
 async fn run_tool(ctx: Arc<Ctx>, call: CallIo, name: String, input: String) {
+    debug!("tool call started");
+    let started = tokio::time::Instant::now();
     let result = match ctx.tools.get(&name) {
         Some(tool) => {
             let c = ToolCall { session: call.session.clone(), call: call.call.clone(), input };
@@ -515,5 +555,7 @@ async fn run_tool(ctx: Arc<Ctx>, call: CallIo, name: String, input: String) {
             stop: None,
         },
     };
+    let elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    debug!(is_error = result.is_error, elapsed_ms, "tool call finished");
     report(&ctx, Input::ToolResult { call, result }).await;
 }

@@ -22,6 +22,7 @@ use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
+use tracing::{error, warn};
 use turnstile_core::{MessageId, SessionId, StoreOp};
 
 use crate::error::Stopped;
@@ -343,6 +344,11 @@ impl Writer {
             Err(why) => {
                 // Fail-stop: nothing more will be written. Release the store (and its owner
                 // lock) at once, so the next start's recovery can decide the outcomes.
+                error!(
+                    reason = %why,
+                    txns = acks.len(),
+                    "store write failed for good: fail-stop, the host stops"
+                );
                 self.store = None;
                 self.hub.stop(&why);
                 self.health.send_replace(Some(why.clone()));
@@ -364,6 +370,8 @@ impl Writer {
         }
         let started = Instant::now();
         let mut delay = Duration::from_millis(10);
+        // This batch's retries so far (for the logs).
+        let mut retry = 0_u32;
         loop {
             // The store is gone only after a failure, which answered above.
             let Some(mut store) = self.store.take() else { return Err(Stopped::WriterEnded) };
@@ -387,19 +395,32 @@ impl Writer {
                 Ok(cursors) => return Ok((txns, cursors)),
                 Err(e) if started.elapsed() < self.config.retry_for => {
                     self.stats.retries.fetch_add(1, Ordering::Relaxed);
+                    retry += 1;
                     let left = self.config.retry_for.saturating_sub(started.elapsed());
+                    warn!(
+                        error = %e,
+                        retry,
+                        delay_ms = u64::try_from(delay.min(left).as_millis()).unwrap_or(u64::MAX),
+                        txns = txns.len(),
+                        "store write failed: retrying"
+                    );
                     tokio::time::sleep(delay.min(left)).await;
                     delay = (delay * 2).min(Duration::from_secs(1));
-                    let _ = e;
                 }
-                Err(e) => return Err(Stopped::storage(e)),
+                Err(e) => {
+                    warn!(error = %e, txns = txns.len(), "store write failed: no retry time left");
+                    return Err(Stopped::storage(e));
+                }
             }
         }
     }
 
     fn close(&mut self) -> Result<(), Stopped> {
         match self.store.take() {
-            Some(store) => store.close().map_err(Stopped::storage),
+            Some(store) => store.close().map_err(|e| {
+                error!(error = %e, "the store could not be closed");
+                Stopped::storage(e)
+            }),
             None => Ok(()),
         }
     }
