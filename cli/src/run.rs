@@ -57,7 +57,7 @@ pub async fn run(global: &Global, a: Run) -> Result<u8, Failure> {
     };
     let loaded = setup::load(global, &cwd)?;
     let provider = loaded.provider(a.model.as_deref(), &cwd)?;
-    let (tools, gate) = loaded.tools(&cwd, a.yolo)?;
+    let (tools, gate) = loaded.tools(&cwd, a.yolo).await?;
     let store = setup::store_path(global, &cwd);
     let host = setup::open(&store, provider, tools).await?;
 

@@ -42,7 +42,7 @@ struct AgentFile {
     #[serde(default)]
     hooks: HooksFile,
     #[serde(default)]
-    mcp: BTreeMap<String, toml::Value>,
+    mcp: BTreeMap<String, turnstile_mcp::ServerConfig>,
 }
 
 /// Where the configuration was looked for and what it said.
@@ -157,25 +157,29 @@ impl Loaded {
     }
 
     /// The tools of a run in `cwd`: the built-ins and the MCP servers' tools, behind the gate
-    /// (`yolo`: every ask is a yes). Returns the gate too, for the denials it recorded.
+    /// (`yolo`: every ask is a yes). Returns the gate too, for the denials it recorded. An MCP
+    /// server that does not start is reported on stderr and offers no tools; the run goes on.
     ///
     /// # Errors
     /// An invalid permission rule or hook, or a working directory that is not one.
-    pub fn tools(&self, cwd: &Path, yolo: bool) -> Result<(ToolSet, Arc<Gate>), Failure> {
+    pub async fn tools(&self, cwd: &Path, yolo: bool) -> Result<(ToolSet, Arc<Gate>), Failure> {
         let invalid = |e: &dyn std::fmt::Display| {
             Failure::setup(format!("invalid configuration {}: {e}", self.where_()))
         };
         let permissions = Permissions::new(&self.agent.permissions).map_err(|e| invalid(&e))?;
         let hooks = Hook::all(&self.agent.hooks).map_err(|e| invalid(&e))?;
-        let tools = turnstile_tools::builtins(cwd).map_err(|e| {
+        let mut tools = turnstile_tools::builtins(cwd).map_err(|e| {
             Failure::setup(format!(
                 "cannot use `{}` as the working directory: {e}",
                 cwd.display()
             ))
         })?;
         if !self.agent.mcp.is_empty() {
-            let names: Vec<&str> = self.agent.mcp.keys().map(String::as_str).collect();
-            tracing::warn!(servers = ?names, "MCP servers are configured but not connected");
+            let (mcp, failures) = turnstile_mcp::connect_all(&self.agent.mcp).await;
+            for failure in failures {
+                eprintln!("warning: {failure}; its tools are not offered");
+            }
+            tools = turnstile_mcp::add_tools(tools, mcp);
         }
         let gate = Arc::new(Gate::new(permissions, hooks, Arc::new(DenyAsks), cwd).yolo(yolo));
         Ok((gate.wrap(tools), gate))

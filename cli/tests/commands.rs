@@ -171,3 +171,41 @@ async fn sessions_and_history_read_the_store_back() {
         done.stderr
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn logs_go_to_a_file_or_to_stderr_and_never_hold_the_prompt() {
+    let provider = Provider::start(vec![
+        Reply::Sse(text_stream("ok")),
+        Reply::Sse(text_stream("ok")),
+    ])
+    .await;
+    let project = Project::new(&provider.base_url, "");
+    let prompt = "PROMPT-SECRET-42 do something";
+    let done = project
+        .run(&["run", "--log-file", "run.log", "--run-id", "logged", prompt])
+        .await;
+    assert_eq!(
+        (done.code, done.stdout.as_str(), done.stderr.as_str()),
+        (Some(0), "ok\n", "")
+    );
+    let log = std::fs::read_to_string(project.path().join("run.log")).unwrap();
+    for needle in [
+        "submission accepted",
+        "run_id=\"logged\"",
+        "turn activated",
+        "submission finished",
+    ] {
+        assert!(log.contains(needle), "{needle:?} in {log}");
+    }
+    assert!(!log.contains("PROMPT-SECRET-42"), "{log}");
+
+    let done = project.run(&["run", "-v", prompt]).await;
+    assert_eq!(done.code, Some(0), "{done:?}");
+    assert!(
+        done.stderr.contains("submission accepted"),
+        "{}",
+        done.stderr
+    );
+    assert!(!done.stderr.contains("PROMPT-SECRET-42"), "{}", done.stderr);
+    assert_eq!(done.stdout, "ok\n", "logs never go to stdout");
+}

@@ -1,0 +1,384 @@
+//! Starting servers: the process or the HTTP endpoint, the MCP handshake and `tools/list`,
+//! within the startup timeout; a server that fails gives a [`StartFailure`], never an error
+//! that stops the others.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::ServiceExt;
+use rmcp::model::{ClientCapabilities, ClientConfig, Implementation};
+use rmcp::service::{
+    ClientInitializeError, Peer, QuitReason, RoleClient, RunningService,
+    RunningServiceCancellationToken,
+};
+use rmcp::transport::common::client_side_sse::ExponentialBackoff;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::{IntoTransport, StreamableHttpClientTransport};
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use crate::config::{ServerConfig, Transport, header};
+use crate::name::Names;
+use crate::process::Process;
+use crate::tool::McpTool;
+
+/// How long a stdio server has to exit by itself once its stdin is closed (the connection
+/// ended, or the handshake failed), before its process group is killed.
+const EXIT_WAIT: Duration = Duration::from_secs(2);
+
+/// How long a failed call waits, beyond [`EXIT_WAIT`], for the reason its connection ended.
+const REASON_WAIT: Duration = Duration::from_secs(1);
+
+/// A server that did not start: it offers no tools. Its [`Display`](std::fmt::Display) is a
+/// sentence for the user: "MCP server `name` did not start: reason".
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StartFailure {
+    /// The server's name (its key under `[mcp]`).
+    pub server: String,
+    /// Why: the command that could not run, the handshake that failed or timed out, with the
+    /// end of the server's stderr when it wrote any.
+    pub reason: String,
+}
+
+impl std::fmt::Display for StartFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "MCP server `{}` did not start: {}", self.server, self.reason)
+    }
+}
+
+impl std::error::Error for StartFailure {}
+
+/// Starts every configured server at once (each within its startup timeout) and returns the
+/// tools of those that started, then the failures of those that did not, both in server name
+/// order (and each server's tools in the order of its `tools/list`).
+///
+/// A server that fails (a command that cannot run, a process that exits, a handshake that
+/// fails or does not finish in time, an invalid configuration) offers no tools and does not
+/// stop the others. A server stays connected while any of its tools lives: dropping the last
+/// one closes the connection (and kills a stdio server's process group). Tool names follow
+/// [`crate::name`]; the tools can be added to a set with [`crate::add_tools`].
+///
+/// Must be called within a tokio runtime, which then runs each connection.
+pub async fn connect_all(
+    configs: &BTreeMap<String, ServerConfig>,
+) -> (Vec<McpTool>, Vec<StartFailure>) {
+    // A JoinSet: dropping this future (the host gave up) aborts the starts still under way.
+    let mut starts = tokio::task::JoinSet::new();
+    let mut ids = HashMap::new();
+    for (name, config) in configs {
+        let handle = starts.spawn(start(name.clone(), config.clone()));
+        ids.insert(handle.id(), name.clone());
+    }
+    let mut done = BTreeMap::new();
+    while let Some(joined) = starts.join_next_with_id().await {
+        let (name, result) = match joined {
+            Ok((id, result)) => (ids[&id].clone(), result),
+            Err(e) => {
+                let name = ids[&e.id()].clone();
+                let reason = format!("its start failed: {e}");
+                (name.clone(), Err(StartFailure { server: name, reason }))
+            }
+        };
+        done.insert(name, result);
+    }
+    let (mut tools, mut failures) = (Vec::new(), Vec::new());
+    let mut names = Names::default();
+    for (_, result) in done {
+        match result {
+            Ok(started) => tools.extend(started.offer(&mut names)),
+            Err(failure) => {
+                tracing::debug!(server = %failure.server, reason = %failure.reason, "MCP server did not start");
+                failures.push(failure);
+            }
+        }
+    }
+    (tools, failures)
+}
+
+/// Starts one server, as [`connect_all`] does, and returns its tools.
+///
+/// # Errors
+/// The server did not start.
+pub async fn connect(name: &str, config: &ServerConfig) -> Result<Vec<McpTool>, StartFailure> {
+    let started = start(name.to_owned(), config.clone()).await?;
+    Ok(started.offer(&mut Names::default()))
+}
+
+/// A server that started: its connection and the tools it listed.
+struct Started {
+    connection: Arc<Connection>,
+    tools: Vec<rmcp::model::Tool>,
+}
+
+impl Started {
+    /// Its tools under their offered names.
+    fn offer(self, names: &mut Names) -> Vec<McpTool> {
+        let server = &self.connection.server;
+        let mut offered = Vec::new();
+        for tool in self.tools {
+            match names.claim(server, &tool.name) {
+                Some(name) => {
+                    tracing::debug!(server = %server, tool = %tool.name, offered = %name, "MCP tool");
+                    offered.push(McpTool::new(self.connection.clone(), name, tool));
+                }
+                None => {
+                    tracing::warn!(server = %server, tool = %tool.name, "MCP tool listed twice: offered once");
+                }
+            }
+        }
+        offered
+    }
+}
+
+async fn start(server: String, config: ServerConfig) -> Result<Started, StartFailure> {
+    let fail = |reason: String| StartFailure { server: server.clone(), reason };
+    config.validate().map_err(fail)?;
+    let deadline = Instant::now() + config.startup_timeout();
+    let secs = config.startup_timeout_secs;
+    let (service, tools, process) = match &config.transport {
+        Transport::Stdio { command, env, cwd } => {
+            let (mut process, stdout, stdin) =
+                Process::spawn(&server, command, env, cwd.as_ref()).map_err(fail)?;
+            match handshake((stdout, stdin), deadline, secs).await {
+                Ok((service, tools)) => (service, tools, Some(process)),
+                Err(failed) => {
+                    // A server that failed the handshake has likely exited: give it a moment,
+                    // for its exit status; one that timed out is killed at once.
+                    let grace = if failed.timed_out { Duration::ZERO } else { EXIT_WAIT };
+                    let status = process.end(grace).await;
+                    let reason = match status {
+                        Some(_) => format!("it exited during {}", failed.phase),
+                        None => failed.reason,
+                    };
+                    return Err(fail(process.last_words(reason, status).await));
+                }
+            }
+        }
+        Transport::Http { url, headers } => {
+            let mut custom = HashMap::new();
+            for (name, value) in headers {
+                let (n, v) = header(name, value).map_err(fail)?;
+                custom.insert(n, v);
+            }
+            let mut config =
+                StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(custom);
+            config.retry_config = Arc::new(http_retries());
+            let transport = StreamableHttpClientTransport::from_config(config);
+            let (service, tools) =
+                handshake(transport, deadline, secs).await.map_err(|f| fail(f.reason))?;
+            (service, tools, None)
+        }
+    };
+    tracing::debug!(server = %server, tools = tools.len(), "MCP server started");
+    let connection = Connection::watch(server, config.timeout_secs, service, process);
+    Ok(Started { connection, tools })
+}
+
+/// How often a streamable HTTP response stream that broke is reopened before its call fails
+/// ("the connection closed before the call was answered"): twice, at once and then after the
+/// server's SSE `retry` interval if it gave one (3 s for rmcp's servers), else 0.2 s. rmcp's
+/// default reopens forever, which would leave a call to a server that died waiting for its
+/// timeout.
+fn http_retries() -> ExponentialBackoff {
+    let mut retries = ExponentialBackoff::default();
+    retries.max_times = Some(2);
+    retries.base_duration = Duration::from_millis(100);
+    retries.max_delay = Some(Duration::from_secs(1));
+    retries
+}
+
+/// The client as servers see it: turnstile, asking for no client capabilities (no sampling,
+/// roots or elicitation; such requests from a server are refused).
+fn client_config() -> ClientConfig {
+    ClientConfig::new(
+        ClientCapabilities::default(),
+        Implementation::new("turnstile", env!("CARGO_PKG_VERSION")),
+    )
+}
+
+type Service = RunningService<RoleClient, ClientConfig>;
+
+/// What an rmcp error comes down to: the message of its last source (rmcp's own messages
+/// name its transports' Rust types), or its own message when it has none.
+pub(crate) fn innermost(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut last = error;
+    while let Some(source) = last.source() {
+        last = source;
+    }
+    last.to_string()
+}
+
+/// Why a handshake failed.
+struct HandshakeFailed {
+    reason: String,
+    /// The step that failed: "the MCP handshake" or "tools/list".
+    phase: &'static str,
+    timed_out: bool,
+}
+
+/// The MCP handshake (`initialize`) and the whole `tools/list`, by `deadline`.
+async fn handshake<T, E, A>(
+    transport: T,
+    deadline: Instant,
+    secs: u64,
+) -> Result<(Service, Vec<rmcp::model::Tool>), HandshakeFailed>
+where
+    T: IntoTransport<RoleClient, E, A>,
+    E: std::error::Error + Send + Sync + 'static,
+{
+    let phase = "the MCP handshake";
+    let failed = |reason: String, phase, timed_out| HandshakeFailed { reason, phase, timed_out };
+    let service = match tokio::time::timeout_at(deadline, client_config().serve(transport)).await {
+        Err(_) => return Err(failed(format!("no answer to {phase} within {secs} s"), phase, true)),
+        Ok(Err(ClientInitializeError::TransportError { error, .. })) => {
+            return Err(failed(format!("{phase} failed: {}", innermost(&error)), phase, false));
+        }
+        Ok(Err(e)) => {
+            return Err(failed(format!("{phase} failed: {}", innermost(&e)), phase, false));
+        }
+        Ok(Ok(service)) => service,
+    };
+    let offers_tools = service.peer_info().is_some_and(|info| info.capabilities.tools.is_some());
+    if !offers_tools {
+        return Ok((service, Vec::new()));
+    }
+    let phase = "tools/list";
+    match tokio::time::timeout_at(deadline, service.list_all_tools()).await {
+        Err(_) => Err(failed(format!("no answer to {phase} within {secs} s"), phase, true)),
+        Ok(Err(e)) => Err(failed(format!("{phase} failed: {}", innermost(&e)), phase, false)),
+        Ok(Ok(tools)) => Ok((service, tools)),
+    }
+}
+
+/// A started server's connection, shared by its tools; dropping the last closes it.
+pub(crate) struct Connection {
+    /// The server's name.
+    pub(crate) server: String,
+    /// The per-call timeout, in seconds.
+    pub(crate) timeout_secs: u64,
+    /// True for a stdio server (its process is the connection), false over HTTP.
+    pub(crate) stdio: bool,
+    /// Sends requests and notifications.
+    pub(crate) peer: Peer<RoleClient>,
+    /// Why the connection ended, once it has.
+    stopped: watch::Receiver<Option<String>>,
+    /// Ends the connection when this is dropped.
+    stop: Option<RunningServiceCancellationToken>,
+}
+
+impl Connection {
+    /// The connection of `service` (to `process` for a stdio server), with a task that records
+    /// why it ends and ends the process.
+    fn watch(
+        server: String,
+        timeout_secs: u64,
+        service: Service,
+        process: Option<Process>,
+    ) -> Arc<Connection> {
+        let (stopped_tx, stopped) = watch::channel(None);
+        let peer = service.peer().clone();
+        let stop = Some(service.cancellation_token());
+        let name = server.clone();
+        let stdio = process.is_some();
+        tokio::spawn(async move {
+            let (reason, by_us) = match process {
+                Some(process) => watch_process(service, process, &stopped_tx).await,
+                None => {
+                    let quit = service.waiting().await;
+                    (quit_reason(&quit), matches!(quit, Ok(QuitReason::Cancelled)))
+                }
+            };
+            if !by_us {
+                tracing::warn!(server = %name, reason = %reason, "MCP server stopped");
+            }
+            stopped_tx.send_replace(Some(reason));
+        });
+        Arc::new(Connection { server, timeout_secs, stdio, peer, stopped, stop })
+    }
+
+    /// Why the connection ended, if it has.
+    pub(crate) fn stopped(&self) -> Option<String> {
+        if let Some(reason) = self.stopped.borrow().clone() {
+            return Some(reason);
+        }
+        self.peer.is_transport_closed().then(|| "its connection closed".to_owned())
+    }
+
+    /// Why the connection ended, waiting a little for the reason when it has just ended; `None`
+    /// when it is still open.
+    pub(crate) async fn stop_reason(&self) -> Option<String> {
+        let mut stopped = self.stopped.clone();
+        let wait = EXIT_WAIT + REASON_WAIT;
+        match tokio::time::timeout(wait, stopped.wait_for(Option::is_some)).await {
+            Ok(Ok(reason)) => reason.clone(),
+            _ => self.stopped(),
+        }
+    }
+}
+
+/// Why a connection ended, as its loop tells.
+fn quit_reason(quit: &Result<QuitReason, tokio::task::JoinError>) -> String {
+    match quit {
+        Ok(QuitReason::Cancelled) => "turnstile closed the connection".to_owned(),
+        Ok(QuitReason::Closed) => "its connection closed".to_owned(),
+        Ok(other) => format!("its connection ended ({other:?})"),
+        Err(e) => format!("its connection failed: {e}"),
+    }
+}
+
+/// Runs until the stdio server's connection or its process ends, then ends the other; returns
+/// why, and whether turnstile closed it. A process that exits first has its reason published
+/// at once, before the connection's loop is stopped, so that the calls it fails can tell why.
+async fn watch_process(
+    service: Service,
+    mut process: Process,
+    stopped: &watch::Sender<Option<String>>,
+) -> (String, bool) {
+    enum First {
+        Connection(Result<QuitReason, tokio::task::JoinError>),
+        Process(Option<std::process::ExitStatus>),
+    }
+    let stop = service.cancellation_token();
+    let waiting = service.waiting();
+    tokio::pin!(waiting);
+    let first = tokio::select! {
+        quit = &mut waiting => First::Connection(quit),
+        status = process.exited() => First::Process(status),
+    };
+    match first {
+        First::Connection(quit) => {
+            // Its stdin is closed: a server exits by itself then, or is killed after a while.
+            let status = process.end(EXIT_WAIT).await;
+            let by_us = matches!(quit, Ok(QuitReason::Cancelled));
+            let reason = if status.is_some() { "it exited".to_owned() } else { quit_reason(&quit) };
+            (process.last_words(reason, status).await, by_us)
+        }
+        First::Process(status) => {
+            process.kill_group();
+            let reason = process.last_words("it exited".to_owned(), status).await;
+            stopped.send_replace(Some(reason.clone()));
+            stop.cancel();
+            let _ = waiting.await;
+            (reason, false)
+        }
+    }
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            stop.cancel();
+        }
+    }
+}
+
+impl std::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connection")
+            .field("server", &self.server)
+            .field("timeout_secs", &self.timeout_secs)
+            .field("stopped", &self.stopped())
+            .finish_non_exhaustive()
+    }
+}
