@@ -456,3 +456,48 @@ async fn a_sub_agent_runs_without_the_agent_tool_and_without_hooks() {
         .collect();
     assert!(titles.contains(&"New Agent Session"), "{list}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_escape_from_the_working_directory_is_a_result_the_model_reads() {
+    let outside = tempfile::tempdir().unwrap();
+    let target = outside.path().join("written.txt");
+    let provider = Provider::start(vec![
+        Reply::Sse(tool_stream(
+            "toolu_1",
+            "view",
+            &json!({"path": "../outside.txt"}),
+        )),
+        Reply::Sse(tool_stream(
+            "toolu_2",
+            "write",
+            &json!({"path": target.display().to_string(), "content": "x"}),
+        )),
+        Reply::Sse(tool_stream(
+            "toolu_3",
+            "view",
+            &json!({"path": "link/secret.txt"}),
+        )),
+        Reply::Sse(text_stream("I stayed inside.")),
+    ])
+    .await;
+    std::fs::write(outside.path().join("secret.txt"), "SECRET").unwrap();
+    let project = Project::new(&provider.base_url, "[permissions]\nallow = [\"write\"]\n");
+    std::os::unix::fs::symlink(outside.path(), project.path().join("link")).unwrap();
+    let done = project.run(&["run", "Read outside"]).await;
+    assert_eq!(
+        (done.code, done.stdout.as_str()),
+        (Some(0), "I stayed inside.\n"),
+        "{done:?}"
+    );
+    let steps = provider.steps();
+    for (step, call) in [(1, "toolu_1"), (2, "toolu_2"), (3, "toolu_3")] {
+        let results = last_results(&steps[step]);
+        assert_eq!(results[0].0, call);
+        assert!(results[0].1.starts_with("refused: "), "{results:?}");
+        assert!(!results[0].1.contains("SECRET"), "{results:?}");
+    }
+    assert!(
+        !target.exists(),
+        "the absolute path outside was not written"
+    );
+}

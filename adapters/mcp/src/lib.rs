@@ -33,6 +33,7 @@
 
 pub mod config;
 mod connect;
+mod connection;
 pub mod name;
 mod process;
 mod stderr;

@@ -10,7 +10,7 @@ use turnstile_core::{ToolOutput, ToolSpec};
 use turnstile_host::{BoxFuture, Tool, ToolCall};
 use turnstile_wire::ToolDef;
 
-use crate::connect::Connection;
+use crate::connection::Connection;
 
 /// A tool of an MCP server, offered under its prefixed name ([`crate::name`]); made by
 /// [`connect_all`](crate::connect_all).
@@ -130,7 +130,7 @@ async fn call_tool(connection: &Connection, tool: &str, input: &str) -> ToolOutp
                 )),
                 None => ToolOutput::error(format!(
                     "MCP server `{server}`: the call to `{tool}` failed: {}",
-                    crate::connect::innermost(&e)
+                    crate::connection::innermost(&e)
                 )),
             }
         }

@@ -122,6 +122,7 @@ impl ServerHandler for TestServer {
                 let ms = arg(&request, "ms").and_then(Value::as_u64).unwrap_or(0);
                 self.log("started");
                 tokio::select! {
+                    biased;
                     () = context.ct.cancelled() => {
                         self.log("cancelled");
                         Err(ErrorData::internal_error("cancelled", None))
