@@ -15,8 +15,8 @@
 //! | exit | meaning |
 //! |---|---|
 //! | 0 | go on; stdout `{"decision":"allow"}` pre-approves the permission (an ask becomes a yes) |
-//! | 2 | block the call: its result is "Tool call blocked by hook. Reason: <stderr>"; the turn goes on |
-//! | 49 | halt the turn: "Turn halted by hook. Reason: <stderr>"; it ends `completed`, stop reason `hook_halt` |
+//! | 2 | block the call: its result is `Tool call blocked by hook. Reason: <stderr>`; the turn goes on |
+//! | 49 | halt the turn: `Turn halted by hook. Reason: <stderr>`; it ends `completed`, stop reason `hook_halt` |
 //! | other | the hook failed to run |
 //!
 //! A hook that cannot start, exits with another status, or outlives its timeout (its process
