@@ -1,17 +1,15 @@
 //! `bash`: one shell command in the working directory, with a timeout, capped output, and its
 //! whole process group killed on abort or timeout, so a cancel leaves no process behind.
 
-use std::process::Stdio;
 use std::time::Duration;
 
 use serde::Deserialize;
 use serde_json::json;
-use tokio::io::AsyncReadExt;
 use turnstile_core::{ToolOutput, ToolSpec};
 use turnstile_host::{BoxFuture, Tool, ToolCall};
 use turnstile_wire::ToolDef;
 
-use crate::process::Group;
+use crate::process::{self, Ended};
 use crate::workspace::Workspace;
 
 /// The timeout when the call gives none.
@@ -73,60 +71,20 @@ impl Bash {
         let timeout =
             a.timeout_ms.map_or(BASH_TIMEOUT_DEFAULT, Duration::from_millis).min(BASH_TIMEOUT_MAX);
         let mut command = tokio::process::Command::new("bash");
-        command
-            .arg("-c")
-            .arg(&a.command)
-            .current_dir(self.workspace.root())
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0)
-            .kill_on_drop(true);
-        let mut child = match command.spawn() {
-            Ok(c) => c,
-            Err(e) => return ToolOutput::error(format!("cannot start bash: {e}")),
-        };
-        let mut group = Group::of(&child);
-        let (mut stdout, mut stderr) = (child.stdout.take(), child.stderr.take());
-        let work = async {
-            let (mut out, mut err) = (Vec::new(), Vec::new());
-            let read_out = async {
-                if let Some(s) = stdout.as_mut() {
-                    let _ = s.read_to_end(&mut out).await;
-                }
-            };
-            let read_err = async {
-                if let Some(s) = stderr.as_mut() {
-                    let _ = s.read_to_end(&mut err).await;
-                }
-            };
-            tokio::join!(read_out, read_err);
-            let status = child.wait().await;
-            (status, out, err)
-        };
-        match tokio::time::timeout(timeout, work).await {
-            Ok((status, out, err)) => {
-                // Whatever the command left running in its group goes with it.
-                group.kill();
-                let code = match status {
-                    Ok(s) => s
-                        .code()
-                        .map_or_else(|| "killed by a signal".to_owned(), |c| format!("exit {c}")),
-                    Err(e) => format!("unknown ({e})"),
-                };
-                let failed = code != "exit 0";
-                let text = format!("{code}\n{}", capped(&out, &err));
-                if failed { ToolOutput::error(text) } else { ToolOutput::ok(text) }
+        command.arg("-c").arg(&a.command).current_dir(self.workspace.root());
+        match process::run(command, None, timeout).await {
+            Ended::Exited { code, stdout, stderr } => {
+                let status =
+                    code.map_or_else(|| "killed by a signal".to_owned(), |c| format!("exit {c}"));
+                let text = format!("{status}\n{}", capped(&stdout, &stderr));
+                if code == Some(0) { ToolOutput::ok(text) } else { ToolOutput::error(text) }
             }
-            Err(_) => {
-                group.kill();
-                // Reap the shell now rather than leave it to the runtime.
-                let _ = child.wait().await;
-                ToolOutput::error(format!(
-                    "timed out after {} s; the command and everything it started were killed",
-                    timeout.as_secs_f64()
-                ))
-            }
+            Ended::NotStarted(e) => ToolOutput::error(format!("cannot start bash: {e}")),
+            Ended::Lost(e) => ToolOutput::error(format!("exit unknown ({e})")),
+            Ended::TimedOut => ToolOutput::error(format!(
+                "timed out after {} s; the command and everything it started were killed",
+                timeout.as_secs_f64()
+            )),
         }
     }
 }

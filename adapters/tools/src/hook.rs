@@ -24,14 +24,12 @@
 //! unless the hook is `fail_closed`, which blocks the call instead. Hooks run in the order
 //! configured; the first that blocks or halts decides. Sub-agents run no hooks (SPEC 4.11).
 
-use std::process::Stdio;
 use std::time::Duration;
 
 use globset::{Glob, GlobMatcher};
 use serde::{Deserialize, Serialize};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::process::Group;
+use crate::process::{self, Ended};
 
 /// A hook's timeout when it sets none.
 pub const HOOK_TIMEOUT_DEFAULT: Duration = Duration::from_secs(60);
@@ -186,57 +184,20 @@ impl Hook {
 
     async fn run(&self, input: &HookInput, cwd: &std::path::Path) -> Ran {
         let mut command = tokio::process::Command::new(&self.command[0]);
-        command
-            .args(&self.command[1..])
-            .current_dir(cwd)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0)
-            .kill_on_drop(true);
-        let mut child = match command.spawn() {
-            Ok(c) => c,
-            Err(e) => return Ran::Failed(format!("cannot start it: {e}")),
-        };
-        // Dropped with this future (a cancelled call) or killed at the timeout.
-        let mut group = Group::of(&child);
+        command.args(&self.command[1..]).current_dir(cwd);
         let json = serde_json::to_vec(input).unwrap_or_default();
-        let (mut stdin, mut stdout, mut stderr) =
-            (child.stdin.take(), child.stdout.take(), child.stderr.take());
-        let work = async {
-            let write = async {
-                if let Some(mut s) = stdin.take() {
-                    // A hook that does not read its input is not an error.
-                    let _ = s.write_all(&json).await;
-                }
-            };
-            let (mut out, mut err) = (Vec::new(), Vec::new());
-            let read_out = async {
-                if let Some(s) = stdout.as_mut() {
-                    let _ = s.read_to_end(&mut out).await;
-                }
-            };
-            let read_err = async {
-                if let Some(s) = stderr.as_mut() {
-                    let _ = s.read_to_end(&mut err).await;
-                }
-            };
-            tokio::join!(write, read_out, read_err);
-            (child.wait().await, out, err)
-        };
-        let ran = match tokio::time::timeout(self.timeout, work).await {
-            Ok((Ok(status), stdout, stderr)) => match status.code() {
-                Some(code) => Ran::Exited { code, stdout, stderr },
-                None => Ran::Failed("it was killed by a signal".into()),
-            },
-            Ok((Err(e), _, _)) => Ran::Failed(format!("cannot wait for it: {e}")),
-            Err(_) => Ran::Failed(format!(
+        match process::run(command, Some(&json), self.timeout).await {
+            Ended::Exited { code: Some(code), stdout, stderr } => {
+                Ran::Exited { code, stdout, stderr }
+            }
+            Ended::Exited { code: None, .. } => Ran::Failed("it was killed by a signal".into()),
+            Ended::NotStarted(e) => Ran::Failed(format!("cannot start it: {e}")),
+            Ended::Lost(e) => Ran::Failed(format!("cannot wait for it: {e}")),
+            Ended::TimedOut => Ran::Failed(format!(
                 "it did not finish within {} s and was killed",
                 self.timeout.as_secs_f64()
             )),
-        };
-        group.kill();
-        ran
+        }
     }
 }
 
