@@ -3,24 +3,9 @@
 //! Field values are the store's and the RunComplete's snake_case names, so a log line reads
 //! like the ledger: `outcome=completed`, `mode=own_turn`, `stop_reason=end_turn`.
 
-use turnstile_core::{ErrorClass, Mode, Outcome, StopReason};
+use turnstile_core::{ErrorClass, StopReason};
 
-pub(crate) fn mode(mode: Mode) -> &'static str {
-    match mode {
-        Mode::Fold => "fold",
-        Mode::OwnTurn => "own_turn",
-    }
-}
-
-pub(crate) fn outcome(outcome: Outcome) -> &'static str {
-    match outcome {
-        Outcome::Completed => "completed",
-        Outcome::Failed => "failed",
-        Outcome::Cancelled => "cancelled",
-        Outcome::Interrupted => "interrupted",
-        Outcome::Folded => "folded",
-    }
-}
+pub(crate) use crate::store::{mode_text as mode, outcome_text as outcome};
 
 pub(crate) fn stop_reason(reason: StopReason) -> &'static str {
     match reason {

@@ -14,6 +14,8 @@ mod location;
 mod read;
 mod recovery;
 mod schema;
+// The ledger's names of modes and outcomes, which the logs use too.
+pub(crate) use schema::{mode_text, outcome_text};
 #[cfg(test)]
 mod tests;
 

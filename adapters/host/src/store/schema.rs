@@ -171,7 +171,7 @@ pub(super) fn uint(value: i64, what: &str) -> Result<u64, StoreError> {
 }
 
 /// The `runs.mode` text of a mode.
-pub(super) fn mode_text(mode: Mode) -> &'static str {
+pub(crate) fn mode_text(mode: Mode) -> &'static str {
     match mode {
         Mode::Fold => "fold",
         Mode::OwnTurn => "own_turn",
@@ -188,7 +188,7 @@ pub(super) fn parse_mode(text: &str, what: &str) -> Result<Mode, StoreError> {
 }
 
 /// The `runs.outcome` text of an outcome (its serde name).
-pub(super) fn outcome_text(outcome: Outcome) -> &'static str {
+pub(crate) fn outcome_text(outcome: Outcome) -> &'static str {
     match outcome {
         Outcome::Completed => "completed",
         Outcome::Failed => "failed",
