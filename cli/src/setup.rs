@@ -22,7 +22,7 @@ use std::sync::Arc;
 use serde::Deserialize;
 use turnstile_host::{Host, HostConfig, OpenError, StoreError, ToolSet};
 use turnstile_http::{Config, HttpProvider, KeySource};
-use turnstile_tools::{DenyAsks, Gate, Hook, HooksFile, Permissions, PermissionsFile};
+use turnstile_tools::{DenyAsks, Gate, Hook, HooksFile, Permissions, PermissionsFile, Reaper};
 
 use crate::Failure;
 use crate::args::Global;
@@ -162,13 +162,18 @@ impl Loaded {
     ///
     /// # Errors
     /// An invalid permission rule or hook, or a working directory that is not one.
-    pub async fn tools(&self, cwd: &Path, yolo: bool) -> Result<(ToolSet, Arc<Gate>), Failure> {
+    pub async fn tools(
+        &self,
+        cwd: &Path,
+        yolo: bool,
+        reaper: Option<Reaper>,
+    ) -> Result<(ToolSet, Arc<Gate>), Failure> {
         let invalid = |e: &dyn std::fmt::Display| {
             Failure::setup(format!("invalid configuration {}: {e}", self.where_()))
         };
         let permissions = Permissions::new(&self.agent.permissions).map_err(|e| invalid(&e))?;
         let hooks = Hook::all(&self.agent.hooks).map_err(|e| invalid(&e))?;
-        let mut tools = turnstile_tools::builtins(cwd).map_err(|e| {
+        let mut tools = turnstile_tools::builtins(cwd, reaper).map_err(|e| {
             Failure::setup(format!(
                 "cannot use `{}` as the working directory: {e}",
                 cwd.display()
@@ -193,6 +198,20 @@ pub fn store_path(global: &Global, cwd: &Path) -> PathBuf {
         .store
         .clone()
         .unwrap_or_else(|| cwd.join(".turnstile").join("store.db"))
+}
+
+/// The reaper of `bash` commands' process groups for this store: `running/` beside it. One
+/// process owns a store, so one owns its folder.
+#[must_use]
+pub fn reaper(store: &Path) -> Option<Reaper> {
+    let dir = store.parent().unwrap_or(Path::new(".")).join("running");
+    match Reaper::new(&dir) {
+        Ok(r) => Some(r),
+        Err(e) => {
+            tracing::warn!(dir = %dir.display(), "cannot record running commands: {e}");
+            None
+        }
+    }
 }
 
 /// Opens the host on the store (creating its folder), with this provider and these tools.

@@ -100,12 +100,25 @@ async fn after_a_kill_9_the_run_is_interrupted_and_the_next_turn_gets_a_repaired
     common::signal(child.id(), Signal::SIGKILL);
     let done = common::finish(child).await;
     assert_eq!(done.code, None, "killed by a signal");
-    // A SIGKILLed host cannot kill its tool's process group; the test does.
-    let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pgid), Signal::SIGKILL);
-    assert!(group_gone(pgid).await);
+    // A SIGKILLed host cannot kill its tool's process group: the command runs on.
+    assert!(
+        common::group_alive(pgid),
+        "the command outlived the killed run"
+    );
 
-    // The same request again attaches to the run, which recovery ended `interrupted`.
+    // The same request again attaches to the run, which recovery ended `interrupted`; the
+    // new run, owner of the store, first kills the command the killed one left running.
     let done = project.run(&args).await;
+    assert!(
+        group_gone(pgid).await,
+        "the next start killed the orphaned command"
+    );
+    assert!(
+        done.stderr
+            .contains("killed 1 command(s) a previous run left running"),
+        "{}",
+        done.stderr
+    );
     assert_eq!(done.code, Some(2), "{done:?}");
     assert!(
         done.stderr

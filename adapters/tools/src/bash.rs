@@ -24,6 +24,9 @@ pub const BASH_OUTPUT_MAX: usize = 30_000;
 pub struct Bash {
     /// The working directory (the command's current directory).
     pub workspace: Workspace,
+    /// Where running commands' process groups are recorded, so that the next start kills
+    /// those a killed host left running ([`crate::Reaper`]); `None`: not recorded.
+    pub reaper: Option<crate::Reaper>,
 }
 
 #[derive(Deserialize)]
@@ -72,7 +75,7 @@ impl Bash {
             a.timeout_ms.map_or(BASH_TIMEOUT_DEFAULT, Duration::from_millis).min(BASH_TIMEOUT_MAX);
         let mut command = tokio::process::Command::new("bash");
         command.arg("-c").arg(&a.command).current_dir(self.workspace.root());
-        match process::run(command, None, timeout).await {
+        match process::run(command, None, timeout, self.reaper.as_ref()).await {
             Ended::Exited { code, stdout, stderr } => {
                 let status =
                     code.map_or_else(|| "killed by a signal".to_owned(), |c| format!("exit {c}"));

@@ -186,7 +186,7 @@ impl Hook {
         let mut command = tokio::process::Command::new(&self.command[0]);
         command.args(&self.command[1..]).current_dir(cwd);
         let json = serde_json::to_vec(input).unwrap_or_default();
-        match process::run(command, Some(&json), self.timeout).await {
+        match process::run(command, Some(&json), self.timeout, None).await {
             Ended::Exited { code: Some(code), stdout, stderr } => {
                 Ran::Exited { code, stdout, stderr }
             }

@@ -9,7 +9,7 @@
 //!
 //! ```no_run
 //! # fn demo() -> std::io::Result<()> {
-//! let tools = turnstile_tools::builtins(".")?;
+//! let tools = turnstile_tools::builtins(".", None)?;
 //! # let _ = tools; Ok(()) }
 //! ```
 
@@ -23,7 +23,7 @@ pub mod grep;
 pub mod hook;
 pub mod ls;
 pub mod permission;
-mod process;
+pub mod process;
 pub mod workspace;
 
 pub use bash::Bash;
@@ -33,13 +33,18 @@ pub use grep::Grep;
 pub use hook::{Hook, HooksFile};
 pub use ls::Ls;
 pub use permission::{Level, Permissions, PermissionsFile};
+pub use process::Reaper;
 pub use workspace::{Refusal, Workspace};
 
-/// The built-in tools confined to `root`, with the `agent` tool (SPEC 4.11).
+/// The built-in tools confined to `root`, with the `agent` tool (SPEC 4.11); `bash` records
+/// its running commands with `reaper` when given.
 ///
 /// # Errors
 /// `root` is not a directory.
-pub fn builtins(root: impl AsRef<std::path::Path>) -> std::io::Result<turnstile_host::ToolSet> {
+pub fn builtins(
+    root: impl AsRef<std::path::Path>,
+    reaper: Option<Reaper>,
+) -> std::io::Result<turnstile_host::ToolSet> {
     let workspace = Workspace::new(root)?;
     let seen = Seen::default();
     Ok(turnstile_host::ToolSet::new()
@@ -48,6 +53,6 @@ pub fn builtins(root: impl AsRef<std::path::Path>) -> std::io::Result<turnstile_
         .with(Edit { workspace: workspace.clone(), seen })
         .with(Ls { workspace: workspace.clone() })
         .with(Grep { workspace: workspace.clone() })
-        .with(Bash { workspace })
+        .with(Bash { workspace, reaper })
         .with_agent())
 }

@@ -10,7 +10,7 @@ use turnstile_tools::{Bash, Workspace};
 fn bash() -> (tempfile::TempDir, Bash) {
     let dir = tempfile::tempdir().unwrap();
     let workspace = Workspace::new(dir.path()).unwrap();
-    (dir, Bash { workspace })
+    (dir, Bash { workspace, reaper: None })
 }
 
 fn call(input: serde_json::Value) -> ToolCall {
@@ -98,4 +98,49 @@ async fn an_abort_kills_the_command_and_its_background_children() {
     task.abort();
     let _ = task.await;
     gone(pgid, "the abort").await;
+}
+
+#[tokio::test]
+async fn a_reaper_kills_the_groups_a_killed_host_left_and_nothing_else() {
+    let (dir, mut b) = bash();
+    let records = tempfile::tempdir().unwrap();
+    b.reaper = Some(turnstile_tools::Reaper::new(records.path()).unwrap());
+    // A host killed mid-call neither drops nor finishes the call's future: forget it.
+    let cmd = "ps -o pgid= $$ > pgid; sleep 300 & sleep 300";
+    let mut call = Box::pin(b.run(call(serde_json::json!({"command": cmd}))));
+    let poll = tokio::time::timeout(Duration::from_millis(300), &mut call).await;
+    assert!(poll.is_err(), "still running");
+    let pgid = pgid_of(dir.path()).await;
+    std::mem::forget(call);
+    assert!(group_alive(pgid));
+    // A record of a live process with another start time (its id reused) is not killed.
+    let me = std::process::id();
+    std::fs::write(records.path().join(me.to_string()), "1").unwrap();
+
+    let next = turnstile_tools::Reaper::new(records.path()).unwrap();
+    assert_eq!(next.reap(), [pgid]);
+    // The leader stays a zombie until this process, its parent, reaps it (a killed host's
+    // children are reaped by init): wait until no member of the group still runs.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while running_members(pgid) > 0 {
+        assert!(Instant::now() < deadline, "the group was killed");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(std::fs::read_dir(records.path()).unwrap().count(), 0, "every record is forgotten");
+    assert!(next.reap().is_empty());
+}
+
+/// The processes of group `pgid` that are not zombies (from `/proc/<pid>/stat`: the state is
+/// the first field after the command name, the group the third).
+fn running_members(pgid: i32) -> usize {
+    let Ok(entries) = std::fs::read_dir("/proc") else { return 0 };
+    entries
+        .filter_map(|e| std::fs::read_to_string(e.ok()?.path().join("stat")).ok())
+        .filter(|stat| {
+            let Some(close) = stat.rfind(')') else { return false };
+            let fields: Vec<&str> = stat[close + 1..].split_whitespace().collect();
+            fields.get(2).and_then(|g| g.parse::<i32>().ok()) == Some(pgid)
+                && fields.first() != Some(&"Z")
+        })
+        .count()
 }
