@@ -197,21 +197,33 @@ fn message_end(stop: &str) -> String {
     ) + &event("message_stop", &serde_json::json!({"type": "message_stop"}))
 }
 
-/// The opening of a text answer: its message start, its text block and `text` (the first
-/// piece of a [`Reply::Paced`] whose next piece is [`overloaded_event`]).
-pub fn text_opening(text: &str) -> Vec<u8> {
-    let mut s = message_start("msg_partial");
-    s += &event(
+/// A text block at index 0 streamed as `pieces`; `close`: with its stop event.
+fn text_block(pieces: &[&str], close: bool) -> String {
+    let mut s = event(
         "content_block_start",
         &serde_json::json!({"type": "content_block_start", "index": 0,
             "content_block": {"type": "text", "text": ""}}),
     );
-    s += &event(
-        "content_block_delta",
-        &serde_json::json!({"type": "content_block_delta", "index": 0,
-            "delta": {"type": "text_delta", "text": text}}),
-    );
-    s.into_bytes()
+    for piece in pieces {
+        s += &event(
+            "content_block_delta",
+            &serde_json::json!({"type": "content_block_delta", "index": 0,
+                "delta": {"type": "text_delta", "text": piece}}),
+        );
+    }
+    if close {
+        s += &event(
+            "content_block_stop",
+            &serde_json::json!({"type": "content_block_stop", "index": 0}),
+        );
+    }
+    s
+}
+
+/// The opening of a text answer: its message start, its text block and `text` (the first
+/// piece of a [`Reply::Paced`] whose next piece is [`overloaded_event`]).
+pub fn text_opening(text: &str) -> Vec<u8> {
+    (message_start("msg_partial") + &text_block(&[text], false)).into_bytes()
 }
 
 /// Anthropic's mid-stream `overloaded_error` event (retryable), as the API sends it.
@@ -226,47 +238,16 @@ pub fn overloaded_event() -> Vec<u8> {
 
 /// An answer that is only text, in the shape of the recorded Anthropic streams.
 pub fn text_stream(text: &str) -> Vec<u8> {
-    let mut s = message_start("msg_text");
-    s += &event(
-        "content_block_start",
-        &serde_json::json!({"type": "content_block_start", "index": 0,
-            "content_block": {"type": "text", "text": ""}}),
-    );
     // In pieces, as a model streams it.
     let words: Vec<&str> = text.split_inclusive(' ').collect();
-    for w in words {
-        s += &event(
-            "content_block_delta",
-            &serde_json::json!({"type": "content_block_delta", "index": 0,
-                "delta": {"type": "text_delta", "text": w}}),
-        );
-    }
-    s += &event(
-        "content_block_stop",
-        &serde_json::json!({"type": "content_block_stop", "index": 0}),
-    );
-    s += &message_end("end_turn");
-    s.into_bytes()
+    (message_start("msg_text") + &text_block(&words, true) + &message_end("end_turn")).into_bytes()
 }
 
 /// An answer with a short text and one tool call whose arguments stream in three pieces, in
 /// the shape of the recorded Anthropic tool streams.
 pub fn tool_stream(id: &str, name: &str, input: &serde_json::Value) -> Vec<u8> {
     let mut s = message_start(&format!("msg_{id}"));
-    s += &event(
-        "content_block_start",
-        &serde_json::json!({"type": "content_block_start", "index": 0,
-            "content_block": {"type": "text", "text": ""}}),
-    );
-    s += &event(
-        "content_block_delta",
-        &serde_json::json!({"type": "content_block_delta", "index": 0,
-            "delta": {"type": "text_delta", "text": format!("Using {name}.")}}),
-    );
-    s += &event(
-        "content_block_stop",
-        &serde_json::json!({"type": "content_block_stop", "index": 0}),
-    );
+    s += &text_block(&[&format!("Using {name}.")], true);
     s += &event(
         "content_block_start",
         &serde_json::json!({"type": "content_block_start", "index": 1,

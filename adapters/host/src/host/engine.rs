@@ -255,10 +255,9 @@ impl EngineTask {
         // `Retrying` update.
         let failed = match &input {
             Input::Step { event: StepEvent::Failed { error }, .. } => Some(error.message.clone()),
-            _ if watchdog => {
-                let secs = self.driver.engine().config().stream_idle_timeout_ms / 1000;
-                Some(format!("stream idle for {secs} s"))
-            }
+            _ if watchdog => Some(turnstile_core::stream_idle_message(
+                self.driver.engine().config().stream_idle_timeout_ms,
+            )),
             _ => None,
         };
         if let Err(e) = self.driver.handle(now, input) {
