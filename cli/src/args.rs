@@ -18,7 +18,8 @@ Examples:
   git diff | turnstile run -
   turnstile run --continue \"Now add a test for it\"
   turnstile sessions
-  turnstile history 3f2a…";
+  turnstile history 3f2a…
+  turnstile serve";
 
 /// The `turnstile` command.
 #[derive(Debug, Parser)]
@@ -61,6 +62,50 @@ pub enum Command {
     /// Show a session's conversation, with its tool calls and their results.
     #[command(after_help = "Example:\n  turnstile history 3f2a… --json")]
     History(History),
+    /// Serve the agent over HTTP, with an event stream that survives restarts.
+    #[command(after_help = SERVE_HELP)]
+    Serve(Serve),
+}
+
+const SERVE_HELP: &str = "\
+Listens on 127.0.0.1:8700 by default. Every request needs `Authorization: Bearer <token>`:
+the token is $TURNSTILE_SERVER_TOKEN, else the one in the token file, which the first start
+generates (readable only by you) and prints once. The API is described by the OpenAPI
+document at /v1/openapi.json; docs/server.md walks through it.
+
+Permission asks become events on /v1/events that a client answers (POST /v1/asks/{id}); a
+cancel withdraws them. SIGTERM or Ctrl-C shuts down: unfinished runs end interrupted and
+their clients are told, then the server stops. A second signal exits at once.
+
+Examples:
+  turnstile serve
+  turnstile serve --listen 127.0.0.1:9000 --model anthropic/claude-sonnet-4
+  TOKEN=$(cat .turnstile/server-token)
+  curl -H \"Authorization: Bearer $TOKEN\" -d '{\"prompt\":\"hi\"}' \\
+       http://127.0.0.1:8700/v1/sessions/s1/prompts
+  turnstile run --server http://127.0.0.1:8700 \"Explain src/main.rs\"";
+
+/// `turnstile serve`.
+#[derive(Debug, Args)]
+pub struct Serve {
+    /// The address to listen on [default: `[server] listen`, else 127.0.0.1:8700].
+    #[arg(long, value_name = "ADDR", env = "TURNSTILE_LISTEN")]
+    pub listen: Option<String>,
+    /// The token file [default: `[server] token_file`, else server-token beside the store].
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
+    /// Also allow browser requests from this origin (`scheme://host[:port]`); repeatable.
+    #[arg(long, value_name = "ORIGIN")]
+    pub allow_origin: Vec<String>,
+    /// The model, as `provider/model` [default: the configuration's `model`].
+    #[arg(long, short, env = "TURNSTILE_MODEL", value_name = "PROVIDER/MODEL")]
+    pub model: Option<String>,
+    /// Allow every call the permissions would ask about, instead of asking the clients.
+    #[arg(long)]
+    pub yolo: bool,
+    /// The working directory the tools are confined to [default: the current directory].
+    #[arg(long, value_name = "DIR")]
+    pub cwd: Option<PathBuf>,
 }
 
 const RUN_HELP: &str = "\
@@ -86,7 +131,12 @@ Examples:
   echo \"Summarize README.md\" | turnstile run -
   turnstile run --continue \"Now add a test for it\"
   turnstile run --json \"List the TODOs\" | jq -c 'select(.type == \"tool_call\")'
-  turnstile run --run-id nightly-42 \"...\"   # rerun after a crash: attaches to the same run";
+  turnstile run --run-id nightly-42 \"...\"   # rerun after a crash: attaches to the same run
+  turnstile run --server http://127.0.0.1:8700 \"...\"   # on a running `turnstile serve`
+
+With --server, the run is the server's: Ctrl-C cancels it there (cancel_run), a lost
+connection is resumed from the last event received, and the exit statuses are the same.
+--model, --yolo and --cwd are the server's to choose and are refused.";
 
 /// `turnstile run`.
 #[derive(Debug, Args)]
@@ -114,6 +164,13 @@ pub struct Run {
     /// The working directory the tools are confined to [default: the current directory].
     #[arg(long, value_name = "DIR")]
     pub cwd: Option<PathBuf>,
+    /// Run on a `turnstile serve` at this URL instead of in this process.
+    #[arg(long, value_name = "URL", env = "TURNSTILE_SERVER")]
+    pub server: Option<String>,
+    /// With --server: the file holding its token [default: $TURNSTILE_SERVER_TOKEN, else
+    /// .turnstile/server-token when it exists].
+    #[arg(long, value_name = "FILE", requires = "server")]
+    pub token_file: Option<PathBuf>,
 }
 
 /// `turnstile sessions`.

@@ -40,7 +40,10 @@ impl Follower {
     pub fn start(host: Host, mut updates: Updates, session: SessionId, show: Show) -> Follower {
         let (stop, mut stopped) = oneshot::channel();
         let task = tokio::spawn(async move {
-            let mut view = View::new(host, session, show);
+            let mut view = Local {
+                host,
+                view: View::new(session, show),
+            };
             if show == Show::Nothing {
                 return;
             }
@@ -55,7 +58,7 @@ impl Follower {
             }
             // What the last updates wrote, in case they were not all received.
             view.refresh_all().await;
-            view.end();
+            view.view.end();
         });
         Follower {
             stop: Some(stop),
@@ -80,8 +83,9 @@ struct Shown {
     results: BTreeSet<String>,
 }
 
-struct View {
-    host: Host,
+/// What a run shows, fed with stored messages from wherever they come from: the local
+/// store ([`Follower`]) or a server's event stream (`remote`).
+pub struct View {
     session: SessionId,
     show: Show,
     /// Sessions followed: ours, and the sub-agents' whose parent is ours.
@@ -93,24 +97,17 @@ struct View {
     open_line: Option<MessageId>,
 }
 
-impl View {
-    fn new(host: Host, session: SessionId, show: Show) -> View {
-        let followed = BTreeSet::from([session.clone()]);
-        View {
-            host,
-            session,
-            show,
-            followed,
-            ignored: BTreeSet::new(),
-            shown: BTreeMap::new(),
-            open_line: None,
-        }
-    }
+/// A view over the local host's store.
+struct Local {
+    host: Host,
+    view: View,
+}
 
+impl Local {
     async fn on(&mut self, event: Event) {
         match event {
             Event::Lagged { skipped } => {
-                self.emit_json(json!({"type": "lagged", "skipped": skipped}));
+                self.view.lagged(skipped);
                 self.refresh_all().await;
             }
             Event::Update(Update::MessageUpdated { session, message }) => {
@@ -126,14 +123,7 @@ impl View {
                 reason,
             }) => {
                 if self.follows(&session).await {
-                    self.emit_json(json!({
-                        "type": "retry", "session": session, "seq": seq, "attempt": attempt,
-                        "delay_ms": delay_ms, "reason": reason,
-                    }));
-                    self.line(&format!(
-                        "[retrying in {:.1} s (attempt {attempt}): {reason}]",
-                        delay_ms as f64 / 1000.0
-                    ));
+                    self.view.retry(&session, seq.0, attempt, delay_ms, &reason);
                 }
             }
             Event::Update(_) => {}
@@ -142,27 +132,17 @@ impl View {
 
     /// Whether `session` is ours or a sub-agent's of ours (read once from the store).
     async fn follows(&mut self, session: &SessionId) -> bool {
-        if self.followed.contains(session) {
-            return true;
-        }
-        if self.ignored.contains(session) || !session.is_child() {
-            return false;
+        if let Some(known) = self.view.knows(session) {
+            return known;
         }
         let id = session.clone();
         let row = self.host.read(move |r| r.session(&id)).await.ok().flatten();
-        let ours = row
-            .and_then(|r| r.parent)
-            .is_some_and(|p| self.followed.contains(&p));
-        if ours {
-            self.followed.insert(session.clone());
-        } else {
-            self.ignored.insert(session.clone());
-        }
-        ours
+        self.view
+            .learn(session, row.and_then(|r| r.parent).as_ref())
     }
 
     async fn refresh_all(&mut self) {
-        for session in self.followed.clone() {
+        for session in self.view.followed.clone() {
             self.refresh(&session, None).await;
         }
     }
@@ -174,14 +154,98 @@ impl View {
             return;
         };
         for m in messages {
-            if m.role != StoredRole::Assistant || only.is_some_and(|o| o != m.id) {
+            if only.is_some_and(|o| o != m.id) {
                 continue;
             }
-            self.message(session, &m);
+            self.view.message(session, &m);
+        }
+    }
+}
+
+impl View {
+    /// A view of `session`'s run, shown as `show` says.
+    pub fn new(session: SessionId, show: Show) -> View {
+        let followed = BTreeSet::from([session.clone()]);
+        View {
+            session,
+            show,
+            followed,
+            ignored: BTreeSet::new(),
+            shown: BTreeMap::new(),
+            open_line: None,
         }
     }
 
-    fn message(&mut self, session: &SessionId, m: &StoredMessage) {
+    /// Whether `session` is followed, when that is known already: ours and the children
+    /// learnt so far are; a top-level session other than ours is not.
+    pub fn knows(&self, session: &SessionId) -> Option<bool> {
+        if self.followed.contains(session) {
+            return Some(true);
+        }
+        if self.ignored.contains(session) || !session.is_child() {
+            return Some(false);
+        }
+        None
+    }
+
+    /// Learns `session`'s parent; returns whether it is followed (a sub-agent of ours).
+    pub fn learn(&mut self, session: &SessionId, parent: Option<&SessionId>) -> bool {
+        if let Some(known) = self.knows(session) {
+            return known;
+        }
+        let ours = parent.is_some_and(|p| self.followed.contains(p));
+        if ours {
+            self.followed.insert(session.clone());
+        } else {
+            self.ignored.insert(session.clone());
+        }
+        ours
+    }
+
+    /// The session whose run this is.
+    pub fn session(&self) -> &SessionId {
+        &self.session
+    }
+
+    /// True when the message was shown (it belongs to a followed session).
+    pub fn has_message(&self, id: MessageId) -> bool {
+        self.shown.contains_key(&id)
+    }
+
+    /// A lagged notice (the live path dropped updates; what is stored is read again).
+    pub fn lagged(&mut self, skipped: u64) {
+        self.emit_json(json!({"type": "lagged", "skipped": skipped}));
+    }
+
+    /// A retry of one of the followed sessions' attempts.
+    pub fn retry(
+        &mut self,
+        session: &SessionId,
+        seq: u64,
+        attempt: u32,
+        delay_ms: u64,
+        reason: &str,
+    ) {
+        self.emit_json(json!({
+            "type": "retry", "session": session, "seq": seq, "attempt": attempt,
+            "delay_ms": delay_ms, "reason": reason,
+        }));
+        self.line(&format!(
+            "[retrying in {:.1} s (attempt {attempt}): {reason}]",
+            delay_ms as f64 / 1000.0
+        ));
+    }
+
+    /// A note on the terminal (and nothing in JSON).
+    pub fn note(&mut self, text: &str) {
+        self.line(text);
+    }
+
+    /// Shows what is new in a followed session's stored message (assistant messages only).
+    pub fn message(&mut self, session: &SessionId, m: &StoredMessage) {
+        if m.role != StoredRole::Assistant {
+            return;
+        }
         let child = session != &self.session;
         let shown = self.shown.entry(m.id).or_default();
         let mut out = Vec::new();
@@ -298,7 +362,8 @@ impl View {
         }
     }
 
-    fn end(&mut self) {
+    /// Ends the open line, if any.
+    pub fn end(&mut self) {
         self.close_line();
     }
 }

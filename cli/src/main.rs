@@ -11,13 +11,17 @@
 //! | `setup` | configuration file, model, tools and gate, the store |
 //! | `run` | `turnstile run`: submit, follow, Ctrl-C, the exit status |
 //! | `live` | what a run shows while it works: stderr lines or JSON Lines |
+//! | `serve` | `turnstile serve`: the host over HTTP until a signal |
+//! | `remote` | `turnstile run --server URL`: the same run against a server |
 //! | `show` | `turnstile sessions` and `turnstile history` |
 
 #![forbid(unsafe_code)]
 
 mod args;
 mod live;
+mod remote;
 mod run;
+mod serve;
 mod setup;
 mod show;
 
@@ -86,6 +90,7 @@ fn main() -> ExitCode {
             args::Command::Run(a) => run::run(&cli.global, a).await,
             args::Command::Sessions(a) => show::sessions(&cli.global, &a),
             args::Command::History(a) => show::history(&cli.global, &a),
+            args::Command::Serve(a) => serve::serve(&cli.global, a).await,
         }
     });
     // A tool's process or a provider's stream left behind must not hold the exit.

@@ -7,10 +7,12 @@
 
 use std::io::{IsTerminal, Read as _};
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use serde_json::json;
 use turnstile_core::{Outcome, RunId, SessionId, StopReason, Submit};
 use turnstile_host::{CompletionRecord, Host, SubmitError};
+use turnstile_tools::DenyAsks;
 
 use crate::args::{Global, Run};
 use crate::live::{Follower, Show};
@@ -35,31 +37,18 @@ pub fn status(record: &CompletionRecord) -> u8 {
 /// # Errors
 /// What kept the run from starting, or from being waited for.
 pub async fn run(global: &Global, a: Run) -> Result<u8, Failure> {
-    let cwd = match &a.cwd {
-        Some(d) => d.clone(),
-        None => std::env::current_dir()
-            .map_err(|e| Failure::setup(format!("cannot read the current directory: {e}")))?,
-    };
-    let cwd: PathBuf = std::fs::canonicalize(&cwd).map_err(|e| {
-        Failure::setup(format!(
-            "cannot use `{}` as the working directory: {e}",
-            cwd.display()
-        ))
-    })?;
-    let prompt = if a.prompt == "-" {
-        let mut text = String::new();
-        std::io::stdin()
-            .read_to_string(&mut text)
-            .map_err(|e| Failure::usage(format!("cannot read the prompt from stdin: {e}")))?;
-        text
-    } else {
-        a.prompt.clone()
-    };
+    let prompt = read_prompt(&a.prompt)?;
+    if let Some(url) = a.server.clone() {
+        return crate::remote::run(global, a, &url, prompt).await;
+    }
+    let cwd = working_dir(a.cwd.as_deref())?;
     let loaded = setup::load(global, &cwd)?;
     let provider = loaded.provider(a.model.as_deref(), &cwd)?;
     let store = setup::store_path(global, &cwd);
     let reaper = setup::reaper(&store);
-    let (tools, gate) = loaded.tools(&cwd, a.yolo, reaper.clone()).await?;
+    let (tools, gate) = loaded
+        .tools(&cwd, a.yolo, reaper.clone(), Arc::new(DenyAsks))
+        .await?;
     let host = setup::open(&store, provider, tools).await?;
     // The store's lock is ours now: commands a killed run of this store left running are
     // killed before any of ours starts.
@@ -79,22 +68,72 @@ pub async fn run(global: &Global, a: Run) -> Result<u8, Failure> {
         tracing::warn!("the host stopped before its shutdown: {e}");
     }
     let (record, show) = result?;
-    if show == Show::Json {
-        let mut v = serde_json::to_value(&record).unwrap_or_default();
-        v["type"] = json!("run_complete");
-        println!("{v}");
-    } else {
-        println!("{}", record.text.as_deref().unwrap_or(""));
-    }
-    let code = status(&record);
+    let code = report(&record, show);
     if code != 0 {
-        eprintln!("{}", why(&record));
         for d in gate.denials() {
             let on = d.subject.map(|s| format!(" on `{s}`")).unwrap_or_default();
             eprintln!("  denied: `{}`{on}: {}", d.tool, d.why);
         }
     }
     Ok(code)
+}
+
+/// The working directory: `dir`, else the current one, made absolute.
+///
+/// # Errors
+/// It cannot be read or does not exist.
+pub fn working_dir(dir: Option<&std::path::Path>) -> Result<PathBuf, Failure> {
+    let cwd = match dir {
+        Some(d) => d.to_owned(),
+        None => std::env::current_dir()
+            .map_err(|e| Failure::setup(format!("cannot read the current directory: {e}")))?,
+    };
+    std::fs::canonicalize(&cwd).map_err(|e| {
+        Failure::setup(format!(
+            "cannot use `{}` as the working directory: {e}",
+            cwd.display()
+        ))
+    })
+}
+
+/// The prompt: the argument, or stdin for `-`.
+fn read_prompt(arg: &str) -> Result<String, Failure> {
+    if arg != "-" {
+        return Ok(arg.to_owned());
+    }
+    let mut text = String::new();
+    std::io::stdin()
+        .read_to_string(&mut text)
+        .map_err(|e| Failure::usage(format!("cannot read the prompt from stdin: {e}")))?;
+    Ok(text)
+}
+
+/// Prints the RunComplete (stdout: its text, or with `--json` its JSON Line) and says why a
+/// run did not simply complete on stderr; returns the exit status.
+pub fn report(record: &CompletionRecord, show: Show) -> u8 {
+    if show == Show::Json {
+        let mut v = serde_json::to_value(record).unwrap_or_default();
+        v["type"] = json!("run_complete");
+        println!("{v}");
+    } else {
+        println!("{}", record.text.as_deref().unwrap_or(""));
+    }
+    let code = status(record);
+    if code != 0 {
+        eprintln!("{}", why(record));
+    }
+    code
+}
+
+/// How live events are shown: `--json`, else the terminal when stderr is one.
+pub fn show(json: bool) -> Show {
+    if json {
+        Show::Json
+    } else if std::io::stderr().is_terminal() {
+        Show::Terminal
+    } else {
+        Show::Nothing
+    }
 }
 
 /// Submits and waits for the RunComplete, following the live events.
@@ -105,13 +144,7 @@ async fn drive(host: &Host, a: &Run, prompt: String) -> Result<(CompletionRecord
             .clone()
             .unwrap_or_else(|| uuid::Uuid::new_v4().to_string()),
     );
-    let show = if a.json {
-        Show::Json
-    } else if std::io::stderr().is_terminal() {
-        Show::Terminal
-    } else {
-        Show::Nothing
-    };
+    let show = show(a.json);
     // Subscribed before the submission, so no update of the run is missed.
     let follower = Follower::start(host.clone(), host.subscribe(), session.clone(), show);
     let submitted = match host

@@ -22,7 +22,7 @@ use std::sync::Arc;
 use serde::Deserialize;
 use turnstile_host::{Host, HostConfig, OpenError, StoreError, ToolSet};
 use turnstile_http::{Config, HttpProvider, KeySource};
-use turnstile_tools::{DenyAsks, Gate, Hook, HooksFile, Permissions, PermissionsFile, Reaper};
+use turnstile_tools::{Asker, Gate, Hook, HooksFile, Permissions, PermissionsFile, Reaper};
 
 use crate::Failure;
 use crate::args::Global;
@@ -43,6 +43,29 @@ struct AgentFile {
     hooks: HooksFile,
     #[serde(default)]
     mcp: BTreeMap<String, turnstile_mcp::ServerConfig>,
+    #[serde(default)]
+    server: ServerFile,
+}
+
+/// `[server]`: how `turnstile serve` listens and what it allows (every field optional).
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerFile {
+    /// The address to listen on (`127.0.0.1:8700` by default).
+    pub listen: Option<String>,
+    /// Where the token is kept (`server-token` beside the store by default).
+    pub token_file: Option<PathBuf>,
+    /// Origins whose browser requests are allowed (none by default).
+    #[serde(default)]
+    pub allowed_origins: Vec<String>,
+    /// The largest request body, in bytes.
+    pub max_body_bytes: Option<usize>,
+    /// The longest prompt, in bytes.
+    pub max_prompt_bytes: Option<usize>,
+    /// The most attachments on one prompt.
+    pub max_attachments: Option<usize>,
+    /// The most event streams open at once.
+    pub max_streams: Option<usize>,
 }
 
 /// Where the configuration was looked for and what it said.
@@ -54,6 +77,14 @@ pub struct Loaded {
     /// Providers and models.
     pub config: Config,
     agent: AgentFile,
+}
+
+impl Loaded {
+    /// The `[server]` section.
+    #[must_use]
+    pub fn server(&self) -> &ServerFile {
+        &self.agent.server
+    }
 }
 
 /// The configuration file: `--config` (or `TURNSTILE_CONFIG`), else `./turnstile.toml`, else
@@ -157,8 +188,9 @@ impl Loaded {
     }
 
     /// The tools of a run in `cwd`: the built-ins and the MCP servers' tools, behind the gate
-    /// (`yolo`: every ask is a yes). Returns the gate too, for the denials it recorded. An MCP
-    /// server that does not start is reported on stderr and offers no tools; the run goes on.
+    /// (`yolo`: every ask is a yes; otherwise `asker` answers). Returns the gate too, for the
+    /// denials it recorded. An MCP server that does not start is reported on stderr and offers
+    /// no tools; the run goes on.
     ///
     /// # Errors
     /// An invalid permission rule or hook, or a working directory that is not one.
@@ -167,6 +199,7 @@ impl Loaded {
         cwd: &Path,
         yolo: bool,
         reaper: Option<Reaper>,
+        asker: Arc<dyn Asker>,
     ) -> Result<(ToolSet, Arc<Gate>), Failure> {
         let invalid = |e: &dyn std::fmt::Display| {
             Failure::setup(format!("invalid configuration {}: {e}", self.where_()))
@@ -186,7 +219,7 @@ impl Loaded {
             }
             tools = turnstile_mcp::add_tools(tools, mcp);
         }
-        let gate = Arc::new(Gate::new(permissions, hooks, Arc::new(DenyAsks), cwd).yolo(yolo));
+        let gate = Arc::new(Gate::new(permissions, hooks, asker, cwd).yolo(yolo));
         Ok((gate.wrap(tools), gate))
     }
 }

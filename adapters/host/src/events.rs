@@ -121,6 +121,8 @@ type Waiter = oneshot::Sender<Result<CompletionRecord, WaitError>>;
 pub(crate) struct Hub {
     waiters: Mutex<HubState>,
     newest: watch::Sender<Cursor>,
+    /// The newest revision committed (the store's change order), set after each commit.
+    revision: watch::Sender<u64>,
     /// True once the host shut down or stopped: streams end after what is recorded.
     ended: watch::Sender<bool>,
     pub(crate) updates: broadcast::Sender<Update>,
@@ -141,6 +143,7 @@ impl Hub {
         Hub {
             waiters: Mutex::new(HubState::default()),
             newest: watch::channel(newest).0,
+            revision: watch::channel(0).0,
             ended: watch::channel(false).0,
             updates: broadcast::channel(updates_capacity.max(1)).0,
         }
@@ -238,6 +241,20 @@ impl Hub {
 
     pub(crate) fn newest(&self) -> watch::Receiver<Cursor> {
         self.newest.subscribe()
+    }
+
+    /// Called by the store writer after every commit (and once at open) with the store's
+    /// newest revision.
+    pub(crate) fn revised(&self, revision: u64) {
+        self.revision.send_if_modified(|r| {
+            let newer = revision > *r;
+            *r = (*r).max(revision);
+            newer
+        });
+    }
+
+    pub(crate) fn revisions(&self) -> watch::Receiver<u64> {
+        self.revision.subscribe()
     }
 
     pub(crate) fn ended(&self) -> watch::Receiver<bool> {

@@ -54,7 +54,7 @@ struct File {
     system_prompt: Option<String>,
     #[serde(default)]
     providers: BTreeMap<String, ProviderFile>,
-    // The agent's sections (`[permissions]`, `[hooks]`, `[mcp.<name>]`): read by the CLI,
+    // The agent's sections (`[permissions]`, `[hooks]`, `[mcp.<name>]`, `[server]`): read by the CLI,
     // which owns them; accepted here so that every other unknown field is still an error
     // with its line.
     #[serde(default, rename = "permissions")]
@@ -63,6 +63,8 @@ struct File {
     _hooks: Option<toml::Value>,
     #[serde(default, rename = "mcp")]
     _mcp: Option<toml::Value>,
+    #[serde(default, rename = "server")]
+    _server: Option<toml::Value>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]

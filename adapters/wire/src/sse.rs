@@ -14,6 +14,9 @@ pub struct Frame {
     pub event: String,
     /// The joined `data:` lines.
     pub data: String,
+    /// The `id:` field of this event, when it had one (the format's "last event ID" for a
+    /// client that reconnects; a model stream has none).
+    pub id: Option<String>,
     /// The byte offset in the stream where the event's first line starts (for error
     /// messages).
     pub offset: u64,
@@ -38,6 +41,7 @@ pub struct Framer {
     after_cr: bool,
     event: String,
     data: String,
+    id: Option<String>,
     has_data: bool,
     /// Where the event being read started.
     event_start: u64,
@@ -113,17 +117,19 @@ impl Framer {
                 out.push(Frame {
                     event: std::mem::take(&mut self.event),
                     data: std::mem::take(&mut self.data),
+                    id: self.id.take(),
                     offset: self.event_start,
                 });
             } else {
                 self.event.clear();
+                self.id = None;
             }
             return Ok(());
         }
         if line.starts_with(':') {
             return Ok(());
         }
-        if !self.has_data && self.event.is_empty() {
+        if !self.has_data && self.event.is_empty() && self.id.is_none() {
             self.event_start = self.line_start;
         }
         let (field, value) = match line.split_once(':') {
@@ -139,7 +145,9 @@ impl Framer {
                 self.data.push_str(value);
                 self.has_data = true;
             }
-            // `id` and `retry` matter to a reconnecting browser, not to a model stream.
+            // The format ignores an id holding NUL.
+            "id" if !value.contains('\0') => self.id = Some(value.to_owned()),
+            // `retry` matters to a browser's reconnect timing, not here.
             _ => {}
         }
         Ok(())
@@ -176,6 +184,14 @@ mod tests {
             assert_eq!(frames(&[&body[..cut], &body[cut..]]), whole, "cut at {cut}");
         }
         assert_eq!(whole.len(), 2);
+    }
+
+    #[test]
+    fn an_event_keeps_its_own_id() {
+        let got =
+            frames(&[b"id: 3-9\nevent: a\ndata: x\n\ndata: y\n\nid: 4-1\n\nid: 5-2\ndata: z\n\n"]);
+        let ids: Vec<_> = got.iter().map(|f| f.id.as_deref()).collect();
+        assert_eq!(ids, [Some("3-9"), None, Some("5-2")]);
     }
 
     #[test]

@@ -29,7 +29,7 @@ use turnstile_core::{
     RunId, Seq, SessionId, StepEvent, StoreOp, Submit, TimerId, TimerPurpose,
 };
 
-use super::log::{self, Failure};
+use super::log::{self as named, Failure};
 use super::worker::{Action, Lane, Routed, WorkerMsg};
 use super::writer::WriteReq;
 use super::{Command, Msg, Submitted};
@@ -349,7 +349,7 @@ impl EngineTask {
                     session = %session,
                     seq = seq.0,
                     run_id = run_id.as_ref().map(RunId::as_str),
-                    mode = log::mode(mode),
+                    mode = named::mode(mode),
                     "submission accepted"
                 );
                 if let Some(run_id) = &run_id {
@@ -380,7 +380,7 @@ impl EngineTask {
                     session = %session,
                     seq = seq.0,
                     run_id = run_id.as_str(),
-                    outcome = outcome.map(log::outcome),
+                    outcome = outcome.map(named::outcome),
                     "resubmission answered with the existing run"
                 );
                 let result = Ok(Submitted {
@@ -537,7 +537,7 @@ impl EngineTask {
             seq,
             step,
             attempt,
-            class: log::error_class(error.class),
+            class: named::error_class(error.class),
             status: error.status,
             reason: error.message.clone(),
         };
@@ -560,7 +560,7 @@ impl EngineTask {
                 None
             }
             Input::CredentialsRefreshed { attempt, ok } => {
-                let (seq, attempt_no) = log::attempt_fields(attempt);
+                let (seq, attempt_no) = named::attempt_fields(attempt);
                 let run_id = seq.and_then(|s| self.run_id(s));
                 let session = attempt.session();
                 let seq = seq.map(|s| s.0);
@@ -681,7 +681,7 @@ impl EngineTask {
                     seq: Some(step.seq),
                     step: Some(step.step),
                     attempt: step.attempt,
-                    class: log::error_class(turnstile_core::ErrorClass::Transport),
+                    class: named::error_class(turnstile_core::ErrorClass::Transport),
                     status: None,
                     reason: turnstile_core::stream_idle_message(timeout_ms),
                 });
@@ -699,7 +699,7 @@ impl EngineTask {
                     seq: None,
                     step: None,
                     attempt: io.attempt,
-                    class: log::error_class(turnstile_core::ErrorClass::Transport),
+                    class: named::error_class(turnstile_core::ErrorClass::Transport),
                     status: None,
                     reason: turnstile_core::stream_idle_message(timeout_ms),
                 });
@@ -740,7 +740,7 @@ impl EngineTask {
                 );
             }
             OutputKind::AbortRefresh { attempt } => {
-                let (seq, attempt_no) = log::attempt_fields(attempt);
+                let (seq, attempt_no) = named::attempt_fields(attempt);
                 let run_id = seq.and_then(|s| self.run_id(s));
                 debug!(
                     session = %attempt.session(),
@@ -751,7 +751,7 @@ impl EngineTask {
                 );
             }
             OutputKind::RefreshCredentials { attempt } => {
-                let (seq, attempt_no) = log::attempt_fields(attempt);
+                let (seq, attempt_no) = named::attempt_fields(attempt);
                 let run_id = seq.and_then(|s| self.run_id(s));
                 let f = failure.take();
                 warn!(
@@ -805,15 +805,15 @@ impl EngineTask {
             }
             OutputKind::Finished(c) => {
                 let run_id = c.run_id().map(RunId::as_str);
-                let (session, seq, outcome) = (c.session(), c.seq().0, log::outcome(c.outcome()));
-                let stop_reason = c.stop_reason().map(log::stop_reason);
+                let (session, seq, outcome) = (c.session(), c.seq().0, named::outcome(c.outcome()));
+                let stop_reason = c.stop_reason().map(named::stop_reason);
                 match c.error() {
                     Some(e) if c.outcome() == turnstile_core::Outcome::Failed => warn!(
                         session = %session,
                         seq,
                         run_id,
                         outcome,
-                        error_kind = log::error_kind(e.kind),
+                        error_kind = named::error_kind(e.kind),
                         error_title = %e.title,
                         error_message = %e.message,
                         "submission finished"
@@ -823,7 +823,7 @@ impl EngineTask {
                         seq,
                         run_id,
                         outcome,
-                        error_kind = log::error_kind(e.kind),
+                        error_kind = named::error_kind(e.kind),
                         error_title = %e.title,
                         "submission finished"
                     ),

@@ -209,6 +209,7 @@ impl Host {
         let newest = reader.newest_cursor()?;
         let driver = driver(&config, &opened.start)?;
         let hub = Arc::new(Hub::new(newest, config.updates_capacity));
+        hub.revised(opened.store.revision());
         let stats = Arc::new(WriterStats::default());
         let (health_tx, health_rx) = watch::channel(None);
         let (write_tx, write_rx) = mpsc::unbounded_channel();
@@ -447,6 +448,16 @@ impl Host {
     #[must_use]
     pub fn subscribe(&self) -> Updates {
         Updates { rx: self.inner.hub.updates.subscribe(), ended: self.inner.hub.ended() }
+    }
+
+    /// The store's newest committed revision, as it advances: changed after every commit, once
+    /// the commit is durable. What changed is read with
+    /// [`Reader::changes`](crate::store::Reader::changes) (through [`Host::read`]); a
+    /// receiver that looks rarely sees only the newest value, which loses nothing, because
+    /// the changes are read from the store.
+    #[must_use]
+    pub fn revisions(&self) -> watch::Receiver<u64> {
+        self.inner.hub.revisions()
     }
 
     /// Every completion recorded after `after`, in ledger order, then new ones as they commit

@@ -336,6 +336,9 @@ impl Writer {
                 if !early {
                     self.hub.committed(&outcomes(&txns, &cursors));
                 }
+                if let Some(store) = &self.store {
+                    self.hub.revised(store.revision());
+                }
                 announce(&self.hub, &txns);
                 for ack in acks.into_iter().flatten() {
                     ack(Ok(()));

@@ -9,6 +9,7 @@
 //! failures).
 
 mod apply;
+mod changes;
 mod faults;
 mod location;
 mod read;
@@ -24,6 +25,7 @@ use std::path::PathBuf;
 use rusqlite::Connection;
 use turnstile_core::{Attachment, Mode, RunId, Seq, SessionId, Start, StoreOp};
 
+pub use changes::{Change, Changes, Position, SessionState};
 pub use faults::{Fault, Faults};
 pub use location::{Location, MemoryDisk};
 pub use read::{
@@ -279,6 +281,9 @@ pub struct Store {
     /// The newest ledger cursor committed (0 for none). Advanced only by a commit that
     /// succeeded, so a failed commit hands out the same cursors again.
     last_cursor: u64,
+    /// The newest revision committed (SPEC 9's change order; see `schema`). Advanced only by
+    /// a commit that succeeded.
+    revision: u64,
     /// Held for the store's life: the exclusive owner lock.
     _lock: location::OwnerLock,
 }
@@ -326,7 +331,8 @@ impl Store {
         let armed = config.armed();
         let recovered = recovery::recover(&mut conn, &mut last_cursor, armed)?;
         let start = read::start(&conn)?;
-        let store = Store { conn, config: config.clone(), last_cursor, _lock: lock };
+        let revision = read::revision(&conn)?;
+        let store = Store { conn, config: config.clone(), last_cursor, revision, _lock: lock };
         Ok(Opened { store, start, recovered })
     }
 
@@ -346,17 +352,24 @@ impl Store {
         if let Some(f) = fault.filter(|f| !f.after_apply()) {
             return Err(f.error());
         }
-        let result = apply_all(&self.conn, txns, self.last_cursor, fault);
+        let result = apply_all(&self.conn, txns, self.last_cursor, self.revision, fault);
         if !self.conn.is_autocommit() {
             // A failure after BEGIN (a write, an injected fault, COMMIT itself): undo it all,
             // so the next commit can begin. The rollback's own error adds nothing.
             let _ = self.conn.prepare_cached("ROLLBACK").and_then(|mut s| s.execute([]));
         }
-        let cursors = result?;
+        let (cursors, revision) = result?;
+        self.revision = revision;
         if let Some(last) = cursors.last() {
             self.last_cursor = last.0;
         }
         Ok(cursors)
+    }
+
+    /// The newest revision committed: every row a commit changed carries its revision.
+    #[must_use]
+    pub fn revision(&self) -> u64 {
+        self.revision
     }
 
     /// A new read-only connection to the same database.
@@ -387,16 +400,25 @@ impl Store {
     }
 }
 
-/// Applies and commits `txns` in one transaction; returns the cursors it assigned. On an error
-/// the transaction is left open for the caller to roll back. BEGIN and COMMIT are cached
-/// statements like every other, so a commit compiles nothing.
+/// Applies and commits `txns` in one transaction; returns the cursors it assigned and its
+/// revision. On an error the transaction is left open for the caller to roll back. BEGIN and
+/// COMMIT are cached statements like every other, so a commit compiles nothing.
 fn apply_all(
     conn: &Connection,
     txns: &[Txn],
     last_cursor: u64,
+    last_revision: u64,
     fault: Option<Fault>,
-) -> Result<Vec<Cursor>, StoreError> {
+) -> Result<(Vec<Cursor>, u64), StoreError> {
     conn.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
+    let revision = schema::bump_revision(conn)?;
+    if revision != last_revision + 1 {
+        // Another writer committed to this store: the owner lock was bypassed.
+        return Err(StoreError::Corrupt(format!(
+            "the store's revision is {revision}, expected {}: another process wrote to it",
+            last_revision + 1
+        )));
+    }
     let mut cursors = apply::Cursors { last: last_cursor, assigned: Vec::new() };
     for txn in txns {
         for w in &txn.writes {
@@ -407,5 +429,5 @@ fn apply_all(
         return Err(f.error());
     }
     conn.prepare_cached("COMMIT")?.execute([])?;
-    Ok(cursors.assigned)
+    Ok((cursors.assigned, revision))
 }

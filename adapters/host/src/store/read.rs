@@ -7,6 +7,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use rusqlite::{Connection, OptionalExtension, Row, params};
+use serde::{Deserialize, Serialize};
 use turnstile_core::{
     Attachment, CallId, Fingerprint, KnownRun, MessageId, Mode, RunId, Seq, SessionId, Start,
 };
@@ -92,7 +93,7 @@ impl std::fmt::Display for IntegrityProblem {
 }
 
 /// One session.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SessionRow {
     /// The session.
     pub id: SessionId,
@@ -127,7 +128,8 @@ pub struct SessionActivity {
 }
 
 /// Who wrote a message.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum StoredRole {
     /// A user message (a prompt, or the synthetic continuation).
     User,
@@ -138,7 +140,7 @@ pub enum StoredRole {
 }
 
 /// One message with its tool calls and results.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StoredMessage {
     /// The core's message id.
     pub id: MessageId,
@@ -169,7 +171,7 @@ pub struct StoredMessage {
 }
 
 /// One tool call of an assistant message.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StoredCall {
     /// The provider's call id.
     pub call: CallId,
@@ -182,7 +184,7 @@ pub struct StoredCall {
 }
 
 /// One tool result of an assistant message.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StoredResult {
     /// The call it answers.
     pub call: CallId,
@@ -195,7 +197,8 @@ pub struct StoredResult {
 }
 
 /// Where a submission is in its life, as the ledger records it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum RunState {
     /// Accepted, not yet active (preparing or queued).
     Waiting,
@@ -231,7 +234,7 @@ pub struct RunRow {
 const RUN_COLUMNS: &str =
     "seq, session, run_id, mode, prompt, attachments, state, completion, cursor";
 
-const SESSION_COLUMNS: &str =
+pub(super) const SESSION_COLUMNS: &str =
     "id, parent, title, prompt_tokens, completion_tokens, cost_micros, summary_message";
 
 impl Reader {
@@ -351,13 +354,28 @@ impl Reader {
     /// # Errors
     /// SQLite errors; [`StoreError::Corrupt`] for a row that does not parse.
     pub fn messages(&self, session: &SessionId) -> Result<Vec<StoredMessage>, StoreError> {
+        let chosen = "SELECT id FROM messages WHERE session = ?1";
+        let loaded = self.load_messages(chosen, &[&session.as_str()])?;
+        Ok(loaded.into_iter().map(|m| m.message).collect())
+    }
+
+    /// The messages `chosen` selects (a `SELECT id FROM messages ...` with `params`), in write
+    /// order, with their calls, results, sessions and revisions.
+    pub(super) fn load_messages(
+        &self,
+        chosen: &str,
+        params: &[&dyn rusqlite::ToSql],
+    ) -> Result<Vec<LoadedMessage>, StoreError> {
         let mut messages = Vec::new();
         let mut index = HashMap::new();
-        let mut stmt = self.conn.prepare_cached(
-            "SELECT id, seq, role, text, attachments, synthetic, reasoning, reasoning_signature, \
-             reasoning_done, finish FROM messages WHERE session = ?1 ORDER BY ord",
-        )?;
-        let mut rows = stmt.query([session.as_str()])?;
+        let sql = format!(
+            "WITH chosen(id) AS ({chosen}) \
+             SELECT m.id, m.seq, m.role, m.text, m.attachments, m.synthetic, m.reasoning, \
+             m.reasoning_signature, m.reasoning_done, m.finish, m.session, m.rev \
+             FROM messages m WHERE m.id IN chosen ORDER BY m.ord"
+        );
+        let mut stmt = self.conn.prepare_cached(&sql)?;
+        let mut rows = stmt.query(params)?;
         while let Some(r) = rows.next()? {
             let id: i64 = r.get(0)?;
             let what = format!("messages row {id}");
@@ -373,7 +391,7 @@ impl Reader {
             let attachments: String = r.get(4)?;
             let finish: Option<String> = r.get(9)?;
             index.insert(id, messages.len());
-            messages.push(StoredMessage {
+            let message = StoredMessage {
                 id: MessageId(uint(id, &format!("{what} id"))?),
                 seq: r
                     .get::<_, Option<i64>>(1)?
@@ -390,16 +408,22 @@ impl Reader {
                 finish: finish.map(|f| parse_json(&f, &format!("{what} finish"))).transpose()?,
                 calls: Vec::new(),
                 results: Vec::new(),
+            };
+            messages.push(LoadedMessage {
+                session: SessionId::new(r.get::<_, String>(10)?),
+                revision: uint(r.get(11)?, &format!("{what} rev"))?,
+                message,
             });
         }
         drop(rows);
         drop(stmt);
-        let mut stmt = self.conn.prepare_cached(
-            "SELECT c.message, c.call, c.name, c.input, c.finished \
-             FROM tool_calls c JOIN messages m ON m.id = c.message \
-             WHERE m.session = ?1 ORDER BY c.message, c.ord",
-        )?;
-        let mut rows = stmt.query([session.as_str()])?;
+        let sql = format!(
+            "WITH chosen(id) AS ({chosen}) \
+             SELECT c.message, c.call, c.name, c.input, c.finished \
+             FROM tool_calls c WHERE c.message IN chosen ORDER BY c.message, c.ord"
+        );
+        let mut stmt = self.conn.prepare_cached(&sql)?;
+        let mut rows = stmt.query(params)?;
         while let Some(r) = rows.next()? {
             let message: i64 = r.get(0)?;
             let call = StoredCall {
@@ -409,17 +433,18 @@ impl Reader {
                 finished: r.get(4)?,
             };
             if let Some(&i) = index.get(&message) {
-                messages[i].calls.push(call);
+                messages[i].message.calls.push(call);
             }
         }
         drop(rows);
         drop(stmt);
-        let mut stmt = self.conn.prepare_cached(
-            "SELECT r.message, r.call, r.content, r.is_error, r.synthetic \
-             FROM tool_results r JOIN messages m ON m.id = r.message \
-             WHERE m.session = ?1 ORDER BY r.ord",
-        )?;
-        let mut rows = stmt.query([session.as_str()])?;
+        let sql = format!(
+            "WITH chosen(id) AS ({chosen}) \
+             SELECT r.message, r.call, r.content, r.is_error, r.synthetic \
+             FROM tool_results r WHERE r.message IN chosen ORDER BY r.ord"
+        );
+        let mut stmt = self.conn.prepare_cached(&sql)?;
+        let mut rows = stmt.query(params)?;
         while let Some(r) = rows.next()? {
             let message: i64 = r.get(0)?;
             let result = StoredResult {
@@ -429,7 +454,7 @@ impl Reader {
                 synthetic: r.get(4)?,
             };
             if let Some(&i) = index.get(&message) {
-                messages[i].results.push(result);
+                messages[i].message.results.push(result);
             }
         }
         Ok(messages)
@@ -588,6 +613,21 @@ pub(super) fn newest_cursor(conn: &Connection) -> Result<Cursor, StoreError> {
     Ok(Cursor(max.map(|c| uint(c, "runs cursor")).transpose()?.unwrap_or(0)))
 }
 
+/// The newest revision committed (0 for a store that never committed one).
+pub(super) fn revision(conn: &Connection) -> Result<u64, StoreError> {
+    let value: Option<i64> = conn
+        .query_row("SELECT value FROM counters WHERE name = 'revision'", [], |r| r.get(0))
+        .optional()?;
+    uint(value.unwrap_or(0), "revision")
+}
+
+/// A message as [`Reader::load_messages`] reads it: with its session and revision.
+pub(super) struct LoadedMessage {
+    pub(super) session: SessionId,
+    pub(super) revision: u64,
+    pub(super) message: StoredMessage,
+}
+
 /// What the engine starts from: sequences and message ids above every one the store ever
 /// held, and every run with a RunId and its outcome (recovery has run, so all are finished).
 pub(super) fn start(conn: &Connection) -> Result<Start, StoreError> {
@@ -640,8 +680,8 @@ pub(super) fn start(conn: &Connection) -> Result<Start, StoreError> {
 }
 
 /// A session row as stored.
-struct RawSession {
-    id: String,
+pub(super) struct RawSession {
+    pub(super) id: String,
     parent: Option<String>,
     title: Option<String>,
     prompt_tokens: i64,
@@ -650,7 +690,7 @@ struct RawSession {
     summary_message: Option<i64>,
 }
 
-fn raw_session(r: &Row<'_>) -> rusqlite::Result<RawSession> {
+pub(super) fn raw_session(r: &Row<'_>) -> rusqlite::Result<RawSession> {
     Ok(RawSession {
         id: r.get(0)?,
         parent: r.get(1)?,
@@ -663,7 +703,7 @@ fn raw_session(r: &Row<'_>) -> rusqlite::Result<RawSession> {
 }
 
 impl RawSession {
-    fn parse(self) -> Result<SessionRow, StoreError> {
+    pub(super) fn parse(self) -> Result<SessionRow, StoreError> {
         let what = |field: &str| format!("sessions row {} {field}", self.id);
         Ok(SessionRow {
             parent: self.parent.map(SessionId::new),

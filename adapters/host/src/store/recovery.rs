@@ -44,6 +44,9 @@ pub(super) fn recover(
     armed: Armed,
 ) -> Result<Vec<(Cursor, CompletionRecord)>, StoreError> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    // Recovery's changes are a revision of their own, so a client that resumes the change
+    // order from before the crash sees what recovery repaired.
+    super::schema::bump_revision(&tx)?;
     let mut cursor = *last_cursor;
     let mut recovered = Vec::new();
     for run in unfinished(&tx)? {

@@ -19,14 +19,20 @@
 //!   inserting transaction), so an id deleted later is never handed out again.
 //!
 //! Version 2 adds `runs.accepted_at` and `runs.finished_at` (wall-clock, informational).
+//!
+//! Version 3 adds the change order: a `revision` counter that every committing transaction
+//! advances once, and `messages.rev` / `sessions.rev`, the revision that last changed the row
+//! (stamped by triggers, so no write can forget it). A message's revision changes with its
+//! calls and results; a session's with its ledger rows and messages. What changed after a
+//! revision is then one indexed query, also after a restart (SPEC 9 "Server").
 
-use rusqlite::{Connection, TransactionBehavior};
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior};
 use turnstile_core::{Mode, Outcome};
 
 use super::StoreError;
 
 /// The migrations, in order: index `i` takes version `i` to `i + 1`.
-pub(super) const MIGRATIONS: &[&str] = &[V1, V2];
+pub(super) const MIGRATIONS: &[&str] = &[V1, V2, V3];
 
 /// Version 1: sessions, messages, tool calls and results, the run ledger, counters.
 const V1: &str = r#"
@@ -127,6 +133,92 @@ const V2: &str = r#"
 ALTER TABLE runs ADD COLUMN accepted_at INTEGER NULL;
 ALTER TABLE runs ADD COLUMN finished_at INTEGER NULL;
 "#;
+
+/// Version 3: the change order (see the module docs). Rows written before it have revision 0.
+/// The triggers read the current revision from `counters`; [`bump_revision`] advances it at the
+/// start of every transaction that writes.
+const V3: &str = r#"
+INSERT INTO counters (name, value) VALUES ('revision', 0);
+ALTER TABLE messages ADD COLUMN rev INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE sessions ADD COLUMN rev INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX messages_rev ON messages (rev);
+CREATE INDEX sessions_rev ON sessions (rev);
+
+CREATE TRIGGER sessions_rev_insert AFTER INSERT ON sessions
+BEGIN
+    UPDATE sessions SET rev = (SELECT value FROM counters WHERE name = 'revision')
+    WHERE id = NEW.id;
+END;
+CREATE TRIGGER sessions_rev_update
+AFTER UPDATE OF parent, title, prompt_tokens, completion_tokens, cost_micros, summary_message
+ON sessions
+BEGIN
+    UPDATE sessions SET rev = (SELECT value FROM counters WHERE name = 'revision')
+    WHERE id = NEW.id;
+END;
+CREATE TRIGGER runs_rev_insert AFTER INSERT ON runs
+BEGIN
+    UPDATE sessions SET rev = (SELECT value FROM counters WHERE name = 'revision')
+    WHERE id = NEW.session;
+END;
+CREATE TRIGGER runs_rev_update AFTER UPDATE ON runs
+BEGIN
+    UPDATE sessions SET rev = (SELECT value FROM counters WHERE name = 'revision')
+    WHERE id = NEW.session;
+END;
+CREATE TRIGGER messages_rev_insert AFTER INSERT ON messages
+BEGIN
+    UPDATE messages SET rev = (SELECT value FROM counters WHERE name = 'revision')
+    WHERE id = NEW.id;
+    UPDATE sessions SET rev = (SELECT value FROM counters WHERE name = 'revision')
+    WHERE id = NEW.session;
+END;
+CREATE TRIGGER messages_rev_update
+AFTER UPDATE OF text, attachments, synthetic, reasoning, reasoning_signature, reasoning_done,
+    finish, turn, step
+ON messages
+BEGIN
+    UPDATE messages SET rev = (SELECT value FROM counters WHERE name = 'revision')
+    WHERE id = NEW.id;
+END;
+CREATE TRIGGER messages_rev_delete AFTER DELETE ON messages
+BEGIN
+    UPDATE sessions SET rev = (SELECT value FROM counters WHERE name = 'revision')
+    WHERE id = OLD.session;
+END;
+CREATE TRIGGER tool_calls_rev_insert AFTER INSERT ON tool_calls
+BEGIN
+    UPDATE messages SET rev = (SELECT value FROM counters WHERE name = 'revision')
+    WHERE id = NEW.message;
+END;
+CREATE TRIGGER tool_calls_rev_update AFTER UPDATE ON tool_calls
+BEGIN
+    UPDATE messages SET rev = (SELECT value FROM counters WHERE name = 'revision')
+    WHERE id = NEW.message;
+END;
+CREATE TRIGGER tool_results_rev_insert AFTER INSERT ON tool_results
+BEGIN
+    UPDATE messages SET rev = (SELECT value FROM counters WHERE name = 'revision')
+    WHERE id = NEW.message;
+END;
+"#;
+
+/// Advances the change order by one inside the caller's (writing) transaction; every row the
+/// transaction changes is stamped with the new revision, which it returns.
+///
+/// # Errors
+/// SQLite errors; [`StoreError::Corrupt`] when the counter is missing.
+pub(super) fn bump_revision(conn: &Connection) -> Result<u64, StoreError> {
+    let value: Option<i64> = conn
+        .prepare_cached(
+            "UPDATE counters SET value = value + 1 WHERE name = 'revision' RETURNING value",
+        )?
+        .query_row([], |r| r.get(0))
+        .optional()?;
+    let value = value
+        .ok_or_else(|| StoreError::Corrupt("the store's revision counter is missing".to_owned()))?;
+    uint(value, "revision")
+}
 
 /// Brings the database to the newest version, one transaction per migration.
 ///

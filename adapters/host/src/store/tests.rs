@@ -188,7 +188,7 @@ fn open_creates_the_schema_and_reopen_keeps_the_data() {
         .unwrap()
         .pragma_query_value(None, "user_version", |r| r.get(0))
         .unwrap();
-    assert_eq!(version, 2);
+    assert_eq!(version, 3);
     assert_eq!(reader.messages(&sid("s")).unwrap()[0].text, "hi");
     let activity = reader.activity(false).unwrap();
     let messages = reader.messages(&sid("s")).unwrap().len() as u64;
@@ -280,7 +280,7 @@ fn a_newer_schema_is_refused_with_a_clear_message() {
     assert!(matches!(err, StoreError::Corrupt(_)));
     assert_eq!(
         err.to_string(),
-        "store schema version 99 is newer than this turnstile supports (2)"
+        "store schema version 99 is newer than this turnstile supports (3)"
     );
 }
 
@@ -1174,4 +1174,131 @@ fn an_engine_turn_applied_commit_by_commit_is_protocol_legal() {
         ),
         "{reply:?}"
     );
+}
+
+// ---- the change order (SPEC 9 "Server") --------------------------------------------------------
+
+/// The messages and sessions a `changes` answer names, as `m<id>` and `s<id>`, in its order.
+fn names(c: &Changes) -> Vec<String> {
+    c.rows
+        .iter()
+        .map(|r| match r {
+            Change::Message { message, .. } => format!("m{}", message.id.0),
+            Change::Session(s) => format!("s{}", s.row.id),
+        })
+        .collect()
+}
+
+#[test]
+fn changes_name_exactly_what_each_commit_touched_and_resume_across_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = open(&dir).store;
+    let reader = store.reader().unwrap();
+    let start = reader.position().unwrap();
+    assert_eq!(start.cursor, Cursor(0));
+    // Revision 2: a submission of `a` is accepted and activated, with its messages.
+    store
+        .commit(&[txn(
+            "a",
+            vec![
+                new_run("a", 1, Some("ra"), "hi"),
+                Write::Op(activated("a", 1)),
+                Write::Op(user("a", 1, 1, "hi")),
+                Write::Op(assistant("a", 1, 2)),
+            ],
+        )])
+        .unwrap();
+    let after_a = reader.position().unwrap();
+    assert_eq!(after_a.revision, store.revision() + 1);
+    let c = reader.changes(start, 100).unwrap();
+    assert_eq!(names(&c), ["m1", "m2", "sa"]);
+    assert_eq!(c.now, after_a);
+    let Change::Session(state) = &c.rows[2] else { panic!("a session") };
+    assert_eq!((state.unfinished, state.waiting, state.messages), (1, 0, 2));
+    assert!(state.busy());
+    // Revision 3: `b` is accepted; `a` streams text. Only m2, a and b changed.
+    store
+        .commit(&[
+            txn("b", vec![new_run("b", 2, Some("rb"), "other")]),
+            ops("a", vec![text("a", 1, 2, "hel")]),
+        ])
+        .unwrap();
+    let c = reader.changes(after_a, 100).unwrap();
+    assert_eq!(names(&c), ["m2", "sb"], "streamed text changes the message, not its session");
+    let after_b = c.now;
+    // Revision 4: a tool call and its result change the message they belong to.
+    store
+        .commit(&[ops("a", vec![tool_call("a", 1, 2, "c1"), tool_result("a", 1, 2, "c1", "ok")])])
+        .unwrap();
+    let c = reader.changes(after_b, 100).unwrap();
+    assert_eq!(names(&c), ["m2"]);
+    let Change::Message { message, .. } = &c.rows[0] else { panic!("a message") };
+    assert_eq!((message.text.as_str(), message.calls.len(), message.results.len()), ("hel", 1, 1));
+    let before_crash = c.now;
+    assert!(c.completions.is_empty());
+    drop(reader);
+    drop(store);
+    // A restart: recovery ends both submissions interrupted and finishes m2, as a revision of
+    // its own, so the position from before the crash sees exactly that.
+    let opened = open(&dir);
+    assert_eq!(opened.recovered.len(), 2);
+    let reader = opened.store.reader().unwrap();
+    let c = reader.changes(before_crash, 100).unwrap();
+    assert_eq!(names(&c), ["m2", "sa", "sb"]);
+    assert_eq!(c.completions.iter().map(|(k, _)| k.0).collect::<Vec<_>>(), [1, 2]);
+    assert!(c.rows.iter().all(|r| r.revision() >= before_crash.revision));
+    // The limit holds the completions back in order, and `more` says so.
+    let first = reader.changes(before_crash, 1).unwrap();
+    assert!(first.more);
+    assert_eq!(first.completions.len(), 1);
+    assert_eq!(first.now.cursor, Cursor(1));
+    let rest = reader.changes(first.now, 1).unwrap();
+    assert!(!rest.more);
+    assert_eq!(rest.completions[0].0, Cursor(2));
+    assert!(rest.rows.is_empty(), "the rows were all reported already");
+    // Nothing changed after the newest position.
+    let now = reader.position().unwrap();
+    let c = reader.changes(now, 100).unwrap();
+    assert!(c.rows.is_empty() && c.completions.is_empty());
+    assert_eq!(c.now, now);
+}
+
+#[test]
+fn pages_of_messages_follow_write_order_and_refuse_a_foreign_cursor() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = open(&dir).store;
+    store
+        .commit(&[txn(
+            "a",
+            vec![
+                new_run("a", 1, None, "hi"),
+                Write::Op(activated("a", 1)),
+                Write::Op(user("a", 1, 1, "hi")),
+                Write::Op(assistant("a", 1, 2)),
+                Write::Op(assistant("a", 1, 3)),
+            ],
+        )])
+        .unwrap();
+    store
+        .commit(&[txn(
+            "b",
+            vec![
+                new_run("b", 2, None, "x"),
+                Write::Op(activated("b", 2)),
+                Write::Op(user("b", 2, 4, "x")),
+            ],
+        )])
+        .unwrap();
+    let reader = store.reader().unwrap();
+    let ids =
+        |page: Option<Vec<StoredMessage>>| page.unwrap().iter().map(|m| m.id.0).collect::<Vec<_>>();
+    assert_eq!(ids(reader.messages_page(&sid("a"), None, 2).unwrap()), [1, 2]);
+    assert_eq!(ids(reader.messages_page(&sid("a"), Some(MessageId(2)), 2).unwrap()), [3]);
+    assert_eq!(
+        ids(reader.messages_page(&sid("a"), Some(MessageId(3)), 2).unwrap()),
+        Vec::<u64>::new()
+    );
+    assert_eq!(reader.messages_page(&sid("a"), Some(MessageId(4)), 2).unwrap(), None);
+    assert_eq!(reader.session_state(&sid("nope")).unwrap(), None);
+    assert_eq!(reader.session_state(&sid("b")).unwrap().unwrap().messages, 1);
 }

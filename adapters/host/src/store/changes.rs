@@ -1,0 +1,276 @@
+//! The change order (SPEC 9 "Server"): what changed in the store after a [`Position`].
+//!
+//! Every committing transaction advances the store's revision by one, and triggers stamp each
+//! message and session row it changes with that revision (see `schema`, version 3). A
+//! [`Position`] pairs a ledger cursor with a revision, and [`Reader::changes`] answers, in one
+//! read transaction (one consistent snapshot), the completions after the cursor and the current
+//! state of every message and session changed at or after the revision.
+//!
+//! This is how an event stream resumes exactly: completions are numbered, so each is delivered
+//! once; rows are states, not deltas, so delivering one again is harmless. It needs nothing kept
+//! in memory, so it works the same after a restart, and several processes reading one database
+//! agree on it (the revision is a column, not a counter in a process).
+
+use rusqlite::params;
+use serde::{Deserialize, Serialize};
+use turnstile_core::{MessageId, SessionId};
+
+use super::StoreError;
+use super::read::{Reader, SESSION_COLUMNS, raw_session, revision};
+use super::schema::{int, uint};
+use crate::record::{CompletionRecord, Cursor};
+use crate::store::{SessionRow, StoredMessage};
+
+/// A point in the store's change order: every completion up to `cursor` and every row change
+/// of a revision below `revision` is behind it.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+pub struct Position {
+    /// The newest completion behind the position (`Cursor(0)`: none).
+    pub cursor: Cursor,
+    /// Row changes of revisions below this are behind the position; those at or above it are
+    /// not.
+    pub revision: u64,
+}
+
+impl Position {
+    /// The later of two positions, component by component.
+    #[must_use]
+    pub fn max(self, other: Position) -> Position {
+        Position {
+            cursor: self.cursor.max(other.cursor),
+            revision: self.revision.max(other.revision),
+        }
+    }
+}
+
+/// A session's current state, read from the store: its row and what its ledger says.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionState {
+    /// The session's row (title, gauges, cost, parent).
+    #[serde(flatten)]
+    pub row: SessionRow,
+    /// The revision that last changed it.
+    pub revision: u64,
+    /// Its messages.
+    pub messages: u64,
+    /// Its submissions not yet finished (waiting, active or paused).
+    pub unfinished: u64,
+    /// Its submissions waiting (preparing or queued).
+    pub waiting: u64,
+    /// True while a summary of it is being written.
+    pub summarizing: bool,
+}
+
+impl SessionState {
+    /// Busy as SPEC 3 means it: a submission unfinished, or a summarization running.
+    #[must_use]
+    pub fn busy(&self) -> bool {
+        self.unfinished > 0 || self.summarizing
+    }
+}
+
+/// One changed row, as it is now.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Change {
+    /// A session's state.
+    Session(SessionState),
+    /// A message with its calls and results.
+    Message {
+        /// Its session.
+        session: SessionId,
+        /// The revision that last changed it.
+        revision: u64,
+        /// The message.
+        message: StoredMessage,
+    },
+}
+
+impl Change {
+    /// The revision that last changed the row.
+    #[must_use]
+    pub fn revision(&self) -> u64 {
+        match self {
+            Change::Session(s) => s.revision,
+            Change::Message { revision, .. } => *revision,
+        }
+    }
+}
+
+/// What changed after a position, in one consistent snapshot.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Changes {
+    /// The rows changed at or after the position's revision, by revision (a message's state
+    /// before its session's within one revision).
+    pub rows: Vec<Change>,
+    /// The completions after the position's cursor, in cursor order (at most the limit).
+    pub completions: Vec<(Cursor, CompletionRecord)>,
+    /// True when more completions follow than the limit let through.
+    pub more: bool,
+    /// The position after everything above: where the next call resumes.
+    pub now: Position,
+}
+
+const STATE_COLUMNS: &str = "s.rev, \
+     (SELECT count(*) FROM messages m WHERE m.session = s.id), \
+     (SELECT count(*) FROM runs r WHERE r.session = s.id AND r.state <> 'finished'), \
+     (SELECT count(*) FROM runs r WHERE r.session = s.id AND r.state = 'waiting'), \
+     EXISTS (SELECT 1 FROM messages m WHERE m.session = s.id AND m.role = 'summary' \
+             AND m.finish IS NULL)";
+
+impl Reader {
+    /// The position now: after every completion and every revision committed so far.
+    ///
+    /// # Errors
+    /// SQLite errors.
+    pub fn position(&self) -> Result<Position, StoreError> {
+        let tx = self.conn.unchecked_transaction()?;
+        let now =
+            Position { cursor: super::read::newest_cursor(&tx)?, revision: revision(&tx)? + 1 };
+        tx.commit()?;
+        Ok(now)
+    }
+
+    /// What changed after `after`: every completion after its cursor (up to `limit`), and the
+    /// current state of every message and session changed at or after its revision.
+    ///
+    /// Read in one transaction, so the rows and completions are one snapshot: a completion is
+    /// never reported without the final state of its message.
+    ///
+    /// # Errors
+    /// SQLite errors; [`StoreError::Corrupt`] for a row that does not parse.
+    pub fn changes(&self, after: Position, limit: usize) -> Result<Changes, StoreError> {
+        let tx = self.conn.unchecked_transaction()?;
+        let snapshot = revision(&tx)?;
+        let from = int(after.revision, "revision")?;
+        let mut rows: Vec<Change> = self
+            .load_messages("SELECT id FROM messages WHERE rev >= ?1", &[&from])?
+            .into_iter()
+            .map(|m| Change::Message {
+                session: m.session,
+                revision: m.revision,
+                message: m.message,
+            })
+            .collect();
+        let sql = format!(
+            "SELECT {}, {STATE_COLUMNS} FROM sessions s WHERE s.rev >= ?1",
+            prefixed(SESSION_COLUMNS)
+        );
+        let mut stmt = self.conn.prepare_cached(&sql)?;
+        let raws = stmt.query_map([from], raw_state)?.collect::<Result<Vec<_>, _>>()?;
+        drop(stmt);
+        for raw in raws {
+            rows.push(Change::Session(raw.parse()?));
+        }
+        // Stable: within a revision, messages (in write order) come before sessions.
+        rows.sort_by_key(Change::revision);
+        let mut completions = self.completions_after(after.cursor, limit.saturating_add(1))?;
+        let more = completions.len() > limit;
+        completions.truncate(limit);
+        let newest = if more {
+            completions.last().map_or(after.cursor, |(c, _)| *c)
+        } else {
+            super::read::newest_cursor(&tx)?.max(after.cursor)
+        };
+        tx.commit()?;
+        Ok(Changes {
+            rows,
+            completions,
+            more,
+            now: Position { cursor: newest, revision: (snapshot + 1).max(after.revision) },
+        })
+    }
+
+    /// One session's current state, if the store holds it.
+    ///
+    /// # Errors
+    /// SQLite errors; [`StoreError::Corrupt`] for a row that does not parse.
+    pub fn session_state(&self, id: &SessionId) -> Result<Option<SessionState>, StoreError> {
+        let sql = format!(
+            "SELECT {}, {STATE_COLUMNS} FROM sessions s WHERE s.id = ?1",
+            prefixed(SESSION_COLUMNS)
+        );
+        let raw =
+            self.conn.prepare_cached(&sql)?.query_row([id.as_str()], raw_state).map(Some).or_else(
+                |e| match e {
+                    rusqlite::Error::QueryReturnedNoRows => Ok(None),
+                    e => Err(e),
+                },
+            )?;
+        raw.map(RawState::parse).transpose()
+    }
+
+    /// A page of a session's messages in write order: up to `limit` after the message
+    /// `after` (from the first without it). `None` when `after` is not a message of the
+    /// session.
+    ///
+    /// # Errors
+    /// SQLite errors; [`StoreError::Corrupt`] for a row that does not parse.
+    pub fn messages_page(
+        &self,
+        session: &SessionId,
+        after: Option<MessageId>,
+        limit: usize,
+    ) -> Result<Option<Vec<StoredMessage>>, StoreError> {
+        let tx = self.conn.unchecked_transaction()?;
+        let after_ord: Option<i64> = match after {
+            None => Some(0),
+            Some(id) => self
+                .conn
+                .prepare_cached("SELECT ord FROM messages WHERE id = ?1 AND session = ?2")?
+                .query_row(params![int(id.0, "message id")?, session.as_str()], |r| r.get(0))
+                .map(Some)
+                .or_else(|e| match e {
+                    rusqlite::Error::QueryReturnedNoRows => Ok(None),
+                    e => Err(e),
+                })?,
+        };
+        let Some(after_ord) = after_ord else { return Ok(None) };
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let chosen =
+            "SELECT id FROM messages WHERE session = ?1 AND ord > ?2 ORDER BY ord LIMIT ?3";
+        let page = self.load_messages(chosen, &[&session.as_str(), &after_ord, &limit])?;
+        tx.commit()?;
+        Ok(Some(page.into_iter().map(|m| m.message).collect()))
+    }
+}
+
+/// `a, b` as `s.a, s.b`.
+fn prefixed(columns: &str) -> String {
+    columns.split(", ").map(|c| format!("s.{c}")).collect::<Vec<_>>().join(", ")
+}
+
+struct RawState {
+    session: super::read::RawSession,
+    rev: i64,
+    messages: i64,
+    unfinished: i64,
+    waiting: i64,
+    summarizing: bool,
+}
+
+fn raw_state(r: &rusqlite::Row<'_>) -> rusqlite::Result<RawState> {
+    Ok(RawState {
+        session: raw_session(r)?,
+        rev: r.get(7)?,
+        messages: r.get(8)?,
+        unfinished: r.get(9)?,
+        waiting: r.get(10)?,
+        summarizing: r.get(11)?,
+    })
+}
+
+impl RawState {
+    fn parse(self) -> Result<SessionState, StoreError> {
+        let what = format!("sessions row {}", self.session.id);
+        Ok(SessionState {
+            revision: uint(self.rev, &format!("{what} rev"))?,
+            messages: uint(self.messages, &what)?,
+            unfinished: uint(self.unfinished, &what)?,
+            waiting: uint(self.waiting, &what)?,
+            summarizing: self.summarizing,
+            row: self.session.parse()?,
+        })
+    }
+}

@@ -1,0 +1,221 @@
+//! Who may call the server: the bearer token, and the `Origin` check that keeps web pages out.
+//!
+//! - Every request must carry `Authorization: Bearer <token>`; the token is compared in
+//!   constant time, and no header is ever logged.
+//! - A request with an `Origin` header is refused (403) unless that origin is allowed: a
+//!   browser adds `Origin` to every cross-site request, so a web page the user visits cannot
+//!   drive a local agent through the browser, even if it guessed the token. Clients that are
+//!   not browsers send no `Origin`.
+//!
+//! The token is configured, or generated at first start into a file only its owner can read
+//! (mode 0600) and reused by later starts.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use subtle::ConstantTimeEq;
+
+use crate::error::ApiError;
+
+/// The bearer token. `Debug` never shows it.
+#[derive(Clone)]
+pub struct Token(Arc<str>);
+
+impl std::fmt::Debug for Token {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Token(..)")
+    }
+}
+
+/// Where the token came from, so that the operator is told once.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TokenSource {
+    /// Given in the configuration or the environment.
+    Configured,
+    /// Read from this file, written by an earlier start.
+    File(PathBuf),
+    /// Generated now into this file: the only time it is shown.
+    Generated(PathBuf),
+}
+
+/// Why a token could not be had.
+#[derive(Debug)]
+pub struct TokenError {
+    /// The file.
+    pub path: PathBuf,
+    /// What was being done with it.
+    pub action: &'static str,
+    /// The cause.
+    pub source: std::io::Error,
+}
+
+impl std::fmt::Display for TokenError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "cannot {} the token file `{}`: {}",
+            self.action,
+            self.path.display(),
+            self.source
+        )
+    }
+}
+
+impl std::error::Error for TokenError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.source)
+    }
+}
+
+impl Token {
+    /// A configured token. Empty or with whitespace inside is refused: such a token cannot
+    /// be sent in a header as it is.
+    ///
+    /// # Errors
+    /// A message saying what is wrong with it.
+    pub fn new(text: &str) -> Result<Token, String> {
+        let text = text.trim();
+        if text.is_empty() {
+            return Err("the server token is empty".to_owned());
+        }
+        if text.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            return Err("the server token contains whitespace or control characters".to_owned());
+        }
+        Ok(Token(text.into()))
+    }
+
+    /// The token in `path`, or a new one (32 random bytes, as hex) written there with mode
+    /// 0600 when the file does not exist.
+    ///
+    /// # Errors
+    /// The file cannot be read, created or written, or holds an unusable token.
+    pub fn load_or_generate(path: &Path) -> Result<(Token, TokenSource), TokenError> {
+        let err = |action, source| TokenError { path: path.to_owned(), action, source };
+        match std::fs::read_to_string(path) {
+            Ok(text) => {
+                let token =
+                    Token::new(&text).map_err(|why| err("use", std::io::Error::other(why)))?;
+                return Ok((token, TokenSource::File(path.to_owned())));
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(err("read", e)),
+        }
+        let mut bytes = [0_u8; 32];
+        getrandom::fill(&mut bytes)
+            .map_err(|e| err("generate", std::io::Error::other(e.to_string())))?;
+        let text: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|e| err("create the directory of", e))?;
+        }
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true).create_new(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+        let mut file = options.open(path).map_err(|e| err("create", e))?;
+        file.write_all(text.as_bytes())
+            .and_then(|()| file.write_all(b"\n"))
+            .and_then(|()| file.sync_all())
+            .map_err(|e| err("write", e))?;
+        Ok((Token(text.into()), TokenSource::Generated(path.to_owned())))
+    }
+
+    /// The token's text, to show once or to send as a client.
+    #[must_use]
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+
+    /// True when `presented` is this token, compared in constant time.
+    #[must_use]
+    pub fn matches(&self, presented: &str) -> bool {
+        self.0.as_bytes().ct_eq(presented.as_bytes()).into()
+    }
+}
+
+/// What the guard needs.
+#[derive(Clone, Debug)]
+pub(crate) struct Guard {
+    pub(crate) token: Token,
+    pub(crate) origins: Arc<[String]>,
+}
+
+/// The middleware in front of every route: the `Origin` check, then the token.
+pub(crate) async fn guard(State(guard): State<Guard>, request: Request, next: Next) -> Response {
+    if let Err(e) = check(&guard, request.headers()) {
+        tracing::info!(
+            method = %request.method(),
+            path = request.uri().path(),
+            code = e.code,
+            "request refused"
+        );
+        return e.into_response();
+    }
+    next.run(request).await
+}
+
+fn check(guard: &Guard, headers: &HeaderMap) -> Result<(), ApiError> {
+    if let Some(origin) = headers.get(header::ORIGIN) {
+        let allowed =
+            origin.to_str().is_ok_and(|o| guard.origins.iter().any(|a| a.eq_ignore_ascii_case(o)));
+        if !allowed {
+            return Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                "origin_not_allowed",
+                "requests from a web page's origin are refused; allow the origin in the \
+                 server's configuration",
+            ));
+        }
+    }
+    let presented = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")));
+    match presented {
+        Some(p) if guard.token.matches(p.trim()) => Ok(()),
+        Some(_) => Err(unauthorized("the bearer token is wrong")),
+        None => Err(unauthorized("missing `Authorization: Bearer <token>`")),
+    }
+}
+
+fn unauthorized(message: &str) -> ApiError {
+    ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", message)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_generated_token_is_kept_private_and_reused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sub/token");
+        let (token, source) = Token::load_or_generate(&path).unwrap();
+        assert_eq!(source, TokenSource::Generated(path.clone()));
+        assert_eq!(token.expose().len(), 64);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt as _;
+            let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
+        let (again, source) = Token::load_or_generate(&path).unwrap();
+        assert_eq!(source, TokenSource::File(path.clone()));
+        assert!(again.matches(token.expose()));
+        assert!(!again.matches("x"));
+        assert!(!again.matches(&token.expose()[..63]));
+        assert_eq!(format!("{token:?}"), "Token(..)");
+    }
+
+    #[test]
+    fn unusable_tokens_are_refused() {
+        assert!(Token::new("").is_err());
+        assert!(Token::new("a b").is_err());
+        assert!(Token::new(" ok \n").unwrap().matches("ok"));
+    }
+}

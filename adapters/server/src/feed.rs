@@ -1,0 +1,370 @@
+//! The event stream (SPEC 9 "Server"): server-sent events that resume exactly.
+//!
+//! One **feed** task follows the host: after every commit (the store's revision advanced) it
+//! reads what changed since its last position ([`Reader::changes`]), turns it into frames once,
+//! and broadcasts them; it also forwards retries and permission asks. Each client's **stream**
+//! task copies frames from the broadcast to its connection. A slow client only makes its own
+//! task fall behind: the broadcast drops frames for it alone (the engine never waits for a
+//! client), and that task then reads what it missed from the store, from its own position.
+//!
+//! Every event's `id` is the client's position after it, `<cursor>-<revision>`: every
+//! RunComplete up to `cursor`, and every message and session state of a revision below
+//! `revision`, was delivered. A client that reconnects with `Last-Event-ID` resumes there:
+//! each RunComplete after the cursor exactly once (a stream drops any at or below what it
+//! delivered), and the current state of each message and session changed since (a state sent
+//! twice is harmless). The position is read from the ledger and the store's change order, so
+//! this holds across a restart of the server too.
+//!
+//! [`Reader::changes`]: turnstile_host::store::Reader::changes
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use axum::response::sse;
+use serde::Serialize;
+use serde_json::{Value, json};
+use tokio::sync::{broadcast, mpsc};
+use turnstile_host::store::{Change, Changes, Position, SessionState};
+use turnstile_host::{Cursor, Event, Host, Update};
+
+use crate::asks::{AskEvent, Asks};
+
+/// Completions read per store query (a resume from far back takes several).
+const BATCH: usize = 512;
+
+/// One event, serialised once for every client.
+#[derive(Debug)]
+pub(crate) struct Frame {
+    /// The SSE event type.
+    event: &'static str,
+    /// Its JSON.
+    data: String,
+    /// What a client has after this frame, when the frame carries store changes.
+    claim: Option<Position>,
+    /// The RunComplete's cursor, for a `run_complete` frame.
+    cursor: Option<Cursor>,
+}
+
+/// A session's state as the API shows it (with `busy`).
+#[derive(Serialize)]
+struct SessionView<'a> {
+    #[serde(flatten)]
+    state: &'a SessionState,
+    busy: bool,
+}
+
+/// The JSON of a session state.
+pub(crate) fn session_json(state: &SessionState) -> Value {
+    serde_json::to_value(SessionView { state, busy: state.busy() }).unwrap_or(Value::Null)
+}
+
+fn to_string(v: &Value) -> String {
+    serde_json::to_string(v).unwrap_or_default()
+}
+
+/// The frames of one `changes` answer read from `from`: the rows by revision, then the
+/// completions (so a RunComplete follows its message's final state).
+fn frames(changes: &Changes, from: Position) -> Vec<Frame> {
+    let mut out = Vec::with_capacity(changes.rows.len() + changes.completions.len());
+    for (i, row) in changes.rows.iter().enumerate() {
+        // After this row, every row of a revision below the next row's is delivered.
+        let next = changes.rows.get(i + 1).map_or(changes.now.revision, Change::revision);
+        let claim = Position { cursor: from.cursor, revision: next.max(from.revision) };
+        let (event, data) = match row {
+            Change::Message { session, revision, message } => {
+                ("message", json!({"session": session, "revision": revision, "message": message}))
+            }
+            Change::Session(state) => ("session", session_json(state)),
+        };
+        out.push(Frame { event, data: to_string(&data), claim: Some(claim), cursor: None });
+    }
+    for (cursor, record) in &changes.completions {
+        let mut data = serde_json::to_value(record).unwrap_or(Value::Null);
+        data["cursor"] = json!(cursor.0);
+        let claim = Position { cursor: *cursor, revision: changes.now.revision };
+        out.push(Frame {
+            event: "run_complete",
+            data: to_string(&data),
+            claim: Some(claim),
+            cursor: Some(*cursor),
+        });
+    }
+    out
+}
+
+fn ask_frame(e: &AskEvent) -> Frame {
+    let (event, data) = match e {
+        AskEvent::Opened(ask) => ("ask", serde_json::to_value(ask).unwrap_or(Value::Null)),
+        AskEvent::Closed { id, why } => ("ask_closed", json!({"id": id, "why": why})),
+    };
+    Frame { event, data: to_string(&data), claim: None, cursor: None }
+}
+
+/// The text of an event id.
+#[must_use]
+pub fn event_id(p: Position) -> String {
+    format!("{}-{}", p.cursor.0, p.revision)
+}
+
+/// Parses an event id (`<cursor>-<revision>`).
+///
+/// # Errors
+/// A message naming what is wrong.
+pub fn parse_event_id(text: &str) -> Result<Position, String> {
+    let bad = || format!("`{text}` is not an event id of this server (`<cursor>-<revision>`)");
+    let (c, r) = text.trim().split_once('-').ok_or_else(bad)?;
+    let cursor = c.parse::<u64>().map_err(|_| bad())?;
+    let revision = r.parse::<u64>().map_err(|_| bad())?;
+    Ok(Position { cursor: Cursor(cursor), revision })
+}
+
+/// The feed: where streams subscribe.
+#[derive(Clone, Debug)]
+pub(crate) struct Feed {
+    tx: broadcast::Sender<Arc<Frame>>,
+    /// Set once the feed sent its last frames (the host ended): streams end after them.
+    ended: tokio::sync::watch::Receiver<bool>,
+}
+
+impl Feed {
+    /// Starts the feed task from the store's position now.
+    pub(crate) async fn start(host: Host, asks: Asks, capacity: usize) -> Feed {
+        let (tx, _) = broadcast::channel(capacity.max(16));
+        let (ended_tx, ended) = tokio::sync::watch::channel(false);
+        let feed = Feed { tx: tx.clone(), ended };
+        // Subscribed before the position is read: nothing committed after it is missed.
+        let revisions = host.revisions();
+        let updates = host.subscribe();
+        let ask_events = asks.subscribe();
+        let position = host.read(|r| r.position()).await.unwrap_or_default();
+        tokio::spawn(async move {
+            run(host, tx, position, revisions, updates, ask_events).await;
+            ended_tx.send_replace(true);
+        });
+        feed
+    }
+
+    pub(crate) fn subscribe(&self) -> broadcast::Receiver<Arc<Frame>> {
+        self.tx.subscribe()
+    }
+
+    fn ended(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.ended.clone()
+    }
+}
+
+async fn run(
+    host: Host,
+    tx: broadcast::Sender<Arc<Frame>>,
+    mut position: Position,
+    mut revisions: tokio::sync::watch::Receiver<u64>,
+    mut updates: turnstile_host::Updates,
+    mut ask_events: broadcast::Receiver<AskEvent>,
+) {
+    loop {
+        tokio::select! {
+            biased;
+            changed = revisions.changed() => {
+                if changed.is_err() {
+                    break;
+                }
+                position = publish(&host, &tx, position).await;
+            }
+            event = updates.recv() => match event {
+                None => break,
+                Some(Event::Update(Update::Retrying { session, seq, attempt, delay_ms, reason })) => {
+                    let data = json!({
+                        "session": session, "seq": seq, "attempt": attempt,
+                        "delay_ms": delay_ms, "reason": reason,
+                    });
+                    let frame = Frame { event: "retry", data: to_string(&data), claim: None, cursor: None };
+                    let _ = tx.send(Arc::new(frame));
+                }
+                Some(_) => {}
+            },
+            event = ask_events.recv() => match event {
+                Ok(e) => {
+                    let _ = tx.send(Arc::new(ask_frame(&e)));
+                }
+                // A burst of asks beyond the channel: clients get the pending list when they
+                // reconnect; asks are also listed by `GET /v1/asks`.
+                Err(broadcast::error::RecvError::Lagged(_)) => {}
+                Err(broadcast::error::RecvError::Closed) => {}
+            },
+        }
+    }
+    // The host ended (a shutdown): what its last commits recorded goes out, then every stream
+    // ends with the broadcast.
+    publish(&host, &tx, position).await;
+    tracing::debug!("event feed ended");
+}
+
+/// Broadcasts what changed after `position`; returns the new position.
+async fn publish(
+    host: &Host,
+    tx: &broadcast::Sender<Arc<Frame>>,
+    mut position: Position,
+) -> Position {
+    loop {
+        let from = position;
+        let read = host.read(move |r| r.changes(from, BATCH)).await;
+        let changes = match read {
+            Ok(c) => c,
+            Err(e) => {
+                // The next commit wakes the feed again and it reads from the same position.
+                tracing::warn!(error = %e, "event feed: the store could not be read");
+                return position;
+            }
+        };
+        for frame in frames(&changes, from) {
+            let _ = tx.send(Arc::new(frame));
+        }
+        position = changes.now;
+        if !changes.more {
+            return position;
+        }
+    }
+}
+
+/// Why a stream could not start.
+#[derive(Debug)]
+pub(crate) enum StartError {
+    /// `Last-Event-ID` is ahead of this store.
+    Ahead(Position, Position),
+    /// The store could not be read.
+    Store(turnstile_host::StoreError),
+}
+
+/// Starts one client's stream from `resume` (its `Last-Event-ID`) or from now. The returned
+/// receiver yields the SSE events; the task ends when the client goes or the feed ends.
+pub(crate) async fn open(
+    feed: &Feed,
+    host: Host,
+    asks: Asks,
+    resume: Option<Position>,
+    permit: tokio::sync::OwnedSemaphorePermit,
+) -> Result<mpsc::Receiver<Result<sse::Event, Infallible>>, StartError> {
+    // Subscribed before reading the store, so nothing falls between the two.
+    let frames = feed.subscribe();
+    let ended = feed.ended();
+    let now = host.read(|r| r.position()).await.map_err(StartError::Store)?;
+    if let Some(p) = resume
+        && (p.cursor > now.cursor || p.revision > now.revision)
+    {
+        return Err(StartError::Ahead(p, now));
+    }
+    let (out, rx) = mpsc::channel(64);
+    tokio::spawn(async move {
+        let _permit = permit;
+        let stream = Stream { host, out, delivered: resume.unwrap_or(now) };
+        stream.run(frames, ended, asks, resume.is_some()).await;
+    });
+    Ok(rx)
+}
+
+struct Stream {
+    host: Host,
+    out: mpsc::Sender<Result<sse::Event, Infallible>>,
+    delivered: Position,
+}
+
+/// The client went away.
+struct Gone;
+
+impl Stream {
+    async fn run(
+        mut self,
+        mut frames: broadcast::Receiver<Arc<Frame>>,
+        mut ended: tokio::sync::watch::Receiver<bool>,
+        asks: Asks,
+        resume: bool,
+    ) {
+        if resume && self.catch_up().await.is_err() {
+            return;
+        }
+        let pending = json!({"asks": asks.pending()});
+        if self.send("asks", &to_string(&pending)).await.is_err() {
+            return;
+        }
+        loop {
+            // Frames first: the feed sent its last ones before it said it ended.
+            let received = tokio::select! {
+                biased;
+                r = frames.recv() => r,
+                _ = ended.wait_for(|e| *e) => match frames.try_recv() {
+                    Ok(frame) => Ok(frame),
+                    Err(broadcast::error::TryRecvError::Lagged(n)) => {
+                        Err(broadcast::error::RecvError::Lagged(n))
+                    }
+                    Err(_) => return,
+                },
+            };
+            let result = match received {
+                Ok(frame) => self.forward(&frame).await,
+                Err(broadcast::error::RecvError::Lagged(skipped)) => {
+                    tracing::debug!(skipped, "event stream fell behind: reading the store");
+                    self.catch_up().await
+                }
+                Err(broadcast::error::RecvError::Closed) => return,
+            };
+            if result.is_err() {
+                return;
+            }
+        }
+    }
+
+    /// Sends what changed after the delivered position, from the store.
+    async fn catch_up(&mut self) -> Result<(), Gone> {
+        loop {
+            let from = self.delivered;
+            let changes = match self.host.read(move |r| r.changes(from, BATCH)).await {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::warn!(error = %e, "event stream: the store could not be read");
+                    return Ok(());
+                }
+            };
+            for frame in frames(&changes, from) {
+                self.forward(&frame).await?;
+            }
+            self.delivered = self.delivered.max(changes.now);
+            if !changes.more {
+                return Ok(());
+            }
+        }
+    }
+
+    async fn forward(&mut self, frame: &Frame) -> Result<(), Gone> {
+        if let Some(c) = frame.cursor
+            && c <= self.delivered.cursor
+        {
+            // Delivered already (from the store, or before a reconnect): exactly once.
+            return Ok(());
+        }
+        if let Some(claim) = frame.claim {
+            self.delivered = self.delivered.max(claim);
+        }
+        self.send(frame.event, &frame.data).await
+    }
+
+    async fn send(&self, event: &str, data: &str) -> Result<(), Gone> {
+        let e = sse::Event::default().event(event).id(event_id(self.delivered)).data(data);
+        self.out.send(Ok(e)).await.map_err(|_| Gone)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn event_ids_round_trip_and_bad_ones_are_named() {
+        let p = Position { cursor: Cursor(12), revision: 40 };
+        assert_eq!(event_id(p), "12-40");
+        assert_eq!(parse_event_id("12-40"), Ok(p));
+        for bad in ["", "12", "a-1", "1-", "-1", "1-2-3", "99999999999999999999-1"] {
+            let e = parse_event_id(bad).expect_err(bad);
+            assert!(e.contains("is not an event id"), "{e}");
+        }
+    }
+}

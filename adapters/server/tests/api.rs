@@ -1,0 +1,322 @@
+//! The API end to end: a real server on 127.0.0.1 over a real host and SQLite store, driven
+//! through HTTP (SPEC 9 "Server", 4.10, 5).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::time::Duration;
+
+use common::{TOKEN, data, run_completes, start};
+use serde_json::json;
+use turnstile_host::{Answer, EchoTool, RequestMessage, ScriptedProvider, ToolSet, Usage};
+
+fn answers_hello() -> ScriptedProvider {
+    ScriptedProvider::new(|_, _| Answer::streamed("hello there", 3, 5, Usage::default()))
+}
+
+/// Calls `echo` first, then answers with text once the result is in.
+fn calls_echo_then_answers() -> ScriptedProvider {
+    ScriptedProvider::new(|req, _| {
+        if req.messages.iter().any(|m| matches!(m, RequestMessage::ToolResults(_))) {
+            Answer::streamed("done", 1, 1, Usage::default())
+        } else {
+            Answer::tool_call("c1", "echo", r#"{"text":"x"}"#)
+        }
+    })
+}
+
+#[tokio::test]
+async fn a_prompt_is_accepted_durably_and_its_run_complete_follows_its_final_message() {
+    let s = start(answers_hello(), ToolSet::new(), |_| {}).await;
+    let mut events = s.events(None).await;
+    let first = events.next().await;
+    assert_eq!(first.event, "asks", "a stream opens with the pending asks");
+    let v = s.prompt("s1", "hi", "r1").await;
+    assert_eq!(
+        (v["session"].as_str(), v["run_id"].as_str(), v["existing"].as_bool()),
+        (Some("s1"), Some("r1"), Some(false))
+    );
+    assert!(v["seq"].as_u64().unwrap() >= 1);
+    // Durable: the ledger row is there as soon as the 202 is.
+    let (status, run) = s.get("/v1/runs/r1").await;
+    assert_eq!(status, 200, "{run}");
+    let frames = events.until_run_complete("r1").await;
+    let last_message = frames
+        .iter()
+        .filter(|f| f.event == "message" && data(f)["message"]["role"] == "assistant")
+        .next_back()
+        .expect("the assistant message's state");
+    assert_eq!(data(last_message)["message"]["text"], "hello there");
+    assert!(data(last_message)["message"]["finish"].is_object(), "its final state came first");
+    let done = data(frames.last().unwrap());
+    assert_eq!(
+        (done["outcome"].as_str(), done["text"].as_str()),
+        (Some("completed"), Some("hello there"))
+    );
+    assert!(frames.iter().all(|f| f.id.is_some()), "every event has an id");
+    // The same request again answers the existing run; another request with its RunId is 409.
+    let again = s.prompt("s1", "hi", "r1").await;
+    assert_eq!(
+        (again["existing"].as_bool(), again["outcome"].as_str()),
+        (Some(true), Some("completed"))
+    );
+    let (status, v) =
+        s.post("/v1/sessions/s1/prompts", json!({"prompt": "other", "run_id": "r1"})).await;
+    assert_eq!((status, v["error"]["code"].as_str()), (409, Some("run_id_conflict")), "{v}");
+    // wait, the run and the session answer from the ledger.
+    let rc = s.finished("r1").await;
+    assert_eq!(rc["cursor"], done["cursor"]);
+    let (_, session) = s.get("/v1/sessions/s1").await;
+    assert_eq!((session["busy"].as_bool(), session["unfinished"].as_u64()), (Some(false), Some(0)));
+    let (_, list) = s.get("/v1/sessions").await;
+    assert_eq!(list["sessions"][0]["id"], "s1");
+    // A prompt without a RunId gets one.
+    let (status, v) = s.post("/v1/sessions/s1/prompts", json!({"prompt": "again"})).await;
+    assert_eq!(status, 202);
+    assert!(!v["run_id"].as_str().unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn messages_are_paged_in_write_order() {
+    let s = start(answers_hello(), ToolSet::new(), |_| {}).await;
+    for i in 0..3 {
+        s.prompt("s", "hi", &format!("r{i}")).await;
+        s.finished(&format!("r{i}")).await;
+    }
+    let (status, page) = s.get("/v1/sessions/s/messages?limit=4").await;
+    assert_eq!(status, 200, "{page}");
+    assert_eq!(page["messages"].as_array().unwrap().len(), 4);
+    let next = page["next"].as_u64().expect("a next page");
+    let (_, rest) = s.get(&format!("/v1/sessions/s/messages?limit=4&after={next}")).await;
+    assert_eq!(rest["messages"].as_array().unwrap().len(), 2);
+    assert!(rest["next"].is_null());
+    let ids: Vec<u64> = page["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .chain(rest["messages"].as_array().unwrap())
+        .map(|m| m["id"].as_u64().unwrap())
+        .collect();
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "{ids:?}");
+    let (status, v) = s.get("/v1/sessions/s/messages?limit=0").await;
+    assert_eq!((status, v["error"]["code"].as_str()), (400, Some("invalid_query")));
+    let (status, v) = s.get("/v1/sessions/nope/messages").await;
+    assert_eq!((status, v["error"]["code"].as_str()), (404, Some("session_not_found")));
+}
+
+#[tokio::test]
+async fn a_client_that_reconnects_gets_each_missed_run_complete_exactly_once() {
+    let s = start(answers_hello(), ToolSet::new(), |_| {}).await;
+    let mut events = s.events(None).await;
+    events.next().await;
+    s.prompt("a", "one", "r1").await;
+    events.until_run_complete("r1").await;
+    let resume = events.last.clone().unwrap();
+    drop(events);
+    // Missed while away: three runs of two sessions.
+    for (session, run) in [("a", "r2"), ("b", "r3"), ("a", "r4")] {
+        s.prompt(session, "more", run).await;
+    }
+    for run in ["r2", "r3", "r4"] {
+        s.finished(run).await;
+    }
+    let mut events = s.events(Some(&resume)).await;
+    let mut frames = Vec::new();
+    while let Some(f) = events.next_within(Duration::from_millis(600)).await {
+        frames.push(f);
+    }
+    let mut got = run_completes(&frames);
+    got.sort();
+    assert_eq!(got, ["r2", "r3", "r4"], "each missed RunComplete once, none from before");
+    let sessions: Vec<_> = frames
+        .iter()
+        .filter(|f| f.event == "session")
+        .map(|f| data(f)["id"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(
+        sessions.contains(&"a".to_owned()) && sessions.contains(&"b".to_owned()),
+        "{sessions:?}"
+    );
+    // The current state of each assistant message touched (a state may come twice: from the
+    // store and from the live feed; states are idempotent, RunCompletes are not).
+    let touched: std::collections::BTreeMap<u64, String> = frames
+        .iter()
+        .filter(|f| f.event == "message" && data(f)["message"]["role"] == "assistant")
+        .map(|f| {
+            (
+                data(f)["message"]["id"].as_u64().unwrap(),
+                data(f)["message"]["text"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(touched.len(), 3, "{touched:?}");
+    assert!(touched.values().all(|t| t == "hello there"));
+    // And from the newest id, nothing again.
+    let resume = events.last.clone().unwrap();
+    drop(events);
+    let mut events = s.events(Some(&resume)).await;
+    let mut again = Vec::new();
+    while let Some(f) = events.next_within(Duration::from_millis(400)).await {
+        again.push(f);
+    }
+    assert!(
+        run_completes(&again).is_empty(),
+        "{:?}",
+        again.iter().map(|f| &f.event).collect::<Vec<_>>()
+    );
+    // An id from the future, or not an id, is refused.
+    let r = s
+        .http
+        .get(s.url("/v1/events"))
+        .bearer_auth(TOKEN)
+        .header("Last-Event-ID", "999999-1")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 400);
+    let r = s
+        .http
+        .get(s.url("/v1/events"))
+        .bearer_auth(TOKEN)
+        .header("Last-Event-ID", "nope")
+        .send()
+        .await
+        .unwrap();
+    let (status, v) = common::answer(r).await;
+    assert_eq!((status, v["error"]["code"].as_str()), (400, Some("invalid_event_id")));
+}
+
+#[tokio::test]
+async fn a_slow_client_slows_nobody_and_still_gets_every_run_complete_once() {
+    // A feed that keeps only 16 frames: the client that does not read falls behind at once.
+    let s = start(answers_hello(), ToolSet::new(), |c| c.feed_capacity = 16).await;
+    let mut slow = s.events(None).await;
+    let mut fast = s.events(None).await;
+    slow.next().await;
+    fast.next().await;
+    let runs: Vec<String> = (0..40).map(|i| format!("r{i}")).collect();
+    for (i, run) in runs.iter().enumerate() {
+        s.prompt(&format!("s{}", i % 4), "go", run).await;
+    }
+    // The fast client sees all 40 while the slow one has read nothing.
+    let mut fast_seen = Vec::new();
+    while fast_seen.len() < runs.len() {
+        let f = fast.next().await;
+        if f.event == "run_complete" {
+            fast_seen.push(data(&f)["run_id"].as_str().unwrap().to_owned());
+        }
+    }
+    // Now the slow client reads: every RunComplete once (it fell behind and read the store).
+    let mut slow_frames = Vec::new();
+    while let Some(f) = slow.next_within(Duration::from_millis(800)).await {
+        slow_frames.push(f);
+    }
+    let mut slow_seen = run_completes(&slow_frames);
+    slow_seen.sort();
+    let mut want = runs.clone();
+    want.sort();
+    fast_seen.sort();
+    assert_eq!(fast_seen, want);
+    assert_eq!(slow_seen, want);
+}
+
+#[tokio::test]
+async fn a_permission_ask_is_an_event_answered_over_http() {
+    let tools = ToolSet::new().with(EchoTool { name: "echo".into(), delay_ms: 0 });
+    let s = start(calls_echo_then_answers(), tools, |_| {}).await;
+    let mut events = s.events(None).await;
+    events.next().await;
+    s.prompt("s", "use echo", "r1").await;
+    let ask = loop {
+        let f = events.next().await;
+        if f.event == "ask" {
+            break data(&f);
+        }
+    };
+    assert_eq!((ask["tool"].as_str(), ask["session"].as_str()), (Some("echo"), Some("s")));
+    let (_, pending) = s.get("/v1/asks").await;
+    assert_eq!(pending["asks"][0]["id"], ask["id"]);
+    let id = ask["id"].as_str().unwrap();
+    let (status, v) = s.post(&format!("/v1/asks/{id}"), json!({"answer": "once"})).await;
+    assert_eq!(status, 200, "{v}");
+    let frames = events.until_run_complete("r1").await;
+    assert!(frames.iter().any(|f| f.event == "ask_closed" && data(f)["why"] == "answered"));
+    let done = data(frames.last().unwrap());
+    assert_eq!(
+        (done["outcome"].as_str(), done["text"].as_str()),
+        (Some("completed"), Some("done"))
+    );
+    // Answering again is a conflict; an unknown ask is not found; a bad answer is invalid.
+    let (status, v) = s.post(&format!("/v1/asks/{id}"), json!({"answer": "once"})).await;
+    assert_eq!((status, v["error"]["code"].as_str()), (409, Some("ask_closed")));
+    let (status, _) = s.post("/v1/asks/nope", json!({"answer": "once"})).await;
+    assert_eq!(status, 404);
+    let (status, _) = s.post("/v1/asks/nope", json!({"answer": "maybe"})).await;
+    assert_eq!(status, 400);
+}
+
+#[tokio::test]
+async fn a_cancel_withdraws_the_ask_and_a_late_answer_is_refused() {
+    let tools = ToolSet::new().with(EchoTool { name: "echo".into(), delay_ms: 0 });
+    let s = start(calls_echo_then_answers(), tools, |_| {}).await;
+    let mut events = s.events(None).await;
+    events.next().await;
+    s.prompt("s", "use echo", "r1").await;
+    let ask = loop {
+        let f = events.next().await;
+        if f.event == "ask" {
+            break data(&f);
+        }
+    };
+    let (status, _) = s.post("/v1/runs/r1/cancel", json!({})).await;
+    assert_eq!(status, 202);
+    let frames = events.until_run_complete("r1").await;
+    let id = ask["id"].as_str().unwrap();
+    assert!(
+        frames.iter().any(|f| f.event == "ask_closed"
+            && data(f)["id"] == id
+            && data(f)["why"] == "withdrawn"),
+        "the ask was withdrawn"
+    );
+    assert_eq!(data(frames.last().unwrap())["outcome"], "cancelled");
+    let (status, v) = s.post(&format!("/v1/asks/{id}"), json!({"answer": "once"})).await;
+    assert_eq!((status, v["error"]["code"].as_str()), (409, Some("ask_closed")), "{v}");
+    let (_, pending) = s.get("/v1/asks").await;
+    assert_eq!(pending["asks"], json!([]));
+}
+
+#[tokio::test]
+async fn cancel_clear_and_summarize_answer_as_spec_9_says() {
+    let s = start(ScriptedProvider::new(|_, _| Answer::hang()), ToolSet::new(), |_| {}).await;
+    for path in [
+        "/v1/sessions/none/cancel",
+        "/v1/sessions/none/clear",
+        "/v1/sessions/none/summarize",
+        "/v1/runs/none/cancel",
+    ] {
+        let (status, v) = s.post(path, json!({})).await;
+        assert_eq!(status, 404, "{path}: {v}");
+    }
+    s.prompt("s", "hangs", "r1").await;
+    s.prompt("s", "waits", "r2").await;
+    let (status, v) = s.post("/v1/sessions/s/summarize", json!({})).await;
+    assert_eq!((status, v["error"]["code"].as_str()), (409, Some("session_busy")), "{v}");
+    let (status, _) = s.post("/v1/sessions/s/clear", json!({})).await;
+    assert_eq!(status, 202);
+    assert_eq!(s.finished("r2").await["outcome"], "cancelled", "clear ends the waiting one");
+    let (_, run) = s.get("/v1/runs/r1").await;
+    assert_eq!(run["state"], "active", "and leaves the active turn");
+    let (status, v) = s.get("/v1/runs/r1/wait?timeout_ms=50").await;
+    assert_eq!((status, v["finished"].as_bool()), (200, Some(false)), "a long poll that times out");
+    let (status, _) = s.post("/v1/sessions/s/cancel", json!({})).await;
+    assert_eq!(status, 202);
+    assert_eq!(s.finished("r1").await["outcome"], "cancelled");
+    // Shutdown: new prompts get 503; wait still answers.
+    s.server.shutdown().await.unwrap();
+    let (status, v) = s.post("/v1/sessions/s/prompts", json!({"prompt": "late"})).await;
+    assert_eq!((status, v["error"]["code"].as_str()), (503, Some("shutting_down")), "{v}");
+    assert_eq!(s.finished("r1").await["outcome"], "cancelled");
+    let (status, v) = s.get("/v1/health").await;
+    assert_eq!((status, v["status"].as_str()), (503, Some("shutting_down")));
+}

@@ -1,0 +1,437 @@
+//! `turnstile run --server URL`: the same run against a `turnstile serve` (SPEC 9 "CLI").
+//!
+//! The client opens the event stream first (so it misses nothing of its run), then submits
+//! the prompt with its own RunId, and waits for exactly that run's RunComplete on the stream.
+//! A lost connection is resumed with `Last-Event-ID` from the last event received, also when
+//! the server was killed and restarted: the server then delivers the RunComplete it missed
+//! (`interrupted` for a turn the restart cut short, status 2). The first Ctrl-C cancels the
+//! run on the server with `cancel_run` (unlike Crush, which leaves it running: G-12) and keeps
+//! waiting for its RunComplete; a second exits at once.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use turnstile_core::{MessageId, RunId, SessionId};
+use turnstile_host::CompletionRecord;
+use turnstile_host::store::StoredMessage;
+use turnstile_wire::sse::{Frame, Framer};
+
+use crate::args::{Global, Run};
+use crate::live::{Show, View};
+use crate::{EXIT_USAGE, Failure};
+
+/// How long a lost server is waited for before the run gives up (status 1).
+const GIVE_UP_AFTER: Duration = Duration::from_secs(300);
+
+/// Runs `turnstile run --server URL`.
+///
+/// # Errors
+/// Bad usage, no token, a server that cannot be reached or refuses the token, a rejected
+/// prompt, or a server lost for good.
+pub async fn run(_global: &Global, a: Run, url: &str, prompt: String) -> Result<u8, Failure> {
+    for (given, flag) in [
+        (a.model.is_some(), "--model"),
+        (a.yolo, "--yolo"),
+        (a.cwd.is_some(), "--cwd"),
+    ] {
+        if given {
+            return Err(Failure::usage(format!(
+                "{flag} cannot be used with --server: the server chose its model, permissions \
+                 and working directory when it started"
+            )));
+        }
+    }
+    let client = Client::new(url, token(a.token_file.clone())?)?;
+    let session = session(&client, &a).await?;
+    let run_id = RunId::new(
+        a.run_id
+            .clone()
+            .unwrap_or_else(|| uuid::Uuid::new_v4().to_string()),
+    );
+    let show = crate::run::show(a.json);
+    // The stream first: once it answered, nothing the run does can be missed.
+    let mut frames = follow(client.clone());
+    match frames.recv().await {
+        Some(Feed::Frame(_)) => {}
+        Some(Feed::Lost(why)) | Some(Feed::Fatal(why)) => return Err(Failure::setup(why)),
+        None | Some(Feed::Reconnecting) => {
+            return Err(Failure::setup(format!(
+                "cannot reach the server at {}",
+                client.base
+            )));
+        }
+    }
+    let body = json!({"prompt": prompt, "run_id": run_id});
+    let path = format!("/v1/sessions/{}/prompts", encode(session.as_str()));
+    let accepted = match client.post(&path, &body).await? {
+        (202, v) => v,
+        (status, v) => {
+            let message = error_message(&v);
+            if show == Show::Json {
+                println!("{}", json!({"type": "rejected", "message": message}));
+            }
+            let failure = if matches!(status, 400 | 409 | 413 | 503) {
+                Failure {
+                    status: EXIT_USAGE,
+                    message: format!("the run was rejected: {message}"),
+                }
+            } else {
+                Failure::setup(format!(
+                    "the server refused the prompt ({status}): {message}"
+                ))
+            };
+            return Err(failure);
+        }
+    };
+    if show == Show::Json {
+        println!(
+            "{}",
+            json!({
+                "type": "accepted", "session": accepted["session"], "seq": accepted["seq"],
+                "run_id": run_id, "existing": accepted["existing"],
+            })
+        );
+    }
+    let mut view = View::new(session.clone(), show);
+    let mut cancelled = false;
+    let record = loop {
+        let feed = tokio::select! {
+            biased;
+            f = frames.recv() => f,
+            _ = tokio::signal::ctrl_c() => {
+                if cancelled {
+                    eprintln!("\nexiting without waiting; the run goes on being cancelled on the server");
+                    std::process::exit(130);
+                }
+                cancelled = true;
+                eprintln!("\ncancelling the run on the server (Ctrl-C again to exit at once)");
+                let path = format!("/v1/runs/{}/cancel", encode(run_id.as_str()));
+                match client.post(&path, &json!({})).await {
+                    Ok((202, _)) => {}
+                    Ok((status, v)) => eprintln!("warning: the cancel was refused ({status}): {}", error_message(&v)),
+                    Err(f) => eprintln!("warning: {}", f.message),
+                }
+                continue;
+            }
+        };
+        match feed {
+            Some(Feed::Frame(frame)) => {
+                if let Some(record) = on_frame(&mut view, &frame, &run_id) {
+                    break record;
+                }
+            }
+            Some(Feed::Reconnecting) => {
+                view.note("[the connection to the server was lost; reconnecting]")
+            }
+            Some(Feed::Lost(why) | Feed::Fatal(why)) => {
+                view.end();
+                return Err(Failure::setup(why));
+            }
+            None => {
+                view.end();
+                return Err(Failure::setup("the event stream ended".to_owned()));
+            }
+        }
+    };
+    view.end();
+    Ok(crate::run::report(&record, show))
+}
+
+/// Applies one event to the view; the RunComplete when it is ours.
+fn on_frame(view: &mut View, frame: &Frame, run_id: &RunId) -> Option<CompletionRecord> {
+    let Ok(data) = serde_json::from_str::<Value>(&frame.data) else {
+        return None;
+    };
+    match frame.event.as_str() {
+        "session" => {
+            let id = SessionId::new(data["id"].as_str().unwrap_or_default());
+            let parent = data["parent"].as_str().map(SessionId::new);
+            view.learn(&id, parent.as_ref());
+        }
+        "message" => {
+            let session = SessionId::new(data["session"].as_str().unwrap_or_default());
+            let Ok(message) = serde_json::from_value::<StoredMessage>(data["message"].clone())
+            else {
+                return None;
+            };
+            if follows(view, &session) {
+                view.message(&session, &message);
+            }
+        }
+        "retry" => {
+            let session = SessionId::new(data["session"].as_str().unwrap_or_default());
+            if follows(view, &session) {
+                view.retry(
+                    &session,
+                    data["seq"].as_u64().unwrap_or_default(),
+                    u32::try_from(data["attempt"].as_u64().unwrap_or_default()).unwrap_or(u32::MAX),
+                    data["delay_ms"].as_u64().unwrap_or_default(),
+                    data["reason"].as_str().unwrap_or_default(),
+                );
+            }
+        }
+        "ask" => {
+            let session = SessionId::new(data["session"].as_str().unwrap_or_default());
+            if follows(view, &session) {
+                view.note(&format!(
+                    "[the server asks whether `{}` may run{}; answer with POST /v1/asks/{}]",
+                    data["tool"].as_str().unwrap_or_default(),
+                    data["subject"]
+                        .as_str()
+                        .map(|s| format!(" on `{s}`"))
+                        .unwrap_or_default(),
+                    data["id"].as_str().unwrap_or_default(),
+                ));
+            }
+        }
+        "run_complete" if data["run_id"].as_str() == Some(run_id.as_str()) => {
+            return serde_json::from_value(data).ok();
+        }
+        _ => {}
+    }
+    None
+}
+
+/// Whether a session's events are ours: our session, or a sub-agent whose id names one of
+/// our assistant messages (`<message id>$$<call id>`, SPEC 4.11).
+fn follows(view: &mut View, session: &SessionId) -> bool {
+    if let Some(known) = view.knows(session) {
+        return known;
+    }
+    let parent_message = session
+        .as_str()
+        .split_once("$$")
+        .and_then(|(m, _)| m.parse::<u64>().ok())
+        .map(MessageId);
+    let ours = parent_message.is_some_and(|m| view.has_message(m));
+    let parent = ours.then(|| view.session().clone());
+    view.learn(session, parent.as_ref())
+}
+
+/// The session: `--session`, `--continue` (the server's most recent), a known `--run-id`'s,
+/// or a new one.
+async fn session(client: &Client, a: &Run) -> Result<SessionId, Failure> {
+    if let Some(id) = &a.session {
+        return Ok(SessionId::new(id));
+    }
+    if a.continue_ {
+        let (status, v) = client.get("/v1/sessions").await?;
+        if status != 200 {
+            return Err(Failure::setup(format!(
+                "cannot list the sessions ({status}): {}",
+                error_message(&v)
+            )));
+        }
+        return v["sessions"][0]["id"]
+            .as_str()
+            .map(SessionId::new)
+            .ok_or_else(|| {
+                Failure::usage("--continue: the server has no session yet; run a prompt first")
+            });
+    }
+    if let Some(run_id) = &a.run_id {
+        let (status, v) = client.get(&format!("/v1/runs/{}", encode(run_id))).await?;
+        if status == 200
+            && let Some(s) = v["session"].as_str()
+        {
+            return Ok(SessionId::new(s));
+        }
+    }
+    Ok(SessionId::new(uuid::Uuid::new_v4().to_string()))
+}
+
+/// The token: `$TURNSTILE_SERVER_TOKEN`, else `--token-file`, else `.turnstile/server-token`.
+fn token(file: Option<PathBuf>) -> Result<String, Failure> {
+    if let Ok(t) = std::env::var(crate::serve::TOKEN_ENV)
+        && !t.trim().is_empty()
+    {
+        return Ok(t.trim().to_owned());
+    }
+    let path = file.unwrap_or_else(|| PathBuf::from(".turnstile").join("server-token"));
+    std::fs::read_to_string(&path)
+        .map(|t| t.trim().to_owned())
+        .map_err(|e| {
+            Failure::setup(format!(
+                "no token for the server: set {} or give --token-file (cannot read `{}`: {e})",
+                crate::serve::TOKEN_ENV,
+                path.display()
+            ))
+        })
+}
+
+/// A path segment, percent-encoded.
+fn encode(segment: &str) -> String {
+    let mut out = String::with_capacity(segment.len());
+    for b in segment.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+fn error_message(v: &Value) -> String {
+    v["error"]["message"]
+        .as_str()
+        .map_or_else(|| v.to_string(), str::to_owned)
+}
+
+/// The server's address and token.
+#[derive(Clone)]
+struct Client {
+    http: reqwest::Client,
+    base: String,
+    token: String,
+}
+
+impl Client {
+    fn new(url: &str, token: String) -> Result<Client, Failure> {
+        let base = url.trim_end_matches('/').to_owned();
+        if !(base.starts_with("http://") || base.starts_with("https://")) {
+            return Err(Failure::usage(format!(
+                "--server: `{url}` is not an http:// or https:// URL"
+            )));
+        }
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(10))
+            .build()
+            .map_err(|e| Failure::setup(format!("cannot build the HTTP client: {e}")))?;
+        Ok(Client { http, base, token })
+    }
+
+    async fn get(&self, path: &str) -> Result<(u16, Value), Failure> {
+        let r = self
+            .http
+            .get(format!("{}{path}", self.base))
+            .bearer_auth(&self.token)
+            .send()
+            .await;
+        self.answer(r).await
+    }
+
+    async fn post(&self, path: &str, body: &Value) -> Result<(u16, Value), Failure> {
+        let r = self
+            .http
+            .post(format!("{}{path}", self.base))
+            .bearer_auth(&self.token)
+            .json(body)
+            .send()
+            .await;
+        self.answer(r).await
+    }
+
+    async fn answer(&self, r: reqwest::Result<reqwest::Response>) -> Result<(u16, Value), Failure> {
+        let r = r.map_err(|e| {
+            Failure::setup(format!("cannot reach the server at {}: {e}", self.base))
+        })?;
+        let status = r.status().as_u16();
+        if status == 401 {
+            return Err(Failure::setup(format!(
+                "the server at {} refused the token",
+                self.base
+            )));
+        }
+        let text = r.text().await.unwrap_or_default();
+        Ok((
+            status,
+            serde_json::from_str(&text).unwrap_or(Value::String(text)),
+        ))
+    }
+}
+
+/// What the stream follower reports.
+enum Feed {
+    Frame(Frame),
+    /// The connection dropped; it is being resumed.
+    Reconnecting,
+    /// The server could not be reached for too long.
+    Lost(String),
+    /// The server refused the stream (the token, a bad position).
+    Fatal(String),
+}
+
+/// Follows `/v1/events`, resuming from the last event id after any loss.
+fn follow(client: Client) -> mpsc::Receiver<Feed> {
+    let (tx, rx) = mpsc::channel(256);
+    tokio::spawn(async move {
+        let mut last: Option<String> = None;
+        let mut lost_since: Option<Instant> = None;
+        let mut delay = Duration::from_millis(100);
+        loop {
+            let mut req = client
+                .http
+                .get(format!("{}/v1/events", client.base))
+                .bearer_auth(&client.token);
+            if let Some(id) = &last {
+                req = req.header("Last-Event-ID", id);
+            }
+            match req.send().await {
+                Ok(mut resp) if resp.status().is_success() => {
+                    let mut framer = Framer::new();
+                    let mut out = Vec::new();
+                    while let Ok(Some(chunk)) = resp.chunk().await {
+                        if framer.feed(&chunk, &mut out).is_err() {
+                            break;
+                        }
+                        for frame in out.drain(..) {
+                            lost_since = None;
+                            delay = Duration::from_millis(100);
+                            if let Some(id) = &frame.id {
+                                last = Some(id.clone());
+                            }
+                            if tx.send(Feed::Frame(frame)).await.is_err() {
+                                return;
+                            }
+                        }
+                    }
+                }
+                Ok(resp) if resp.status().is_client_error() => {
+                    let status = resp.status().as_u16();
+                    let v: Value = resp.json().await.unwrap_or(Value::Null);
+                    let _ = tx
+                        .send(Feed::Fatal(format!(
+                            "the server refused the event stream ({status}): {}",
+                            error_message(&v)
+                        )))
+                        .await;
+                    return;
+                }
+                Ok(_) | Err(_) => {}
+            }
+            let first_loss = lost_since.is_none();
+            let since = *lost_since.get_or_insert_with(Instant::now);
+            if since.elapsed() > GIVE_UP_AFTER {
+                let _ = tx
+                    .send(Feed::Lost(format!(
+                        "lost the server at {} for {} s; the run goes on there (`turnstile run --server {} --run-id <id>` attaches again)",
+                        client.base,
+                        GIVE_UP_AFTER.as_secs(),
+                        client.base
+                    )))
+                    .await;
+                return;
+            }
+            if first_loss && tx.send(Feed::Reconnecting).await.is_err() {
+                return;
+            }
+            tokio::time::sleep(delay).await;
+            delay = (delay * 2).min(Duration::from_secs(2));
+        }
+    });
+    rx
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn path_segments_are_encoded() {
+        assert_eq!(encode("a b/c$$d"), "a%20b%2Fc%24%24d");
+        assert_eq!(encode("run-1_x.y~"), "run-1_x.y~");
+    }
+}

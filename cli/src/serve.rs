@@ -1,0 +1,170 @@
+//! `turnstile serve`: the host over HTTP (SPEC 9 "Server"), until SIGTERM or Ctrl-C.
+//!
+//! On a signal the server shuts the host down first (new prompts get 503, every unfinished
+//! submission ends `interrupted` and its RunComplete reaches the event streams), then stops
+//! listening. A second signal exits at once; the next start's recovery decides what was left.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use turnstile_server::{Asks, Server, ServerConfig, Token, TokenSource};
+
+use crate::args::{Global, Serve};
+use crate::{Failure, setup};
+
+/// The address `serve` listens on without `--listen` or `[server] listen`.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:8700";
+
+/// The environment variable that configures the token (for the server and its clients).
+pub const TOKEN_ENV: &str = "TURNSTILE_SERVER_TOKEN";
+
+/// The token file beside a store.
+#[must_use]
+pub fn default_token_file(store: &Path) -> PathBuf {
+    store
+        .parent()
+        .unwrap_or(Path::new("."))
+        .join("server-token")
+}
+
+/// Runs `turnstile serve`.
+///
+/// # Errors
+/// What kept the server from starting: the configuration, the store, the token, the address.
+pub async fn serve(global: &Global, a: Serve) -> Result<u8, Failure> {
+    let cwd = crate::run::working_dir(a.cwd.as_deref())?;
+    let loaded = setup::load(global, &cwd)?;
+    let file = loaded.server().clone();
+    let provider = loaded.provider(a.model.as_deref(), &cwd)?;
+    let store = setup::store_path(global, &cwd);
+    let reaper = setup::reaper(&store);
+    let asks = Asks::new();
+    let (tools, _gate) = loaded
+        .tools(&cwd, a.yolo, reaper.clone(), Arc::new(asks.clone()))
+        .await?;
+    let listen = a
+        .listen
+        .clone()
+        .or(file.listen.clone())
+        .unwrap_or_else(|| DEFAULT_LISTEN.to_owned());
+    let addr: SocketAddr = listen.parse().map_err(|e| {
+        Failure::usage(format!(
+            "--listen: `{listen}` is not an address like {DEFAULT_LISTEN}: {e}"
+        ))
+    })?;
+    let (token, source) = match std::env::var(TOKEN_ENV) {
+        Ok(text) if !text.is_empty() => (
+            Token::new(&text).map_err(|e| Failure::setup(format!("{TOKEN_ENV}: {e}")))?,
+            TokenSource::Configured,
+        ),
+        _ => {
+            let path = a
+                .token_file
+                .clone()
+                .or(file.token_file.clone())
+                .unwrap_or_else(|| default_token_file(&store));
+            Token::load_or_generate(&path).map_err(|e| Failure::setup(e.to_string()))?
+        }
+    };
+    let host = setup::open(&store, provider, tools).await?;
+    if let Some(reaper) = &reaper {
+        let killed = reaper.reap();
+        if !killed.is_empty() {
+            eprintln!(
+                "note: killed {} command(s) a previous process left running when it was killed",
+                killed.len()
+            );
+        }
+    }
+    let recovered = host.recovered().len();
+    let mut config = ServerConfig::new(token.clone());
+    config.allowed_origins = file
+        .allowed_origins
+        .iter()
+        .chain(&a.allow_origin)
+        .cloned()
+        .collect();
+    if let Some(n) = file.max_body_bytes {
+        config.limits.body_bytes = n;
+    }
+    if let Some(n) = file.max_prompt_bytes {
+        config.limits.prompt_bytes = n;
+    }
+    if let Some(n) = file.max_attachments {
+        config.limits.attachments = n;
+    }
+    if let Some(n) = file.max_streams {
+        config.limits.streams = n;
+    }
+    let server = Server::start(host.clone(), asks, config).await;
+    let listener = match tokio::net::TcpListener::bind(addr).await {
+        Ok(l) => l,
+        Err(e) => {
+            let _ = host.shutdown().await;
+            return Err(Failure::setup(format!("cannot listen on {addr}: {e}")));
+        }
+    };
+    let bound = listener.local_addr().map_or(addr, |a| a);
+    eprintln!("turnstile serve: listening on http://{bound}");
+    match &source {
+        TokenSource::Generated(path) => eprintln!(
+            "token: {} (generated into `{}`, readable only by you; shown this once)",
+            token.expose(),
+            path.display()
+        ),
+        TokenSource::File(path) => eprintln!("token: in `{}`", path.display()),
+        TokenSource::Configured => eprintln!("token: from {TOKEN_ENV}"),
+    }
+    if recovered > 0 {
+        eprintln!(
+            "recovery: {recovered} unfinished submission(s) of the last process ended interrupted"
+        );
+    }
+    let stopping = server.clone();
+    let shutdown = async move {
+        wait_for_signal().await;
+        eprintln!("shutting down: unfinished runs end interrupted (a second signal exits at once)");
+        tokio::spawn(async {
+            wait_for_signal().await;
+            eprintln!("exiting without waiting; the next start recovers what was unfinished");
+            std::process::exit(1);
+        });
+        if let Err(e) = stopping.shutdown().await {
+            eprintln!("warning: the host stopped before its shutdown: {e}");
+        }
+    };
+    let served = axum::serve(listener, server.router())
+        .with_graceful_shutdown(shutdown)
+        .await;
+    if let Err(e) = host.shutdown().await {
+        tracing::warn!("the host stopped before its shutdown: {e}");
+    }
+    served.map_err(|e| Failure::setup(format!("the server failed: {e}")))?;
+    eprintln!("turnstile serve: stopped");
+    Ok(0)
+}
+
+/// SIGTERM or SIGINT.
+async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    biased;
+                    _ = term.recv() => {}
+                    _ = tokio::signal::ctrl_c() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
