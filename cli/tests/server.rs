@@ -1,0 +1,523 @@
+//! `turnstile serve` and `turnstile run --server` as real processes (SPEC 9 "Server", "CLI"):
+//! a provider server on 127.0.0.1 replaying recorded streams, the server, and clients over
+//! HTTP. A kill -9 of the server mid-turn and a restart: every client that reconnects gets
+//! exactly one RunComplete per RunId (`interrupted` for the killed turn), and `run --server`
+//! exits 2. SIGTERM tells the clients before the server goes; Ctrl-C of `run --server` cancels
+//! the server's run (G-12). The token is never logged.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::process::Child;
+use std::time::{Duration, Instant};
+
+use common::{Done, Project, Provider, Reply, recorded, text_stream};
+use nix::sys::signal::Signal;
+use serde_json::{Value, json};
+use turnstile_wire::sse::{Frame, Framer};
+
+const TOKEN: &str = "e2e-secret-token-5f0c1d";
+const TOOL_CASE: &str = "TestAnthropicCommon__claude-sonnet-4__tool_streaming";
+
+/// A free port on 127.0.0.1 (bound and released: the server binds it again, also after a
+/// restart).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// `turnstile serve` of a project, logging at debug to `server.log`.
+struct Served {
+    child: Option<Child>,
+    base: String,
+}
+
+impl Served {
+    async fn start(project: &Project, port: u16, token: Option<&str>) -> Served {
+        let listen = format!("127.0.0.1:{port}");
+        let mut command = project.command(&[
+            "serve",
+            "--listen",
+            &listen,
+            "-vv",
+            "--log-file",
+            "server.log",
+        ]);
+        command.env_remove("TURNSTILE_SERVER_TOKEN");
+        if let Some(t) = token {
+            command.env("TURNSTILE_SERVER_TOKEN", t);
+        }
+        let child = command.spawn().unwrap();
+        let served = Served {
+            child: Some(child),
+            base: format!("http://{listen}"),
+        };
+        served.healthy().await;
+        served
+    }
+
+    /// Waits (20 s at most) for the health route to answer (401 counts: it is up).
+    async fn healthy(&self) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let http = reqwest::Client::new();
+        loop {
+            if let Ok(r) = http.get(format!("{}/v1/health", self.base)).send().await
+                && r.status().as_u16() == 401
+            {
+                return;
+            }
+            assert!(Instant::now() < deadline, "the server did not come up");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// SIGKILL, and the process reaped.
+    fn kill9(&mut self) {
+        let mut child = self.child.take().unwrap();
+        common::signal(child.id(), Signal::SIGKILL);
+        child.wait().unwrap();
+    }
+
+    /// Signals it and waits for its end.
+    async fn stop(mut self, signal: Signal) -> Done {
+        let child = self.child.take().unwrap();
+        common::signal(child.id(), signal);
+        common::finish(child).await
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+async fn post(base: &str, path: &str, body: Value) -> (u16, Value) {
+    let r = reqwest::Client::new()
+        .post(format!("{base}{path}"))
+        .bearer_auth(TOKEN)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let status = r.status().as_u16();
+    (status, r.json().await.unwrap_or(Value::Null))
+}
+
+async fn get(base: &str, path: &str) -> (u16, Value) {
+    let r = reqwest::Client::new()
+        .get(format!("{base}{path}"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap();
+    let status = r.status().as_u16();
+    (status, r.json().await.unwrap_or(Value::Null))
+}
+
+/// An event-stream client that keeps every event it received across its connections.
+struct Listener {
+    base: String,
+    resp: Option<reqwest::Response>,
+    framer: Framer,
+    frames: Vec<Frame>,
+    last: Option<String>,
+}
+
+impl Listener {
+    async fn connect(base: &str, last: Option<String>) -> Listener {
+        let mut l = Listener {
+            base: base.to_owned(),
+            resp: None,
+            framer: Framer::new(),
+            frames: Vec::new(),
+            last,
+        };
+        l.reconnect().await;
+        l
+    }
+
+    async fn reconnect(&mut self) {
+        let mut req = reqwest::Client::new()
+            .get(format!("{}/v1/events", self.base))
+            .bearer_auth(TOKEN);
+        if let Some(id) = &self.last {
+            req = req.header("Last-Event-ID", id);
+        }
+        let resp = req.send().await.unwrap();
+        assert_eq!(resp.status().as_u16(), 200);
+        self.resp = Some(resp);
+        self.framer = Framer::new();
+    }
+
+    /// Reads until `stop` holds for an event read, or the connection ends; `false` on end.
+    async fn read_until(&mut self, mut stop: impl FnMut(&Frame) -> bool) -> bool {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let Some(resp) = self.resp.as_mut() else {
+                return false;
+            };
+            let chunk = match tokio::time::timeout_at(deadline, resp.chunk()).await {
+                Err(_) => panic!("no event for 30 s"),
+                Ok(Ok(Some(c))) => c,
+                Ok(_) => {
+                    self.resp = None;
+                    return false;
+                }
+            };
+            let mut out = Vec::new();
+            self.framer.feed(&chunk, &mut out).unwrap();
+            let mut stopped = false;
+            for f in out {
+                if f.id.is_some() {
+                    self.last.clone_from(&f.id);
+                }
+                stopped |= stop(&f);
+                self.frames.push(f);
+            }
+            if stopped {
+                return true;
+            }
+        }
+    }
+
+    /// RunComplete count and outcome per RunId, over everything received.
+    fn run_completes(&self) -> BTreeMap<String, (usize, String)> {
+        let mut seen: BTreeMap<String, (usize, String)> = BTreeMap::new();
+        for f in self.frames.iter().filter(|f| f.event == "run_complete") {
+            let v: Value = serde_json::from_str(&f.data).unwrap();
+            let entry = seen
+                .entry(v["run_id"].as_str().unwrap().to_owned())
+                .or_default();
+            entry.0 += 1;
+            entry.1 = v["outcome"].as_str().unwrap().to_owned();
+        }
+        seen
+    }
+}
+
+fn is_run_complete(f: &Frame, run: &str) -> bool {
+    f.event == "run_complete" && serde_json::from_str::<Value>(&f.data).unwrap()["run_id"] == run
+}
+
+/// Waits (20 s at most) until the provider received `n` step requests.
+async fn steps(provider: &Provider, n: usize) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while provider.steps().len() < n {
+        assert!(
+            Instant::now() < deadline,
+            "the provider got {} steps",
+            provider.steps().len()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn run_server(project: &Project, base: &str, args: &[&str]) -> Child {
+    let mut all = vec!["run", "--server", base];
+    all.extend_from_slice(args);
+    let mut c = project.command(&all);
+    c.env("TURNSTILE_SERVER_TOKEN", TOKEN);
+    c.spawn().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn run_against_a_server_replays_a_recorded_tool_stream_and_prints_the_answer() {
+    let provider = Provider::start(vec![
+        Reply::Sse(recorded(TOOL_CASE, 0)),
+        Reply::Sse(recorded(TOOL_CASE, 1)),
+    ])
+    .await;
+    let project = Project::new(&provider.base_url, "");
+    let port = free_port();
+    let served = Served::start(&project, port, Some(TOKEN)).await;
+    let done = common::finish(run_server(
+        &project,
+        &served.base,
+        &[
+            "--json",
+            "--run-id",
+            "w1",
+            "What is the weather in Florence?",
+        ],
+    ))
+    .await;
+    assert_eq!(done.code, Some(0), "{done:?}");
+    let lines: Vec<Value> = done
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines[0]["type"], "accepted");
+    let kinds: Vec<&str> = lines.iter().map(|l| l["type"].as_str().unwrap()).collect();
+    assert!(
+        kinds.contains(&"tool_call") && kinds.contains(&"tool_result"),
+        "{kinds:?}"
+    );
+    let last = lines.last().unwrap();
+    assert_eq!(
+        (last["type"].as_str(), last["outcome"].as_str()),
+        (Some("run_complete"), Some("completed"))
+    );
+    assert!(
+        last["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("The current weather in Florence, Italy shows")
+    );
+    // Without --json: exactly the text and a newline on stdout; the same RunId attaches.
+    let again = common::finish(run_server(
+        &project,
+        &served.base,
+        &["--run-id", "w1", "What is the weather in Florence?"],
+    ))
+    .await;
+    assert_eq!(again.code, Some(0), "{again:?}");
+    assert_eq!(
+        again.stdout,
+        format!("{}\n", last["text"].as_str().unwrap())
+    );
+    assert_eq!(
+        provider.steps().len(),
+        2,
+        "the rerun attached to the finished run"
+    );
+    // Options that are the server's are refused.
+    let refused = common::finish(run_server(
+        &project,
+        &served.base,
+        &["--model", "x/y", "hi"],
+    ))
+    .await;
+    assert_eq!(refused.code, Some(64), "{refused:?}");
+    let stopped = served.stop(Signal::SIGTERM).await;
+    assert_eq!(stopped.code, Some(0), "{stopped:?}");
+    let log = std::fs::read_to_string(project.path().join("server.log")).unwrap();
+    assert!(
+        log.contains("submission accepted"),
+        "debug logs were written"
+    );
+    assert!(
+        !log.contains(TOKEN) && !stopped.stderr.contains(TOKEN),
+        "the token is never logged"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_kill_9_mid_turn_and_a_restart_give_each_client_one_run_complete_per_run() {
+    let provider = Provider::start(vec![
+        Reply::Sse(recorded(TOOL_CASE, 0)),
+        Reply::Sse(recorded(TOOL_CASE, 1)),
+        Reply::Hang,
+        Reply::Sse(text_stream("after the restart")),
+    ])
+    .await;
+    let project = Project::new(&provider.base_url, "");
+    let port = free_port();
+    let mut served = Served::start(&project, port, Some(TOKEN)).await;
+    let base = served.base.clone();
+    // Two listeners from the start; the first run completes before the kill.
+    let mut early = Listener::connect(&base, None).await;
+    early.read_until(|f| f.event == "asks").await;
+    let mut late = Listener::connect(&base, None).await;
+    late.read_until(|f| f.event == "asks").await;
+    let (status, v) = post(
+        &base,
+        "/v1/sessions/s1/prompts",
+        json!({"prompt": "What is the weather in Florence?", "run_id": "r1"}),
+    )
+    .await;
+    assert_eq!(status, 202, "{v}");
+    assert!(late.read_until(|f| is_run_complete(f, "r1")).await);
+    // `early` keeps only its first position: it will resume from before r1.
+    let early_resume = early.frames[0].id.clone();
+    // The second run is mid-turn (the provider hangs) when the server is killed.
+    let client = run_server(
+        &project,
+        &base,
+        &[
+            "--json",
+            "--run-id",
+            "r2",
+            "--session",
+            "s1",
+            "Think for a long time",
+        ],
+    );
+    steps(&provider, 3).await;
+    assert!(late.read_until(|f| f.event == "session").await);
+    served.kill9();
+    assert!(
+        !late.read_until(|_| false).await,
+        "the stream ended with the server"
+    );
+    let served = Served::start(&project, port, Some(TOKEN)).await;
+    // The listener resumes from its last event id; `early` from before r1.
+    late.reconnect().await;
+    assert!(late.read_until(|f| is_run_complete(f, "r2")).await);
+    let mut early = Listener::connect(&base, early_resume).await;
+    assert!(early.read_until(|f| is_run_complete(f, "r2")).await);
+    // A moment more for anything that should not come.
+    let _ = tokio::time::timeout(
+        Duration::from_millis(500),
+        late.read_until(|f| f.event == "run_complete"),
+    )
+    .await;
+    let _ = tokio::time::timeout(
+        Duration::from_millis(500),
+        early.read_until(|f| f.event == "run_complete"),
+    )
+    .await;
+    let want: BTreeMap<String, (usize, String)> = [
+        ("r1".to_owned(), (1, "completed".to_owned())),
+        ("r2".to_owned(), (1, "interrupted".to_owned())),
+    ]
+    .into();
+    assert_eq!(
+        late.run_completes(),
+        want,
+        "the listener that reconnected after the restart"
+    );
+    assert_eq!(
+        early.run_completes(),
+        want,
+        "the listener that resumed from before r1"
+    );
+    // The `run --server` client reconnected too, and exits 2 for the interrupted run.
+    let done = common::finish(client).await;
+    assert_eq!(done.code, Some(2), "{done:?}");
+    let last: Value = serde_json::from_str(done.stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(
+        (last["run_id"].as_str(), last["outcome"].as_str()),
+        (Some("r2"), Some("interrupted"))
+    );
+    assert_eq!(
+        last["error"]["message"],
+        "The process stopped before this request finished."
+    );
+    let runs = done
+        .stdout
+        .lines()
+        .filter(|l| l.contains("\"run_complete\""))
+        .count();
+    assert_eq!(runs, 1, "{}", done.stdout);
+    // The session goes on on the restarted server.
+    let (status, _) = post(
+        &base,
+        "/v1/sessions/s1/prompts",
+        json!({"prompt": "and now?", "run_id": "r3"}),
+    )
+    .await;
+    assert_eq!(status, 202);
+    let (_, v) = get(&base, "/v1/runs/r3/wait?timeout_ms=20000").await;
+    assert_eq!(
+        (
+            v["run_complete"]["outcome"].as_str(),
+            v["run_complete"]["text"].as_str()
+        ),
+        (Some("completed"), Some("after the restart"))
+    );
+    drop(served);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sigterm_ends_the_unfinished_runs_interrupted_and_tells_the_clients() {
+    let provider = Provider::start(vec![Reply::Hang]).await;
+    let project = Project::new(&provider.base_url, "");
+    let served = Served::start(&project, free_port(), Some(TOKEN)).await;
+    let client = run_server(
+        &project,
+        &served.base,
+        &["--json", "--run-id", "t1", "Think"],
+    );
+    steps(&provider, 1).await;
+    let stopped = served.stop(Signal::SIGTERM).await;
+    assert_eq!(stopped.code, Some(0), "{stopped:?}");
+    assert!(
+        stopped.stderr.contains("shutting down"),
+        "{}",
+        stopped.stderr
+    );
+    let done = common::finish(client).await;
+    assert_eq!(done.code, Some(2), "{done:?}");
+    let last: Value = serde_json::from_str(done.stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(last["outcome"], "interrupted");
+    assert_eq!(
+        last["error"]["message"], "Interrupted by shutdown",
+        "{last}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn ctrl_c_of_run_server_cancels_the_run_on_the_server() {
+    let provider = Provider::start(vec![Reply::Hang]).await;
+    let project = Project::new(&provider.base_url, "");
+    let served = Served::start(&project, free_port(), Some(TOKEN)).await;
+    let client = run_server(&project, &served.base, &["--run-id", "c1", "Think"]);
+    steps(&provider, 1).await;
+    common::signal(client.id(), Signal::SIGINT);
+    let done = common::finish(client).await;
+    assert_eq!(done.code, Some(130), "{done:?}");
+    assert!(
+        done.stderr.contains("cancelling the run on the server"),
+        "{}",
+        done.stderr
+    );
+    let (_, run) = get(&served.base, "/v1/runs/c1").await;
+    assert_eq!(
+        (
+            run["state"].as_str(),
+            run["run_complete"]["outcome"].as_str()
+        ),
+        (Some("finished"), Some("cancelled")),
+        "{run}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_generated_token_is_shown_once_kept_private_and_found_by_clients() {
+    let provider = Provider::start(vec![Reply::Sse(text_stream("hi back"))]).await;
+    let project = Project::new(&provider.base_url, "");
+    let port = free_port();
+    let first = Served::start(&project, port, None).await;
+    let path = project.path().join(".turnstile").join("server-token");
+    let token = std::fs::read_to_string(&path).unwrap().trim().to_owned();
+    assert_eq!(token.len(), 64);
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+    }
+    // A client in the project finds the token file by itself.
+    let mut c = project.command(&["run", "--server", &first.base, "hello"]);
+    c.env_remove("TURNSTILE_SERVER_TOKEN");
+    let done = common::finish(c.spawn().unwrap()).await;
+    assert_eq!(
+        (done.code, done.stdout.as_str()),
+        (Some(0), "hi back\n"),
+        "{done:?}"
+    );
+    let stopped = first.stop(Signal::SIGTERM).await;
+    assert!(
+        stopped.stderr.contains(&token),
+        "the first start shows the token: {}",
+        stopped.stderr
+    );
+    let second = Served::start(&project, port, None).await;
+    let stopped = second.stop(Signal::SIGINT).await;
+    assert!(
+        !stopped.stderr.contains(&token),
+        "later starts do not: {}",
+        stopped.stderr
+    );
+    let log = std::fs::read_to_string(project.path().join("server.log")).unwrap();
+    assert!(!log.contains(&token), "the token is never logged");
+}
