@@ -98,9 +98,12 @@ pub async fn run(_global: &Global, a: Run, url: &str, prompt: String) -> Result<
     // An existing run may have finished before the stream opened: then only the ledger has
     // its RunComplete. (One that finishes later comes on the stream.)
     if accepted["existing"] == true {
-        let (status, v) = client.get(&format!("/v1/runs/{}", encode(run_id.as_str()))).await?;
+        let (status, v) = client
+            .get(&format!("/v1/runs/{}", encode(run_id.as_str())))
+            .await?;
         if status == 200
-            && let Ok(record) = serde_json::from_value::<CompletionRecord>(v["run_complete"].clone())
+            && let Ok(record) =
+                serde_json::from_value::<CompletionRecord>(v["run_complete"].clone())
         {
             return Ok(crate::run::report(&record, show));
         }

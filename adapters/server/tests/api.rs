@@ -44,8 +44,7 @@ async fn a_prompt_is_accepted_durably_and_its_run_complete_follows_its_final_mes
     let frames = events.until_run_complete("r1").await;
     let last_message = frames
         .iter()
-        .filter(|f| f.event == "message" && data(f)["message"]["role"] == "assistant")
-        .next_back()
+        .rfind(|f| f.event == "message" && data(f)["message"]["role"] == "assistant")
         .expect("the assistant message's state");
     assert_eq!(data(last_message)["message"]["text"], "hello there");
     assert!(data(last_message)["message"]["finish"].is_object(), "its final state came first");
@@ -319,4 +318,61 @@ async fn cancel_clear_and_summarize_answer_as_spec_9_says() {
     assert_eq!(s.finished("r1").await["outcome"], "cancelled");
     let (status, v) = s.get("/v1/health").await;
     assert_eq!((status, v["status"].as_str()), (503, Some("shutting_down")));
+}
+
+#[tokio::test]
+async fn a_retry_is_an_event_and_heartbeats_keep_an_idle_stream_open() {
+    // The first attempt fails with a retryable 503; the second answers.
+    let provider = ScriptedProvider::new(|_, n| {
+        if n == 0 {
+            Answer::failure(503, "overloaded")
+        } else {
+            Answer::streamed("second time", 1, 1, Usage::default())
+        }
+    });
+    let s = start(provider, ToolSet::new(), |_| {}).await;
+    let mut events = s.events(None).await;
+    events.next().await;
+    s.prompt("s", "hi", "r1").await;
+    let frames = events.until_run_complete("r1").await;
+    let retry = frames.iter().find(|f| f.event == "retry").expect("a retry event");
+    let retry = data(retry);
+    assert_eq!(
+        (retry["session"].as_str(), retry["attempt"].as_u64()),
+        (Some("s"), Some(2)),
+        "{retry}"
+    );
+    assert!(retry["reason"].as_str().unwrap().contains("overloaded"), "{retry}");
+    assert_eq!(data(frames.last().unwrap())["text"], "second time");
+    // An idle stream gets comment lines (the test server's heartbeat is 200 ms).
+    let resp = s.http.get(s.url("/v1/events")).bearer_auth(TOKEN).send().await.unwrap();
+    let mut resp = resp;
+    let mut raw = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(3);
+    while !String::from_utf8_lossy(&raw).lines().any(|l| l.starts_with(':')) {
+        let chunk = tokio::time::timeout_at(deadline, resp.chunk())
+            .await
+            .expect("a heartbeat within 3 s")
+            .unwrap()
+            .unwrap();
+        raw.extend_from_slice(&chunk);
+    }
+}
+
+#[tokio::test]
+async fn a_manual_summarize_of_an_idle_session_is_accepted_and_written() {
+    let s = start(answers_hello(), ToolSet::new(), |_| {}).await;
+    s.prompt("s", "hi", "r1").await;
+    s.finished("r1").await;
+    let (status, v) = s.post("/v1/sessions/s/summarize", json!({})).await;
+    assert_eq!(status, 202, "{v}");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, state) = s.get("/v1/sessions/s").await;
+        if state["summary_message"].is_u64() && state["summarizing"] == false {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "no summary: {state}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
