@@ -36,13 +36,6 @@ pub async fn serve(global: &Global, a: Serve) -> Result<u8, Failure> {
     let cwd = crate::run::working_dir(a.cwd.as_deref())?;
     let loaded = setup::load(global, &cwd)?;
     let file = loaded.server().clone();
-    let provider = loaded.provider(a.model.as_deref(), &cwd)?;
-    let store = setup::store_path(global, &cwd);
-    let reaper = setup::reaper(&store);
-    let asks = Asks::new();
-    let (tools, _gate) = loaded
-        .tools(&cwd, a.yolo, reaper.clone(), Arc::new(asks.clone()))
-        .await?;
     let listen = a
         .listen
         .clone()
@@ -53,6 +46,13 @@ pub async fn serve(global: &Global, a: Serve) -> Result<u8, Failure> {
             "--listen: `{listen}` is not an address like {DEFAULT_LISTEN}: {e}"
         ))
     })?;
+    let provider = loaded.provider(a.model.as_deref(), &cwd)?;
+    let store = setup::store_path(global, &cwd);
+    let reaper = setup::reaper(&store);
+    let asks = Asks::new();
+    let (tools, _gate) = loaded
+        .tools(&cwd, a.yolo, reaper.clone(), Arc::new(asks.clone()))
+        .await?;
     let (token, source) = match std::env::var(TOKEN_ENV) {
         Ok(text) if !text.is_empty() => (
             Token::new(&text).map_err(|e| Failure::setup(format!("{TOKEN_ENV}: {e}")))?,
@@ -107,6 +107,13 @@ pub async fn serve(global: &Global, a: Serve) -> Result<u8, Failure> {
     };
     let bound = listener.local_addr().map_or(addr, |a| a);
     eprintln!("turnstile serve: listening on http://{bound}");
+    if !bound.ip().is_loopback() {
+        eprintln!(
+            "warning: {} is reachable from other machines, over plain HTTP: the token is the \
+             only protection; put a TLS proxy in front",
+            bound.ip()
+        );
+    }
     match &source {
         TokenSource::Generated(path) => eprintln!(
             "token: {} (generated into `{}`, readable only by you; shown this once)",

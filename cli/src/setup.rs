@@ -266,7 +266,8 @@ pub async fn open(store: &Path, provider: HttpProvider, tools: ToolSet) -> Resul
         .map_err(|e| {
             let detail = match &e {
                 OpenError::Store(StoreError::InUse) => {
-                    " (another `turnstile` runs in this directory; wait for it, or give --store)"
+                    " (another `turnstile` runs in this directory: wait for it, give --store, \
+                     or if it is a `turnstile serve`, run with --server URL)"
                 }
                 _ => "",
             };

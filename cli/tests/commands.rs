@@ -100,6 +100,9 @@ async fn help_explains_each_command_with_examples() {
         (&["run", "--help"][..], "turnstile run --continue"),
         (&["sessions", "--help"][..], "Example:"),
         (&["history", "--help"][..], "Example:"),
+        (&["serve", "--help"][..], "Examples:"),
+        (&["serve", "--help"][..], "turnstile run --server"),
+        (&["run", "--help"][..], "--server"),
     ] {
         let done = project.run(args).await;
         assert_eq!(done.code, Some(0), "{args:?}: {done:?}");
@@ -208,4 +211,47 @@ async fn logs_go_to_a_file_or_to_stderr_and_never_hold_the_prompt() {
     );
     assert!(!done.stderr.contains("PROMPT-SECRET-42"), "{}", done.stderr);
     assert_eq!(done.stdout, "ok\n", "logs never go to stdout");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn serve_and_run_server_say_what_is_wrong_with_their_input() {
+    let project = Project::with_config("model = \"openai/gpt-5\"\n");
+    let mut c = project.command(&["serve", "--listen", "not-an-address"]);
+    c.env("OPENAI_API_KEY", "sk-test");
+    let done = common::finish(c.spawn().unwrap()).await;
+    assert_eq!(done.code, Some(64), "{done:?}");
+    assert!(
+        done.stderr
+            .contains("`not-an-address` is not an address like 127.0.0.1:8700"),
+        "{}",
+        done.stderr
+    );
+    let done = project.run(&["run", "--server", "ftp://x", "hi"]).await;
+    assert_eq!(done.code, Some(1), "no token yet: {done:?}");
+    assert!(
+        done.stderr
+            .contains("no token for the server: set TURNSTILE_SERVER_TOKEN"),
+        "{}",
+        done.stderr
+    );
+    let mut c = project.command(&["run", "--server", "ftp://x", "hi"]);
+    c.env("TURNSTILE_SERVER_TOKEN", "t");
+    let done = common::finish(c.spawn().unwrap()).await;
+    assert_eq!(done.code, Some(64), "{done:?}");
+    assert!(
+        done.stderr.contains("is not an http:// or https:// URL"),
+        "{}",
+        done.stderr
+    );
+    // Nothing listens on port 9 of 127.0.0.1.
+    let mut c = project.command(&["run", "--server", "http://127.0.0.1:9", "hi"]);
+    c.env("TURNSTILE_SERVER_TOKEN", "t");
+    let done = common::finish(c.spawn().unwrap()).await;
+    assert_eq!(done.code, Some(1), "{done:?}");
+    assert!(
+        done.stderr
+            .contains("cannot reach the server at http://127.0.0.1:9"),
+        "{}",
+        done.stderr
+    );
 }

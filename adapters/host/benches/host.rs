@@ -14,7 +14,8 @@
 //!    window (p99 age at commit at most two windows), with group commit and without.
 //!
 //! `TURNSTILE_BENCH_QUICK=1` runs smaller sizes (a smoke run); `TURNSTILE_BENCH_SESSIONS=N`
-//! runs only the group-commit point with N sessions (for profiling).
+//! runs only the group-commit point with N sessions (for profiling);
+//! `TURNSTILE_BENCH_CHANGE_ORDER=1` runs only the change order's cost, three times.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -46,9 +47,17 @@ fn main() {
         );
         return;
     }
+    if std::env::var_os("TURNSTILE_BENCH_CHANGE_ORDER").is_some() {
+        // Only the change order's cost (the store's triggers), three times.
+        for _ in 0..3 {
+            change_order_cost(dir.path());
+        }
+        return;
+    }
     println!("# turnstile host benchmark ({} mode)", if quick() { "quick" } else { "full" });
     let raw_before = raw_sqlite(dir.path());
     println!("raw SQLite (FULL, WAL): {raw_before:.0} durable transactions/s");
+    change_order_cost(dir.path());
     rt.block_on(async {
         throughput(dir.path()).await;
         paced_writes(dir.path()).await;
@@ -81,6 +90,74 @@ fn raw_sqlite(dir: &std::path::Path) -> f64 {
         n += 1;
     }
     n as f64 / started.elapsed().as_secs_f64()
+}
+
+/// What the change order's triggers (store migration 3) cost the statement streaming runs most:
+/// appending text to a message. Two stores made by `Store::open`, one with its triggers
+/// dropped (the baseline), the same appends in transactions of 100, without fsync (the
+/// triggers cost CPU, not syncs).
+fn change_order_cost(dir: &std::path::Path) {
+    let appends = if quick() { 20_000 } else { 200_000 };
+    let mut rates = Vec::new();
+    for (name, drop_triggers) in
+        [("with the triggers", false), ("triggers dropped (baseline)", true)]
+    {
+        let path = dir.join(format!("change-order-{drop_triggers}.db"));
+        let _ = std::fs::remove_file(&path);
+        let opened = turnstile_host::store::Store::open(&turnstile_host::StoreConfig::new(&path))
+            .expect("open");
+        opened.store.close().expect("close");
+        let conn = rusqlite::Connection::open(&path).expect("open");
+        conn.pragma_update(None, "synchronous", "OFF").expect("sync off");
+        if drop_triggers {
+            let names: Vec<String> = conn
+                .prepare(
+                    "SELECT name FROM sqlite_master WHERE type = 'trigger' AND name LIKE '%rev%'",
+                )
+                .expect("list")
+                .query_map([], |r| r.get(0))
+                .expect("list")
+                .collect::<Result<_, _>>()
+                .expect("list");
+            assert_eq!(names.len(), 10, "the change order's triggers");
+            for n in names {
+                conn.execute_batch(&format!("DROP TRIGGER {n}")).expect("drop");
+            }
+        }
+        conn.execute_batch(
+            "BEGIN; INSERT INTO sessions (id, created) VALUES ('s', 1); \
+             WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 100) \
+             INSERT INTO messages (id, session, role) SELECT i, 's', 'assistant' FROM n; COMMIT;",
+        )
+        .expect("messages");
+        let started = Instant::now();
+        // The store's own append statement (`apply.rs`), and without the change order the
+        // statement it replaced.
+        let sql = if drop_triggers {
+            "UPDATE messages SET text = text || ?2 WHERE id = ?1 AND session = 's' AND role = 'assistant'"
+        } else {
+            "UPDATE messages SET text = text || ?2, \
+             rev = (SELECT value FROM counters WHERE name = 'revision') \
+             WHERE id = ?1 AND session = 's' AND role = 'assistant'"
+        };
+        let mut append = conn.prepare(sql).expect("prepare");
+        for chunk in 0..appends / 100 {
+            conn.execute_batch("BEGIN").expect("begin");
+            conn.execute_batch("UPDATE counters SET value = value + 1 WHERE name = 'revision'")
+                .expect("revision");
+            for i in 0..100 {
+                append.execute(rusqlite::params![i + 1, format!("t{chunk} ")]).expect("append");
+            }
+            conn.execute_batch("COMMIT").expect("commit");
+        }
+        let rate = appends as f64 / started.elapsed().as_secs_f64();
+        println!("change order: {appends} text appends {name}: {rate:.0} appends/s");
+        rates.push(rate);
+    }
+    println!(
+        "=> the triggers cost {:.1} % of the append rate",
+        (1.0 - rates[0] / rates[1]) * 100.0
+    );
 }
 
 fn config(dir: &std::path::Path, name: &str) -> HostConfig {

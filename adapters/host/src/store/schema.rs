@@ -136,7 +136,9 @@ ALTER TABLE runs ADD COLUMN finished_at INTEGER NULL;
 
 /// Version 3: the change order (see the module docs). Rows written before it have revision 0.
 /// The triggers read the current revision from `counters`; [`bump_revision`] advances it at the
-/// start of every transaction that writes.
+/// start of every transaction that writes. A message update that stamps `rev` itself (the
+/// streamed appends, the hot path) is skipped by `messages_rev_update`'s `WHEN`; one that
+/// forgets to is stamped by it.
 const V3: &str = r#"
 INSERT INTO counters (name, value) VALUES ('revision', 0);
 ALTER TABLE messages ADD COLUMN rev INTEGER NOT NULL DEFAULT 0;
@@ -177,6 +179,7 @@ CREATE TRIGGER messages_rev_update
 AFTER UPDATE OF text, attachments, synthetic, reasoning, reasoning_signature, reasoning_done,
     finish, turn, step
 ON messages
+WHEN NEW.rev = OLD.rev
 BEGIN
     UPDATE messages SET rev = (SELECT value FROM counters WHERE name = 'revision')
     WHERE id = NEW.id;
