@@ -52,15 +52,7 @@ pub async fn run(global: &Global, a: Run) -> Result<u8, Failure> {
     let host = setup::open(&store, provider, tools).await?;
     // The store's lock is ours now: commands a killed run of this store left running are
     // killed before any of ours starts.
-    if let Some(reaper) = &reaper {
-        let killed = reaper.reap();
-        if !killed.is_empty() {
-            eprintln!(
-                "note: killed {} command(s) a previous run left running when it was killed",
-                killed.len()
-            );
-        }
-    }
+    setup::reap(reaper.as_ref());
 
     let result = drive(&host, &a, prompt).await;
     // Whatever happened, the store is closed cleanly (a cancelled or failed run included).

@@ -68,15 +68,7 @@ pub async fn serve(global: &Global, a: Serve) -> Result<u8, Failure> {
         }
     };
     let host = setup::open(&store, provider, tools).await?;
-    if let Some(reaper) = &reaper {
-        let killed = reaper.reap();
-        if !killed.is_empty() {
-            eprintln!(
-                "note: killed {} command(s) a previous process left running when it was killed",
-                killed.len()
-            );
-        }
-    }
+    setup::reap(reaper.as_ref());
     let recovered = host.recovered().len();
     let mut config = ServerConfig::new(token.clone());
     config.allowed_origins = file

@@ -247,6 +247,22 @@ pub fn reaper(store: &Path) -> Option<Reaper> {
     }
 }
 
+/// Kills the commands a killed process of this store left running (the store's lock is ours,
+/// so they are nobody's), and says so on stderr. Call it right after [`open`], before any
+/// tool of ours runs.
+pub fn reap(reaper: Option<&Reaper>) {
+    if let Some(reaper) = reaper {
+        let killed = reaper.reap();
+        if !killed.is_empty() {
+            eprintln!(
+                "note: killed {} command(s) a previous process of this store left running when \
+                 it was killed",
+                killed.len()
+            );
+        }
+    }
+}
+
 /// Opens the host on the store (creating its folder), with this provider and these tools.
 ///
 /// # Errors

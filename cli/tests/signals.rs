@@ -115,7 +115,7 @@ async fn after_a_kill_9_the_run_is_interrupted_and_the_next_turn_gets_a_repaired
     );
     assert!(
         done.stderr
-            .contains("killed 1 command(s) a previous run left running"),
+            .contains("killed 1 command(s) a previous process of this store left running"),
         "{}",
         done.stderr
     );

@@ -220,6 +220,16 @@ async fn a_slow_client_slows_nobody_and_still_gets_every_run_complete_once() {
     assert_eq!(slow_seen, want);
 }
 
+/// Reads events until an `ask`; returns its data.
+async fn until_ask(events: &mut common::Events) -> serde_json::Value {
+    loop {
+        let f = events.next().await;
+        if f.event == "ask" {
+            return data(&f);
+        }
+    }
+}
+
 #[tokio::test]
 async fn a_permission_ask_is_an_event_answered_over_http() {
     let tools = ToolSet::new().with(EchoTool { name: "echo".into(), delay_ms: 0 });
@@ -227,12 +237,7 @@ async fn a_permission_ask_is_an_event_answered_over_http() {
     let mut events = s.events(None).await;
     events.next().await;
     s.prompt("s", "use echo", "r1").await;
-    let ask = loop {
-        let f = events.next().await;
-        if f.event == "ask" {
-            break data(&f);
-        }
-    };
+    let ask = until_ask(&mut events).await;
     assert_eq!((ask["tool"].as_str(), ask["session"].as_str()), (Some("echo"), Some("s")));
     let (_, pending) = s.get("/v1/asks").await;
     assert_eq!(pending["asks"][0]["id"], ask["id"]);
@@ -262,12 +267,7 @@ async fn a_cancel_withdraws_the_ask_and_a_late_answer_is_refused() {
     let mut events = s.events(None).await;
     events.next().await;
     s.prompt("s", "use echo", "r1").await;
-    let ask = loop {
-        let f = events.next().await;
-        if f.event == "ask" {
-            break data(&f);
-        }
-    };
+    let ask = until_ask(&mut events).await;
     let (status, _) = s.post("/v1/runs/r1/cancel", json!({})).await;
     assert_eq!(status, 202);
     let frames = events.until_run_complete("r1").await;

@@ -103,16 +103,11 @@ async fn bodies_over_the_limit_get_413_and_other_limits_400() {
         c.limits.attachments = 1;
     })
     .await;
-    let big = format!(r#"{{"prompt":"{}"}}"#, "x".repeat(5000));
-    let r = s
-        .http
-        .post(s.url("/v1/sessions/s/prompts"))
-        .bearer_auth(TOKEN)
-        .body(big)
-        .send()
-        .await
-        .unwrap();
-    let (status, v) = answer(r).await;
+    let raw = |body: String| {
+        let req = s.http.post(s.url("/v1/sessions/s/prompts")).bearer_auth(TOKEN).body(body);
+        async move { answer(req.send().await.unwrap()).await }
+    };
+    let (status, v) = raw(format!(r#"{{"prompt":"{}"}}"#, "x".repeat(5000))).await;
     assert_eq!((status, v["error"]["code"].as_str()), (413, Some("payload_too_large")), "{v}");
     let (status, v) =
         s.post("/v1/sessions/s/prompts", serde_json::json!({"prompt": "y".repeat(101)})).await;
@@ -123,15 +118,7 @@ async fn bodies_over_the_limit_get_413_and_other_limits_400() {
         .await;
     assert_eq!((status, v["error"]["code"].as_str()), (400, Some("too_many_attachments")));
     for bad in ["", "not json", r#"{"prompt": 3}"#, r#"{"prompt": "x", "extra": 1}"#, "[]"] {
-        let r = s
-            .http
-            .post(s.url("/v1/sessions/s/prompts"))
-            .bearer_auth(TOKEN)
-            .body(bad)
-            .send()
-            .await
-            .unwrap();
-        let (status, v) = answer(r).await;
+        let (status, v) = raw(bad.to_owned()).await;
         assert_eq!(
             (status, v["error"]["code"].as_str()),
             (400, Some("invalid_json")),
