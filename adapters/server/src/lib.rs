@@ -146,7 +146,6 @@ impl Server {
     }
 
     /// The routes, behind the `Origin` check and the token.
-    #[must_use]
     pub fn router(&self) -> axum::Router {
         routes::router(self.clone())
     }

@@ -44,8 +44,7 @@ async fn a_prompt_is_accepted_durably_and_its_run_complete_follows_its_final_mes
     let frames = events.until_run_complete("r1").await;
     let last_message = frames
         .iter()
-        .filter(|f| f.event == "message" && data(f)["message"]["role"] == "assistant")
-        .next_back()
+        .rfind(|f| f.event == "message" && data(f)["message"]["role"] == "assistant")
         .expect("the assistant message's state");
     assert_eq!(data(last_message)["message"]["text"], "hello there");
     assert!(data(last_message)["message"]["finish"].is_object(), "its final state came first");
