@@ -250,6 +250,18 @@ async fn messages(
         ));
     }
     known_session(&server, &session).await?;
+    let no_message = || {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_query",
+            format!("`after`: session {session} has no message {}", q.after.unwrap_or_default()),
+        )
+    };
+    // Message ids are SQLite integers: one above `i64::MAX` names no message (the store would
+    // refuse to look it up, a 500).
+    if q.after.is_some_and(|a| i64::try_from(a).is_err()) {
+        return Err(no_message());
+    }
     let after = q.after.map(MessageId);
     let s = session.clone();
     let page = server
@@ -258,13 +270,7 @@ async fn messages(
         .read(move |r| r.messages_page(&s, after, limit))
         .await
         .map_err(ApiError::store)?;
-    let page = page.ok_or_else(|| {
-        ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "invalid_query",
-            format!("`after`: session {session} has no message {}", q.after.unwrap_or_default()),
-        )
-    })?;
+    let page = page.ok_or_else(no_message)?;
     let next = if page.len() == limit { page.last().map(|m| m.id.0) } else { None };
     Ok(Json(json!({"messages": page, "next": next})).into_response())
 }
