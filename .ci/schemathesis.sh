@@ -83,6 +83,24 @@ EOF
 SERVER_PID=$!
 BASE="http://127.0.0.1:$PORT"
 
+# One request, without curl (a new machine has python3, not necessarily curl): the body on
+# stdout; a failure (no answer, or not 2xx) exits 1.
+http() {
+  python3 - "$1" "$BASE$2" "${3:-}" "$TOKEN" <<'PY'
+import sys, urllib.request
+method, url, body, token = sys.argv[1:5]
+request = urllib.request.Request(
+    url, data=body.encode() if body else None, method=method,
+    headers={"Authorization": "Bearer " + token, "Content-Type": "application/json"})
+try:
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        sys.stdout.buffer.write(answer.read())
+except Exception as e:
+    print(e, file=sys.stderr)
+    sys.exit(1)
+PY
+}
+
 server_log() {
   echo "--- the server's output"
   cat "$SCRATCH/serve.log"
@@ -90,7 +108,7 @@ server_log() {
 
 up=""
 for _ in $(seq 100); do
-  if curl -fsS --max-time 2 -H "Authorization: Bearer $TOKEN" "$BASE/v1/health" >/dev/null 2>&1; then
+  if http GET /v1/health >/dev/null 2>&1; then
     up=1
     break
   fi
@@ -104,16 +122,14 @@ if [ -z "$up" ]; then
 fi
 
 # The document served is the file.
-curl -fsS --max-time 10 -H "Authorization: Bearer $TOKEN" "$BASE/v1/openapi.json" |
-  cmp -s - adapters/server/src/openapi.json || {
+http GET /v1/openapi.json | cmp -s - adapters/server/src/openapi.json || {
   echo "GET /v1/openapi.json is not adapters/server/src/openapi.json"
   exit 1
 }
 
 # Something for the operations on sessions, runs and messages to find; the run fails by
 # itself (after its retries) while schemathesis goes on.
-curl -fsS --max-time 10 -H "Authorization: Bearer $TOKEN" -X POST \
-  -d '{"prompt": "hello", "run_id": "ci-run"}' "$BASE/v1/sessions/ci/prompts" >/dev/null
+http POST /v1/sessions/ci/prompts '{"prompt": "hello", "run_id": "ci-run"}' >/dev/null
 
 cd "$SCRATCH"
 status=0
