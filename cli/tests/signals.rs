@@ -98,10 +98,17 @@ async fn after_a_kill_9_the_run_is_interrupted_and_the_next_turn_gets_a_repaired
     let child = project.spawn(&args);
     let pgid = number_in(&project.path().join("pgid")).await;
     // The run records the group right after it spawned it; the shell may write its pid first.
-    let record = project.path().join(".turnstile").join("running").join(pgid.to_string());
+    let record = project
+        .path()
+        .join(".turnstile")
+        .join("running")
+        .join(pgid.to_string());
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     while !record.exists() {
-        assert!(std::time::Instant::now() < deadline, "the run did not record its command");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the run did not record its command"
+        );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     common::signal(child.id(), Signal::SIGKILL);
