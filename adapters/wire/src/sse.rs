@@ -66,21 +66,27 @@ impl Framer {
     ///
     /// # Errors
     /// A line that is not UTF-8.
-    pub fn feed(&mut self, bytes: &[u8], out: &mut Vec<Frame>) -> Result<(), FrameError> {
-        for &b in bytes {
-            self.offset += 1;
-            if std::mem::take(&mut self.after_cr) && b == b'\n' {
+    pub fn feed(&mut self, mut bytes: &[u8], out: &mut Vec<Frame>) -> Result<(), FrameError> {
+        // A line at a time: the bytes up to the next line end are copied in one go.
+        while let Some(&first) = bytes.first() {
+            if std::mem::take(&mut self.after_cr) && first == b'\n' {
+                // The `\n` of a `\r\n` split across chunks (or just read): not a line end.
+                self.offset += 1;
                 self.line_start = self.offset;
+                bytes = &bytes[1..];
                 continue;
             }
-            match b {
-                b'\n' | b'\r' => {
-                    self.after_cr = b == b'\r';
-                    self.end_line(out)?;
-                    self.line_start = self.offset;
-                }
-                _ => self.line.push(b),
-            }
+            let Some(end) = bytes.iter().position(|&b| b == b'\n' || b == b'\r') else {
+                self.line.extend_from_slice(bytes);
+                self.offset += bytes.len() as u64;
+                return Ok(());
+            };
+            self.line.extend_from_slice(&bytes[..end]);
+            self.offset += end as u64 + 1;
+            self.after_cr = bytes[end] == b'\r';
+            self.end_line(out)?;
+            self.line_start = self.offset;
+            bytes = &bytes[end + 1..];
         }
         Ok(())
     }
@@ -210,5 +216,72 @@ mod tests {
         let mut f = Framer::new();
         let err = f.feed(b"data: ok\n\ndata: \xff\n", &mut Vec::new()).unwrap_err();
         assert_eq!(err.offset, 10);
+    }
+}
+
+#[cfg(test)]
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// What one chunk per byte gives: the framer's definition, byte by byte.
+    fn byte_by_byte(bytes: &[u8]) -> (Vec<Frame>, Result<(), FrameError>, bool) {
+        let mut f = Framer::new();
+        let mut out = Vec::new();
+        for b in bytes {
+            if let Err(e) = f.feed(std::slice::from_ref(b), &mut out) {
+                return (out, Err(e), f.has_partial());
+            }
+        }
+        (out, Ok(()), f.has_partial())
+    }
+
+    fn pieces() -> impl Strategy<Value = Vec<u8>> {
+        let token = prop_oneof![
+            Just(b"data: x".to_vec()),
+            Just(b"data:".to_vec()),
+            Just(b"event: e".to_vec()),
+            Just(b"id: 1-2".to_vec()),
+            Just(b": ping".to_vec()),
+            Just(b"\n".to_vec()),
+            Just(b"\r".to_vec()),
+            Just(b"\r\n".to_vec()),
+            Just(vec![0xEF, 0xBB, 0xBF]),
+            Just(vec![0xFF]),
+            Just(b"\xC3\xA9".to_vec()),
+            any::<u8>().prop_map(|b| vec![b]),
+        ];
+        proptest::collection::vec(token, 0..40).prop_map(|v| v.concat())
+    }
+
+    proptest! {
+        /// Whole, in random pieces, or a byte at a time: the same frames, the same error at
+        /// the same offset, the same partial state.
+        #[test]
+        fn any_split_of_any_bytes_gives_the_byte_by_byte_result(
+            bytes in pieces(),
+            cuts in proptest::collection::vec(any::<usize>(), 0..6),
+        ) {
+            let want = byte_by_byte(&bytes);
+            let mut f = Framer::new();
+            let mut out = Vec::new();
+            let mut cuts: Vec<usize> = cuts.iter().map(|c| c % (bytes.len() + 1)).collect();
+            cuts.sort_unstable();
+            let mut at = 0;
+            let mut result = Ok(());
+            for cut in cuts.into_iter().chain([bytes.len()]) {
+                result = f.feed(&bytes[at..cut], &mut out);
+                at = cut;
+                if result.is_err() {
+                    break;
+                }
+            }
+            prop_assert_eq!(&out, &want.0);
+            prop_assert_eq!(&result, &want.1);
+            if result.is_ok() {
+                prop_assert_eq!(f.has_partial(), want.2);
+                prop_assert_eq!(f.offset(), bytes.len() as u64);
+            }
+        }
     }
 }
