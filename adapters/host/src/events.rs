@@ -10,7 +10,6 @@
 //!   records the outcome: nothing is published before it is durable.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::Arc;
 
 // The waiter registry is the host's one piece of state that threads race on: under
 // `--cfg turnstile_loom` its lock is loom's, and `loom_tests` below explores every interleaving
@@ -25,7 +24,6 @@ use turnstile_core::{MessageId, Seq, SessionId};
 
 use crate::error::{Stopped, WaitError};
 use crate::record::{CompletionRecord, Cursor};
-use crate::store::Reader;
 
 /// A live update (lossy: a slow subscriber may miss some and gets [`Event::Lagged`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -272,7 +270,7 @@ impl Hub {
 /// the last cursor received and nothing is missed or repeated.
 #[derive(Debug)]
 pub struct Completions {
-    pub(crate) reader: Arc<std::sync::Mutex<Reader>>,
+    pub(crate) reader: crate::rt::Readers,
     pub(crate) after: Cursor,
     pub(crate) newest: watch::Receiver<Cursor>,
     pub(crate) ended: watch::Receiver<bool>,

@@ -30,18 +30,42 @@ pub(crate) async fn blocking<T: Send + 'static>(
     }
 }
 
+/// Read connections shared by many callers: a query takes the first that is free, or waits
+/// for one (chosen in turn) when all are busy. Each is a WAL reader, so queries on different
+/// connections run at once and never block the writer.
+#[derive(Clone, Debug)]
+pub(crate) struct Readers {
+    pool: Arc<[Mutex<Reader>]>,
+    next: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Readers {
+    /// A pool of these connections (at least one).
+    pub(crate) fn new(readers: Vec<Reader>) -> Readers {
+        assert!(!readers.is_empty(), "a pool of read connections needs one");
+        Readers { pool: readers.into_iter().map(Mutex::new).collect(), next: Arc::default() }
+    }
+
+    fn with<T>(&self, f: impl FnOnce(&Reader) -> T) -> T {
+        for r in self.pool.iter() {
+            if let Ok(r) = r.try_lock() {
+                return f(&r);
+            }
+        }
+        let i = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % self.pool.len();
+        let r = self.pool[i].lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        f(&r)
+    }
+}
+
 /// Runs a query on a shared read connection with [`blocking`]: the one way the host reads
 /// the store (requests, preparation, waits, completion streams, `Host::read`).
 pub(crate) async fn read<T: Send + 'static>(
-    reader: &Arc<Mutex<Reader>>,
+    readers: &Readers,
     f: impl FnOnce(&Reader) -> Result<T, StoreError> + Send + 'static,
 ) -> Result<T, StoreError> {
-    let reader = reader.clone();
-    blocking(move || {
-        let r = reader.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        f(&r)
-    })
-    .await?
+    let readers = readers.clone();
+    blocking(move || readers.with(f)).await?
 }
 
 /// Polls `fut`, turning a panic inside it into `Err(message)`, so an IO task that panics can

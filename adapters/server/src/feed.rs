@@ -17,10 +17,10 @@
 //!
 //! [`Reader::changes`]: turnstile_host::store::Reader::changes
 
-use std::convert::Infallible;
 use std::sync::Arc;
+use std::time::Duration;
 
-use axum::response::sse;
+use axum::body::Bytes;
 use serde::Serialize;
 use serde_json::{Value, json};
 use tokio::sync::{broadcast, mpsc};
@@ -32,18 +32,32 @@ use crate::asks::{AskEvent, Asks};
 /// Completions read per store query (a resume from far back takes several).
 const BATCH: usize = 512;
 
-/// One event, serialised once for every client.
+/// One event, serialised once for every client: only its `id` line is each stream's own.
 #[derive(Debug)]
 pub(crate) struct Frame {
-    /// The SSE event type.
-    event: &'static str,
-    /// Its JSON.
-    data: String,
+    /// `event: <type>\ndata: <json>\n\n`, the event after its `id` line.
+    body: Bytes,
     /// What a client has after this frame, when the frame carries store changes.
     claim: Option<Position>,
     /// The RunComplete's cursor, for a `run_complete` frame.
     cursor: Option<Cursor>,
 }
+
+impl Frame {
+    fn new(event: &str, data: &Value, claim: Option<Position>, cursor: Option<Cursor>) -> Frame {
+        Frame { body: body(event, data), claim, cursor }
+    }
+}
+
+/// An event's lines after its `id`. JSON as serde_json writes it has no raw line break, so
+/// the data is one `data:` line.
+fn body(event: &str, data: &Value) -> Bytes {
+    let json = serde_json::to_string(data).unwrap_or_default();
+    Bytes::from(format!("event: {event}\ndata: {json}\n\n"))
+}
+
+/// A heartbeat: a comment line, which clients ignore and proxies see as traffic.
+const HEARTBEAT: &[u8] = b":\n\n";
 
 /// A session's state as the API shows it (with `busy`).
 #[derive(Serialize)]
@@ -56,10 +70,6 @@ struct SessionView<'a> {
 /// The JSON of a session state.
 pub(crate) fn session_json(state: &SessionState) -> Value {
     serde_json::to_value(SessionView { state, busy: state.busy() }).unwrap_or(Value::Null)
-}
-
-fn to_string(v: &Value) -> String {
-    serde_json::to_string(v).unwrap_or_default()
 }
 
 /// The frames of one `changes` answer read from `from`: the rows by revision, then the
@@ -76,18 +86,13 @@ fn frames(changes: &Changes, from: Position) -> Vec<Frame> {
             }
             Change::Session(state) => ("session", session_json(state)),
         };
-        out.push(Frame { event, data: to_string(&data), claim: Some(claim), cursor: None });
+        out.push(Frame::new(event, &data, Some(claim), None));
     }
     for (cursor, record) in &changes.completions {
         let mut data = serde_json::to_value(record).unwrap_or(Value::Null);
         data["cursor"] = json!(cursor.0);
         let claim = Position { cursor: *cursor, revision: changes.now.revision };
-        out.push(Frame {
-            event: "run_complete",
-            data: to_string(&data),
-            claim: Some(claim),
-            cursor: Some(*cursor),
-        });
+        out.push(Frame::new("run_complete", &data, Some(claim), Some(*cursor)));
     }
     out
 }
@@ -97,7 +102,7 @@ fn ask_frame(e: &AskEvent) -> Frame {
         AskEvent::Opened(ask) => ("ask", serde_json::to_value(ask).unwrap_or(Value::Null)),
         AskEvent::Closed { id, why } => ("ask_closed", json!({"id": id, "why": why})),
     };
-    Frame { event, data: to_string(&data), claim: None, cursor: None }
+    Frame::new(event, &data, None, None)
 }
 
 /// The text of an event id.
@@ -177,7 +182,7 @@ async fn run(
                         "session": session, "seq": seq, "attempt": attempt,
                         "delay_ms": delay_ms, "reason": reason,
                     });
-                    let frame = Frame { event: "retry", data: to_string(&data), claim: None, cursor: None };
+                    let frame = Frame::new("retry", &data, None, None);
                     let _ = tx.send(Arc::new(frame));
                 }
                 Some(_) => {}
@@ -242,8 +247,9 @@ pub(crate) async fn open(
     host: Host,
     asks: Asks,
     resume: Option<Position>,
+    heartbeat: Duration,
     permit: tokio::sync::OwnedSemaphorePermit,
-) -> Result<mpsc::Receiver<Result<sse::Event, Infallible>>, StartError> {
+) -> Result<mpsc::Receiver<Bytes>, StartError> {
     // Subscribed before reading the store, so nothing falls between the two.
     let frames = feed.subscribe();
     let ended = feed.ended();
@@ -257,19 +263,26 @@ pub(crate) async fn open(
     tokio::spawn(async move {
         let _permit = permit;
         let stream = Stream { host, out, delivered: resume.unwrap_or(now) };
-        stream.run(frames, ended, asks, resume.is_some()).await;
+        stream.run(frames, ended, asks, resume.is_some(), heartbeat).await;
     });
     Ok(rx)
 }
 
 struct Stream {
     host: Host,
-    out: mpsc::Sender<Result<sse::Event, Infallible>>,
+    out: mpsc::Sender<Bytes>,
     delivered: Position,
 }
 
 /// The client went away.
 struct Gone;
+
+/// What a stream's loop woke for.
+enum Next {
+    Frame(Result<Arc<Frame>, broadcast::error::RecvError>),
+    Beat,
+    Ended,
+}
 
 impl Stream {
     async fn run(
@@ -278,20 +291,34 @@ impl Stream {
         mut ended: tokio::sync::watch::Receiver<bool>,
         asks: Asks,
         resume: bool,
+        heartbeat: Duration,
     ) {
         if resume && self.catch_up().await.is_err() {
             return;
         }
         let pending = json!({"asks": asks.pending()});
-        if self.send("asks", &to_string(&pending)).await.is_err() {
+        if self.send(&body("asks", &pending)).await.is_err() {
             return;
         }
+        let mut beat = tokio::time::interval_at(tokio::time::Instant::now() + heartbeat, heartbeat);
+        beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             // Frames first: the feed sent its last ones before it said it ended.
-            let received = tokio::select! {
+            let next = tokio::select! {
                 biased;
-                r = frames.recv() => r,
-                _ = ended.wait_for(|e| *e) => match frames.try_recv() {
+                r = frames.recv() => Next::Frame(r),
+                _ = beat.tick() => Next::Beat,
+                _ = ended.wait_for(|e| *e) => Next::Ended,
+            };
+            let received = match next {
+                Next::Frame(r) => r,
+                Next::Beat => {
+                    if self.out.send(Bytes::from_static(HEARTBEAT)).await.is_err() {
+                        return;
+                    }
+                    continue;
+                }
+                Next::Ended => match frames.try_recv() {
                     Ok(frame) => Ok(frame),
                     Err(broadcast::error::TryRecvError::Lagged(n)) => {
                         Err(broadcast::error::RecvError::Lagged(n))
@@ -344,12 +371,18 @@ impl Stream {
         if let Some(claim) = frame.claim {
             self.delivered = self.delivered.max(claim);
         }
-        self.send(frame.event, &frame.data).await
+        self.send(&frame.body).await
     }
 
-    async fn send(&self, event: &str, data: &str) -> Result<(), Gone> {
-        let e = sse::Event::default().event(event).id(event_id(self.delivered)).data(data);
-        self.out.send(Ok(e)).await.map_err(|_| Gone)
+    /// Sends one event: its `id` line (this stream's position), then its shared lines.
+    async fn send(&self, body: &[u8]) -> Result<(), Gone> {
+        let id = event_id(self.delivered);
+        let mut bytes = Vec::with_capacity(id.len() + 5 + body.len());
+        bytes.extend_from_slice(b"id: ");
+        bytes.extend_from_slice(id.as_bytes());
+        bytes.push(b'\n');
+        bytes.extend_from_slice(body);
+        self.out.send(Bytes::from(bytes)).await.map_err(|_| Gone)
     }
 }
 

@@ -10,7 +10,6 @@ use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
 use axum::extract::{DefaultBodyLimit, Path, Query, Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::{self, Next};
-use axum::response::sse::{KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -506,11 +505,13 @@ async fn events(
             ),
         )
     })?;
+    let heartbeat = server.inner.config.heartbeat;
     let rx = feed::open(
         &server.inner.feed,
         server.inner.host.clone(),
         server.inner.asks.clone(),
         resume,
+        heartbeat,
         permit,
     )
     .await
@@ -522,7 +523,14 @@ async fn events(
         )),
         StartError::Store(e) => ApiError::store(e),
     })?;
-    let stream = tokio_stream::wrappers::ReceiverStream::new(rx);
-    let sse = Sse::new(stream).keep_alive(KeepAlive::new().interval(server.inner.config.heartbeat));
-    Ok(sse.into_response())
+    let chunks = tokio_stream::StreamExt::map(
+        tokio_stream::wrappers::ReceiverStream::new(rx),
+        Ok::<_, std::convert::Infallible>,
+    );
+    let response = Response::builder()
+        .header(header::CONTENT_TYPE, "text/event-stream")
+        .header(header::CACHE_CONTROL, "no-cache")
+        .body(axum::body::Body::from_stream(chunks))
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))?;
+    Ok(response)
 }

@@ -64,6 +64,10 @@ pub struct HostConfig {
     pub updates_capacity: usize,
     /// Capacity of the engine's inbox (back-pressure on clients and streams).
     pub inbox_capacity: usize,
+    /// Read connections for clients (`Host::read`, `wait`, completion streams), used by
+    /// whichever query finds one free: a server's streams that catch up from the store do not
+    /// queue behind one another or behind `wait` (4 by default).
+    pub readers: usize,
     /// The flight recorder: write every input to this trace (`turnstile-sim replay`
     /// reproduces the run), with the outputs when `trace_outputs` is set.
     pub trace: Option<Flight>,
@@ -117,6 +121,7 @@ impl HostConfig {
             group_commit: true,
             updates_capacity: 1024,
             inbox_capacity: 4096,
+            readers: 4,
             trace: None,
             trace_outputs: false,
         }
@@ -167,7 +172,7 @@ pub struct Host {
 struct Inner {
     inbox: mpsc::Sender<Msg>,
     hub: Arc<Hub>,
-    reader: Arc<Mutex<Reader>>,
+    reader: crate::rt::Readers,
     stats: Arc<WriterStats>,
     /// The store writer, for `flush`. Weak: the writer ends when the engine task does.
     writer: mpsc::WeakUnboundedSender<writer::WriteReq>,
@@ -202,11 +207,14 @@ impl Host {
             }
         };
         log_recovery(&opened.recovered, opened.start.runs.len());
-        let reader = opened.store.reader()?;
-        // A second read connection for the workers (requests, preparation), so that clients'
-        // waits do not queue behind them.
+        let mut readers = Vec::new();
+        for _ in 0..config.readers.max(1) {
+            readers.push(opened.store.reader()?);
+        }
+        // A read connection of their own for the workers (requests, preparation), so that
+        // clients' reads do not queue behind them.
         let worker_reader = opened.store.reader()?;
-        let newest = reader.newest_cursor()?;
+        let newest = readers[0].newest_cursor()?;
         let driver = driver(&config, &opened.start)?;
         let hub = Arc::new(Hub::new(newest, config.updates_capacity));
         hub.revised(opened.store.revision());
@@ -231,11 +239,11 @@ impl Host {
         );
         tokio::spawn(writer.run());
         let (inbox_tx, inbox_rx) = mpsc::channel(config.inbox_capacity.max(1));
-        let reader = Arc::new(Mutex::new(reader));
+        let reader = crate::rt::Readers::new(readers);
         let ctx = Arc::new(worker::Ctx {
             provider,
             tools,
-            reader: Arc::new(Mutex::new(worker_reader)),
+            reader: crate::rt::Readers::new(vec![worker_reader]),
             inbox: inbox_tx.downgrade(),
             writer: write_tx.clone(),
             armed,

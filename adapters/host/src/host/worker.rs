@@ -20,7 +20,7 @@
 //! attributed to its session and call.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::AbortHandle;
@@ -36,7 +36,7 @@ use crate::error::{Stopped, SubmitError};
 use crate::history;
 use crate::mutants::HostMutant;
 use crate::provider::{EngineTarget, EventSink, ModelRequest, Provider, RequestKind};
-use crate::store::{NewRun, Reader, Txn, Write};
+use crate::store::{NewRun, Txn, Write};
 use crate::tool::{ToolCall, ToolSet};
 
 /// What the engine task hands a worker.
@@ -82,7 +82,7 @@ pub(crate) enum WorkerMsg {
 pub(crate) struct Ctx {
     pub(crate) provider: Arc<dyn Provider>,
     pub(crate) tools: ToolSet,
-    pub(crate) reader: Arc<Mutex<Reader>>,
+    pub(crate) reader: crate::rt::Readers,
     /// Weak: IO tasks must not keep the engine alive once every `Host` handle is gone.
     pub(crate) inbox: mpsc::WeakSender<Msg>,
     pub(crate) writer: mpsc::UnboundedSender<WriteReq>,
