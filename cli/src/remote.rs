@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
-use turnstile_core::{MessageId, RunId, SessionId};
+use turnstile_core::{RunId, SessionId};
 use turnstile_host::CompletionRecord;
 use turnstile_host::store::StoredMessage;
 use turnstile_wire::sse::{Frame, Framer};
@@ -31,8 +31,11 @@ const GIVE_UP_AFTER: Duration = Duration::from_secs(300);
 /// Bad usage, no token, a server that cannot be reached or refuses the token, a rejected
 /// prompt, or a server lost for good.
 pub async fn run(_global: &Global, a: Run, url: &str, prompt: String) -> Result<u8, Failure> {
+    // A model from TURNSTILE_MODEL is the environment's, not a choice made for this run.
+    let from_env = std::env::var("TURNSTILE_MODEL").ok();
+    let model_given = a.model.is_some() && a.model != from_env;
     for (given, flag) in [
-        (a.model.is_some(), "--model"),
+        (model_given, "--model"),
         (a.yolo, "--yolo"),
         (a.cwd.is_some(), "--cwd"),
     ] {
@@ -63,6 +66,9 @@ pub async fn run(_global: &Global, a: Run, url: &str, prompt: String) -> Result<
             )));
         }
     }
+    // Ctrl-C is ours from before the prompt is sent: a signal while it is on its way still
+    // cancels the run on the server instead of leaving it running (G-12).
+    let mut interrupts = Interrupts::new()?;
     let body = json!({"prompt": prompt, "run_id": run_id});
     let path = format!("/v1/sessions/{}/prompts", encode(session.as_str()));
     let accepted = match client.post(&path, &body).await? {
@@ -72,7 +78,8 @@ pub async fn run(_global: &Global, a: Run, url: &str, prompt: String) -> Result<
             if show == Show::Json {
                 println!("{}", json!({"type": "rejected", "message": message}));
             }
-            let failure = if matches!(status, 400 | 409 | 413 | 503) {
+            let stopped = v["error"]["code"] == "engine_stopped";
+            let failure = if matches!(status, 400 | 409 | 413 | 503) && !stopped {
                 Failure {
                     status: EXIT_USAGE,
                     message: format!("the run was rejected: {message}"),
@@ -113,19 +120,22 @@ pub async fn run(_global: &Global, a: Run, url: &str, prompt: String) -> Result<
         let feed = tokio::select! {
             biased;
             f = frames.recv() => f,
-            _ = tokio::signal::ctrl_c() => {
+            () = interrupts.next() => {
                 if cancelled {
                     eprintln!("\nexiting without waiting; the run goes on being cancelled on the server");
                     std::process::exit(130);
                 }
                 cancelled = true;
                 eprintln!("\ncancelling the run on the server (Ctrl-C again to exit at once)");
-                let path = format!("/v1/runs/{}/cancel", encode(run_id.as_str()));
-                match client.post(&path, &json!({})).await {
-                    Ok((202, _)) => {}
-                    Ok((status, v)) => eprintln!("warning: the cancel was refused ({status}): {}", error_message(&v)),
-                    Err(f) => eprintln!("warning: {}", f.message),
-                }
+                // Sent on its own task: a second Ctrl-C still exits while it is on its way.
+                let (client, path) = (client.clone(), format!("/v1/runs/{}/cancel", encode(run_id.as_str())));
+                tokio::spawn(async move {
+                    match client.post(&path, &json!({})).await {
+                        Ok((202, _)) => {}
+                        Ok((status, v)) => eprintln!("warning: the cancel was refused ({status}): {}", error_message(&v)),
+                        Err(f) => eprintln!("warning: {}", f.message),
+                    }
+                });
                 continue;
             }
         };
@@ -213,12 +223,7 @@ fn follows(view: &mut View, session: &SessionId) -> bool {
     if let Some(known) = view.knows(session) {
         return known;
     }
-    let parent_message = session
-        .as_str()
-        .split_once("$$")
-        .and_then(|(m, _)| m.parse::<u64>().ok())
-        .map(MessageId);
-    let ours = parent_message.is_some_and(|m| view.has_message(m));
+    let ours = turnstile_core::parent_message(session).is_some_and(|m| view.has_message(m));
     let parent = ours.then(|| view.session().clone());
     view.learn(session, parent.as_ref())
 }
@@ -356,6 +361,43 @@ impl Client {
     }
 }
 
+/// SIGINT as a stream, installed once before the prompt is sent: a Ctrl-C between two waits
+/// is kept for the next one, never lost.
+struct Interrupts {
+    #[cfg(unix)]
+    signal: tokio::signal::unix::Signal,
+}
+
+impl Interrupts {
+    fn new() -> Result<Interrupts, Failure> {
+        #[cfg(unix)]
+        {
+            let signal = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+                .map_err(|e| Failure::setup(format!("cannot listen for Ctrl-C: {e}")))?;
+            Ok(Interrupts { signal })
+        }
+        #[cfg(not(unix))]
+        {
+            Ok(Interrupts {})
+        }
+    }
+
+    async fn next(&mut self) {
+        #[cfg(unix)]
+        {
+            self.signal.recv().await;
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}
+
+/// How long a stream may be silent (the server's heartbeat is every 15 s) before the
+/// connection is taken for dead and resumed.
+const SILENCE: Duration = Duration::from_secs(45);
+
 /// What the stream follower reports.
 enum Feed {
     Frame(Frame),
@@ -386,7 +428,10 @@ fn follow(client: Client) -> mpsc::Receiver<Feed> {
                 Ok(mut resp) if resp.status().is_success() => {
                     let mut framer = Framer::new();
                     let mut out = Vec::new();
-                    while let Ok(Some(chunk)) = resp.chunk().await {
+                    // A half-open connection sends nothing, not even heartbeats: resume.
+                    while let Ok(Ok(Some(chunk))) =
+                        tokio::time::timeout(SILENCE, resp.chunk()).await
+                    {
                         if framer.feed(&chunk, &mut out).is_err() {
                             break;
                         }
@@ -402,18 +447,21 @@ fn follow(client: Client) -> mpsc::Receiver<Feed> {
                         }
                     }
                 }
-                Ok(resp) if resp.status().is_client_error() => {
+                Ok(resp) => {
+                    // A refusal (the token, a bad position) or an engine that stopped is for
+                    // good; anything else (too many streams, a proxy's 502) is retried.
                     let status = resp.status().as_u16();
                     let v: Value = resp.json().await.unwrap_or(Value::Null);
-                    let _ = tx
-                        .send(Feed::Fatal(format!(
+                    if (400..500).contains(&status) || v["error"]["code"] == "engine_stopped" {
+                        let why = format!(
                             "the server refused the event stream ({status}): {}",
                             error_message(&v)
-                        )))
-                        .await;
-                    return;
+                        );
+                        let _ = tx.send(Feed::Fatal(why)).await;
+                        return;
+                    }
                 }
-                Ok(_) | Err(_) => {}
+                Err(_) => {}
             }
             let first_loss = lost_since.is_none();
             let since = *lost_since.get_or_insert_with(Instant::now);

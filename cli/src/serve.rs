@@ -16,6 +16,9 @@ use crate::{Failure, setup};
 /// The address `serve` listens on without `--listen` or `[server] listen`.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8700";
 
+/// How long connections may take to close once the host has shut down.
+const GRACE: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// The environment variable that configures the token (for the server and its clients).
 pub const TOKEN_ENV: &str = "TURNSTILE_SERVER_TOKEN";
 
@@ -121,6 +124,7 @@ pub async fn serve(global: &Global, a: Serve) -> Result<u8, Failure> {
         );
     }
     let stopping = server.clone();
+    let (done_tx, mut done_rx) = tokio::sync::watch::channel(false);
     let shutdown = async move {
         wait_for_signal().await;
         eprintln!("shutting down: unfinished runs end interrupted (a second signal exits at once)");
@@ -132,10 +136,22 @@ pub async fn serve(global: &Global, a: Serve) -> Result<u8, Failure> {
         if let Err(e) = stopping.shutdown().await {
             eprintln!("warning: the host stopped before its shutdown: {e}");
         }
+        done_tx.send_replace(true);
     };
-    let served = axum::serve(listener, server.router())
-        .with_graceful_shutdown(shutdown)
-        .await;
+    let serving = axum::serve(listener, server.router()).with_graceful_shutdown(shutdown);
+    // Once the host is down every stream ends; a client that stopped reading keeps its
+    // connection open, so the graceful wait has a deadline.
+    let served = tokio::select! {
+        biased;
+        served = serving => served,
+        () = async {
+            let _ = done_rx.wait_for(|d| *d).await;
+            tokio::time::sleep(GRACE).await;
+        } => {
+            eprintln!("some clients did not disconnect within {} s; stopping anyway", GRACE.as_secs());
+            Ok(())
+        }
+    };
     if let Err(e) = host.shutdown().await {
         tracing::warn!("the host stopped before its shutdown: {e}");
     }

@@ -155,7 +155,9 @@ pub use engine::{Engine, check_invariants};
 pub use lifecycle::acceptance::validate;
 pub use lifecycle::retry::retry_delay_ms;
 pub use lifecycle::stream::unknown_tool_result;
-pub use lifecycle::subagent::{child_session_id, offered_to_sub_agent, unusable_call_id};
+pub use lifecycle::subagent::{
+    child_session_id, offered_to_sub_agent, parent_message, unusable_call_id,
+};
 pub use lifecycle::summary::{at_threshold, continuation};
 pub use lifecycle::title::{clean_title, title_from_prompt};
 pub use trace::replay::{self, ReplayFailure, ReplayReport, bless, replay};

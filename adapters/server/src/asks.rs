@@ -148,15 +148,16 @@ impl Asks {
         match st.take(id) {
             Some((_, tx)) => {
                 st.close(id.to_owned(), Closed::Answered);
+                // Announced under the lock, so events go out in the order the registry changed.
+                let _ = self
+                    .inner
+                    .events
+                    .send(AskEvent::Closed { id: id.to_owned(), why: Closed::Answered });
                 drop(st);
                 // The call may have been aborted at this very moment: its withdrawal found
                 // nothing pending, so this answer counts, and nobody reads it. Either way the
                 // ask closed once.
                 let _ = tx.send(answer);
-                let _ = self
-                    .inner
-                    .events
-                    .send(AskEvent::Closed { id: id.to_owned(), why: Closed::Answered });
                 Ok(())
             }
             None => match st.closed.iter().find(|(c, _)| c == id) {
@@ -171,7 +172,6 @@ impl Asks {
         let mut st = self.state();
         if st.take(id).is_some() {
             st.close(id.to_owned(), Closed::Withdrawn);
-            drop(st);
             let _ = self
                 .inner
                 .events
@@ -206,9 +206,13 @@ impl Asker for Asks {
             subject: ask.subject,
         };
         let (tx, rx) = oneshot::channel();
-        self.state().pending.push((pending.clone(), tx));
         tracing::info!(ask = %id, session = %pending.session, tool = %pending.tool, "permission asked");
-        let _ = self.inner.events.send(AskEvent::Opened(pending));
+        {
+            // Announced under the lock: no answer can be announced before its ask.
+            let mut st = self.state();
+            st.pending.push((pending.clone(), tx));
+            let _ = self.inner.events.send(AskEvent::Opened(pending));
+        }
         let guard = Withdraw { asks: self.clone(), id };
         Box::pin(async move {
             let answer = rx.await;

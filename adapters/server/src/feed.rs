@@ -166,9 +166,21 @@ async fn run(
     mut updates: turnstile_host::Updates,
     mut ask_events: broadcast::Receiver<AskEvent>,
 ) {
+    let mut asks_open = true;
     loop {
+        // Asks first (rare, and a person waits on them), then commits, then the lossy live
+        // updates: a stream of commits cannot starve an ask.
         tokio::select! {
             biased;
+            event = ask_events.recv(), if asks_open => match event {
+                Ok(e) => {
+                    let _ = tx.send(Arc::new(ask_frame(&e)));
+                }
+                // A burst of asks beyond the channel: streams get the pending list when they
+                // connect or fall behind, and `GET /v1/asks` lists them.
+                Err(broadcast::error::RecvError::Lagged(_)) => {}
+                Err(broadcast::error::RecvError::Closed) => asks_open = false,
+            },
             changed = revisions.changed() => {
                 if changed.is_err() {
                     break;
@@ -182,19 +194,9 @@ async fn run(
                         "session": session, "seq": seq, "attempt": attempt,
                         "delay_ms": delay_ms, "reason": reason,
                     });
-                    let frame = Frame::new("retry", &data, None, None);
-                    let _ = tx.send(Arc::new(frame));
+                    let _ = tx.send(Arc::new(Frame::new("retry", &data, None, None)));
                 }
                 Some(_) => {}
-            },
-            event = ask_events.recv() => match event {
-                Ok(e) => {
-                    let _ = tx.send(Arc::new(ask_frame(&e)));
-                }
-                // A burst of asks beyond the channel: clients get the pending list when they
-                // reconnect; asks are also listed by `GET /v1/asks`.
-                Err(broadcast::error::RecvError::Lagged(_)) => {}
-                Err(broadcast::error::RecvError::Closed) => {}
             },
         }
     }
@@ -274,7 +276,7 @@ struct Stream {
     delivered: Position,
 }
 
-/// The client went away.
+/// The stream ends: the client went away, or it must resume from its position.
 struct Gone;
 
 /// What a stream's loop woke for.
@@ -330,7 +332,12 @@ impl Stream {
                 Ok(frame) => self.forward(&frame).await,
                 Err(broadcast::error::RecvError::Lagged(skipped)) => {
                     tracing::debug!(skipped, "event stream fell behind: reading the store");
-                    self.catch_up().await
+                    // What was skipped may hold asks and their closing, which the store does
+                    // not have: the pending list again, after the store's changes.
+                    match self.catch_up().await {
+                        Ok(()) => self.send(&body("asks", &json!({"asks": asks.pending()}))).await,
+                        Err(gone) => Err(gone),
+                    }
                 }
                 Err(broadcast::error::RecvError::Closed) => return,
             };
@@ -347,8 +354,10 @@ impl Stream {
             let changes = match self.host.read(move |r| r.changes(from, BATCH)).await {
                 Ok(c) => c,
                 Err(e) => {
-                    tracing::warn!(error = %e, "event stream: the store could not be read");
-                    return Ok(());
+                    // Going on would let a later frame's claim jump past what was never sent;
+                    // ending the stream makes the client resume from what it really has.
+                    tracing::warn!(error = %e, "event stream: the store could not be read; ending it");
+                    return Err(Gone);
                 }
             };
             for frame in frames(&changes, from) {

@@ -482,6 +482,14 @@ async fn events(
     q: Result<Query<EventsQuery>, QueryRejection>,
 ) -> ApiResult {
     let q = query(q)?;
+    if let Some(why) = server.inner.host.stopped() {
+        // Its feed has ended: a stream would end at once, and a client would reconnect forever.
+        return Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "engine_stopped",
+            why.to_string(),
+        ));
+    }
     let invalid = |why: String| ApiError::new(StatusCode::BAD_REQUEST, "invalid_event_id", why);
     let header = match headers.get("last-event-id") {
         Some(v) => Some(

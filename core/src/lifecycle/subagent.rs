@@ -35,6 +35,19 @@ pub fn child_session_id(message: MessageId, call: &CallId) -> SessionId {
     SessionId::new(format!("{message}$${call}"))
 }
 
+/// The assistant message a sub-agent session was started from: the inverse of
+/// [`child_session_id`] (`m<id>$$<call>`, split on `$$` into exactly two parts). `None` for a
+/// session id that is not a child's.
+#[must_use]
+pub fn parent_message(session: &SessionId) -> Option<MessageId> {
+    let mut parts = session.as_str().split("$$");
+    let (message, _call, rest) = (parts.next()?, parts.next()?, parts.next());
+    if rest.is_some() {
+        return None;
+    }
+    message.strip_prefix('m')?.parse().ok().map(MessageId)
+}
+
 /// The `prompt` of an `agent` call's arguments, when it has a non-empty one.
 pub(crate) fn agent_prompt(input: &str) -> Option<String> {
     let v: serde_json::Value = serde_json::from_str(input).ok()?;
@@ -129,6 +142,21 @@ pub(crate) fn cross(st: &mut State, ss: &mut Sessions, tx: &mut Tx, now: Millis,
         }
         Crossing::AbortChild { child, cause } => {
             ss.with(&child, false, |s| cancel::abort_turn(st, tx, now, s, cause));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_child_session_names_its_parent_message() {
+        let child = child_session_id(MessageId(42), &CallId::new("call-1"));
+        assert_eq!(child.as_str(), "m42$$call-1");
+        assert_eq!(parent_message(&child), Some(MessageId(42)));
+        for not_a_child in ["s", "m42", "42$$c", "mx$$c", "m1$$c$$d", "$$c"] {
+            assert_eq!(parent_message(&SessionId::new(not_a_child)), None, "{not_a_child}");
         }
     }
 }

@@ -23,7 +23,8 @@
 //! Version 3 adds the change order: a `revision` counter that every committing transaction
 //! advances once, and `messages.rev` / `sessions.rev`, the revision that last changed the row
 //! (stamped by triggers, so no write can forget it). A message's revision changes with its
-//! calls and results; a session's with its ledger rows and messages. What changed after a
+//! calls and results; a session's with its ledger rows, its new or deleted messages, and the
+//! end of its summary (which ends `summarizing`). What changed after a
 //! revision is then one indexed query, also after a restart (SPEC 9 "Server").
 
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior};
@@ -183,6 +184,12 @@ WHEN NEW.rev = OLD.rev
 BEGIN
     UPDATE messages SET rev = (SELECT value FROM counters WHERE name = 'revision')
     WHERE id = NEW.id;
+END;
+CREATE TRIGGER messages_summary_finish AFTER UPDATE OF finish ON messages
+WHEN NEW.role = 'summary'
+BEGIN
+    UPDATE sessions SET rev = (SELECT value FROM counters WHERE name = 'revision')
+    WHERE id = NEW.session;
 END;
 CREATE TRIGGER messages_rev_delete AFTER DELETE ON messages
 BEGIN

@@ -1302,3 +1302,33 @@ fn pages_of_messages_follow_write_order_and_refuse_a_foreign_cursor() {
     assert_eq!(reader.session_state(&sid("nope")).unwrap(), None);
     assert_eq!(reader.session_state(&sid("b")).unwrap().unwrap().messages, 1);
 }
+
+#[test]
+fn the_end_of_a_summary_changes_its_session_so_streams_see_it_stop_summarizing() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = open(&dir).store;
+    store
+        .commit(&[txn("s", vec![new_run("s", 1, None, "hi"), Write::Op(activated("s", 1))])])
+        .unwrap();
+    store
+        .commit(&[ops("s", vec![StoreOp::SummaryMessage { session: sid("s"), id: MessageId(4) }])])
+        .unwrap();
+    let reader = store.reader().unwrap();
+    assert!(reader.session_state(&sid("s")).unwrap().unwrap().summarizing);
+    let before = reader.position().unwrap();
+    store
+        .commit(&[ops(
+            "s",
+            vec![StoreOp::SummaryFailed {
+                session: sid("s"),
+                id: MessageId(4),
+                title: "t".into(),
+                message: "m".into(),
+            }],
+        )])
+        .unwrap();
+    let c = reader.changes(before, 10).unwrap();
+    assert_eq!(names(&c), ["m4", "ss"]);
+    let Change::Session(state) = &c.rows[1] else { panic!("a session") };
+    assert!(!state.summarizing);
+}
