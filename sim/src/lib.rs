@@ -35,4 +35,5 @@ pub mod recorded;
 pub mod shrink;
 #[cfg(madsim)]
 pub mod sweep;
+pub mod view;
 pub mod world;

@@ -133,6 +133,21 @@ enum Command {
         #[arg(required = true)]
         paths: Vec<PathBuf>,
     },
+    /// Draw a trace as a timeline in one self-contained HTML file (no network; open it from
+    /// disk in any browser): one lane per session, each submission's phases, attempts and tool
+    /// calls, cancels, clears, shutdown, timers, commits and RunCompletes. A click shows the
+    /// input, its outputs, its line and the core's state there; a trace whose replay fails
+    /// opens at the failing line with replay's text. Exit status: 0 written (also for a trace
+    /// that fails: the page shows why), 2 the trace could not be read or the page written.
+    ///
+    /// Example: `turnstile-sim view tests/traces/fold-at-step-zero.jsonl -o fold.html`
+    View {
+        /// The trace file.
+        trace: PathBuf,
+        /// Where to write the page [default: the trace's name with `.html`, here].
+        #[arg(short, long)]
+        out: Option<PathBuf>,
+    },
     /// Decode recorded response bodies (`NN.response.body` of a recording) with the real
     /// decoder of their API, printing the core events they become as JSON Lines: the `event`
     /// objects of the trace format, one per line, the terminal `finished` or `failed` last.
@@ -153,6 +168,7 @@ enum Command {
 fn main() -> ExitCode {
     match Cli::parse().command {
         Command::Replay { paths } => replay_all(&paths),
+        Command::View { trace, out } => view_file(&trace, out),
         Command::Bless { paths } => bless_all(&paths),
         Command::Sweep { seeds, first, jobs, faults, out, mutant } => {
             simulate::sweep(seeds, first, jobs, &faults, &out, mutant)
@@ -340,6 +356,41 @@ fn replay_all(paths: &[PathBuf]) -> ExitCode {
         println!("{} unreadable", tally.unreadable);
     }
     tally.status()
+}
+
+fn view_file(path: &Path, out: Option<PathBuf>) -> ExitCode {
+    let trace = match load(path) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("turnstile-sim: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let stem =
+        path.file_stem().map_or_else(|| "trace".into(), |s| s.to_string_lossy().into_owned());
+    let out = out.unwrap_or_else(|| PathBuf::from(format!("{stem}.html")));
+    let model = turnstile_sim::view::build(&trace);
+    let page = turnstile_sim::view::render(&model, &stem);
+    if let Err(e) = std::fs::write(&out, page) {
+        eprintln!("turnstile-sim: cannot write `{}`: {e}", out.display());
+        return ExitCode::from(2);
+    }
+    println!(
+        "wrote {} ({} inputs, {} lanes, {} submissions)",
+        out.display(),
+        model.lines.len(),
+        model.lanes.len(),
+        model.bars.len()
+    );
+    if let Some(f) = &model.failure {
+        println!(
+            "replay fails at line {}; the page opens there:
+  {}",
+            f.line,
+            f.text.replace('\n', "\n  ")
+        );
+    }
+    ExitCode::SUCCESS
 }
 
 fn shrink_file(path: &Path, out: Option<PathBuf>) -> ExitCode {
