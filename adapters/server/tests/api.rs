@@ -7,23 +7,12 @@ mod common;
 
 use std::time::Duration;
 
-use common::{TOKEN, data, run_completes, start};
+use common::{TOKEN, calls_echo_then_answers, data, run_completes, start};
 use serde_json::json;
-use turnstile_host::{Answer, EchoTool, RequestMessage, ScriptedProvider, ToolSet, Usage};
+use turnstile_host::{Answer, EchoTool, ScriptedProvider, ToolSet, Usage};
 
 fn answers_hello() -> ScriptedProvider {
     ScriptedProvider::new(|_, _| Answer::streamed("hello there", 3, 5, Usage::default()))
-}
-
-/// Calls `echo` first, then answers with text once the result is in.
-fn calls_echo_then_answers() -> ScriptedProvider {
-    ScriptedProvider::new(|req, _| {
-        if req.messages.iter().any(|m| matches!(m, RequestMessage::ToolResults(_))) {
-            Answer::streamed("done", 1, 1, Usage::default())
-        } else {
-            Answer::tool_call("c1", "echo", r#"{"text":"x"}"#)
-        }
-    })
 }
 
 #[tokio::test]

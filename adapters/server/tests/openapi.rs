@@ -9,9 +9,9 @@ mod common;
 
 use std::collections::BTreeSet;
 
-use common::{Running, TOKEN, answer, data, start};
+use common::{Running, TOKEN, answer, calls_echo_then_answers, data, start};
 use serde_json::{Value, json};
-use turnstile_host::{Answer, EchoTool, RequestMessage, ScriptedProvider, ToolSet, Usage};
+use turnstile_host::{Answer, EchoTool, ScriptedProvider, ToolSet, Usage};
 use turnstile_server::OPENAPI;
 
 /// Every operation the router serves, as the document must list it.
@@ -436,17 +436,6 @@ fn has_type(v: &Value, t: &str) -> bool {
         "object" => v.is_object(),
         _ => panic!("unknown type {t}"),
     }
-}
-
-/// Calls `echo` first, then answers with text once the result is in.
-fn calls_echo_then_answers() -> ScriptedProvider {
-    ScriptedProvider::new(|req, _| {
-        if req.messages.iter().any(|m| matches!(m, RequestMessage::ToolResults(_))) {
-            Answer::streamed("done", 1, 1, Usage::default())
-        } else {
-            Answer::tool_call("c1", "echo", r#"{"text":"x"}"#)
-        }
-    })
 }
 
 #[test]

@@ -11,7 +11,7 @@
 //! in memory, so it works the same after a restart, and several processes reading one database
 //! agree on it (the revision is a column, not a counter in a process).
 
-use rusqlite::params;
+use rusqlite::{OptionalExtension, params};
 use serde::{Deserialize, Serialize};
 use turnstile_core::{MessageId, SessionId};
 
@@ -191,13 +191,7 @@ impl Reader {
             "SELECT {}, {STATE_COLUMNS} FROM sessions s WHERE s.id = ?1",
             prefixed(SESSION_COLUMNS)
         );
-        let raw =
-            self.conn.prepare_cached(&sql)?.query_row([id.as_str()], raw_state).map(Some).or_else(
-                |e| match e {
-                    rusqlite::Error::QueryReturnedNoRows => Ok(None),
-                    e => Err(e),
-                },
-            )?;
+        let raw = self.conn.prepare_cached(&sql)?.query_row([id.as_str()], raw_state).optional()?;
         raw.map(RawState::parse).transpose()
     }
 
@@ -220,11 +214,7 @@ impl Reader {
                 .conn
                 .prepare_cached("SELECT ord FROM messages WHERE id = ?1 AND session = ?2")?
                 .query_row(params![int(id.0, "message id")?, session.as_str()], |r| r.get(0))
-                .map(Some)
-                .or_else(|e| match e {
-                    rusqlite::Error::QueryReturnedNoRows => Ok(None),
-                    e => Err(e),
-                })?,
+                .optional()?,
         };
         let Some(after_ord) = after_ord else { return Ok(None) };
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);

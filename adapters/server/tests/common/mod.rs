@@ -172,3 +172,15 @@ pub fn run_completes(frames: &[Frame]) -> Vec<String> {
         .map(|f| data(f)["run_id"].as_str().unwrap().to_owned())
         .collect()
 }
+
+/// Calls `echo` first, then answers with text once the result is in.
+pub fn calls_echo_then_answers() -> turnstile_host::ScriptedProvider {
+    turnstile_host::ScriptedProvider::new(|req, _| {
+        if req.messages.iter().any(|m| matches!(m, turnstile_host::RequestMessage::ToolResults(_)))
+        {
+            turnstile_host::Answer::streamed("done", 1, 1, turnstile_host::Usage::default())
+        } else {
+            turnstile_host::Answer::tool_call("c1", "echo", r#"{"text":"x"}"#)
+        }
+    })
+}
