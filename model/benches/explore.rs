@@ -4,7 +4,8 @@
 //! - **explorer**: the `default` configuration, specification only (no lockstep): distinct
 //!   states per second of the breadth-first search with its exact deduplication.
 //! - **lockstep**: the `small` configuration with the core driven on every transition, the
-//!   core's invariant checkers and the projection comparison.
+//!   core's invariant checkers and the projection comparison, with one worker and with two
+//!   (the same report; only the seconds differ).
 //! - **baseline**: the irreducible work of any explicit-state checker of the same size: a
 //!   breadth-first search over 16^5 = 1,048,576 synthetic states with 5 successors each, keyed
 //!   by the same 32-byte keys in the same visited map.
@@ -13,6 +14,10 @@
 
 use std::collections::HashMap;
 use std::time::Instant;
+
+// As in the `turnstile-model` binary (see model/Cargo.toml).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use turnstile_model::encode::BuildKeyHasher;
 use turnstile_model::{Options, check, configs};
@@ -52,25 +57,34 @@ fn main() {
         std::env::var("TURNSTILE_BENCH_REPS").ok().and_then(|v| v.parse().ok()).unwrap_or(3);
     let default = configs::named("default").expect("default");
     let small = configs::named("small").expect("small");
-    let explore = Options { conformance: false, max_states: None };
+    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+    println!("{cores} cores available");
     println!(
-        "| rep | explorer states/s (default) | lockstep states/s (small) | baseline states/s | explorer / baseline |"
+        "| rep | explorer, 1 worker (default) | lockstep, 1 worker (small) | lockstep, 2 workers (small) | 2 workers / 1 | baseline | explorer / baseline |"
     );
-    println!("|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|");
     for rep in 1..=reps {
+        let explore = Options { conformance: false, jobs: 1, ..Options::default() };
         let e = check(&default, &explore, &mut |_| {});
-        let l = check(&small, &Options::default(), &mut |_| {});
+        let one = check(&small, &Options { jobs: 1, ..Options::default() }, &mut |_| {});
+        let two = check(&small, &Options { jobs: 2, ..Options::default() }, &mut |_| {});
         let (b_states, b_secs) = baseline();
-        assert!(e.counterexample.is_none() && l.counterexample.is_none());
+        for r in [&e, &one, &two] {
+            assert!(r.counterexample.is_none(), "{} passes", r.config);
+        }
+        assert_eq!((one.states, one.transitions), (two.states, two.transitions));
         let b = b_states as f64 / b_secs;
         println!(
-            "| {rep} | {:.0} ({} states, {:.2} s) | {:.0} ({} states, {:.2} s) | {:.0} | {:.2} |",
+            "| {rep} | {:.0} ({} states, {:.2} s) | {:.0} ({} states, {:.2} s) | {:.0} ({:.2} s) | {:.2} | {:.0} | {:.2} |",
             e.states_per_second(),
             e.states,
             e.seconds,
-            l.states_per_second(),
-            l.states,
-            l.seconds,
+            one.states_per_second(),
+            one.states,
+            one.seconds,
+            two.states_per_second(),
+            two.seconds,
+            two.states_per_second() / one.states_per_second(),
             b,
             e.states_per_second() / b
         );

@@ -17,7 +17,9 @@
 //! again along another path is not explored again, which is sound because conformance makes
 //! the core's observable behaviour a function of the specification state.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, mpsc};
 use std::time::Instant;
 
 use turnstile_core::Start;
@@ -99,7 +101,31 @@ struct Found {
     last: Option<Action>,
 }
 
+/// Nodes per unit of parallel work: large enough that handing out work costs nothing beside
+/// expanding it (a node is about 4 transitions of a few microseconds each).
+const CHUNK: usize = 128;
+
+/// One transition, computed by a worker; the merge decides whether its target is new.
+struct Successor {
+    action: Action,
+    spec: Spec,
+    key: Key,
+    core: Option<Box<Lockstep>>,
+    /// The core's observable digest ([`Lockstep::observable`]), with the core in lockstep.
+    digest: Option<u64>,
+}
+
+/// One expanded node: its transitions in action order, then the problem that stopped its
+/// expansion, if one did (a problem in the node itself comes with no transitions).
+struct Expanded {
+    at: u32,
+    successors: Vec<Successor>,
+    found: Option<Found>,
+}
+
 /// The breadth-first search's memory: the visited states and how each was first reached.
+/// Only the merge touches it, one chunk at a time in frontier order, so the result (indices,
+/// parents, the first problem) does not depend on how many workers expanded the chunks.
 struct Search<'a> {
     bounds: &'a Bounds,
     visited: HashMap<Key, u32, BuildKeyHasher>,
@@ -114,6 +140,12 @@ struct Search<'a> {
 }
 
 /// Explores `bounds` and reports.
+///
+/// The search is level by level; within a level, `options.jobs` workers expand chunks of the
+/// frontier (the specification's successors, the core in lockstep, conformance) and the
+/// calling thread merges the chunks in frontier order into the visited set. Any number of
+/// workers gives the same report (states, transitions, depth, the same shortest
+/// counterexample); only the seconds differ.
 #[must_use]
 pub fn check(bounds: &Bounds, options: &Options, progress: &mut dyn FnMut(Progress)) -> Report {
     let started = Instant::now();
@@ -130,16 +162,16 @@ pub fn check(bounds: &Bounds, options: &Options, progress: &mut dyn FnMut(Progre
     };
     search.visited.insert(encode(&root), 0);
     let mut frontier = vec![Node { index: 0, spec: root, core }];
-    let mut actions = Vec::new();
+    let jobs = options.jobs.max(1);
     while !frontier.is_empty() {
         let mut next = Vec::new();
-        for node in frontier.drain(..) {
-            if let Err(found) = search.expand(node, &mut actions, &mut next) {
-                return search.report(started, Some(found));
-            }
-            if search.visited.len() % 65_536 < actions.len() {
-                progress(search.progress());
-            }
+        let level = if jobs == 1 {
+            search.level_inline(frontier, &mut next, progress)
+        } else {
+            search.level_parallel(frontier, jobs, &mut next, progress)
+        };
+        if let Err(found) = level {
+            return search.report(started, Some(found));
         }
         search.depth += u32::from(!next.is_empty());
         progress(search.progress());
@@ -156,55 +188,146 @@ pub fn check(bounds: &Bounds, options: &Options, progress: &mut dyn FnMut(Progre
     search.report(started, found)
 }
 
+/// Splits a frontier into chunks, keeping its order.
+fn chunks(frontier: Vec<Node>) -> Vec<Vec<Node>> {
+    let mut out = Vec::with_capacity(frontier.len().div_ceil(CHUNK));
+    let mut nodes = frontier.into_iter();
+    loop {
+        let chunk: Vec<Node> = nodes.by_ref().take(CHUNK).collect();
+        if chunk.is_empty() {
+            return out;
+        }
+        out.push(chunk);
+    }
+}
+
+fn expand_chunk(chunk: Vec<Node>) -> Vec<Expanded> {
+    let mut actions = Vec::new();
+    chunk.into_iter().map(|node| expand(node, &mut actions)).collect()
+}
+
 impl Search<'_> {
-    /// Checks one state and pushes its new successors onto `next`.
-    fn expand(
+    /// One level on the calling thread.
+    fn level_inline(
         &mut self,
-        node: Node,
-        actions: &mut Vec<Action>,
+        frontier: Vec<Node>,
         next: &mut Vec<Node>,
+        progress: &mut dyn FnMut(Progress),
     ) -> Result<(), Found> {
-        let at = node.index;
-        node.spec.actions(actions);
-        if let Some(core) = &node.core {
-            // The same submissions are unfinished on both sides (so, where the specification
-            // has finished everything, so has the core: I6 for the core).
-            let unfinished = (1..=node.spec.accepted).filter(|&n| node.spec.unfinished(n));
-            let expected = unfinished.count() as u64;
-            if core.unfinished() != expected {
-                let fault = Fault::Violation(format!(
-                    "the core has {} unfinished submissions, the specification {expected}",
-                    core.unfinished()
-                ));
-                return Err(Found { problem: Problem::Core(fault), at, last: None });
-            }
+        let mut trash = Vec::new();
+        for chunk in chunks(frontier) {
+            self.merge(expand_chunk(chunk), next, &mut trash)?;
+            trash.clear();
+            progress(self.progress());
         }
-        if node.spec.any_unfinished() && !actions.iter().any(|a| is_answer(*a)) {
-            return Err(Found { problem: Problem::Stuck, at, last: None });
-        }
-        for &a in actions.iter() {
-            self.transitions += 1;
-            let found = |problem| Found { problem, at, last: Some(a) };
-            let (spec, core) = successor(&node, a).map_err(found)?;
-            let key = encode(&spec);
-            let len = self.visited.len() as u32;
-            let target = *self.visited.entry(key).or_insert(len);
-            let digest = core.as_ref().map(|c| c.observable());
-            if target == len {
-                self.parents.push((at, a));
-                self.observed.extend(digest);
-                next.push(Node { index: target, spec, core });
-            } else if digest.is_some_and(|d| self.observed.get(target as usize) != Some(&d)) {
-                // Deduplication is sound only if every path to a specification state leaves
-                // the core looking the same to a host.
-                return Err(found(Problem::Core(Fault::Violation(
-                    "two paths to the same specification state leave the core in different \
-                     observable states (busy, queue, active turn, unfinished)"
-                        .into(),
-                ))));
+        Ok(())
+    }
+
+    /// One level with `jobs` worker threads expanding chunks while this thread merges them in
+    /// order (a chunk that finishes early waits in `ready` for the ones before it).
+    fn level_parallel(
+        &mut self,
+        frontier: Vec<Node>,
+        jobs: usize,
+        next: &mut Vec<Node>,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<(), Found> {
+        let work: Vec<Vec<Node>> = chunks(frontier);
+        let total = work.len();
+        let work = Mutex::new(work.into_iter().enumerate());
+        let stop = AtomicBool::new(false);
+        // Freeing the cores of transitions into known states is a sixth of the work: the
+        // workers do it between chunks, so the merge stays short.
+        let trash: Mutex<Vec<Box<Lockstep>>> = Mutex::new(Vec::new());
+        let (send, receive) = mpsc::channel::<(usize, Vec<Expanded>)>();
+        std::thread::scope(|scope| {
+            for _ in 0..jobs.min(total) {
+                let (work, stop, trash, send) = (&work, &stop, &trash, send.clone());
+                scope.spawn(move || {
+                    while !stop.load(Ordering::Relaxed) {
+                        drop(trash.lock().map(|mut t| std::mem::take(&mut *t)));
+                        let Some((i, chunk)) = work.lock().ok().and_then(|mut w| w.next()) else {
+                            return;
+                        };
+                        if send.send((i, expand_chunk(chunk))).is_err() {
+                            return;
+                        }
+                    }
+                });
             }
-            if is_answer(a) {
-                self.host_edges.push([at, target]);
+            drop(send);
+            let mut ready = BTreeMap::new();
+            let mut merged = 0;
+            while merged < total {
+                let Some(expanded) = ready.remove(&merged) else {
+                    match receive.recv() {
+                        Ok((i, expanded)) => {
+                            ready.insert(i, expanded);
+                            continue;
+                        }
+                        Err(_) => unreachable!("the workers expand every chunk unless stopped"),
+                    }
+                };
+                let mut freed = Vec::new();
+                let merged_chunk = self.merge(expanded, next, &mut freed);
+                if let Ok(mut t) = trash.lock() {
+                    t.append(&mut freed);
+                }
+                if let Err(found) = merged_chunk {
+                    stop.store(true, Ordering::Relaxed);
+                    return Err(found);
+                }
+                merged += 1;
+                progress(self.progress());
+            }
+            Ok(())
+        })
+    }
+
+    /// Merges expanded nodes, in order, into the search: each transition's target is found or
+    /// numbered, its parent recorded; new targets join `next`. The first problem in frontier
+    /// and action order wins, as in a sequential search.
+    fn merge(
+        &mut self,
+        expanded: Vec<Expanded>,
+        next: &mut Vec<Node>,
+        trash: &mut Vec<Box<Lockstep>>,
+    ) -> Result<(), Found> {
+        for node in expanded {
+            let at = node.at;
+            for s in node.successors {
+                self.transitions += 1;
+                let len = self.visited.len() as u32;
+                let target = *self.visited.entry(s.key).or_insert(len);
+                if is_answer(s.action) {
+                    self.host_edges.push([at, target]);
+                }
+                if target == len {
+                    self.parents.push((at, s.action));
+                    self.observed.extend(s.digest);
+                    next.push(Node { index: target, spec: s.spec, core: s.core });
+                    continue;
+                }
+                if s.digest.is_some_and(|d| self.observed.get(target as usize) != Some(&d)) {
+                    // Deduplication is sound only if every path to a specification state
+                    // leaves the core looking the same to a host.
+                    return Err(Found {
+                        problem: Problem::Core(Fault::Violation(
+                            "two paths to the same specification state leave the core in \
+                             different observable states (busy, queue, active turn, unfinished)"
+                                .into(),
+                        )),
+                        at,
+                        last: Some(s.action),
+                    });
+                }
+                // A known state: its core goes back to a worker to be freed there.
+                trash.extend(s.core);
+            }
+            if let Some(found) = node.found {
+                // The failing transition counts, as the sequential search counted it.
+                self.transitions += u64::from(found.last.is_some());
+                return Err(found);
             }
         }
         Ok(())
@@ -235,21 +358,75 @@ impl Search<'_> {
     }
 }
 
-/// The specification's successor by `a`, and the core's in lockstep when it runs: their
-/// projections must agree.
-fn successor(node: &Node, a: Action) -> Result<(Spec, Option<Box<Lockstep>>), Problem> {
-    let mut spec = node.spec;
-    let mut emit = Emit { on: node.core.is_some(), ..Emit::default() };
+/// Checks one state (it is new: every node is expanded once) and computes its transitions, in
+/// action order, up to the first that fails.
+fn expand(node: Node, actions: &mut Vec<Action>) -> Expanded {
+    let at = node.index;
+    let stuck = |problem| Expanded {
+        at,
+        successors: Vec::new(),
+        found: Some(Found { problem, at, last: None }),
+    };
+    node.spec.actions(actions);
+    if let Some(core) = &node.core {
+        // The state invariants, once per distinct state (the transition into it was checked
+        // by the auditor when it was computed).
+        if let Err(fault) = core.check_state() {
+            return stuck(Problem::Core(fault));
+        }
+        // The same submissions are unfinished on both sides (so, where the specification has
+        // finished everything, so has the core: I6 for the core).
+        let unfinished = (1..=node.spec.accepted).filter(|&n| node.spec.unfinished(n));
+        let expected = unfinished.count() as u64;
+        if core.unfinished() != expected {
+            let fault = Fault::Violation(format!(
+                "the core has {} unfinished submissions, the specification {expected}",
+                core.unfinished()
+            ));
+            return stuck(Problem::Core(fault));
+        }
+    }
+    if node.spec.any_unfinished() && !actions.iter().any(|a| is_answer(*a)) {
+        return stuck(Problem::Stuck);
+    }
+    let mut successors = Vec::with_capacity(actions.len());
+    let mut core = node.core;
+    let last = actions.len().saturating_sub(1);
+    for (i, &action) in actions.iter().enumerate() {
+        // The last transition takes the node's core instead of a copy of it.
+        let mine = if i == last { core.take() } else { core.as_ref().map(|c| Box::new(c.fork())) };
+        match successor(&node.spec, mine, action) {
+            Ok((spec, core)) => {
+                let digest = core.as_ref().map(|c| c.observable());
+                successors.push(Successor { action, key: encode(&spec), spec, core, digest });
+            }
+            Err(problem) => {
+                let found = Some(Found { problem, at, last: Some(action) });
+                return Expanded { at, successors, found };
+            }
+        }
+    }
+    Expanded { at, successors, found: None }
+}
+
+/// The specification's successor by `a`, and the core's in lockstep when it runs (`core` is
+/// the core of the state before, to be moved on): their projections must agree.
+fn successor(
+    before: &Spec,
+    core: Option<Box<Lockstep>>,
+    a: Action,
+) -> Result<(Spec, Option<Box<Lockstep>>), Problem> {
+    let mut spec = *before;
+    let mut emit = Emit { on: core.is_some(), ..Emit::default() };
     spec.apply(a, &mut emit);
-    let Some(core) = &node.core else { return Ok((spec, None)) };
-    let mut core = core.fork();
-    let (_, _, actual) = core.step(&node.spec, a).map_err(Problem::Core)?;
+    let Some(mut core) = core else { return Ok((spec, None)) };
+    let (_, _, actual) = core.step_unchecked(before, a).map_err(Problem::Core)?;
     let expected = emit.finish();
     if expected != actual {
         let (expected, actual) = (Box::new(expected), Box::new(actual));
         return Err(Problem::Disagreement { expected, actual });
     }
-    Ok((spec, Some(Box::new(core))))
+    Ok((spec, Some(core)))
 }
 
 /// A host reply to pending IO: what SPEC I6 lets the host answer (not a client command, not a

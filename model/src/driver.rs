@@ -93,12 +93,34 @@ impl Lockstep {
         }
     }
 
+    #[doc(hidden)]
+    pub fn engine_fork_only(&self) -> Engine {
+        self.engine.fork()
+    }
+
     /// Performs `action` (offered by `spec`, the state before it) on the core: returns the
-    /// concrete input with its time and the projection of the core's outputs.
+    /// concrete input with its time and the projection of the core's outputs. Checks the
+    /// transition (the [`Auditor`] over the outputs) and the state it reached
+    /// ([`Lockstep::check_state`]).
     ///
     /// # Errors
     /// A [`Fault`] when the core refuses the input, breaks an invariant, or has no IO to answer.
     pub fn step(
+        &mut self,
+        spec: &Spec,
+        action: Action,
+    ) -> Result<(Millis, Input, Projection), Fault> {
+        let stepped = self.step_unchecked(spec, action)?;
+        self.check_state()?;
+        Ok(stepped)
+    }
+
+    /// [`Lockstep::step`] without the state invariants: the checker runs those once per
+    /// distinct state, when it expands the state, rather than on every transition into it.
+    ///
+    /// # Errors
+    /// As [`Lockstep::step`], but never a state invariant.
+    pub fn step_unchecked(
         &mut self,
         spec: &Spec,
         action: Action,
@@ -123,12 +145,18 @@ impl Lockstep {
         while let Some(o) = self.engine.poll_output() {
             outs.push(o);
         }
-        turnstile_core::check_invariants(&self.engine)
-            .map_err(|v| Fault::Violation(v.to_string()))?;
         self.auditor.observe(&input, &outs).map_err(|v| Fault::Violation(v.to_string()))?;
         let projection = self.projector.project(&input, &outs);
         self.learn(&input, &outs);
         Ok((at, input, projection))
+    }
+
+    /// The core's state invariants (SPEC 6), through its public checker.
+    ///
+    /// # Errors
+    /// [`Fault::Violation`] naming the broken invariant.
+    pub fn check_state(&self) -> Result<(), Fault> {
+        turnstile_core::check_invariants(&self.engine).map_err(|v| Fault::Violation(v.to_string()))
     }
 
     /// The concrete input (and its time) that `action` stands for in this state, without

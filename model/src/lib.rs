@@ -41,11 +41,16 @@ pub struct Options {
     pub conformance: bool,
     /// Stop after this many distinct states (the report then covers a prefix of the space).
     pub max_states: Option<u64>,
+    /// Worker threads expanding each level (1: all on the calling thread). The report is the
+    /// same for any number; see [`check`].
+    pub jobs: usize,
 }
 
 impl Default for Options {
+    /// Conformance on, no limit, one worker per available core.
     fn default() -> Options {
-        Options { conformance: true, max_states: None }
+        let jobs = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+        Options { conformance: true, max_states: None, jobs }
     }
 }
 

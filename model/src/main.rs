@@ -8,6 +8,10 @@ use indicatif::{ProgressBar, ProgressStyle};
 use turnstile_model::checker::describe;
 use turnstile_model::{Bounds, Options, Progress, Report, check, configs};
 
+// See model/Cargo.toml: allocation dominates the lockstep check's profile.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Exhaustive model checking of the turnstile core (SPEC section 10).
 ///
 /// Explores every state of the executable specification within a named configuration's bounds,
@@ -36,6 +40,10 @@ enum Command {
         /// Stop after this many distinct states.
         #[arg(long)]
         max_states: Option<u64>,
+        /// Worker threads (default: one per available core). The verdict, the counts and the
+        /// counterexample are the same for any number.
+        #[arg(long, short = 'j')]
+        jobs: Option<usize>,
         /// Where to write a counterexample trace.
         #[arg(long, default_value = "model-counterexample.jsonl")]
         out: PathBuf,
@@ -61,7 +69,7 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Command::Mutants => mutants(),
-        Command::Check { config, no_conformance, max_states, out, mutant } => {
+        Command::Check { config, no_conformance, max_states, jobs, out, mutant } => {
             let Some(mut bounds) = configs::named(&config) else {
                 eprintln!("unknown configuration {config:?}; `turnstile-model list` shows them");
                 return ExitCode::from(2);
@@ -70,7 +78,9 @@ fn main() -> ExitCode {
                 eprintln!("{e}");
                 return ExitCode::from(2);
             }
-            let options = Options { conformance: !no_conformance, max_states };
+            let mut options =
+                Options { conformance: !no_conformance, max_states, ..Options::default() };
+            options.jobs = jobs.unwrap_or(options.jobs).max(1);
             let report = run(&bounds, &options);
             print_report(&report, options.conformance);
             finish(&report, &out, mutant.is_some())

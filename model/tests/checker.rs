@@ -109,8 +109,11 @@ fn counterexample_expectations_hold_for_a_conforming_core() {
 #[test]
 fn the_default_configuration_is_large_enough() {
     // The exploration alone (no lockstep): the README's main job explores over a million.
-    let r =
-        check(&bounds("default"), &Options { conformance: false, max_states: None }, &mut |_| {});
+    let r = check(
+        &bounds("default"),
+        &Options { conformance: false, ..Options::default() },
+        &mut |_| {},
+    );
     assert!(r.counterexample.is_none());
     assert!(r.states >= 1_000_000, "default explores {} states", r.states);
     assert_eq!(r.states, bounds("default").expected_states);
@@ -137,4 +140,29 @@ fn the_readme_lists_every_configuration() {
         .collect();
     let names: Vec<&str> = configs::all().iter().map(|b| b.name).collect();
     assert_eq!(listed, names, "update the README's `list` line");
+}
+
+/// The parallel search gives the sequential search's report: the same states, transitions,
+/// depth, and the same shortest counterexample, for any number of workers.
+#[test]
+fn any_number_of_workers_gives_the_same_report() {
+    let report = |b: &Bounds, jobs: usize| {
+        let r = check(b, &Options { jobs, ..Options::default() }, &mut |_| {});
+        let path = r.counterexample.as_ref().map(|c| (c.path.clone(), describe(&c.problem)));
+        (r.states, r.transitions, r.depth, path)
+    };
+    let guard = bounds("guard");
+    let one = report(&guard, 1);
+    assert!(one.3.is_none(), "guard passes");
+    for jobs in [2, 3] {
+        assert_eq!(report(&guard, jobs), one, "guard with {jobs} workers");
+    }
+    // A failing check stops at the same first problem, whoever expanded it.
+    let mut broken = bounds("faults");
+    broken.config.auto_summarize = false;
+    let one = report(&broken, 1);
+    assert!(one.3.is_some(), "the disagreement is found");
+    for jobs in [2, 3] {
+        assert_eq!(report(&broken, jobs), one, "faults without auto-summarize, {jobs} workers");
+    }
 }
