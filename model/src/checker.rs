@@ -238,6 +238,7 @@ impl Search<'_> {
         let stop = AtomicBool::new(false);
         // Freeing the cores of transitions into known states is a sixth of the work: the
         // workers do it between chunks, so the merge stays short.
+        #[allow(clippy::vec_box)]
         let trash: Mutex<Vec<Box<Lockstep>>> = Mutex::new(Vec::new());
         let (send, receive) = mpsc::channel::<(usize, Vec<Expanded>)>();
         std::thread::scope(|scope| {
@@ -287,6 +288,8 @@ impl Search<'_> {
     /// Merges expanded nodes, in order, into the search: each transition's target is found or
     /// numbered, its parent recorded; new targets join `next`. The first problem in frontier
     /// and action order wins, as in a sequential search.
+    // The cores arrive boxed and leave boxed: moving the box moves a pointer, not the core.
+    #[allow(clippy::vec_box)]
     fn merge(
         &mut self,
         expanded: Vec<Expanded>,
