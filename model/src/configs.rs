@@ -235,21 +235,6 @@ pub fn all() -> Vec<Bounds> {
             },
         },
         Bounds {
-            name: "acceptor-flight",
-            about: "seconds: an external acceptor with 2 sessions and 4 submissions, all of \
-                    them in flight at once, 2 cancels, shutdown, a preparation failure",
-            config: external(),
-            expected_states: 781_634,
-            budget: Budget {
-                external: true,
-                submits: 4,
-                cancels: 2,
-                shutdowns: 1,
-                prep_failures: 1,
-                ..NONE
-            },
-        },
-        Bounds {
             name: "acceptor-turn",
             about: "seconds: an external acceptor with 1 session, 4 submissions (one with a \
                     RunId) arriving while a turn runs, 2 cancels, a cancel_run, shutdown, a tool \
@@ -266,6 +251,21 @@ pub fn all() -> Vec<Bounds> {
                 shutdowns: 1,
                 tool_calls: 1,
                 finishing: 1,
+                ..NONE
+            },
+        },
+        Bounds {
+            name: "acceptor-flight",
+            about: "seconds: an external acceptor with 2 sessions and 4 submissions, all of \
+                    them in flight at once, 2 cancels, shutdown, a preparation failure",
+            config: external(),
+            expected_states: 781_634,
+            budget: Budget {
+                external: true,
+                submits: 4,
+                cancels: 2,
+                shutdowns: 1,
+                prep_failures: 1,
                 ..NONE
             },
         },
