@@ -1188,7 +1188,7 @@ impl Spec {
                 self.end_paused(s, n, FinishP::Canceled, Outcome::Cancelled, None, e);
             }
             Status::Active => self.abort_turn(s, Cause::Cancel, e),
-            // The core does not know it (yet, or ever): an unknown run, a no-op (SPEC 4.10).
+            // Finished, or unknown to the core (yet, or ever): a no-op (SPEC 4.10).
             Status::Done(_)
             | Status::InFlight { .. }
             | Status::LookUp { .. }
