@@ -7,17 +7,19 @@
 #![cfg(feature = "mutants")]
 
 use turnstile_core::{
-    CallIo, Config, ErrorClass, ErrorKind, FinishReason, Input, Mode, Mutant, Outcome, OutputKind,
-    RunId, Seq, SessionId, StoreOp, Submit, ToolOutput,
+    Acceptor, CallIo, Config, ErrorClass, ErrorKind, FinishReason, Input, Mode, Mutant, Outcome,
+    OutputKind, RunId, Seq, SessionId, StoreOp, Submit, ToolOutput,
 };
 use turnstile_tests::harness::{Host, short};
 
 /// A lenient host whose engine has `mutant` (or none), and, when given, this context window.
 /// The stream watchdog is off (10 s for its own mutant's pair): the scenarios pin other rules'
-/// outputs.
-fn host(mutant: Option<Mutant>, window: Option<u64>, watchdog: bool) -> Host {
+/// outputs. The core is the acceptor, except for the mutants that need an external one.
+fn host(mutant: Option<Mutant>, window: Option<u64>, watchdog: bool, external: bool) -> Host {
     let stream_idle_timeout_ms = if watchdog { 10_000 } else { 0 };
-    let mut h = Host::lenient(Config { mutant, stream_idle_timeout_ms, ..Config::default() });
+    let acceptor = if external { Acceptor::External } else { Acceptor::Core };
+    let config = Config { mutant, stream_idle_timeout_ms, acceptor, ..Config::default() };
+    let mut h = Host::lenient(config);
     if let Some(w) = window {
         h.setup.context_window = w;
     }
@@ -29,7 +31,14 @@ fn host(mutant: Option<Mutant>, window: Option<u64>, watchdog: bool) -> Host {
 fn pair<T>(m: Mutant, window: Option<u64>, script: impl Fn(&mut Host) -> T) -> [(T, Host); 2] {
     let runs = [None, Some(m)].map(|mutant| {
         let watchdog = matches!(m, Mutant::WatchdogNotExtended | Mutant::WatchdogNeverDisarmed);
-        let mut h = host(mutant, window, watchdog);
+        let external = matches!(
+            m,
+            Mutant::WatermarkDroppedEarly
+                | Mutant::CoveredLateSubmissionRuns
+                | Mutant::WatermarkOffByOne
+                | Mutant::WatermarkIgnoresSequence
+        );
+        let mut h = host(mutant, window, watchdog, external);
         (script(&mut h), h)
     });
     assert_eq!(runs[0].1.violations, Vec::<String>::new(), "the correct engine breaks nothing");
@@ -498,6 +507,66 @@ fn watchdog_never_disarmed_fails_the_next_step_early() {
         "the stale firing kills step 1, which streamed for 1 s: {:?}",
         bad.1
     );
+}
+
+/// With an external acceptor: submission `seq` (own turn) reaches the core.
+fn arrive(h: &mut Host, session: &str, seq: u64) -> Vec<String> {
+    let mut submit = Submit::new(session, "late").with_mode(Mode::OwnTurn);
+    submit.seq = Some(Seq(seq));
+    kinds(&h.send(Input::Submit(submit)))
+}
+
+/// With an external acceptor: a cancel naming the acceptor's newest sequence.
+fn cancel_up_to(h: &mut Host, session: &str, up_to: u64) -> Vec<String> {
+    kinds(&h.send(Input::Cancel { session: SessionId::new(session), up_to: Some(Seq(up_to)) }))
+}
+
+const CANCELLED_ON_ENTRY: [&str; 4] =
+    ["reply accepted", "store ledger_outcome #2", "commit", "finished #2 Cancelled"];
+
+#[test]
+fn watermark_dropped_early_runs_the_second_covered_submission() {
+    let [(good, _), (bad, _)] = pair(Mutant::WatermarkDroppedEarly, None, |h| {
+        assert!(cancel_up_to(h, "s", 2).is_empty(), "#1 and #2 are still in flight");
+        arrive(h, "s", 1);
+        arrive(h, "s", 2)
+    });
+    assert_eq!(good, CANCELLED_ON_ENTRY, "the watermark still covers #2");
+    assert_eq!(bad, ["reply accepted", "prepare #2"], "I4: dropped when #1 arrived");
+}
+
+#[test]
+fn covered_late_submission_runs_queues_a_covered_arrival() {
+    let [(good, _), (bad, _)] = pair(Mutant::CoveredLateSubmissionRuns, None, |h| {
+        assert!(cancel_up_to(h, "s", 2).is_empty());
+        arrive(h, "s", 1);
+        arrive(h, "s", 2)
+    });
+    assert_eq!(good, CANCELLED_ON_ENTRY);
+    assert_eq!(bad, ["reply accepted", "prepare #2"], "I4: covered, and it runs");
+}
+
+#[test]
+fn watermark_off_by_one_cancels_the_next_submission_after_the_cancel() {
+    let [(good, _), (bad, _)] = pair(Mutant::WatermarkOffByOne, None, |h| {
+        arrive(h, "s", 1);
+        cancel_up_to(h, "s", 1);
+        arrive(h, "s", 2)
+    });
+    assert_eq!(good, ["reply accepted", "prepare #2"], "#2 was accepted after the cancel");
+    assert_eq!(bad, CANCELLED_ON_ENTRY, "I4, I10: the watermark covered #2");
+}
+
+#[test]
+fn watermark_ignores_sequence_cancels_an_arrival_above_a_held_watermark() {
+    let [(good, _), (bad, _)] = pair(Mutant::WatermarkIgnoresSequence, None, |h| {
+        // #1 never reaches the core as a submission (the acceptor numbered a call the core
+        // does not accept), so the watermark is still held when #2 arrives.
+        assert!(cancel_up_to(h, "s", 1).is_empty());
+        arrive(h, "s", 2)
+    });
+    assert_eq!(good, ["reply accepted", "prepare #2"], "above the watermark");
+    assert_eq!(bad, CANCELLED_ON_ENTRY, "I4: covered though above the watermark");
 }
 
 #[test]

@@ -47,6 +47,27 @@ pub enum Action {
         /// Mode and RunId.
         kind: Kind,
     },
+    /// External acceptor only: a client submits to a session through the acceptor, which
+    /// assigns the next sequence; the submission is in flight to the core and nothing reaches
+    /// the core yet (the acceptor, not the core, replies to the client).
+    Accept {
+        /// The session.
+        session: u8,
+        /// Mode and RunId.
+        kind: Kind,
+    },
+    /// External acceptor only: a client repeats a used RunId through the acceptor (the same
+    /// call when `same`, a different one otherwise), which numbers it like any submission.
+    LookUp {
+        /// The RunId.
+        run: u8,
+        /// The same call, byte for byte (else a conflict).
+        same: bool,
+    },
+    /// External acceptor only: the oldest call in flight reaches the core, which is sent
+    /// `Submit` with its sequence. The channel is in order, so arrivals are in sequence
+    /// order; for SPEC I6 it is a pending host reply.
+    Arrive,
     /// The same call with a used RunId, byte for byte.
     Resubmit {
         /// The RunId.
@@ -180,6 +201,8 @@ impl Action {
         matches!(
             self,
             Action::Submit { .. }
+                | Action::Accept { .. }
+                | Action::LookUp { .. }
                 | Action::Resubmit { .. }
                 | Action::Conflict { .. }
                 | Action::Invalid
@@ -189,6 +212,13 @@ impl Action {
                 | Action::Summarize { .. }
                 | Action::Shutdown
         )
+    }
+
+    /// False for the actions the core does not see: an external acceptor numbering a call
+    /// (the checker sends the core nothing for them, and writes no trace line).
+    #[must_use]
+    pub fn reaches_core(self) -> bool {
+        !matches!(self, Action::Accept { .. } | Action::LookUp { .. })
     }
 
     /// True for a reply to IO that is no longer pending (SPEC I13).

@@ -3,7 +3,7 @@
 //! retry, a refresh, a preparation failure, late and duplicate replies, all orders of host
 //! replies").
 
-use turnstile_core::Config;
+use turnstile_core::{Acceptor, Config};
 
 use crate::spec::Budget;
 
@@ -25,6 +25,7 @@ pub struct Bounds {
 
 const NONE: Budget = Budget {
     sessions: 2,
+    external: false,
     submits: 0,
     runs: 0,
     replays: 0,
@@ -61,6 +62,11 @@ const DEFAULT: Budget = Budget {
     stale: 1,
     ..NONE
 };
+
+/// The core's configuration with an external acceptor (SPEC 4.1): everything else default.
+fn external() -> Config {
+    Config { acceptor: Acceptor::External, ..Config::default() }
+}
 
 /// Every named configuration.
 #[must_use]
@@ -188,6 +194,80 @@ pub fn all() -> Vec<Bounds> {
             config: Config::default(),
             expected_states: 6_221_220,
             budget: Budget { retryable: 1, ..DEFAULT },
+        },
+        Bounds {
+            name: "acceptor",
+            about: "seconds: an external acceptor (SPEC 4.10): 2 sessions, 3 submissions (one \
+                    with a RunId) in flight to the core while 2 cancels (their watermarks ahead \
+                    of the core), a cancel_run, a clear and shutdown overtake them, a \
+                    preparation failure",
+            config: external(),
+            expected_states: 497_576,
+            budget: Budget {
+                external: true,
+                submits: 3,
+                runs: 1,
+                cancels: 2,
+                cancel_runs: 1,
+                clears: 1,
+                shutdowns: 1,
+                prep_failures: 1,
+                ..NONE
+            },
+        },
+        Bounds {
+            name: "acceptor-lookup",
+            about: "seconds: an external acceptor with 2 sessions, 3 submissions (one with a \
+                    RunId), a RunId look-up it numbers like a submission (the same call or a \
+                    conflict: a gap in the sequences the core sees, so a submission above a \
+                    watermark arrives while it is held), 2 cancels, a cancel_run, shutdown",
+            config: external(),
+            expected_states: 545_990,
+            budget: Budget {
+                external: true,
+                submits: 3,
+                runs: 1,
+                replays: 1,
+                cancels: 2,
+                cancel_runs: 1,
+                shutdowns: 1,
+                ..NONE
+            },
+        },
+        Bounds {
+            name: "acceptor-turn",
+            about: "seconds: an external acceptor with 1 session, 4 submissions (one with a \
+                    RunId) arriving while a turn runs, 2 cancels, a cancel_run, shutdown, a tool \
+                    call (dropped on abort, or left to finish: arrivals during the cancel grace)",
+            config: external(),
+            expected_states: 639_912,
+            budget: Budget {
+                external: true,
+                sessions: 1,
+                submits: 4,
+                runs: 1,
+                cancels: 2,
+                cancel_runs: 1,
+                shutdowns: 1,
+                tool_calls: 1,
+                finishing: 1,
+                ..NONE
+            },
+        },
+        Bounds {
+            name: "acceptor-flight",
+            about: "seconds: an external acceptor with 2 sessions and 4 submissions, all of \
+                    them in flight at once, 2 cancels, shutdown, a preparation failure",
+            config: external(),
+            expected_states: 781_634,
+            budget: Budget {
+                external: true,
+                submits: 4,
+                cancels: 2,
+                shutdowns: 1,
+                prep_failures: 1,
+                ..NONE
+            },
         },
     ]
 }

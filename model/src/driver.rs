@@ -13,7 +13,7 @@ use turnstile_core::{
     StopTurn, StoreOp, Submit, SummaryIo, TimerId, TimerPurpose, ToolOutput, ToolSpec, Usage,
 };
 
-use crate::spec::{Action, Call, Failure, Kind, Lane, SESSION_NAMES, Spec, Timer, call_id};
+use crate::spec::{Action, Call, Failure, Kind, Lane, SESSION_NAMES, Spec, Status, Timer, call_id};
 
 /// The context window every preparation resolves (SPEC 4.7: the threshold is a fifth of it).
 pub const CONTEXT_WINDOW: u64 = 100_000;
@@ -211,29 +211,42 @@ impl Lockstep {
         let missing = |what: &str| Fault::Unanswerable(format!("{action:?}: no {what} pending"));
         let session = |s: u8| SESSION_NAMES[s as usize];
         Ok(match action {
-            Action::Submit { session: s, kind } => Input::Submit(match kind {
-                Kind::Fold => Submit::new(session(s), "fold").with_mode(Mode::Fold),
-                Kind::Own => Submit::new(session(s), "own").with_mode(Mode::OwnTurn),
-                // Asking for `fold` with a RunId checks that the RunId overrides it (SPEC 3).
-                Kind::Run(r) => Submit::new(session(s), run_prompt(r))
-                    .with_mode(Mode::Fold)
-                    .with_run_id(run_id(r)),
-            }),
+            Action::Submit { session: s, kind } => Input::Submit(submission(s, kind)),
+            Action::Accept { .. } | Action::LookUp { .. } => {
+                return Err(Fault::Unanswerable(format!(
+                    "{action:?}: the external acceptor's assignment sends the core nothing"
+                )));
+            }
+            Action::Arrive => {
+                // The channel is in order: the oldest call in flight arrives first.
+                let travels =
+                    |s: &Status| matches!(s, Status::InFlight { .. } | Status::LookUp { .. });
+                let n = (1..=spec.accepted)
+                    .find(|&n| travels(&spec.subs[n as usize - 1].status))
+                    .ok_or_else(|| missing("call in flight"))?;
+                let sub = spec.subs[n as usize - 1];
+                let mut submit = match (sub.status, sub.run, sub.mode) {
+                    (Status::LookUp { same }, Some(r), _) => resubmission(sub.session, r, same),
+                    (_, Some(r), _) => submission(sub.session, Kind::Run(r)),
+                    (_, None, Mode::Fold) => submission(sub.session, Kind::Fold),
+                    (_, None, Mode::OwnTurn) => submission(sub.session, Kind::Own),
+                };
+                submit.seq = Some(turnstile_core::Seq(u64::from(n)));
+                Input::Submit(submit)
+            }
             Action::Resubmit { run } | Action::Conflict { run } => {
                 let s = spec.subs.iter().take(spec.accepted as usize).find(|x| x.run == Some(run));
                 let s = s.ok_or_else(|| missing("run"))?.session;
-                let prompt = if matches!(action, Action::Resubmit { .. }) {
-                    run_prompt(run)
-                } else {
-                    "other".into()
-                };
-                Input::Submit(
-                    Submit::new(session(s), prompt).with_mode(Mode::Fold).with_run_id(run_id(run)),
-                )
+                let same = matches!(action, Action::Resubmit { .. });
+                Input::Submit(resubmission(s, run, same))
             }
             Action::Invalid => Input::Submit(Submit::new(session(0), "")),
             Action::Cancel { session: s } => {
-                Input::Cancel { session: SessionId::new(session(s)), up_to: None }
+                // The core as acceptor knows the newest sequence; an external acceptor names
+                // its own newest, which may not have reached the core yet (SPEC 4.10).
+                let newest = spec.accepted > 0 && spec.budget.external;
+                let up_to = newest.then(|| turnstile_core::Seq(u64::from(spec.accepted)));
+                Input::Cancel { session: SessionId::new(session(s)), up_to }
             }
             Action::CancelRun { run } => Input::CancelRun { run_id: RunId::new(run_id(run)) },
             Action::Clear { session: s } => {
@@ -448,6 +461,26 @@ fn step_of(spec: &Spec, s: u8) -> u8 {
         Lane::Turn(t) => t.step,
         _ => 0,
     }
+}
+
+/// The submission a client makes of `kind` to session `s`.
+fn submission(s: u8, kind: Kind) -> Submit {
+    let session = SESSION_NAMES[s as usize];
+    match kind {
+        Kind::Fold => Submit::new(session, "fold").with_mode(Mode::Fold),
+        Kind::Own => Submit::new(session, "own").with_mode(Mode::OwnTurn),
+        // Asking for `fold` with a RunId checks that the RunId overrides it (SPEC 3).
+        Kind::Run(r) => {
+            Submit::new(session, run_prompt(r)).with_mode(Mode::Fold).with_run_id(run_id(r))
+        }
+    }
+}
+
+/// A call with the used RunId `r` to session `s`: the same call as its first (a look-up), or
+/// a different one (a conflict).
+fn resubmission(s: u8, r: u8, same: bool) -> Submit {
+    let prompt = if same { run_prompt(r) } else { "other".into() };
+    Submit::new(SESSION_NAMES[s as usize], prompt).with_mode(Mode::Fold).with_run_id(run_id(r))
 }
 
 /// The RunId of index `r`.

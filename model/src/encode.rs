@@ -98,7 +98,7 @@ pub fn encode(s: &Spec) -> Key {
     p.bytes
 }
 
-fn budget(b: &Budget) -> [u8; 21] {
+fn budget(b: &Budget) -> [u8; 22] {
     [
         b.stalls,
         b.odd_finishes,
@@ -121,6 +121,8 @@ fn budget(b: &Budget) -> [u8; 21] {
         b.auth,
         b.refresh_failures,
         b.stale,
+        // Never spent; it fills the last byte's free nibble.
+        u8::from(b.external),
     ]
 }
 
@@ -139,6 +141,11 @@ fn status(s: Status) -> u64 {
                 Outcome::Folded => 4,
             }
         }
+        Status::InFlight { covered: false } => 9,
+        Status::InFlight { covered: true } => 10,
+        Status::LookUp { same: false } => 11,
+        Status::LookUp { same: true } => 12,
+        Status::Answered => 13,
     }
 }
 

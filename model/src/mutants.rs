@@ -8,8 +8,22 @@ use turnstile_core::Mutant;
 use crate::checker::describe;
 use crate::{Options, check, configs};
 
-/// The configurations tried, in order, until one finds the mutant: the cheapest first.
-pub const HUNT: [&str; 6] = ["small", "faults", "retries", "guard", "watchdog", "default"];
+/// The configurations tried, in order, until one finds the mutant: the cheapest first. The
+/// external acceptor's come after the core-acceptor ones that find every other mutant, but
+/// before `default`, the slowest (a mutant that needs an external acceptor exhausts every
+/// configuration before its own).
+pub const HUNT: [&str; 10] = [
+    "small",
+    "faults",
+    "retries",
+    "guard",
+    "watchdog",
+    "acceptor",
+    "acceptor-lookup",
+    "acceptor-turn",
+    "acceptor-flight",
+    "default",
+];
 
 /// What hunting one mutant found.
 #[derive(Clone, Debug)]

@@ -18,6 +18,7 @@
 //! | 4.7 summarization, pause, resume, manual | `Spec::summary_done`, `Spec::summary_failed`, `Summarize` |
 //! | 4.9 clean-up and the cancel grace | `Spec::abort_turn`, `Spec::cleanup` |
 //! | 4.10 cancel, cancel_run, clear_queue, shutdown | `Spec::cancel_sub`, `Clear`, `Spec::shutdown` |
+//! | 4.1 and 4.10 an external acceptor (`Budget::external`): it numbers every call (`Accept`, and `LookUp` for a used RunId, which leaves a gap in what the core sees), the calls reach the core in order (`Arrive`, a pending host reply for I6); a cancel reaches it at once, naming the acceptor's newest sequence, and covers the session's calls still in flight, which end `cancelled` on entry; nothing numbered after it is covered, and a watermark is never dropped while something it covers can arrive | [`Status::InFlight`], `Spec::accept`, `Spec::arrive`, `Spec::cancel` |
 //! | 5 the completion contract | `Spec::decide` and `publish`, the only places an outcome is set (`publish` panics on a second decision) |
 //! | I13 stale replies | the `Stale*` actions: allowed when such IO exists, and change nothing (a watchdog firing after its attempt ended, a late event of an attempt it aborted) |
 //!
@@ -28,9 +29,11 @@
 //! reasoning (the step's tool call is the content event that extends the watchdog; a summary
 //! streams no content here, so its watchdog can only stall), the watchdog's timeout (the
 //! default, 300 s; time itself is abstract: a firing's verdict depends only on whether content
-//! arrived since the timer was armed, never on the clock), usage numbers, and the external
-//! acceptor (the core assigns sequences, so a cancel
-//! covers everything accepted before it and its watermark is dropped at once).
+//! arrived since the timer was armed, never on the clock), and usage numbers. With an external
+//! acceptor the model keeps no watermark: each call in flight knows whether a cancel covers it,
+//! which is what the watermark decides; its lifetime is the core's own invariant checker's.
+//! Left out with an external acceptor: the empty prompt (validation is the same with either
+//! acceptor) and an acceptor that skips sequences on its own (a RunId look-up makes the gap).
 //!
 //! Each transition also says what the core must output, as a [`Projection`] (SPEC 7): the model
 //! writes the records of a session in the order SPEC 4.9, 4.12 and 7 prescribe.
@@ -60,7 +63,9 @@ pub const PAUSES_WITHOUT_PROGRESS: u8 = 2;
 pub struct Spec {
     /// Submissions by sequence - 1; the first `accepted` are real.
     pub subs: [Sub; MAX_SUBS],
-    /// How many were accepted.
+    /// How many sequences were assigned: by the core at acceptance, or by an external acceptor
+    /// (then the newest may still be in flight, and some never become submissions of the core:
+    /// [`Status::InFlight`], [`Status::LookUp`], [`Status::Answered`]).
     pub accepted: u8,
     /// Lanes by session index.
     pub lanes: [Lane; 2],
@@ -143,6 +148,7 @@ fn seq(n: u8) -> Seq {
 
 impl Spec {
     /// The initial state with this budget.
+    ///
     #[must_use]
     pub fn new(budget: Budget) -> Spec {
         let sub = Sub {
@@ -175,16 +181,32 @@ impl Spec {
         1..=self.accepted
     }
 
-    /// True when the submission has no outcome yet.
+    /// True when the core holds the submission and it has no outcome yet (what the core's
+    /// `unfinished` counts: not one still in flight from an external acceptor).
     #[must_use]
     pub fn unfinished(&self, n: u8) -> bool {
-        !matches!(self.sub(n).status, Status::Done(_))
+        matches!(
+            self.sub(n).status,
+            Status::Preparing | Status::Prepared | Status::Active | Status::Paused
+        )
     }
 
-    /// True when any accepted submission has no outcome.
+    fn in_flight(&self, n: u8) -> bool {
+        matches!(self.sub(n).status, Status::InFlight { .. })
+    }
+
+    /// The oldest call on its way from the external acceptor to the core, if any.
+    fn next_arrival(&self) -> Option<u8> {
+        let travels =
+            |n| matches!(self.sub(n).status, Status::InFlight { .. } | Status::LookUp { .. });
+        self.seqs().find(|&n| travels(n))
+    }
+
+    /// True when any submission has no outcome yet, including one still in flight from an
+    /// external acceptor (SPEC I6: its arrival is pending, and it must end too).
     #[must_use]
     pub fn any_unfinished(&self) -> bool {
-        self.seqs().any(|n| self.unfinished(n))
+        self.seqs().any(|n| self.unfinished(n) || self.in_flight(n))
     }
 
     fn waiting(&self, n: u8) -> bool {
@@ -216,13 +238,18 @@ impl Spec {
 
     fn client_actions(&self, out: &mut Vec<Action>) {
         let b = &self.budget;
+        // With an external acceptor a client's submission goes to the acceptor instead.
+        let submit = |session, kind| match b.external {
+            false => Action::Submit { session, kind },
+            true => Action::Accept { session, kind },
+        };
         for session in 0..b.sessions {
             if b.submits > 0 && (self.accepted as usize) < MAX_SUBS {
-                out.push(Action::Submit { session, kind: Kind::Fold });
-                out.push(Action::Submit { session, kind: Kind::Own });
+                out.push(submit(session, Kind::Fold));
+                out.push(submit(session, Kind::Own));
                 let fresh = (0..MAX_RUNS as u8).find(|&r| self.run_seq(r).is_none());
                 if let (Some(run), true) = (fresh, b.runs > 0) {
-                    out.push(Action::Submit { session, kind: Kind::Run(run) });
+                    out.push(submit(session, Kind::Run(run)));
                 }
             }
             if b.cancels > 0 {
@@ -237,16 +264,21 @@ impl Spec {
         }
         for run in 0..MAX_RUNS as u8 {
             if self.run_seq(run).is_some() {
-                if b.replays > 0 {
+                if b.replays > 0 && !b.external {
                     out.push(Action::Resubmit { run });
                     out.push(Action::Conflict { run });
+                }
+                if b.replays > 0 && b.external && (self.accepted as usize) < MAX_SUBS {
+                    out.push(Action::LookUp { run, same: true });
+                    out.push(Action::LookUp { run, same: false });
                 }
                 if b.cancel_runs > 0 {
                     out.push(Action::CancelRun { run });
                 }
             }
         }
-        if b.replays > 0 {
+        // Validation is the same with either acceptor: the empty prompt only with the core's.
+        if b.replays > 0 && !b.external {
             out.push(Action::Invalid);
         }
         if b.shutdowns > 0 && self.closing == Closing::Open {
@@ -256,6 +288,9 @@ impl Spec {
 
     fn host_actions(&self, out: &mut Vec<Action>) {
         let b = &self.budget;
+        if self.next_arrival().is_some() {
+            out.push(Action::Arrive);
+        }
         for n in self.seqs() {
             if self.sub(n).status == Status::Preparing {
                 out.push(Action::Prepared { seq: n });
@@ -400,8 +435,25 @@ impl Spec {
     pub fn apply(&mut self, a: Action, e: &mut Emit) {
         match a {
             Action::Submit { session, kind } => self.submit(session, kind, e),
-            Action::Resubmit { run } => self.resubmit(run, true, e),
-            Action::Conflict { run } => self.resubmit(run, false, e),
+            Action::Accept { session, kind } => self.accept(session, kind),
+            Action::Arrive => self.arrive(e),
+            Action::Resubmit { run } => {
+                self.budget.replays -= 1;
+                self.resubmit(run, true, e);
+            }
+            Action::Conflict { run } => {
+                self.budget.replays -= 1;
+                self.resubmit(run, false, e);
+            }
+            Action::LookUp { run, same } => {
+                self.budget.replays -= 1;
+                let Some(first) = self.run_seq(run) else { unreachable!("a used RunId") };
+                let session = self.sub(first).session;
+                self.accepted += 1;
+                let status = Status::LookUp { same };
+                *self.sub_mut(self.accepted) =
+                    Sub { session, mode: Mode::Fold, run: Some(run), status, pauses: 0 };
+            }
             Action::Invalid => {
                 self.budget.replays -= 1;
                 e.reply(ReplyP::Rejected { why: Why::PromptEmpty });
@@ -473,14 +525,24 @@ impl Spec {
     // ---- 4.1 acceptance ---------------------------------------------------------------------
 
     fn submit(&mut self, session: u8, kind: Kind, e: &mut Emit) {
-        self.budget.submits -= 1;
-        if let Kind::Run(_) = kind {
-            self.budget.runs -= 1;
-        }
+        self.spend_submission(kind);
         if self.closing != Closing::Open {
             e.reply(ReplyP::Rejected { why: Why::WorkspaceClosing });
             return;
         }
+        let n = self.assign(session, kind, Status::Preparing);
+        self.enter(n, e);
+    }
+
+    fn spend_submission(&mut self, kind: Kind) {
+        self.budget.submits -= 1;
+        if let Kind::Run(_) = kind {
+            self.budget.runs -= 1;
+        }
+    }
+
+    /// The next sequence, for a submission of `kind` to `session`.
+    fn assign(&mut self, session: u8, kind: Kind, status: Status) -> u8 {
         let (mode, run) = match kind {
             Kind::Fold => (Mode::Fold, None),
             Kind::Own => (Mode::OwnTurn, None),
@@ -488,15 +550,68 @@ impl Spec {
         };
         self.accepted += 1;
         let n = self.accepted;
-        *self.sub_mut(n) = Sub { session, mode, run, status: Status::Preparing, pauses: 0 };
+        *self.sub_mut(n) = Sub { session, mode, run, status, pauses: 0 };
+        n
+    }
+
+    /// The core accepts submission `n`: the reply, then its preparation.
+    fn enter(&mut self, n: u8, e: &mut Emit) {
+        let Sub { mode, run, .. } = *self.sub(n);
         e.reply(ReplyP::Accepted { seq: seq(n), run: run.is_some(), mode });
+        self.sub_mut(n).status = Status::Preparing;
         e.io(Io::Prepare { seq: seq(n) });
+    }
+
+    /// SPEC 4.1 with an external acceptor: the acceptor assigns the sequence, and the
+    /// submission travels to the core. The core sees nothing, so nothing is output; closing
+    /// is the core's to check when it arrives.
+    fn accept(&mut self, session: u8, kind: Kind) {
+        self.spend_submission(kind);
+        self.assign(session, kind, Status::InFlight { covered: false });
+    }
+
+    /// The oldest call in flight reaches the core (SPEC 4.1, 4.10), in SPEC 4.1's order. A
+    /// look-up of a RunId the core knows is answered with the run or the conflict (also during
+    /// shutdown) and accepts nothing. Then "workspace closing": after shutdown began a new
+    /// submission is rejected, covered or not. Otherwise the core accepts it; if a cancel made
+    /// after its acceptance covers it, it ends `cancelled` on entry: no preparation, no
+    /// message, its outcome and RunComplete in the same transition.
+    fn arrive(&mut self, e: &mut Emit) {
+        let Some(n) = self.next_arrival() else { unreachable!("offered with a call in flight") };
+        let covered = match self.sub(n).status {
+            Status::InFlight { covered } => covered,
+            Status::LookUp { same } => {
+                self.sub_mut(n).status = Status::Answered;
+                let Some(run) = self.sub(n).run else { unreachable!("a look-up has a RunId") };
+                let Some(first) = self.run_seq(run) else { unreachable!("a used RunId") };
+                // A run whose submission the core refused is unknown to it: this call is new,
+                // and refused for the same reason (shutdown never ends).
+                if self.sub(first).status == Status::Answered {
+                    e.reply(ReplyP::Rejected { why: Why::WorkspaceClosing });
+                } else {
+                    self.resubmit(run, same, e);
+                }
+                return;
+            }
+            other => unreachable!("{other:?} is not in flight"),
+        };
+        if self.closing != Closing::Open {
+            self.sub_mut(n).status = Status::Answered;
+            e.reply(ReplyP::Rejected { why: Why::WorkspaceClosing });
+            return;
+        }
+        if covered {
+            let Sub { mode, run, .. } = *self.sub(n);
+            e.reply(ReplyP::Accepted { seq: seq(n), run: run.is_some(), mode });
+            self.decide(n, Outcome::Cancelled, None, None, e);
+        } else {
+            self.enter(n, e);
+        }
     }
 
     /// A call with a used RunId is a look-up, not a new submission: it answers the existing
     /// run (or the conflict) during shutdown too (SPEC 4.10 "RunId look-ups still answer").
     fn resubmit(&mut self, run: u8, same: bool, e: &mut Emit) {
-        self.budget.replays -= 1;
         let Some(n) = self.run_seq(run) else { unreachable!("offered only for a used RunId") };
         if !same {
             e.reply(ReplyP::Rejected { why: Why::RunIdConflict });
@@ -1037,8 +1152,16 @@ impl Spec {
 
     fn cancel(&mut self, s: u8, e: &mut Emit) {
         self.budget.cancels -= 1;
-        // With the core as acceptor the watermark is the newest sequence: it covers every
-        // unfinished submission of the session, and nothing it covers can arrive later.
+        // The watermark is the newest sequence accepted when the cancel was made: it covers
+        // every unfinished submission of the session. With the core as acceptor nothing it
+        // covers can arrive later; with an external one, the session's submissions still in
+        // flight are covered too and end `cancelled` when they arrive. Nothing accepted after
+        // the cancel is covered, and with nothing unfinished it changes nothing (I4, I10).
+        for sub in self.subs.iter_mut().take(self.accepted as usize) {
+            if let (true, Status::InFlight { covered }) = (sub.session == s, &mut sub.status) {
+                *covered = true;
+            }
+        }
         // A housekeeping summary stops too (it belongs to no submission); as an abort, its
         // records come before the decided submissions' (SPEC 7).
         if let Lane::Summary(sm @ Summary { resume: None, .. }) = self.lanes[s as usize] {
@@ -1065,7 +1188,11 @@ impl Spec {
                 self.end_paused(s, n, FinishP::Canceled, Outcome::Cancelled, None, e);
             }
             Status::Active => self.abort_turn(s, Cause::Cancel, e),
-            Status::Done(_) => {}
+            // Finished, or unknown to the core (yet, or ever): a no-op (SPEC 4.10).
+            Status::Done(_)
+            | Status::InFlight { .. }
+            | Status::LookUp { .. }
+            | Status::Answered => {}
         }
     }
 
@@ -1174,7 +1301,10 @@ impl Spec {
     }
 
     fn maybe_stopped(&mut self, e: &mut Emit) {
-        if self.closing == (Closing::Draining { deadline: false }) && !self.any_unfinished() {
+        // The core stops once nothing it holds is unfinished: it cannot wait for submissions
+        // in flight that it does not know (they are rejected when they arrive).
+        let unfinished = self.seqs().any(|n| self.unfinished(n));
+        if self.closing == (Closing::Draining { deadline: false }) && !unfinished {
             let idle = self.lanes.iter().all(|l| *l == Lane::Idle);
             if idle {
                 self.closing = Closing::Closed;

@@ -17,6 +17,25 @@ pub enum Status {
     Paused,
     /// Ended, with this outcome.
     Done(Outcome),
+    /// External acceptor only: the acceptor assigned its sequence and it is on its way to the
+    /// core, which does not know it yet (SPEC 4.10). `covered` once a cancel of its session
+    /// was made after its acceptance: it then ends `cancelled` on entry.
+    InFlight {
+        /// Whether a cancel covers it.
+        covered: bool,
+    },
+    /// External acceptor only: a call with a used RunId (the same call when `same`, a
+    /// different one otherwise) in flight. The acceptor cannot tell it from a new submission
+    /// and numbers it; the core answers it without accepting it (SPEC 4.1), so the sequence
+    /// never reaches the core as a submission: a gap in the sequences the core sees.
+    LookUp {
+        /// The same call, byte for byte (else a conflict).
+        same: bool,
+    },
+    /// External acceptor only: it reached the core and was answered without being accepted:
+    /// a RunId look-up, or a submission that arrived after shutdown began ("workspace
+    /// closing", SPEC 4.1 validation). It has no outcome; the acceptor reports the answer.
+    Answered,
 }
 
 /// One accepted submission; its sequence is its index + 1.
@@ -182,6 +201,10 @@ pub enum Closing {
 pub struct Budget {
     /// Sessions clients may use (1 or 2); never spent.
     pub sessions: u8,
+    /// Who assigns sequences (SPEC 4.1, `Config::acceptor`): false for the core, true for an
+    /// external acceptor whose submissions reach the core in order, after any cancel made
+    /// meanwhile (SPEC 4.10). Never spent; it must match the core's configuration.
+    pub external: bool,
     /// Submissions (accepted or rejected for closing).
     pub submits: u8,
     /// Submissions with a RunId among them.

@@ -5,11 +5,11 @@
 use std::collections::{HashMap, HashSet};
 
 use turnstile_core::trace::Trace;
-use turnstile_core::{ReplayFailure, replay};
+use turnstile_core::{Acceptor, Outcome, ReplayFailure, replay};
 use turnstile_model::checker::describe;
 use turnstile_model::configs::{self, Bounds};
 use turnstile_model::encode::{Key, encode};
-use turnstile_model::spec::{Action, Emit, Spec};
+use turnstile_model::spec::{Action, Emit, Kind, Spec, Status};
 use turnstile_model::{Options, Problem, check};
 
 fn bounds(name: &str) -> Bounds {
@@ -42,10 +42,54 @@ fn the_retries_and_guard_configurations_conform_everywhere() {
     assert_passes("guard", 50_000);
 }
 
+#[test]
+fn the_external_acceptor_configurations_conform_everywhere() {
+    for name in ["acceptor", "acceptor-lookup", "acceptor-turn", "acceptor-flight"] {
+        assert_passes(name, 200_000);
+    }
+}
+
+/// The specification and the core agree on who assigns sequences, in every configuration.
+#[test]
+fn every_configuration_gives_both_sides_the_same_acceptor() {
+    for b in configs::all() {
+        let external = b.config.acceptor == Acceptor::External;
+        assert_eq!(b.budget.external, external, "{}", b.name);
+    }
+}
+
+/// SPEC 4.10 with an external acceptor, in the specification itself: a cancel covers what the
+/// acceptor numbered before it, also what is still in flight and arrives afterwards (cancelled
+/// on entry, after the first covered arrival too), and nothing numbered after it.
+#[test]
+fn a_cancel_covers_exactly_what_the_external_acceptor_numbered_before_it() {
+    let mut spec = Spec::new(bounds("acceptor-flight").budget);
+    let fold = |session| Action::Accept { session, kind: Kind::Fold };
+    let path = [fold(0), fold(1), fold(0), Action::Cancel { session: 0 }, fold(0)];
+    let arrivals = [Action::Arrive; 4];
+    for a in path.into_iter().chain(arrivals) {
+        let mut offered = Vec::new();
+        spec.actions(&mut offered);
+        assert!(offered.contains(&a), "{a:?} is offered");
+        spec.apply(a, &mut Emit::default());
+    }
+    let status: Vec<Status> = spec.subs[..4].iter().map(|s| s.status).collect();
+    let cancelled = Status::Done(Outcome::Cancelled);
+    // #2 is another session's; #4 came after the cancel.
+    assert_eq!(status, [cancelled, Status::Preparing, cancelled, Status::Preparing]);
+}
+
 /// The packed key is exact: over a whole explored space, equal keys mean equal states.
 #[test]
 fn the_state_encoding_is_injective() {
-    let root = Spec::new(bounds("faults").budget);
+    assert_injective("faults", 70_000);
+    // Every status of a call from an external acceptor: in flight (covered or not), a look-up
+    // (same call or conflict), answered without acceptance.
+    assert_injective("acceptor-lookup", 500_000);
+}
+
+fn assert_injective(name: &str, at_least: usize) {
+    let root = Spec::new(bounds(name).budget);
     let mut seen: HashMap<Key, Spec> = HashMap::new();
     let mut distinct: HashSet<Spec> = HashSet::new();
     let mut stack = vec![root];
@@ -66,7 +110,7 @@ fn the_state_encoding_is_injective() {
         }
     }
     assert_eq!(seen.len(), distinct.len());
-    assert!(seen.len() > 70_000, "explored {}", seen.len());
+    assert!(seen.len() > at_least, "{name}: explored {}", seen.len());
 }
 
 /// A core configured against SPEC (auto-summarize off) disagrees with the specification: the

@@ -15,6 +15,7 @@ use turnstile_model::spec::{Action, Budget, Emit, Spec};
 /// (the stream watchdog) on both sessions.
 const WIDE: Budget = Budget {
     sessions: 2,
+    external: false,
     submits: 6,
     runs: 3,
     replays: 3,

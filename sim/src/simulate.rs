@@ -59,7 +59,9 @@ mod with_madsim {
 
     use indicatif::{ProgressBar, ProgressStyle};
     use turnstile_sim::sweep::run_seed;
-    use turnstile_sim::world::{Profile, SeedReport, WorldConfig, mutant_names};
+    use turnstile_sim::world::{
+        Profile, SeedReport, WorldConfig, hunted_mutant_names, mutant_names,
+    };
 
     fn knobs(name: &str, mutant: Option<String>) -> Result<WorldConfig, ExitCode> {
         let profile = Profile::from_name(name).ok_or_else(|| {
@@ -301,7 +303,7 @@ mod with_madsim {
 
     /// `mutants`: for each mutant, seeds until one fails; a table of what was found.
     pub fn mutants(seeds: u64, faults: &str, out: Option<&Path>) -> ExitCode {
-        let names = mutant_names();
+        let names = hunted_mutant_names();
         if names.is_empty() {
             eprintln!("error: this build has no mutants; build with --features mutants");
             return ExitCode::from(2);

@@ -100,6 +100,23 @@ pub fn mutant_names() -> Vec<&'static str> {
     }
 }
 
+/// The names of the mutants the hunt (`turnstile-sim mutants`) must find: the core's whose
+/// scope holds the simulator (not those that need an external acceptor: the simulated host
+/// lets the core assign sequences), then the host's.
+#[must_use]
+pub fn hunted_mutant_names() -> Vec<&'static str> {
+    #[cfg(feature = "mutants")]
+    {
+        let core = turnstile_core::Mutant::ALL.iter().filter(|m| m.scope().contains(&"sim"));
+        let core = core.map(|m| m.name());
+        core.chain(turnstile_host::HostMutant::ALL.iter().map(|m| m.name())).collect()
+    }
+    #[cfg(not(feature = "mutants"))]
+    {
+        Vec::new()
+    }
+}
+
 /// What one seed did and what its checks found.
 #[derive(Clone, Debug, Default)]
 pub struct SeedReport {

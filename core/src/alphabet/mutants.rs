@@ -81,6 +81,23 @@ pub enum Mutant {
     /// `CancelTimer`) and, when it fires, judges whatever attempt of the turn streams then, so
     /// a later attempt or the next step fails early (SPEC 4.5, I13).
     WatchdogNeverDisarmed,
+    /// With an external acceptor, a cancel's watermark is dropped when the first submission
+    /// it covers arrives, so a later covered one that was still in flight runs (breaks I4,
+    /// SPEC 4.10 "dropped as soon as nothing it covers can still arrive").
+    WatermarkDroppedEarly,
+    /// With an external acceptor, a submission that a cancel's watermark covers but that
+    /// arrives after the cancel is queued and runs instead of ending `cancelled` on entry
+    /// (breaks I4, SPEC 4.10).
+    CoveredLateSubmissionRuns,
+    /// With an external acceptor, a cancel's watermark covers one sequence more than it names,
+    /// so the next submission accepted after the cancel ends `cancelled` on entry, even after
+    /// an idle cancel (breaks I4, I10).
+    WatermarkOffByOne,
+    /// With an external acceptor, while a session's watermark is held every submission of the
+    /// session that arrives is covered, whatever its sequence: one accepted after the cancel
+    /// that arrives while a sequence below the watermark is still awaited (a gap: a RunId
+    /// look-up took it) ends `cancelled` on entry (breaks I4).
+    WatermarkIgnoresSequence,
 }
 
 impl Mutant {
@@ -108,14 +125,26 @@ impl Mutant {
         Mutant::WaitsForDroppedTools,
         Mutant::WatchdogNotExtended,
         Mutant::WatchdogNeverDisarmed,
+        Mutant::WatermarkDroppedEarly,
+        Mutant::CoveredLateSubmissionRuns,
+        Mutant::WatermarkOffByOne,
+        Mutant::WatermarkIgnoresSequence,
     ];
 
-    /// The tools whose scope contains the mutant (SPEC 10): every mutant here is a core-level
-    /// bug, so the model checker and the simulator must both find it; store-level mutants
-    /// (the simulator's and the crash tests' alone) belong to the store.
+    /// The tools whose scope contains the mutant (SPEC 10). Every mutant here is a core-level
+    /// bug, so the model checker must find it, and so must the simulator unless the bug needs
+    /// an external acceptor (the simulator's host is its own acceptor: the core assigns the
+    /// sequences there). Store-level mutants (the simulator's and the crash tests' alone)
+    /// belong to the store.
     #[must_use]
     pub fn scope(self) -> &'static [&'static str] {
-        &["model", "sim"]
+        match self {
+            Mutant::WatermarkDroppedEarly
+            | Mutant::CoveredLateSubmissionRuns
+            | Mutant::WatermarkOffByOne
+            | Mutant::WatermarkIgnoresSequence => &["model"],
+            _ => &["model", "sim"],
+        }
     }
 
     /// The mutant's name as the command line and `docs/verification.md` spell it.
@@ -144,6 +173,10 @@ impl Mutant {
             Mutant::WaitsForDroppedTools => "waits_for_dropped_tools",
             Mutant::WatchdogNotExtended => "watchdog_not_extended",
             Mutant::WatchdogNeverDisarmed => "watchdog_never_disarmed",
+            Mutant::WatermarkDroppedEarly => "watermark_dropped_early",
+            Mutant::CoveredLateSubmissionRuns => "covered_late_submission_runs",
+            Mutant::WatermarkOffByOne => "watermark_off_by_one",
+            Mutant::WatermarkIgnoresSequence => "watermark_ignores_sequence",
         }
     }
 
@@ -216,6 +249,18 @@ impl Mutant {
             }
             Mutant::WatchdogNeverDisarmed => {
                 "the stream watchdog survives its attempt (no CancelTimer) and, when it fires, fails whatever attempt of the turn streams then (SPEC 4.5, I13)"
+            }
+            Mutant::WatermarkDroppedEarly => {
+                "with an external acceptor, a watermark is dropped when the first submission it covers arrives, so a later covered one still in flight runs (breaks I4, SPEC 4.10)"
+            }
+            Mutant::CoveredLateSubmissionRuns => {
+                "with an external acceptor, a covered submission arriving after the cancel is queued and runs instead of ending cancelled on entry (breaks I4, SPEC 4.10)"
+            }
+            Mutant::WatermarkOffByOne => {
+                "with an external acceptor, a watermark covers one sequence above the one it names, so the next submission after the cancel ends cancelled on entry (breaks I4, I10)"
+            }
+            Mutant::WatermarkIgnoresSequence => {
+                "with an external acceptor, a held watermark covers every arrival of its session whatever its sequence, so a submission above it that arrives across a gap ends cancelled (breaks I4)"
             }
         }
     }

@@ -111,8 +111,16 @@ pub(crate) fn on_submit(st: &mut State, ss: &mut Sessions, tx: &mut Tx, submit: 
         summaries: 0,
     };
     // Watermarks exist only with an external acceptor; most engines skip this.
-    let covered =
-        !st.watermarks.is_empty() && st.watermarks.get(&session).is_some_and(|wm| seq <= *wm);
+    let covered = !st.watermarks.is_empty()
+        && st
+            .watermarks
+            .get(&session)
+            .is_some_and(|wm| seq <= *wm || mutant!(st.config, WatermarkIgnoresSequence))
+        && !mutant!(st.config, CoveredLateSubmissionRuns);
+    if covered && mutant!(st.config, WatermarkDroppedEarly) {
+        // The bug: the first covered arrival consumes the watermark.
+        st.watermarks.remove(&session);
+    }
     if !st.watermarks.is_empty() {
         // A watermark is dropped as soon as nothing it covers can still arrive (SPEC 4.10).
         let next = st.next_seq;

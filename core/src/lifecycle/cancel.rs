@@ -33,7 +33,13 @@ pub(crate) fn on_cancel(
     );
     debug_assert!(ss.get(session).is_none_or(|s| !s.is_idle()), "idle sessions are forgotten");
     let newest = Seq(st.next_seq.0.saturating_sub(1));
-    let wm = up_to.unwrap_or(newest);
+    let mut wm = up_to.unwrap_or(newest);
+    if mutant!(st.config, WatermarkOffByOne)
+        && st.config.acceptor == crate::alphabet::Acceptor::External
+    {
+        // The bug: the acceptor's newest sequence taken for the first one not covered.
+        wm = Seq(wm.0.saturating_add(1));
+    }
     if mutant!(st.config, CancelFlag) && ss.get(session).is_none() {
         // The bug: an idle cancel is a "cancel pending" flag that trips the next submission.
         st.watermarks.insert(session.clone(), st.next_seq);
