@@ -26,6 +26,16 @@ fn host(mutant: Option<Mutant>, window: Option<u64>, watchdog: bool, external: b
     h
 }
 
+/// A lenient host with a step limit of 2 (SPEC 4.6) and, when given, this context window.
+fn step_limited(mutant: Option<Mutant>, window: Option<u64>) -> Host {
+    let config = Config { mutant, stream_idle_timeout_ms: 0, step_limit: 2, ..Config::default() };
+    let mut h = Host::lenient(config);
+    if let Some(w) = window {
+        h.setup.context_window = w;
+    }
+    h
+}
+
 /// Runs `script` on a correct engine and on one with `m`; returns what the script returned and
 /// both hosts. The correct run breaks no invariant; neither run crashes.
 fn pair<T>(m: Mutant, window: Option<u64>, script: impl Fn(&mut Host) -> T) -> [(T, Host); 2] {
@@ -39,6 +49,12 @@ fn pair<T>(m: Mutant, window: Option<u64>, script: impl Fn(&mut Host) -> T) -> [
                 | Mutant::WatermarkIgnoresSequence
         );
         let mut h = host(mutant, window, watchdog, external);
+        if matches!(m, Mutant::TitleCancelledWithTurn | Mutant::TitleRequestedAgain) {
+            h.setup.titled = false; // the store has no title for the session yet
+        }
+        if matches!(m, Mutant::StepLimitPerTurn | Mutant::StepLimitAfterEnd) {
+            h = step_limited(mutant, window);
+        }
         (script(&mut h), h)
     });
     assert_eq!(runs[0].1.violations, Vec::<String>::new(), "the correct engine breaks nothing");
@@ -567,6 +583,60 @@ fn watermark_ignores_sequence_cancels_an_arrival_above_a_held_watermark() {
     });
     assert_eq!(good, ["reply accepted", "prepare #2"], "above the watermark");
     assert_eq!(bad, CANCELLED_ON_ENTRY, "I4: covered though above the watermark");
+}
+
+fn titles(kinds: &[String], what: &str) -> usize {
+    kinds.iter().filter(|k| k.starts_with(what)).count()
+}
+
+#[test]
+fn title_cancelled_with_turn_abandons_the_title_at_a_cancel() {
+    let [(good, _), (bad, _)] = pair(Mutant::TitleCancelledWithTurn, None, |h| {
+        let a = own(h, "s", "fix the login bug");
+        let started = kinds(&h.prepare(a));
+        (titles(&started, "request_title"), titles(&cancel(h, "s"), "abort_title"))
+    });
+    assert_eq!(good, (1, 0), "SPEC 4.11: requested at the first activation, kept by a cancel");
+    assert_eq!(bad, (1, 1), "the cancel abandoned it");
+}
+
+#[test]
+fn title_requested_again_asks_twice_while_one_is_pending() {
+    let [(good, _), (bad, _)] = pair(Mutant::TitleRequestedAgain, None, |h| {
+        let a = active(h, "s");
+        h.finish(a, FinishReason::Stop);
+        // The title has not arrived; the store still says "untitled".
+        let b = own(h, "s", "and the logout");
+        titles(&kinds(&h.prepare(b)), "request_title")
+    });
+    assert_eq!(good, 0, "one request per session while it is pending");
+    assert_eq!(bad, 1, "a second request");
+}
+
+#[test]
+fn step_limit_per_turn_forgets_the_steps_before_a_pause() {
+    let [(good, g), (bad, b)] = pair(Mutant::StepLimitPerTurn, Some(1_000), |h| {
+        let a = active(h, "s");
+        h.tool_step_using(a, "c1", 950); // step 1, at the threshold: the submission pauses
+        h.summary_done(10);
+        h.tool_step_using(a, "c2", 10); // step 2 of the submission, the first after resuming
+        a
+    });
+    assert_eq!(good, bad);
+    assert_eq!(completions(&g, good), [Outcome::Failed], "SPEC 4.6: the limit of 2 steps");
+    assert_eq!(completions(&b, bad), [], "counted from zero after the resume: it goes on");
+}
+
+#[test]
+fn step_limit_after_end_completes_a_turn_that_reached_the_limit() {
+    let [(good, g), (bad, b)] = pair(Mutant::StepLimitAfterEnd, None, |h| {
+        let a = active(h, "s");
+        h.tool_step_using(a, "c1", 10);
+        h.finish(a, FinishReason::Stop); // the second step: the limit
+        a
+    });
+    assert_eq!(completions(&g, good), [Outcome::Failed], "case 2 comes before case 3");
+    assert_eq!(completions(&b, bad), [Outcome::Completed]);
 }
 
 #[test]

@@ -343,7 +343,7 @@ fn dispatch(st: &mut State, ss: &mut Sessions, tx: &mut Tx, now: Millis, input: 
         }
         Input::Summarize { session } => summary::on_summarize(st, ss, tx, session),
         Input::TitleGenerated { session, seq, title, usage } => {
-            title::on_title(st, tx, session, seq, title, usage)
+            title::on_title(st, ss, tx, session, seq, title, usage)
         }
         Input::Summary { io, event } => summary::on_summary(st, ss, tx, now, io, event),
         Input::ToolResult { call, result } => step::on_tool_result(st, ss, tx, call, result),

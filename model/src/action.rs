@@ -169,6 +169,14 @@ pub enum Action {
         /// The timer.
         timer: Timer,
     },
+    /// The host answers the title request of the session (SPEC 4.11), generated or not (the
+    /// core then writes the prompt's title): the same record either way.
+    Titled {
+        /// The session.
+        session: u8,
+        /// True when generation gave a title.
+        generated: bool,
+    },
     /// A preparation reply for a submission that is no longer preparing.
     StalePrepared {
         /// The submission.
@@ -192,6 +200,8 @@ pub enum Action {
     DuplicateTool,
     /// A timer firing after it was disarmed or fired.
     StaleTimer,
+    /// A title answer after shutdown abandoned the request, or a second answer.
+    StaleTitle,
 }
 
 impl Action {
@@ -234,6 +244,7 @@ impl Action {
                 | Action::LateTool
                 | Action::DuplicateTool
                 | Action::StaleTimer
+                | Action::StaleTitle
         )
     }
 }

@@ -25,6 +25,8 @@ pub struct Bounds {
 
 const NONE: Budget = Budget {
     sessions: 2,
+    untitled: 0,
+    step_limit: 0,
     external: false,
     submits: 0,
     runs: 0,
@@ -175,6 +177,49 @@ pub fn all() -> Vec<Bounds> {
                 retryable: 1,
                 stalls: 4,
                 stale: 2,
+                ..NONE
+            },
+        },
+        Bounds {
+            name: "titles",
+            about: "seconds: 2 untitled sessions (SPEC 4.11): the title requested at a \
+                    session's first activation and answered at any time (generated or not, \
+                    before or after the turn ends), never cancelled with the turn, abandoned by \
+                    shutdown; 3 submissions (one with a RunId), a cancel, a tool call, stale \
+                    answers",
+            config: Config::default(),
+            expected_states: 451_540,
+            budget: Budget {
+                untitled: 1,
+                submits: 3,
+                runs: 1,
+                cancels: 1,
+                shutdowns: 1,
+                tool_calls: 1,
+                stale: 1,
+                ..NONE
+            },
+        },
+        Bounds {
+            name: "limits",
+            about: "seconds: the step limit (SPEC 4.6, a limit of 2): 1 untitled session, 2 \
+                    submissions, three tool steps, a pause at the threshold and its resumed \
+                    turn (the count goes on), a stop result, a finish reason that does not \
+                    match the calls, a cancel, shutdown",
+            config: Config { step_limit: 2, ..Config::default() },
+            expected_states: 37_424,
+            budget: Budget {
+                sessions: 1,
+                untitled: 1,
+                step_limit: 2,
+                submits: 2,
+                cancels: 1,
+                shutdowns: 1,
+                tool_calls: 3,
+                highs: 1,
+                stops: 1,
+                odd_finishes: 1,
+                stale: 1,
                 ..NONE
             },
         },

@@ -9,11 +9,14 @@
 use turnstile_core::projection::{Projection, Projector};
 use turnstile_core::{
     AttemptIo, Auditor, CallId, CallIo, Config, Engine, ErrorClass, FinishReason, Input, Millis,
-    Mode, Output, OutputKind, ProviderError, RunId, SessionId, Setup, Start, StepEvent, StepIo,
-    StopTurn, StoreOp, Submit, SummaryIo, TimerId, TimerPurpose, ToolOutput, ToolSpec, Usage,
+    Mode, Output, OutputKind, ProviderError, RunId, Seq, SessionId, Setup, Start, StepEvent,
+    StepIo, StopTurn, StoreOp, Submit, SummaryIo, TimerId, TimerPurpose, ToolOutput, ToolSpec,
+    Usage,
 };
 
-use crate::spec::{Action, Call, Failure, Kind, Lane, SESSION_NAMES, Spec, Status, Timer, call_id};
+use crate::spec::{
+    Action, Call, Failure, Kind, Lane, SESSION_NAMES, Spec, Status, Timer, Title, call_id,
+};
 
 /// The context window every preparation resolves (SPEC 4.7: the threshold is a fifth of it).
 pub const CONTEXT_WINDOW: u64 = 100_000;
@@ -46,6 +49,10 @@ struct View {
     stale_timer: Option<TimerId>,
     stale_summary: Option<SummaryIo>,
     stale_refresh: Option<AttemptIo>,
+    /// The submission each session's pending title request names.
+    title: [Option<Seq>; 2],
+    /// A title request that was answered or abandoned.
+    stale_title: Option<(SessionId, Seq)>,
 }
 
 /// The core, its checkers and the host view, at one state of the exploration.
@@ -256,11 +263,30 @@ impl Lockstep {
                 Input::Summarize { session: SessionId::new(session(s)) }
             }
             Action::Shutdown => Input::Shutdown,
-            Action::Prepared { seq } | Action::StalePrepared { seq } => Input::Prepared {
-                session: SessionId::new(session(spec.subs[seq as usize - 1].session)),
-                seq: turnstile_core::Seq(u64::from(seq)),
-                setup: setup(),
-            },
+            Action::Prepared { seq } | Action::StalePrepared { seq } => {
+                let s = spec.subs[seq as usize - 1].session;
+                // The host reads the store: a title requested but not written is no title.
+                let titled = spec.titles[s as usize] == Title::Titled;
+                Input::Prepared {
+                    session: SessionId::new(session(s)),
+                    seq: turnstile_core::Seq(u64::from(seq)),
+                    setup: Setup { titled, ..setup() },
+                }
+            }
+            Action::Titled { session: s, generated } => {
+                let seq = v.title[s as usize].ok_or_else(|| missing("title request"))?;
+                let title = generated.then(|| "A title".to_owned());
+                Input::TitleGenerated {
+                    session: SessionId::new(session(s)),
+                    seq,
+                    title,
+                    usage: None,
+                }
+            }
+            Action::StaleTitle => {
+                let (session, seq) = v.stale_title.clone().ok_or_else(|| missing("old title"))?;
+                Input::TitleGenerated { session, seq, title: None, usage: None }
+            }
             Action::PrepFailed { seq } | Action::StalePrepFailed { seq } => {
                 Input::PreparationFailed {
                     session: SessionId::new(session(spec.subs[seq as usize - 1].session)),
@@ -365,6 +391,13 @@ impl Lockstep {
                     v.stale_summary = Some(io.clone());
                 }
             }
+            Input::TitleGenerated { session, seq, .. } => {
+                let s = index(session.as_str());
+                if v.title[s] == Some(*seq) {
+                    v.title[s] = None;
+                    v.stale_title = Some((session.clone(), *seq));
+                }
+            }
             Input::TimerFired { timer } => {
                 if let Some(i) = v.timers.iter().position(|t| t.0 == *timer) {
                     v.timers.remove(i);
@@ -401,6 +434,13 @@ impl View {
             OutputKind::AbortSummary { io } => {
                 self.summary[index(io.session.as_str())] = None;
                 self.stale_summary = Some(io.clone());
+            }
+            OutputKind::RequestTitle { session, seq, .. } => {
+                self.title[index(session.as_str())] = Some(*seq);
+            }
+            OutputKind::AbortTitle { session, seq } => {
+                self.title[index(session.as_str())] = None;
+                self.stale_title = Some((session.clone(), *seq));
             }
             OutputKind::RunTool { call, .. } => {
                 self.tool[index(call.session.as_str())] = Some(call.clone())
@@ -499,7 +539,7 @@ pub const DROPPED_TOOL: &str = "ls";
 pub const FINISHING_TOOL: &str = "make";
 
 /// The setup every preparation resolves: the two tools, a known context window, a titled
-/// session (titles are not modelled).
+/// session (the driver says whether the session has its title yet, SPEC 4.11).
 #[must_use]
 pub fn setup() -> Setup {
     let tools = vec![ToolSpec::new(DROPPED_TOOL), ToolSpec::new(FINISHING_TOOL).left_to_finish()];

@@ -10,7 +10,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 use turnstile_core::{Mode, Outcome};
 
 use crate::spec::{
-    Attempt, AttemptPhase, Budget, Call, Cause, Closing, Lane, Spec, Status, TurnPhase,
+    Attempt, AttemptPhase, Budget, Call, Cause, Closing, Lane, Spec, Status, Title, TurnPhase,
 };
 
 /// A packed state: 32 bytes.
@@ -67,7 +67,11 @@ pub fn encode(s: &Spec) -> Key {
         let run = sub.run.map_or(0, |r| u64::from(r) + 1);
         let head = u64::from(sub.session) | u64::from(sub.mode == Mode::Fold) << 1 | run << 2;
         p.byte(head | status(sub.status) << 4, "submission");
-        p.byte(u64::from(sub.pauses), "pauses");
+        // pauses 2 bits, then the steps the step limit counts (SPEC 4.6).
+        if sub.pauses > 3 {
+            too_wide("pauses", u64::from(sub.pauses), 2);
+        }
+        p.byte(u64::from(sub.pauses) | u64::from(sub.steps) << 2, "pauses and steps");
     }
     // Unused submission slots encode as nothing: `accepted` says how many follow.
     for lane in &s.lanes {
@@ -91,6 +95,14 @@ pub fn encode(s: &Spec) -> Key {
         | u64::from(content(&s.lanes[0])) << 2
         | u64::from(content(&s.lanes[1])) << 3;
     p.byte(flags, "finishes and content");
+    // Each session's title in 3 bits: 0 untitled, 7 written, else the requesting sequence.
+    let title = |t: Title| match t {
+        Title::Untitled => 0,
+        Title::Requested { seq } if (1..=6).contains(&seq) => u64::from(seq),
+        Title::Requested { seq } => too_wide("title request", u64::from(seq), 3),
+        Title::Titled => 7,
+    };
+    p.byte(title(s.titles[0]) | title(s.titles[1]) << 3, "titles");
     let b = budget(&s.budget);
     for pair in b.chunks(2) {
         p.nibbles(pair[0], pair.get(1).copied().unwrap_or(0), "budget");
@@ -98,12 +110,14 @@ pub fn encode(s: &Spec) -> Key {
     p.bytes
 }
 
-fn budget(b: &Budget) -> [u8; 22] {
+/// What is left to spend. The constants of a configuration (`sessions`, `external`,
+/// `untitled`, `step_limit`) are the same in every state of one exploration, so they are not
+/// in the key.
+fn budget(b: &Budget) -> [u8; 20] {
     [
         b.stalls,
         b.odd_finishes,
         b.finishing,
-        b.sessions,
         b.submits,
         b.runs,
         b.replays,
@@ -121,8 +135,6 @@ fn budget(b: &Budget) -> [u8; 22] {
         b.auth,
         b.refresh_failures,
         b.stale,
-        // Never spent; it fills the last byte's free nibble.
-        u8::from(b.external),
     ]
 }
 

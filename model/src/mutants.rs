@@ -9,15 +9,18 @@ use crate::checker::describe;
 use crate::{Options, check, configs};
 
 /// The configurations tried, in order, until one finds the mutant: the cheapest first. The
-/// external acceptor's come after the core-acceptor ones that find every other mutant, but
+/// step limit's and the titles' come after the five that find the older mutants; the
+/// external acceptor's after the core-acceptor ones that find every other mutant, but
 /// before `default`, the slowest (a mutant that needs an external acceptor exhausts every
 /// configuration before its own).
-pub const HUNT: [&str; 10] = [
+pub const HUNT: [&str; 12] = [
     "small",
     "faults",
     "retries",
     "guard",
     "watchdog",
+    "limits",
+    "titles",
     "acceptor",
     "acceptor-lookup",
     "acceptor-turn",

@@ -15,17 +15,18 @@
 //! | 4.5 retries (4 attempts) and one refresh per step | [`Attempt`], `StepFail`, `Refreshed`, the retry timer |
 //! | 4.5 the stream watchdog: one timer per attempt of a step or summary, armed at its start, disarmed at its end; content moves it without an output; a firing without content since it was armed aborts the attempt and fails it as a retryable transport error (the 4th: `failed`, `transport`) | `Timer::Watchdog`, `Attempt::content`, `Spec::watchdog_fired`, the `stalls` budget |
 //! | 4.6 ends of a turn and the hand-off | `Spec::step_ended` (precedence, the no-progress guard), `Spec::end_turn` |
+//! | 4.6 the step limit (`Budget::step_limit`, the core's `Config::step_limit`): counted per submission across its resumed turns ([`Sub::steps`]), after a stop result and before every other end; a failure that replaces only a finish that was not final, then housekeeping at the threshold | `Spec::step_ended` |
 //! | 4.7 summarization, pause, resume, manual | `Spec::summary_done`, `Spec::summary_failed`, `Summarize` |
 //! | 4.9 clean-up and the cancel grace | `Spec::abort_turn`, `Spec::cleanup` |
 //! | 4.10 cancel, cancel_run, clear_queue, shutdown | `Spec::cancel_sub`, `Clear`, `Spec::shutdown` |
 //! | 4.1 and 4.10 an external acceptor (`Budget::external`): it numbers every call (`Accept`, and `LookUp` for a used RunId, which leaves a gap in what the core sees), the calls reach the core in order (`Arrive`, a pending host reply for I6); a cancel reaches it at once, naming the acceptor's newest sequence, and covers the session's calls still in flight, which end `cancelled` on entry; nothing numbered after it is covered, and a watermark is never dropped while something it covers can arrive | [`Status::InFlight`], `Spec::accept`, `Spec::arrive`, `Spec::cancel` |
+//! | 4.11 titles (`Budget::untitled`): requested at a session's first activation when it has none and none is pending, answered whenever the host likes (generated or not: the same write), never waited for and never cancelled with the turn; shutdown abandons a pending request and writes the prompt's title | [`Title`], `Spec::admit`, `Titled`, `Spec::abandon_title` |
 //! | 5 the completion contract | `Spec::decide` and `publish`, the only places an outcome is set (`publish` panics on a second decision) |
 //! | I13 stale replies | the `Stale*` actions: allowed when such IO exists, and change nothing (a watchdog firing after its attempt ended, a late event of an attempt it aborted) |
 //!
-//! Not modelled (the core's own tests and traces cover them): sub-agents and titles (SPEC 4.11;
-//! every setup says the session has a title and offers no `agent` tool), loop detection (it
-//! needs 10 steps), the step limit (configurable; the model runs with the default, unlimited),
-//! more than one tool call per step, validation other than the empty prompt, streaming text and
+//! Not modelled (the core's own tests and traces cover them): sub-agents (SPEC 4.11; no setup
+//! offers the `agent` tool), a title's cost (abstracted with all costs), loop detection (it
+//! needs 10 steps), more than one tool call per step, validation other than the empty prompt, streaming text and
 //! reasoning (the step's tool call is the content event that extends the watchdog; a summary
 //! streams no content here, so its watchdog can only stall), the watchdog's timeout (the
 //! default, 300 s; time itself is abstract: a firing's verdict depends only on whether content
@@ -43,7 +44,7 @@ use turnstile_core::{ErrorKind, Mode, Outcome, Seq, StopReason};
 
 pub use crate::action::{Action, Failure, Kind, Timer};
 pub use crate::state::{
-    Attempt, AttemptPhase, Budget, Call, Cause, Closing, Lane, Status, Sub, Summary, Turn,
+    Attempt, AttemptPhase, Budget, Call, Cause, Closing, Lane, Status, Sub, Summary, Title, Turn,
     TurnPhase,
 };
 
@@ -74,8 +75,10 @@ pub struct Spec {
     /// What is left to choose.
     pub budget: Budget,
     /// Whether a stale reply of each kind could be sent: step, late tool, duplicate tool, timer,
-    /// summary, refresh.
-    pub stale: [bool; 6],
+    /// summary, refresh, title.
+    pub stale: [bool; 7],
+    /// The sessions' titles (SPEC 4.11).
+    pub titles: [Title; 2],
 }
 
 const STALE_STEP: usize = 0;
@@ -84,6 +87,7 @@ const DUP_TOOL: usize = 2;
 const STALE_TIMER: usize = 3;
 const STALE_SUMMARY: usize = 4;
 const STALE_REFRESH: usize = 5;
+const STALE_TITLE: usize = 6;
 
 /// The call id the model's step `step` uses.
 #[must_use]
@@ -157,14 +161,17 @@ impl Spec {
             run: None,
             status: Status::Done(Outcome::Completed),
             pauses: 0,
+            steps: 0,
         };
+        let title = if budget.untitled > 0 { Title::Untitled } else { Title::Titled };
         Spec {
             subs: [sub; MAX_SUBS],
             accepted: 0,
             lanes: [Lane::Idle; 2],
             closing: Closing::Open,
             budget,
-            stale: [false; 6],
+            stale: [false; 7],
+            titles: [title; 2],
         }
     }
 
@@ -309,6 +316,13 @@ impl Spec {
         if self.closing == (Closing::Draining { deadline: true }) {
             out.push(Action::Fire { timer: Timer::Deadline });
         }
+        // A title request is answered whenever the host likes: nothing waits for it.
+        for session in 0..2u8 {
+            if let Title::Requested { .. } = self.titles[session as usize] {
+                out.push(Action::Titled { session, generated: true });
+                out.push(Action::Titled { session, generated: false });
+            }
+        }
     }
 
     fn turn_actions(&self, session: u8, t: Turn, out: &mut Vec<Action>) {
@@ -423,6 +437,7 @@ impl Spec {
             Action::StaleTimer,
             Action::StaleSummary,
             Action::StaleRefresh,
+            Action::StaleTitle,
         ];
         for (i, a) in kinds.into_iter().enumerate() {
             if self.stale[i] {
@@ -452,7 +467,7 @@ impl Spec {
                 self.accepted += 1;
                 let status = Status::LookUp { same };
                 *self.sub_mut(self.accepted) =
-                    Sub { session, mode: Mode::Fold, run: Some(run), status, pauses: 0 };
+                    Sub { session, mode: Mode::Fold, run: Some(run), status, pauses: 0, steps: 0 };
             }
             Action::Invalid => {
                 self.budget.replays -= 1;
@@ -504,6 +519,12 @@ impl Spec {
             Action::SummaryDone { session } => self.summary_done(session, e),
             Action::SummaryFail { session, failure } => self.summary_fail(session, failure, e),
             Action::Fire { timer } => self.fire(timer, e),
+            Action::Titled { session, .. } => {
+                // The title write changes only the title; its text is abstracted (SPEC 4.11).
+                self.stale[STALE_TITLE] = true;
+                self.titles[session as usize] = Title::Titled;
+                e.rec(session, Rec::Title);
+            }
             Action::StalePrepared { .. }
             | Action::StalePrepFailed { .. }
             | Action::StaleSummary
@@ -511,7 +532,8 @@ impl Spec {
             | Action::StaleStep
             | Action::LateTool
             | Action::DuplicateTool
-            | Action::StaleTimer => self.budget.stale -= 1,
+            | Action::StaleTimer
+            | Action::StaleTitle => self.budget.stale -= 1,
         }
     }
 
@@ -550,7 +572,7 @@ impl Spec {
         };
         self.accepted += 1;
         let n = self.accepted;
-        *self.sub_mut(n) = Sub { session, mode, run, status, pauses: 0 };
+        *self.sub_mut(n) = Sub { session, mode, run, status, pauses: 0, steps: 0 };
         n
     }
 
@@ -680,6 +702,12 @@ impl Spec {
         self.sub_mut(head).status = Status::Active;
         e.rec(s, Rec::Activated { seq: seq(head) });
         e.rec(s, Rec::User { seq: seq(head), synthetic: false });
+        // SPEC 4.11: a first activation in a session without a title (and none requested)
+        // requests one; the turn does not wait for it.
+        if self.titles[s as usize] == Title::Untitled {
+            self.titles[s as usize] = Title::Requested { seq: head };
+            e.io(Io::RequestTitle { session: name(s), seq: seq(head) });
+        }
         self.start_step(s, head, 0, e);
     }
 
@@ -778,9 +806,26 @@ impl Spec {
         if !t.high {
             self.sub_mut(n).pauses = 0;
         }
+        // SPEC 4.6 case 2: the step limit counts the submission's steps across its resumed
+        // turns, and comes after a stop result and before every other end.
+        let limit = self.budget.step_limit;
+        if limit > 0 {
+            let sub = self.sub_mut(n);
+            sub.steps = (sub.steps + 1).min(limit);
+        }
+        let limited = limit > 0 && self.sub(n).steps >= limit;
         if stopped {
             let stop = Some(StopReason::PermissionDenied);
             self.end_turn(s, n, Outcome::Completed, None, stop, e);
+        } else if limited {
+            // Failed, then housekeeping at the threshold like any end (SPEC 4.7). The failure
+            // replaces a finish that was not final yet: `tool_use`, or any finish of a step
+            // whose tools ran; a finish that ended the turn stays (`docs/lifecycle-rules.md`,
+            // "Clean-up order" and "A finish is final only when the turn is over").
+            if t.tool_use || t.call != Call::None {
+                e.rec(s, Rec::Finish { seq: seq(n), finish: FinishP::Error });
+            }
+            self.end_turn(s, n, Outcome::Failed, Some(ErrorKind::StepLimit), None, e);
         } else if !continues {
             let stop = Some(StopReason::EndTurn);
             self.end_turn(s, n, Outcome::Completed, None, stop, e);
@@ -1257,6 +1302,12 @@ impl Spec {
         self.budget.shutdowns -= 1;
         self.closing = Closing::Draining { deadline: false };
         for s in 0..2u8 {
+            // A housekeeping summary belongs to no submission: as an abort, its deletion comes
+            // before any write of a submission (SPEC 7).
+            if let Lane::Summary(sm @ Summary { resume: None, .. }) = self.lanes[s as usize] {
+                self.abort_summary(s, sm, e);
+            }
+            self.abandon_title(s, e);
             // The lane first: its aborts come before any decision, and its submission is the
             // session's oldest (admission follows acceptance order).
             match self.lanes[s as usize] {
@@ -1280,6 +1331,20 @@ impl Spec {
             self.closing = Closing::Draining { deadline: true };
         } else {
             self.maybe_stopped(e);
+        }
+    }
+
+    /// Shutdown abandons a pending title request (SPEC 4.11: nothing waits for a title): its
+    /// generation is aborted and the prompt's title written at once, as a write of the
+    /// submission that requested it. That submission is the session's oldest with writes in
+    /// this transition (it was activated, so everything older has ended), so the title comes
+    /// first (`docs/lifecycle-rules.md`).
+    fn abandon_title(&mut self, s: u8, e: &mut Emit) {
+        if let Title::Requested { seq: n } = self.titles[s as usize] {
+            self.stale[STALE_TITLE] = true;
+            self.titles[s as usize] = Title::Titled;
+            e.io(Io::AbortTitle { session: name(s), seq: seq(n) });
+            e.rec(s, Rec::Title);
         }
     }
 

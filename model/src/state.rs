@@ -51,6 +51,24 @@ pub struct Sub {
     pub status: Status,
     /// Summarizations not separated by a step below the threshold (SPEC 4.7 guard).
     pub pauses: u8,
+    /// Steps it ended, across its resumed turns (SPEC 4.6: the step limit counts per
+    /// submission); counted only under a step limit, and never past it.
+    pub steps: u8,
+}
+
+/// A session's title (SPEC 4.11).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Title {
+    /// None yet: the session's next first activation requests one.
+    Untitled,
+    /// Requested at the first activation of this submission, not written yet (nothing waits
+    /// for it, and a cancel does not stop it).
+    Requested {
+        /// The submission.
+        seq: u8,
+    },
+    /// Written (generated, or the prompt's).
+    Titled,
 }
 
 /// The tool call of the current step (the model's steps make at most one). `finishes` says
@@ -205,6 +223,12 @@ pub struct Budget {
     /// external acceptor whose submissions reach the core in order, after any cancel made
     /// meanwhile (SPEC 4.10). Never spent; it must match the core's configuration.
     pub external: bool,
+    /// 1: the sessions start without a title, so their first activation requests one (SPEC
+    /// 4.11); 0: every preparation says the session has one. Never spent.
+    pub untitled: u8,
+    /// The core's step limit (SPEC 4.6, `Config::step_limit`; 0 unlimited). Never spent; it
+    /// must match the core's configuration.
+    pub step_limit: u8,
     /// Submissions (accepted or rejected for closing).
     pub submits: u8,
     /// Submissions with a RunId among them.

@@ -79,6 +79,17 @@ fn a_cancel_covers_exactly_what_the_external_acceptor_numbered_before_it() {
     assert_eq!(status, [cancelled, Status::Preparing, cancelled, Status::Preparing]);
 }
 
+/// Titles (SPEC 4.11) and the step limit (SPEC 4.6) conform everywhere, and the step limit
+/// the specification counts is the core's.
+#[test]
+fn the_titles_and_step_limit_configurations_conform_everywhere() {
+    assert_passes("limits", 30_000);
+    assert_passes("titles", 400_000);
+    for b in configs::all() {
+        assert_eq!(u32::from(b.budget.step_limit), b.config.step_limit, "{}", b.name);
+    }
+}
+
 /// The packed key is exact: over a whole explored space, equal keys mean equal states.
 #[test]
 fn the_state_encoding_is_injective() {

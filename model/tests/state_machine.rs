@@ -16,6 +16,9 @@ use turnstile_model::spec::{Action, Budget, Emit, Spec};
 const WIDE: Budget = Budget {
     sessions: 2,
     external: false,
+    // Untitled sessions: title requests and their answers at any moment (SPEC 4.11).
+    untitled: 1,
+    step_limit: 0,
     submits: 6,
     runs: 3,
     replays: 3,

@@ -98,6 +98,19 @@ pub enum Mutant {
     /// that arrives while a sequence below the watermark is still awaited (a gap: a RunId
     /// look-up took it) ends `cancelled` on entry (breaks I4).
     WatermarkIgnoresSequence,
+    /// A cancel also abandons the session's pending title request, as if the title belonged
+    /// to the turn (breaks SPEC 4.11: "not cancelled with the turn").
+    TitleCancelledWithTurn,
+    /// A first activation requests a title although one is already pending for the session,
+    /// so the session gets two requests and two title writes (breaks SPEC 4.11).
+    TitleRequestedAgain,
+    /// The step limit counts the steps of a turn, not of the submission: a resumed turn
+    /// after a summarization starts again from zero (breaks SPEC 4.6 "counted per submission
+    /// across resumed turns").
+    StepLimitPerTurn,
+    /// The step limit is judged after the finish reason, so a last step that ends the turn
+    /// normally completes instead of failing `step_limit` (breaks SPEC 4.6's precedence).
+    StepLimitAfterEnd,
 }
 
 impl Mutant {
@@ -129,6 +142,10 @@ impl Mutant {
         Mutant::CoveredLateSubmissionRuns,
         Mutant::WatermarkOffByOne,
         Mutant::WatermarkIgnoresSequence,
+        Mutant::TitleCancelledWithTurn,
+        Mutant::TitleRequestedAgain,
+        Mutant::StepLimitPerTurn,
+        Mutant::StepLimitAfterEnd,
     ];
 
     /// The tools whose scope contains the mutant (SPEC 10). Every mutant here is a core-level
@@ -143,6 +160,12 @@ impl Mutant {
             | Mutant::CoveredLateSubmissionRuns
             | Mutant::WatermarkOffByOne
             | Mutant::WatermarkIgnoresSequence => &["model"],
+            // The simulator's world neither leaves sessions untitled long enough nor sets a
+            // step limit, and hides title requests and step ends behind its host.
+            Mutant::TitleCancelledWithTurn
+            | Mutant::TitleRequestedAgain
+            | Mutant::StepLimitPerTurn
+            | Mutant::StepLimitAfterEnd => &["model"],
             _ => &["model", "sim"],
         }
     }
@@ -177,6 +200,10 @@ impl Mutant {
             Mutant::CoveredLateSubmissionRuns => "covered_late_submission_runs",
             Mutant::WatermarkOffByOne => "watermark_off_by_one",
             Mutant::WatermarkIgnoresSequence => "watermark_ignores_sequence",
+            Mutant::TitleCancelledWithTurn => "title_cancelled_with_turn",
+            Mutant::TitleRequestedAgain => "title_requested_again",
+            Mutant::StepLimitPerTurn => "step_limit_per_turn",
+            Mutant::StepLimitAfterEnd => "step_limit_after_end",
         }
     }
 
@@ -247,6 +274,14 @@ impl Mutant {
             Mutant::WatchdogNotExtended => {
                 "content events do not extend the stream watchdog: a live but slow stream is killed at the idle timeout after its start (SPEC 4.5)"
             }
+            later => later.explain_later(),
+        }
+    }
+
+    /// [`Mutant::explain`] for the newest mutants: the stream watchdog's second, the external
+    /// acceptor's, the titles' and the step limit's.
+    fn explain_later(self) -> &'static str {
+        match self {
             Mutant::WatchdogNeverDisarmed => {
                 "the stream watchdog survives its attempt (no CancelTimer) and, when it fires, fails whatever attempt of the turn streams then (SPEC 4.5, I13)"
             }
@@ -262,6 +297,20 @@ impl Mutant {
             Mutant::WatermarkIgnoresSequence => {
                 "with an external acceptor, a held watermark covers every arrival of its session whatever its sequence, so a submission above it that arrives across a gap ends cancelled (breaks I4)"
             }
+            Mutant::TitleCancelledWithTurn => {
+                "a cancel also abandons the session's pending title request (breaks SPEC 4.11: not cancelled with the turn)"
+            }
+            Mutant::TitleRequestedAgain => {
+                "a first activation requests a title although one is pending, so the session gets two (breaks SPEC 4.11)"
+            }
+            Mutant::StepLimitPerTurn => {
+                "the step limit counts a turn's steps, restarting from zero when a paused submission resumes (breaks SPEC 4.6)"
+            }
+            Mutant::StepLimitAfterEnd => {
+                "the step limit is judged after the finish reason, so a last step that ends the turn completes instead of failing step_limit (breaks SPEC 4.6)"
+            }
+            // Every other mutant has its own arm in `explain`.
+            _ => unreachable!("explained by Mutant::explain"),
         }
     }
 }

@@ -14,7 +14,8 @@
 //!   core's own tests pin);
 //! - the IO requests (starts, aborts, timers), sorted: they are independent of each other.
 //!
-//! Left out: text, reasoning, usage, cost and titles (abstracted), `Commit` (a transaction
+//! Left out: text, reasoning, usage, cost and the titles' text (abstracted; a title's request,
+//! abort and write are kept), `Commit` (a transaction
 //! boundary, checked by the [`crate::Auditor`]), and the internal numbering of turns, messages
 //! and timers (a timer is named by its purpose). A trace line may carry a projection as its
 //! expectation (`expect_projection`), which is how a model counterexample is replayed.
@@ -222,6 +223,8 @@ pub enum Rec {
     SummaryFailed,
     /// The partial summary was deleted (cancel, shutdown).
     SummaryDeleted,
+    /// The session's title was written (SPEC 4.11; its text is abstracted).
+    Title,
     /// A sub-agent's child submission was recorded.
     ChildAccepted {
         /// The child's sequence.
@@ -340,6 +343,21 @@ pub enum Io {
     CancelTimer {
         /// Its purpose.
         timer: TimerP,
+    },
+    /// Generate the session's title (SPEC 4.11), for the submission whose first activation
+    /// asked.
+    RequestTitle {
+        /// The session.
+        session: String,
+        /// The submission.
+        seq: Seq,
+    },
+    /// Stop generating it (shutdown).
+    AbortTitle {
+        /// The session.
+        session: String,
+        /// The submission named by the request.
+        seq: Seq,
     },
 }
 
@@ -480,8 +498,8 @@ fn record(op: &StoreOp) -> Option<Rec> {
         StoreOp::SummaryDone { .. } => Rec::SummaryDone,
         StoreOp::SummaryFailed { .. } => Rec::SummaryFailed,
         StoreOp::SummaryDeleted { .. } => Rec::SummaryDeleted,
-        StoreOp::Title { .. }
-        | StoreOp::SessionUsage { .. }
+        StoreOp::Title { .. } => Rec::Title,
+        StoreOp::SessionUsage { .. }
         | StoreOp::AppendText { .. }
         | StoreOp::SummaryText { .. }
         | StoreOp::ReasoningStarted { .. }
@@ -554,6 +572,12 @@ fn io(out: &OutputKind) -> Option<Io> {
         }
         OutputKind::AbortSummary { io } => {
             Io::AbortSummary { session: io.session.as_str().to_owned(), attempt: io.attempt }
+        }
+        OutputKind::RequestTitle { session, seq, .. } => {
+            Io::RequestTitle { session: session.as_str().to_owned(), seq: *seq }
+        }
+        OutputKind::AbortTitle { session, seq } => {
+            Io::AbortTitle { session: session.as_str().to_owned(), seq: *seq }
         }
         _ => return None,
     })

@@ -66,7 +66,11 @@ pub(crate) fn resume(st: &mut State, tx: &mut Tx, s: &mut Session, p: Paused) {
         "shutdown aborts summaries at once, so none succeeds"
     );
     let text = summary::continuation(&p.sub.prompt);
-    activate(st, tx, s, p.sub, p.setup, text, Activation::Resume);
+    let mut sub = p.sub;
+    if mutant!(st.config, StepLimitPerTurn) {
+        sub.steps = 0; // the bug: the resumed turn counts its steps from zero
+    }
+    activate(st, tx, s, sub, p.setup, text, Activation::Resume);
 }
 
 /// Starts a sub-agent's turn at once in its new child session: no preparation, never queued

@@ -32,6 +32,7 @@ pub(crate) fn on_cancel(
         "stale watermarks are dropped (G-08)"
     );
     debug_assert!(ss.get(session).is_none_or(|s| !s.is_idle()), "idle sessions are forgotten");
+    crate::lifecycle::title::cancelled_with_turn(st, tx, session);
     let newest = Seq(st.next_seq.0.saturating_sub(1));
     let mut wm = up_to.unwrap_or(newest);
     if mutant!(st.config, WatermarkOffByOne)

@@ -155,7 +155,8 @@ pub(crate) fn after_step(st: &mut State, tx: &mut Tx, s: &mut Session, reason: F
         );
     }
     let after = if full { After::Summarize } else { After::HandOff };
-    match judge(st.config.step_limit, t, stop, looped, reason) {
+    let limit_last = mutant!(st.config, StepLimitAfterEnd);
+    match judge(st.config.step_limit, t, stop, looped, reason, limit_last) {
         Some(end) => cleanup::end_turn_then(st, tx, s, end, after),
         None if !full => {
             t.owner.summaries = 0; // a step below the threshold: progress
@@ -176,6 +177,7 @@ fn judge(
     stop: Option<StopTurn>,
     looped: bool,
     reason: FinishReason,
+    limit_last: bool,
 ) -> Option<TurnEnd> {
     if let Some(stop) = stop {
         let reason = match stop {
@@ -188,7 +190,9 @@ fn judge(
         let (title, message) = (LOOP_TITLE.to_owned(), LOOP_MESSAGE.to_owned());
         return Some(TurnEnd::Failed(ErrorInfo { kind: ErrorKind::LoopDetected, title, message }));
     }
-    if limit > 0 && t.owner.steps >= limit {
+    // The bug `step_limit_after_end`: the limit only stops a turn that would continue.
+    let would_end = limit_last && reason != FinishReason::ToolCalls;
+    if limit > 0 && t.owner.steps >= limit && !would_end {
         let message = format!("The turn reached the limit of {limit} steps.");
         let title = STEP_LIMIT_TITLE.to_owned();
         return Some(TurnEnd::Failed(ErrorInfo { kind: ErrorKind::StepLimit, title, message }));

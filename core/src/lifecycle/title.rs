@@ -7,9 +7,10 @@
 //! space), the title comes from the prompt: newlines turned into spaces, trimmed, cut to 49
 //! scalar values and "…" when longer than 50; "Untitled Session" when that is empty.
 
+use crate::alphabet::mutants::mutant;
 use crate::alphabet::{OutputKind, Seq, SessionId, StoreOp, UNTITLED, Usage};
 use crate::state::Tx;
-use crate::state::{PendingTitle, Session, State, TitleState};
+use crate::state::{PendingTitle, Session, Sessions, State, TitleState};
 
 /// Longer prompts are cut to `TITLE_CHARS_MAX - 1` scalar values and "…" (SPEC 8).
 const TITLE_CHARS_MAX: usize = 50;
@@ -55,11 +56,10 @@ pub(crate) fn maybe_request(
     titled: bool,
     prompt: &str,
 ) {
-    if titled
-        || s.parent.is_some()
-        || s.title == TitleState::Requested
-        || st.titles.contains_key(&s.id)
-    {
+    // The bug `title_requested_again`: a pending request does not stop another one.
+    let pending = (s.title == TitleState::Requested || st.titles.contains_key(&s.id))
+        && !mutant!(st.config, TitleRequestedAgain);
+    if titled || s.parent.is_some() || pending {
         return;
     }
     s.title = TitleState::Requested;
@@ -73,6 +73,7 @@ pub(crate) fn maybe_request(
 /// `TitleGenerated`: writes the cleaned title or the prompt's, and adds its cost.
 pub(crate) fn on_title(
     st: &mut State,
+    ss: &mut Sessions,
     tx: &mut Tx,
     session: SessionId,
     seq: Seq,
@@ -91,7 +92,22 @@ pub(crate) fn on_title(
         return; // stale (I13)
     }
     let Some(pending) = st.titles.remove(&session) else { return };
+    // The session has its title now. A submission of it prepared before this write still
+    // has a setup that says "untitled" (the host read the store then), so the session in
+    // memory must remember that one was requested, also when it was forgotten and re-created
+    // while the request was pending (tests/traces/regressions/title-not-requested-again-
+    // after-a-stale-setup.jsonl, found by the model checker).
+    ss.with(&session, false, |s| s.title = TitleState::Requested);
     write(tx, session, seq, title.as_deref().map(clean_title), &pending.prompt, usage);
+}
+
+/// The bug `title_cancelled_with_turn`: a cancel abandons the session's pending title too.
+pub(crate) fn cancelled_with_turn(st: &mut State, tx: &mut Tx, session: &SessionId) {
+    if mutant!(st.config, TitleCancelledWithTurn)
+        && let Some(p) = st.titles.remove(session)
+    {
+        tx.abort(p.seq, OutputKind::AbortTitle { session: session.clone(), seq: p.seq });
+    }
 }
 
 /// Shutdown: pending titles are abandoned and the prompt's title written now, so every
