@@ -6,7 +6,7 @@ use std::time::Instant;
 use turnstile_core::Mutant;
 
 use crate::checker::describe;
-use crate::{Options, check, configs};
+use crate::{Bounds, Options, check, configs};
 
 /// The configurations tried, in order, until one finds the mutant: the cheapest first. The
 /// step limit's and the titles' come after the five that find the older mutants; the
@@ -45,13 +45,35 @@ pub struct Hunt {
     pub states: u64,
 }
 
-/// Hunts one mutant through [`HUNT`].
+/// Whether `mutant` can make any difference in a configuration: the external acceptor's bugs
+/// live in code that only an external acceptor reaches (watermarks ahead of the core), the
+/// titles' only where a session has no title, the step limit's only under a limit. Elsewhere
+/// the mutated core is the correct one, so exploring it again would only cost time.
+#[must_use]
+pub fn can_show(mutant: Mutant, bounds: &Bounds) -> bool {
+    let b = &bounds.budget;
+    match mutant {
+        Mutant::WatermarkDroppedEarly
+        | Mutant::CoveredLateSubmissionRuns
+        | Mutant::WatermarkOffByOne
+        | Mutant::WatermarkIgnoresSequence => b.external,
+        Mutant::TitleCancelledWithTurn | Mutant::TitleRequestedAgain => b.untitled > 0,
+        Mutant::StepLimitPerTurn | Mutant::StepLimitAfterEnd => b.step_limit > 0,
+        _ => true,
+    }
+}
+
+/// Hunts one mutant through [`HUNT`], skipping the configurations it cannot show in
+/// ([`can_show`]).
 #[must_use]
 pub fn hunt(mutant: Mutant) -> Hunt {
     let started = Instant::now();
     let mut states = 0;
     for name in HUNT {
         let Some(mut bounds) = configs::named(name) else { continue };
+        if !can_show(mutant, &bounds) {
+            continue;
+        }
         bounds.config.mutant = Some(mutant);
         let report = check(&bounds, &Options::default(), &mut |_| {});
         states += report.states;
