@@ -100,11 +100,6 @@ impl Lockstep {
         }
     }
 
-    #[doc(hidden)]
-    pub fn engine_fork_only(&self) -> Engine {
-        self.engine.fork()
-    }
-
     /// Performs `action` (offered by `spec`, the state before it) on the core: returns the
     /// concrete input with its time and the projection of the core's outputs. Checks the
     /// transition (the [`Auditor`] over the outputs) and the state it reached
