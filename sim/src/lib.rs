@@ -1,12 +1,30 @@
 //! # turnstile-sim: the deterministic simulation of the real host, and trace tooling
 //!
-//! - [`world`]: the simulated world around the real host (`turnstile-host`): a seeded
-//!   provider and tools, clients that submit, cancel, clear and summarize at random moments,
-//!   store faults, and the checks after every seed (SPEC 10 "Sim").
-//! - `sweep` (only under `--cfg madsim`): one deterministic madsim runtime per seed.
+//! - [`sweep`]: [`Sweep`](sweep::Sweep), a builder of sweeps for a test of your own: the
+//!   built-in world, or one with your tools, provider behaviour, client mix, faults and
+//!   checks; `run` (under `--cfg madsim`) runs its seeds in parallel, one deterministic madsim
+//!   runtime each, and reports each failing seed with its rerun command, its core trace and
+//!   the trace shrunk.
+//! - [`world`]: the simulated world around the real host (`turnstile-host`): a provider, tools,
+//!   clients that submit, cancel, clear and summarize at random moments, faults, and the
+//!   checks after every seed (SPEC 10 "Sim").
 //! - [`recorded`]: real recorded provider streams served through the real decoders.
 //! - [`shrink`]: delta debugging of a failing core trace down to a minimal one.
 //! - [`rng`]: the world's seeded randomness.
+//!
+//! A sweep in a test of your own (a file that starts `#![cfg(madsim)]`, run with
+//! `RUSTFLAGS="--cfg madsim" CARGO_TARGET_DIR=target/madsim cargo test --release`):
+//!
+//! ```no_run
+//! use turnstile_sim::sweep::Sweep;
+//!
+//! let sweep = Sweep::new("built-in world").seeds(200);
+//! #[cfg(madsim)]
+//! sweep.run().assert_passed();
+//! ```
+//!
+//! `docs/verification.md` ("Sweeps in your own tests") and the example crate
+//! `examples/sweep-your-tool` show a tool of your own with a check of its own.
 //!
 //! The command `turnstile-sim` exposes `sweep`, `seed`, `mutants`, `determinism`, `shrink`,
 //! `replay`, `bless` and `decode` (recorded provider bodies into the core events they become).
@@ -33,7 +51,6 @@ pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
 
 pub mod recorded;
 pub mod shrink;
-#[cfg(madsim)]
 pub mod sweep;
 pub mod view;
 pub mod world;

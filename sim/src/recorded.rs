@@ -9,16 +9,7 @@ use turnstile_core::{CallId, StepEvent};
 use turnstile_wire::{Api, Decoder};
 
 use crate::rng::Rng;
-
-/// What the provider does next (the world's acts).
-pub enum Act {
-    /// Wait this many milliseconds of simulated time.
-    Wait(u64),
-    /// Send this event.
-    Send(StepEvent),
-    /// Never send anything again.
-    Hang,
-}
+use crate::world::provider::Act;
 
 macro_rules! body {
     ($api:expr, $case:literal, $n:literal) => {

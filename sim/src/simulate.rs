@@ -50,21 +50,17 @@ pub use with_madsim::{determinism, mutants, regressions, seed, sweep};
 
 #[cfg(madsim)]
 mod with_madsim {
-    use std::collections::BTreeMap;
     use std::path::Path;
     use std::process::ExitCode;
-    use std::sync::Mutex;
-    use std::sync::atomic::{AtomicU64, Ordering};
     use std::time::Instant;
 
-    use indicatif::{ProgressBar, ProgressStyle};
-    use turnstile_sim::sweep::run_seed;
-    use turnstile_sim::world::{
-        Profile, SeedReport, WorldConfig, hunted_mutant_names, mutant_names,
-    };
+    use turnstile_sim::sweep::Sweep;
+    use turnstile_sim::world::{Faults, hunted_mutant_names, mutant_names};
 
-    fn knobs(name: &str, mutant: Option<String>) -> Result<WorldConfig, ExitCode> {
-        let profile = Profile::from_name(name).ok_or_else(|| {
+    /// The built-in world with the named fault profile and mutant, as `turnstile-sim` runs it
+    /// (its flags, not the `TURNSTILE_SIM_*` variables, say what to run).
+    fn knobs(name: &str, mutant: Option<String>) -> Result<Sweep, ExitCode> {
+        let faults = Faults::from_name(name).ok_or_else(|| {
             eprintln!("error: --faults {name}: unknown profile (use `calm` or `faults`)");
             ExitCode::from(2)
         })?;
@@ -81,7 +77,17 @@ mod with_madsim {
             );
             return Err(ExitCode::from(2));
         }
-        Ok(WorldConfig { profile, mutant })
+        let features = if mutant.is_some() { " --features mutants" } else { "" };
+        let flag = mutant.as_deref().map_or(String::new(), |m| format!(" --mutant {m}"));
+        let mut sweep = Sweep::new("built-in world").faults(faults).ignore_environment();
+        sweep = sweep.rerun_command(format!(
+            "RUSTFLAGS=\"--cfg madsim\" CARGO_TARGET_DIR=target/madsim cargo run --release -p \
+             turnstile-sim{features} -- seed {{seed}} --faults {name}{flag}"
+        ));
+        Ok(match mutant {
+            Some(m) => sweep.mutant(m),
+            None => sweep,
+        })
     }
 
     /// `sweep`: seeds in parallel jobs, a progress bar, a summary, failing traces saved.
@@ -93,151 +99,23 @@ mod with_madsim {
         out: &Path,
         mutant: Option<String>,
     ) -> ExitCode {
-        let knobs = match knobs(faults, mutant) {
+        let sweep = match knobs(faults, mutant) {
             Ok(k) => k,
             Err(code) => return code,
         };
-        let bar = ProgressBar::new(seeds);
-        bar.set_style(
-            ProgressStyle::with_template(
-                "{elapsed_precise} [{bar:40}] {pos}/{len} seeds, {per_sec}, {msg}",
-            )
-            .unwrap_or_else(|_| ProgressStyle::default_bar())
-            .progress_chars("=> "),
-        );
-        let next = AtomicU64::new(first);
-        let reports = Mutex::new(Vec::new());
-        let failures = AtomicU64::new(0);
-        let started = Instant::now();
-        std::thread::scope(|scope| {
-            for _ in 0..jobs.max(1) {
-                scope.spawn(|| {
-                    loop {
-                        let seed = next.fetch_add(1, Ordering::Relaxed);
-                        if seed >= first + seeds {
-                            return;
-                        }
-                        let report = run_seed(seed, &knobs, false);
-                        if !report.violations.is_empty() {
-                            let n = failures.fetch_add(1, Ordering::Relaxed) + 1;
-                            bar.set_message(format!("{n} failed"));
-                        }
-                        bar.inc(1);
-                        reports
-                            .lock()
-                            .unwrap_or_else(std::sync::PoisonError::into_inner)
-                            .push(report);
-                    }
-                });
-            }
-        });
-        bar.finish();
-        let mut reports = reports.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
-        reports.sort_by_key(|r| r.seed);
-        summarize(&reports, seeds, first, jobs, faults, started.elapsed().as_secs_f64());
-        let failed: Vec<&SeedReport> =
-            reports.iter().filter(|r| !r.violations.is_empty()).collect();
-        if failed.is_empty() {
-            return ExitCode::SUCCESS;
-        }
-        if let Err(e) = std::fs::create_dir_all(out) {
-            eprintln!("error: cannot create {}: {e}", out.display());
-        }
-        for r in failed {
-            println!("\nFAIL seed {}: {}", r.seed, r.violations[0]);
-            for v in r.violations.iter().skip(1).take(4) {
-                println!("     also: {v}");
-            }
-            let mutant =
-                knobs.mutant.as_deref().map_or(String::new(), |m| format!(" --mutant {m}"));
-            let features = if mutant.is_empty() { "" } else { " --features mutants" };
-            println!(
-                "     rerun: RUSTFLAGS=\"--cfg madsim\" CARGO_TARGET_DIR=target/madsim cargo run --release -p turnstile-sim{features} -- seed {} --faults {faults}{mutant}",
-                r.seed
-            );
-            if let Some(trace) = &r.trace {
-                let path = out.join(format!("seed-{}.jsonl", r.seed));
-                match std::fs::write(&path, trace) {
-                    Ok(()) => println!("     core trace: {}", path.display()),
-                    Err(e) => eprintln!("error: cannot write {}: {e}", path.display()),
-                }
-                shrink_saved(trace, &out.join(format!("seed-{}.min.jsonl", r.seed)));
-            }
-        }
-        ExitCode::from(1)
-    }
-
-    /// Shrinks a failing seed's core trace when the core itself breaks an invariant on it.
-    fn shrink_saved(text: &str, path: &Path) {
-        let Ok(trace) = turnstile_core::Trace::parse(text) else { return };
-        match turnstile_sim::shrink::shrink(&trace) {
-            None => println!(
-                "     (the core's trace replays cleanly: the failure is the host's; rerun the seed)"
-            ),
-            Some(s) => match std::fs::write(path, s.trace.to_jsonl()) {
-                Ok(()) => println!(
-                    "     shrunk to {} of {} inputs: {} ({})",
-                    s.after,
-                    s.before,
-                    path.display(),
-                    s.failure
-                ),
-                Err(e) => eprintln!("error: cannot write {}: {e}", path.display()),
-            },
-        }
-    }
-
-    fn summarize(
-        reports: &[SeedReport],
-        seeds: u64,
-        first: u64,
-        jobs: usize,
-        faults: &str,
-        secs: f64,
-    ) {
-        let failed = reports.iter().filter(|r| !r.violations.is_empty()).count();
-        let mut outcomes: BTreeMap<&str, u64> = BTreeMap::new();
-        let mut injected: BTreeMap<&str, u64> = BTreeMap::new();
-        for r in reports {
-            for (k, n) in &r.outcomes {
-                *outcomes.entry(k).or_default() += n;
-            }
-            for (k, n) in &r.faults {
-                *injected.entry(k).or_default() += n;
-            }
-        }
-        let list = |m: &BTreeMap<&str, u64>| {
-            if m.is_empty() {
-                "none".to_owned()
-            } else {
-                m.iter().map(|(k, n)| format!("{k} {n}")).collect::<Vec<_>>().join(", ")
-            }
-        };
-        let sim_s: f64 = reports.iter().map(|r| r.sim_ms as f64 / 1e3).sum();
-        let events: u64 = reports.iter().map(|r| r.events).sum();
-        println!(
-            "seeds       {seeds} ({first}..={}), {jobs} jobs, profile {faults}",
-            first + seeds - 1
-        );
-        println!("passed      {}", reports.len() - failed);
-        println!("failed      {failed}");
-        println!(
-            "simulated   {sim_s:.1} s in all ({:.1} s per seed)",
-            sim_s / reports.len().max(1) as f64
-        );
-        println!("events      {events} engine inputs");
-        println!("outcomes    {}", list(&outcomes));
-        println!("faults      {}", list(&injected));
-        println!("wall        {secs:.1} s = {:.0} seeds/s", reports.len() as f64 / secs.max(1e-9));
+        let report = sweep.seeds(seeds).first(first).jobs(jobs).out(out).run();
+        println!("{}\nprofile     {faults}", report.summary());
+        print!("{}", report.failures());
+        if report.passed() { ExitCode::SUCCESS } else { ExitCode::from(1) }
     }
 
     /// `seed`: one seed, its report and trace hash (and its flight trace, when asked).
     pub fn seed(seed: u64, faults: &str, trace: Option<&Path>, mutant: Option<String>) -> ExitCode {
-        let knobs = match knobs(faults, mutant) {
+        let sweep = match knobs(faults, mutant) {
             Ok(k) => k,
             Err(code) => return code,
         };
-        let r = run_seed(seed, &knobs, trace.is_some());
+        let r = sweep.run_seed(seed, trace.is_some());
         if let (Some(path), Some(text)) = (trace, &r.trace)
             && let Err(e) = std::fs::write(path, text)
         {
@@ -285,11 +163,11 @@ mod with_madsim {
                 );
                 return ExitCode::from(2);
             };
-            let knobs = match knobs(profile, None) {
+            let sweep = match knobs(profile, None) {
                 Ok(k) => k,
                 Err(code) => return code,
             };
-            let r = run_seed(seed, &knobs, false);
+            let r = sweep.run_seed(seed, false);
             match r.violations.first() {
                 None => println!("ok    seed {seed} ({profile})"),
                 Some(v) => {
@@ -314,13 +192,13 @@ mod with_madsim {
         println!("|---|---|---|---|---|---|");
         let mut missed = 0;
         for name in names {
-            let knobs = match knobs(faults, Some(name.to_owned())) {
+            let sweep = match knobs(faults, Some(name.to_owned())) {
                 Ok(k) => k,
                 Err(code) => return code,
             };
             let started = Instant::now();
             let found = (1..=seeds).find_map(|seed| {
-                let r = run_seed(seed, &knobs, false);
+                let r = sweep.run_seed(seed, false);
                 r.violations.first().cloned().map(|v| (seed, v, r.trace))
             });
             let secs = started.elapsed().as_secs_f64();

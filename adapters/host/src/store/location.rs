@@ -133,16 +133,22 @@ impl MemoryDisk {
             | OpenFlags::SQLITE_OPEN_URI;
         let holder = Connection::open_with_flags(&uri, flags)?;
         // A live disk marks its database (the header's application id), so a second disk of
-        // the same name is refused even before a store was opened on the first.
+        // the same name is refused even before a store was opened on the first. The look and
+        // the mark are one write transaction: two threads creating the same name at once
+        // cannot both see it unmarked.
+        holder.busy_timeout(std::time::Duration::from_secs(5))?;
+        holder.execute_batch("BEGIN IMMEDIATE")?;
         let id: i64 = holder.pragma_query_value(None, "application_id", |r| r.get(0))?;
         let objects: i64 =
             holder.query_row("SELECT count(*) FROM sqlite_schema", [], |r| r.get(0))?;
         if id != 0 || objects != 0 {
+            holder.execute_batch("ROLLBACK")?;
             return Err(StoreError::Corrupt(format!(
                 "memory disk {name:?} is already in use in this process"
             )));
         }
         holder.pragma_update(None, "application_id", DISK_MARK)?;
+        holder.execute_batch("COMMIT")?;
         Ok(MemoryDisk {
             inner: Arc::new(DiskInner {
                 name: name.to_owned(),

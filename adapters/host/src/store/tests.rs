@@ -269,6 +269,26 @@ fn a_memory_disk_name_is_checked_and_not_shared_by_two_live_disks() {
 }
 
 #[test]
+fn two_threads_creating_one_memory_disk_name_at_once_get_one_disk() {
+    // The look for a mark and the mark are one transaction: before, two sweeps in one test
+    // process that ran the same seed at the same moment could both get the disk, and so one
+    // store, and each saw the other's runs.
+    for round in 0..200 {
+        let name = format!("store-tests-race-{round}");
+        let barrier = std::sync::Barrier::new(2);
+        let (a, b) = std::thread::scope(|s| {
+            let try_one = || {
+                barrier.wait();
+                MemoryDisk::new(&name)
+            };
+            let (a, b) = (s.spawn(try_one), s.spawn(try_one));
+            (a.join().unwrap(), b.join().unwrap())
+        });
+        assert_eq!(usize::from(a.is_ok()) + usize::from(b.is_ok()), 1, "round {round}");
+    }
+}
+
+#[test]
 fn a_newer_schema_is_refused_with_a_clear_message() {
     let dir = tempfile::tempdir().unwrap();
     open(&dir).store.close().unwrap();
