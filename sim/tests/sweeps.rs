@@ -299,3 +299,39 @@ fn a_tool_that_starts_a_thread_is_named() {
     let named = named.unwrap_or_else(|| panic!("{}", report.failures()));
     assert!(named.contains("the way starting an OS thread fails"), "{named}");
 }
+
+/// A tool that races two ready branches in an unbiased `select!`: which one wins is drawn
+/// from a generator outside the seed's (the workspace writes `biased;` in every `select!`).
+struct Racer;
+
+impl Tool for Racer {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec::new("racer")
+    }
+
+    fn run(&self, _: ToolCall) -> BoxFuture<ToolOutput> {
+        Box::pin(async move {
+            let pause = |ms| tokio::time::sleep(Duration::from_millis(ms));
+            tokio::select! {
+                () = std::future::ready(()) => pause(10).await,
+                () = std::future::ready(()) => pause(40).await,
+            }
+            ToolOutput::ok("raced")
+        })
+    }
+}
+
+#[test]
+fn a_tool_with_an_unbiased_select_is_named() {
+    let report = Sweep::new("racer")
+        .ignore_environment()
+        .seeds(4)
+        .determinism(4)
+        .without_built_in_tools()
+        .setup(|world| {
+            world.tool(Racer, |_| "{}".to_owned());
+        })
+        .run();
+    let first = report.nondeterministic.first().unwrap_or_else(|| panic!("{}", report.line()));
+    assert!(first.contains("Tool `racer` is the first to differ"), "{first}");
+}
