@@ -639,6 +639,66 @@ fn step_limit_after_end_completes_a_turn_that_reached_the_limit() {
     assert_eq!(completions(&b, bad), [Outcome::Completed]);
 }
 
+/// Two calls of one step, `c1` then `c2`, to these tools, and the stream's `tool_calls`
+/// finish: both run.
+fn two_calls(h: &mut Host, seq: Seq, first: &str, second: &str) -> Vec<String> {
+    h.tool_call(seq, "c1", first);
+    h.tool_call(seq, "c2", second);
+    kinds(&h.finish(seq, FinishReason::ToolCalls))
+}
+
+#[test]
+fn synthetic_first_only_leaves_the_second_aborted_call_without_a_result() {
+    let [(_, good), (_, bad)] = pair(Mutant::SyntheticFirstOnly, None, |h| {
+        let a = active(h, "s");
+        two_calls(h, a, "ls", "bash"); // both dropped on abort
+        cancel(h, "s");
+    });
+    let synthetic = ("Error: user cancelled assistant tool calling".to_owned(), true);
+    for call in ["c1", "c2"] {
+        assert_eq!(results(&good, call), std::slice::from_ref(&synthetic));
+    }
+    assert_eq!(results(&bad, "c1"), [synthetic]);
+    assert_eq!(results(&bad, "c2"), [], "I8: the second call has no result");
+    assert!(!bad.violations.is_empty(), "the state checker sees the unanswered call");
+}
+
+#[test]
+fn step_ends_at_first_result_starts_the_next_step_while_a_call_runs() {
+    let [(good, _), (bad, _)] = pair(Mutant::StepEndsAtFirstResult, None, |h| {
+        let a = active(h, "s");
+        two_calls(h, a, "ls", "grep");
+        kinds(&h.tool_result(a, "c2", ToolOutput::ok("found")))
+    });
+    // The second result to arrive (the first call's) is the one that ends the step.
+    assert_eq!(good, ["store tool_result #1", "commit"], "c1 still runs");
+    assert!(bad.iter().any(|k| k.starts_with("start_step #1")), "SPEC 4.4: {bad:?}");
+}
+
+#[test]
+fn abort_stops_at_finishing_call_leaves_a_later_droppable_call_running() {
+    let [(good, _), (bad, _)] = pair(Mutant::AbortStopsAtFinishingCall, None, |h| {
+        let a = active(h, "s");
+        two_calls(h, a, "write", "bash"); // left to finish, then dropped
+        cancel(h, "s")
+    });
+    assert_eq!(good, ["abort_tool #1 c2", "set_timer"], "c2 dropped, c1 waited for");
+    assert_eq!(bad, ["set_timer"], "SPEC 4.9: the droppable c2 is never aborted");
+}
+
+#[test]
+fn first_call_abort_policy_aborts_a_call_left_to_finish() {
+    let [(good, g), (bad, b)] = pair(Mutant::FirstCallAbortPolicy, None, |h| {
+        let a = active(h, "s");
+        two_calls(h, a, "bash", "write"); // dropped, then left to finish
+        cancel(h, "s")
+    });
+    assert_eq!(good, ["abort_tool #1 c1", "set_timer"], "c2 is waited for");
+    assert_eq!(bad[..2], ["abort_tool #1 c1", "abort_tool #1 c2"], "SPEC 4.9: {bad:?}");
+    assert_eq!(completions(&g, Seq(1)), []);
+    assert_eq!(completions(&b, Seq(1)), [Outcome::Cancelled], "ended without waiting");
+}
+
 #[test]
 fn every_mutant_has_a_scenario_here() {
     let text = include_str!("mutants.rs");

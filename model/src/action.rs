@@ -112,7 +112,8 @@ pub enum Action {
         /// The submission.
         seq: u8,
     },
-    /// The current step's stream delivers a complete tool call.
+    /// The current step's stream delivers a complete tool call: the step's first, or its
+    /// second after a first (the call ids `c<step>` and `c<step>b`).
     ToolCall {
         /// The session.
         session: u8,
@@ -138,11 +139,14 @@ pub enum Action {
         /// How.
         failure: Failure,
     },
-    /// The running tool reports.
+    /// A running call reports.
     ToolResult {
         /// The session.
         session: u8,
-        /// True when the result asks to stop the turn (a permission denial).
+        /// Which call of the step: 0 the first, 1 the second.
+        call: u8,
+        /// True when the result asks to stop the turn: a permission denial for the step's first
+        /// call, a hook halt for its second (so SPEC 4.6's precedence between two stops shows).
         stop: bool,
     },
     /// The credential refresh ends.
@@ -194,7 +198,8 @@ pub enum Action {
     StaleRefresh,
     /// An event for a step attempt that is no longer current.
     StaleStep,
-    /// A tool result after the turn's clean-up abandoned the call.
+    /// A tool result for a call the core abandoned: aborted (a dropped call, even while the
+    /// turn still waits for a call left to finish), or given its synthetic result at clean-up.
     LateTool,
     /// A second result for a call that already has one.
     DuplicateTool,

@@ -39,6 +39,7 @@ const NONE: Budget = Budget {
     prep_failures: 0,
     tool_calls: 0,
     finishing: 0,
+    second_calls: 0,
     stops: 0,
     highs: 0,
     retryable: 0,
@@ -219,6 +220,48 @@ pub fn all() -> Vec<Bounds> {
                 highs: 1,
                 stops: 1,
                 odd_finishes: 1,
+                stale: 1,
+                ..NONE
+            },
+        },
+        Bounds {
+            name: "calls",
+            about: "seconds: several tool calls per step (SPEC 4.4, 4.9): 1 session, 2 \
+                    submissions (one with a RunId), two steps that may each call two tools \
+                    (each dropped on abort, or left to finish), results in any order, two stop \
+                    results (SPEC 4.6's precedence), a cancel, shutdown, late and duplicate \
+                    results",
+            config: Config::default(),
+            expected_states: 121_897,
+            budget: Budget {
+                sessions: 1,
+                submits: 2,
+                runs: 1,
+                cancels: 1,
+                shutdowns: 1,
+                tool_calls: 2,
+                second_calls: 2,
+                finishing: 2,
+                stops: 2,
+                stale: 2,
+                ..NONE
+            },
+        },
+        Bounds {
+            name: "calls-two",
+            about: "seconds: two sessions whose steps call two tools at once: 2 submissions, \
+                    a cancel, shutdown (its deadline over both sessions' calls left to finish), \
+                    a stop result, a late result",
+            config: Config::default(),
+            expected_states: 236_088,
+            budget: Budget {
+                submits: 2,
+                cancels: 1,
+                shutdowns: 1,
+                tool_calls: 2,
+                second_calls: 2,
+                finishing: 2,
+                stops: 1,
                 stale: 1,
                 ..NONE
             },

@@ -10,12 +10,13 @@ use turnstile_core::projection::{Projection, Projector};
 use turnstile_core::{
     AttemptIo, Auditor, CallId, CallIo, Config, Engine, ErrorClass, FinishReason, Input, Millis,
     Mode, Output, OutputKind, ProviderError, RunId, Seq, SessionId, Setup, Start, StepEvent,
-    StepIo, StopTurn, StoreOp, Submit, SummaryIo, TimerId, TimerPurpose, ToolOutput, ToolSpec,
-    Usage,
+    StepIo, StopReason, StopTurn, StoreOp, Submit, SummaryIo, TimerId, TimerPurpose, ToolOutput,
+    ToolSpec, Usage,
 };
 
 use crate::spec::{
     Action, Call, Failure, Kind, Lane, SESSION_NAMES, Spec, Status, Timer, Title, call_id,
+    stop_reason,
 };
 
 /// The context window every preparation resolves (SPEC 4.7: the threshold is a fifth of it).
@@ -40,7 +41,8 @@ pub enum Fault {
 struct View {
     step: [Option<StepIo>; 2],
     summary: [Option<SummaryIo>; 2],
-    tool: [Option<CallIo>; 2],
+    /// Each session's running calls (the step's first and second, in the order they started).
+    tool: [Vec<CallIo>; 2],
     refresh: [Option<AttemptIo>; 2],
     timers: Vec<(TimerId, Millis, Timer)>,
     stale_step: Option<StepIo>,
@@ -291,14 +293,17 @@ impl Lockstep {
             }
             Action::ToolCall { session: s, finishes } => {
                 let step = v.step[s as usize].clone().ok_or_else(|| missing("step"))?;
-                let id = CallId::new(call_id(step_of(spec, s)));
+                // The step's first call, or its second once the first was streamed.
+                let second =
+                    matches!(spec.lanes[s as usize], Lane::Turn(t) if t.calls[0] != Call::None);
+                let id = CallId::new(call_id(step_of(spec, s), u8::from(second)));
                 let name = if finishes { FINISHING_TOOL } else { DROPPED_TOOL }.into();
                 let event = StepEvent::ToolCall { id, name, input: "{}".into() };
                 Input::Step { step, event }
             }
             Action::StepDone { session: s, high, odd } => {
                 let step = v.step[s as usize].clone().ok_or_else(|| missing("step"))?;
-                let streamed = matches!(spec.lanes[s as usize], Lane::Turn(t) if matches!(t.call, Call::Streamed { .. }));
+                let streamed = matches!(spec.lanes[s as usize], Lane::Turn(t) if matches!(t.calls[0], Call::Streamed { .. }));
                 let tool_calls = streamed != odd;
                 let reason = if tool_calls { FinishReason::ToolCalls } else { FinishReason::Stop };
                 Input::Step { step, event: finished(reason, high) }
@@ -307,9 +312,11 @@ impl Lockstep {
                 let step = v.step[s as usize].clone().ok_or_else(|| missing("step"))?;
                 Input::Step { step, event: StepEvent::Failed { error: provider_error(failure) } }
             }
-            Action::ToolResult { session: s, stop } => {
-                let call = v.tool[s as usize].clone().ok_or_else(|| missing("tool"))?;
-                Input::ToolResult { call, result: tool_output(stop) }
+            Action::ToolResult { session: s, call: i, stop } => {
+                let id = call_id(step_of(spec, s), i);
+                let call = v.tool[s as usize].iter().find(|c| c.call.as_str() == id);
+                let call = call.cloned().ok_or_else(|| missing("tool"))?;
+                Input::ToolResult { call, result: tool_output(stop.then(|| stop_reason(i))) }
             }
             Action::Refreshed { session: s, ok } => {
                 let attempt = v.refresh[s as usize].clone().ok_or_else(|| missing("refresh"))?;
@@ -333,11 +340,11 @@ impl Lockstep {
             }
             Action::LateTool => {
                 let call = v.late_tool.clone().ok_or_else(|| missing("abandoned call"))?;
-                Input::ToolResult { call, result: tool_output(false) }
+                Input::ToolResult { call, result: tool_output(None) }
             }
             Action::DuplicateTool => {
                 let call = v.dup_tool.clone().ok_or_else(|| missing("answered call"))?;
-                Input::ToolResult { call, result: tool_output(false) }
+                Input::ToolResult { call, result: tool_output(None) }
             }
             Action::StaleSummary => {
                 let io = v.stale_summary.clone().ok_or_else(|| missing("retired summary"))?;
@@ -367,8 +374,8 @@ impl Lockstep {
             }
             Input::ToolResult { call, .. } => {
                 let s = index(call.session.as_str());
-                if v.tool[s].as_ref() == Some(call) {
-                    v.tool[s] = None;
+                if let Some(i) = v.tool[s].iter().position(|c| c == call) {
+                    v.tool[s].remove(i);
                     v.dup_tool = Some(call.clone());
                 }
             }
@@ -438,7 +445,17 @@ impl View {
                 self.stale_title = Some((session.clone(), *seq));
             }
             OutputKind::RunTool { call, .. } => {
-                self.tool[index(call.session.as_str())] = Some(call.clone())
+                let s = index(call.session.as_str());
+                // A new step's calls replace whatever an earlier step left (abandoned calls).
+                self.tool[s].retain(|c| c.step == call.step && c.turn == call.turn);
+                self.tool[s].push(call.clone());
+            }
+            OutputKind::AbortTool { call } => {
+                // A dropped call can never report: its result would be stale (SPEC 4.9, I13).
+                let s = index(call.session.as_str());
+                if let Some(i) = self.tool[s].iter().position(|c| c == call) {
+                    self.late_tool = Some(self.tool[s].remove(i));
+                }
             }
             OutputKind::RefreshCredentials { attempt } => {
                 self.refresh[index(attempt.session().as_str())] = Some(attempt.clone());
@@ -471,8 +488,8 @@ impl View {
                 // Clean-up gave a running call its synthetic result: the tool was abandoned,
                 // and its late result is stale.
                 let s = index(session.as_str());
-                if self.tool[s].as_ref().is_some_and(|c| c.call == *call) {
-                    self.late_tool = self.tool[s].take();
+                if let Some(i) = self.tool[s].iter().position(|c| c.call == *call) {
+                    self.late_tool = Some(self.tool[s].remove(i));
                 }
             }
             _ => {}
@@ -561,6 +578,10 @@ fn provider_error(f: Failure) -> ProviderError {
     }
 }
 
-fn tool_output(stop: bool) -> ToolOutput {
-    ToolOutput { stop: stop.then_some(StopTurn::PermissionDenied), ..ToolOutput::ok("done") }
+fn tool_output(stop: Option<StopReason>) -> ToolOutput {
+    let stop = stop.map(|r| match r {
+        StopReason::HookHalt => StopTurn::HookHalt,
+        _ => StopTurn::PermissionDenied,
+    });
+    ToolOutput { stop, ..ToolOutput::ok("done") }
 }

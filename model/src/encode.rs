@@ -60,7 +60,15 @@ pub fn encode(s: &Spec) -> Key {
         Closing::Closed => 3,
     };
     let stale = s.stale.iter().enumerate().fold(0u8, |acc, (i, f)| acc | u8::from(*f) << i);
-    p.byte(u64::from(s.accepted) | closing << 4, "accepted");
+    // accepted 4 bits, closing 2, then shutdown's budget (0 or 1) in bit 6.
+    if s.accepted > 15 {
+        too_wide("accepted", u64::from(s.accepted), 4);
+    }
+    if s.budget.shutdowns > 1 {
+        too_wide("shutdowns", u64::from(s.budget.shutdowns), 1);
+    }
+    let shutdowns = u64::from(s.budget.shutdowns) << 6;
+    p.byte(u64::from(s.accepted) | closing << 4 | shutdowns, "accepted");
     p.byte(u64::from(stale), "stale flags");
     for sub in s.subs.iter().take(s.accepted as usize) {
         // session 1 bit, mode 1, run 2, status 4, pauses 2: 10 bits in two bytes.
@@ -77,32 +85,36 @@ pub fn encode(s: &Spec) -> Key {
     for lane in &s.lanes {
         encode_lane(&mut p, lane);
     }
-    // Which tool each lane's call names (SPEC 4.9): one bit per lane; then whether the lane's
-    // streaming attempt had content since its watchdog was armed (SPEC 4.5): one bit per lane.
-    let finishes = |l: &Lane| match l {
-        Lane::Turn(t) => {
-            matches!(t.call, Call::Streamed { finishes: true } | Call::Running { finishes: true })
-        }
-        _ => false,
+    // Each lane's first call: its state is in the lane's bytes, its bit here (which tool it
+    // names, SPEC 4.9, or whether its result stops the turn); then whether the lane's
+    // streaming attempt had content since its watchdog was armed (SPEC 4.5): one bit per lane;
+    // then each lane's second call's state, 2 bits per lane.
+    let call = |l: &Lane, i: usize| match l {
+        Lane::Turn(t) => call_bits(t.calls[i]),
+        _ => (0, 0),
     };
     let content = |l: &Lane| match l {
         Lane::Turn(t) => matches!(t.phase, TurnPhase::Step(a) if a.content),
         Lane::Summary(sm) => sm.attempt.content,
         Lane::Idle => false,
     };
-    let flags = u64::from(finishes(&s.lanes[0]))
-        | u64::from(finishes(&s.lanes[1])) << 1
+    let flags = call(&s.lanes[0], 0).1
+        | call(&s.lanes[1], 0).1 << 1
         | u64::from(content(&s.lanes[0])) << 2
-        | u64::from(content(&s.lanes[1])) << 3;
-    p.byte(flags, "finishes and content");
-    // Each session's title in 3 bits: 0 untitled, 7 written, else the requesting sequence.
+        | u64::from(content(&s.lanes[1])) << 3
+        | call(&s.lanes[0], 1).0 << 4
+        | call(&s.lanes[1], 1).0 << 6;
+    p.byte(flags, "calls and content");
+    // Each session's title in 3 bits: 0 untitled, 7 written, else the requesting sequence;
+    // then each lane's second call's bit.
     let title = |t: Title| match t {
         Title::Untitled => 0,
         Title::Requested { seq } if (1..=6).contains(&seq) => u64::from(seq),
         Title::Requested { seq } => too_wide("title request", u64::from(seq), 3),
         Title::Titled => 7,
     };
-    p.byte(title(s.titles[0]) | title(s.titles[1]) << 3, "titles");
+    let seconds = call(&s.lanes[0], 1).1 << 6 | call(&s.lanes[1], 1).1 << 7;
+    p.byte(title(s.titles[0]) | title(s.titles[1]) << 3 | seconds, "titles");
     let b = budget(&s.budget);
     for pair in b.chunks(2) {
         p.nibbles(pair[0], pair.get(1).copied().unwrap_or(0), "budget");
@@ -110,9 +122,20 @@ pub fn encode(s: &Spec) -> Key {
     p.bytes
 }
 
+/// A call's state (2 bits) and its one bit: which tool it names while streamed or running,
+/// whether its result asked to stop once it has one.
+fn call_bits(c: Call) -> (u64, u64) {
+    match c {
+        Call::None => (0, 0),
+        Call::Streamed { finishes } => (1, u64::from(finishes)),
+        Call::Running { finishes } => (2, u64::from(finishes)),
+        Call::Done { stop } => (3, u64::from(stop)),
+    }
+}
+
 /// What is left to spend. The constants of a configuration (`sessions`, `external`,
 /// `untitled`, `step_limit`) are the same in every state of one exploration, so they are not
-/// in the key.
+/// in the key; `shutdowns` (one bit) goes with `accepted`.
 fn budget(b: &Budget) -> [u8; 20] {
     [
         b.stalls,
@@ -125,7 +148,7 @@ fn budget(b: &Budget) -> [u8; 20] {
         b.cancel_runs,
         b.clears,
         b.summarizes,
-        b.shutdowns,
+        b.second_calls,
         b.prep_failures,
         b.tool_calls,
         b.stops,
@@ -175,8 +198,8 @@ fn attempt_phase(a: &Attempt) -> u64 {
 }
 
 fn encode_lane(p: &mut Pack, lane: &Lane) {
-    // Three bytes: the tag with the small fields, then two payload bytes. A turn's call state
-    // (2 bits) is split over the free top bits of its first and third bytes.
+    // Three bytes: the tag with the small fields, then two payload bytes. A turn's first call's
+    // state (2 bits) is split over the free top bits of its first and third bytes.
     match lane {
         Lane::Idle => {
             p.byte(0, "lane");
@@ -184,12 +207,7 @@ fn encode_lane(p: &mut Pack, lane: &Lane) {
             p.byte(0, "lane");
         }
         Lane::Turn(t) => {
-            let call = match t.call {
-                Call::None => 0,
-                Call::Streamed { .. } => 1,
-                Call::Running { .. } => 2,
-                Call::Done => 3,
-            };
+            let call = call_bits(t.calls[0]).0;
             let (phase, extra, attempt) = match &t.phase {
                 TurnPhase::Step(a) => (0, attempt_phase(a), attempt_byte(a)),
                 TurnPhase::Tool => (1, 0, 0),

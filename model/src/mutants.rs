@@ -9,11 +9,11 @@ use crate::checker::describe;
 use crate::{Bounds, Options, check, configs};
 
 /// The configurations tried, in order, until one finds the mutant: the cheapest first. The
-/// step limit's and the titles' come after the five that find the older mutants; the
-/// external acceptor's after the core-acceptor ones that find every other mutant, but
-/// before `default`, the slowest (a mutant that needs an external acceptor exhausts every
-/// configuration before its own).
-pub const HUNT: [&str; 12] = [
+/// step limit's, the titles' and the several calls' come after the five that find the older
+/// mutants; the external acceptor's after the core-acceptor ones that find every other
+/// mutant, but before `default`, the slowest (a mutant that needs an external acceptor
+/// exhausts every configuration before its own).
+pub const HUNT: [&str; 14] = [
     "small",
     "faults",
     "retries",
@@ -21,6 +21,8 @@ pub const HUNT: [&str; 12] = [
     "watchdog",
     "limits",
     "titles",
+    "calls",
+    "calls-two",
     "acceptor",
     "acceptor-lookup",
     "acceptor-turn",
@@ -47,7 +49,8 @@ pub struct Hunt {
 
 /// Whether `mutant` can make any difference in a configuration: the external acceptor's bugs
 /// live in code that only an external acceptor reaches (watermarks ahead of the core), the
-/// titles' only where a session has no title, the step limit's only under a limit. Elsewhere
+/// titles' only where a session has no title, the step limit's only under a limit, those of
+/// several calls per step only where a step can call two tools. Elsewhere
 /// the mutated core is the correct one, so exploring it again would only cost time.
 #[must_use]
 pub fn can_show(mutant: Mutant, bounds: &Bounds) -> bool {
@@ -59,6 +62,10 @@ pub fn can_show(mutant: Mutant, bounds: &Bounds) -> bool {
         | Mutant::WatermarkIgnoresSequence => b.external,
         Mutant::TitleCancelledWithTurn | Mutant::TitleRequestedAgain => b.untitled > 0,
         Mutant::StepLimitPerTurn | Mutant::StepLimitAfterEnd => b.step_limit > 0,
+        Mutant::SyntheticFirstOnly
+        | Mutant::StepEndsAtFirstResult
+        | Mutant::AbortStopsAtFinishingCall
+        | Mutant::FirstCallAbortPolicy => b.second_calls > 0,
         _ => true,
     }
 }

@@ -11,13 +11,14 @@
 //! | 4.1 preparation and its failure | `Prepared` / `PrepFailed` in `Spec::apply` |
 //! | 4.2 admission in acceptance order | `Spec::admit`: only the queue's head, only when prepared and the lane is idle |
 //! | 4.3 folding at every step start | `Spec::start_step` |
-//! | 4.4 steps, one tool call per step, any finish reason | `ToolCall`, `StepDone`, `ToolResult` |
+//! | 4.4 steps, any finish reason; up to two tool calls per step (`Budget::second_calls`), ids `c<step>` and `c<step>b`, each its own tool (dropped on abort or left to finish); all start when the stream finishes, report in any order, and the step ends with its last result | [`Turn::calls`], `ToolCall`, `StepDone`, `Spec::tool_result` |
+//! | 4.6 case 1 with several stop results (the first call's a permission denial, the second's a hook halt): the first of the step's calls in streaming order that asked to stop names the reason, whatever order the results came in | `Spec::tool_result`, [`stop_reason`] |
 //! | 4.5 retries (4 attempts) and one refresh per step | [`Attempt`], `StepFail`, `Refreshed`, the retry timer |
 //! | 4.5 the stream watchdog: one timer per attempt of a step or summary, armed at its start, disarmed at its end; content moves it without an output; a firing without content since it was armed aborts the attempt and fails it as a retryable transport error (the 4th: `failed`, `transport`) | `Timer::Watchdog`, `Attempt::content`, `Spec::watchdog_fired`, the `stalls` budget |
 //! | 4.6 ends of a turn and the hand-off | `Spec::step_ended` (precedence, the no-progress guard), `Spec::end_turn` |
 //! | 4.6 the step limit (`Budget::step_limit`, the core's `Config::step_limit`): counted per submission across its resumed turns ([`Sub::steps`]), after a stop result and before every other end; a failure that replaces only a finish that was not final, then housekeeping at the threshold | `Spec::step_ended` |
 //! | 4.7 summarization, pause, resume, manual | `Spec::summary_done`, `Spec::summary_failed`, `Summarize` |
-//! | 4.9 clean-up and the cancel grace | `Spec::abort_turn`, `Spec::cleanup` |
+//! | 4.9 clean-up and the cancel grace: every droppable running call is aborted (each call by its own tool's policy), the calls left to finish are waited for until the last reports or the grace (the deadline) fires; at clean-up every call without a result gets its synthetic result, after the real ones, in streaming order; a result for an aborted or abandoned call is stale | `Spec::abort_turn`, `Spec::cleanup`, `Spec::synthesize`, `LateTool` |
 //! | 4.10 cancel, cancel_run, clear_queue, shutdown | `Spec::cancel_sub`, `Clear`, `Spec::shutdown` |
 //! | 4.1 and 4.10 an external acceptor (`Budget::external`): it numbers every call (`Accept`, and `LookUp` for a used RunId, which leaves a gap in what the core sees), the calls reach the core in order (`Arrive`, a pending host reply for I6); a cancel reaches it at once, naming the acceptor's newest sequence, and covers the session's calls still in flight, which end `cancelled` on entry; nothing numbered after it is covered, and a watermark is never dropped while something it covers can arrive | [`Status::InFlight`], `Spec::accept`, `Spec::arrive`, `Spec::cancel` |
 //! | 4.11 titles (`Budget::untitled`): requested at a session's first activation when it has none and none is pending, answered whenever the host likes (generated or not: the same write), never waited for and never cancelled with the turn; shutdown abandons a pending request and writes the prompt's title | [`Title`], `Spec::admit`, `Titled`, `Spec::abandon_title` |
@@ -26,7 +27,9 @@
 //!
 //! Not modelled (the core's own tests and traces cover them): sub-agents (SPEC 4.11; no setup
 //! offers the `agent` tool), a title's cost (abstracted with all costs), loop detection (it
-//! needs 10 steps), more than one tool call per step, validation other than the empty prompt, streaming text and
+//! needs 10 steps), more than two tool calls per step (and unfinished calls, invalid JSON,
+//! repeated ids, unknown tools: SPEC 4.4's synthetic results at the stream's end), validation
+//! other than the empty prompt, streaming text and
 //! reasoning (the step's tool call is the content event that extends the watchdog; a summary
 //! streams no content here, so its watchdog can only stall), the watchdog's timeout (the
 //! default, 300 s; time itself is abstract: a firing's verdict depends only on whether content
@@ -89,10 +92,17 @@ const STALE_SUMMARY: usize = 4;
 const STALE_REFRESH: usize = 5;
 const STALE_TITLE: usize = 6;
 
-/// The call id the model's step `step` uses.
+/// The call id of the model's step `step`'s first call (`call` 0) or second (`call` 1).
 #[must_use]
-pub fn call_id(step: u8) -> String {
-    format!("c{step}")
+pub fn call_id(step: u8, call: u8) -> String {
+    if call == 0 { format!("c{step}") } else { format!("c{step}b") }
+}
+
+/// The stop reason of a stop result of the step's call `call` (the model's first call is
+/// denied permission, its second halted by a hook: SPEC 4.6 case 1 has both).
+#[must_use]
+pub fn stop_reason(call: u8) -> StopReason {
+    if call == 0 { StopReason::PermissionDenied } else { StopReason::HookHalt }
 }
 
 /// Collects the projected outputs of one transition, or nothing (exploration without
@@ -329,7 +339,11 @@ impl Spec {
         let b = &self.budget;
         match t.phase {
             TurnPhase::Step(a) => self.attempt_actions(session, a, out, |out| {
-                if t.call == Call::None && b.tool_calls > 0 {
+                // The first call, then (a budget apart) a second after it.
+                let first = t.calls[0] == Call::None && b.tool_calls > 0;
+                let second =
+                    matches!(t.calls, [Call::Streamed { .. }, Call::None]) && b.second_calls > 0;
+                if first || second {
                     out.push(Action::ToolCall { session, finishes: false });
                     if b.finishing > 0 {
                         out.push(Action::ToolCall { session, finishes: true });
@@ -349,15 +363,23 @@ impl Spec {
                 );
             }),
             TurnPhase::Tool => {
-                out.push(Action::ToolResult { session, stop: false });
-                if b.stops > 0 {
-                    out.push(Action::ToolResult { session, stop: true });
+                // The running calls report in any order.
+                for call in 0..2u8 {
+                    if let Call::Running { .. } = t.calls[call as usize] {
+                        out.push(Action::ToolResult { session, call, stop: false });
+                        if b.stops > 0 {
+                            out.push(Action::ToolResult { session, call, stop: true });
+                        }
+                    }
                 }
             }
             TurnPhase::Aborting { grace, .. } => {
-                // Only a call left to finish still reports (a dropped one is stale, I13).
-                if t.call == (Call::Running { finishes: true }) {
-                    out.push(Action::ToolResult { session, stop: false });
+                // Only calls left to finish still report (a dropped one is stale, I13); what
+                // they say no longer decides anything.
+                for call in 0..2u8 {
+                    if t.calls[call as usize] == (Call::Running { finishes: true }) {
+                        out.push(Action::ToolResult { session, call, stop: false });
+                    }
                 }
                 if grace {
                     out.push(Action::Fire { timer: Timer::Grace(session) });
@@ -499,22 +521,27 @@ impl Spec {
                 self.admit(self.sub(n).session, e);
             }
             Action::ToolCall { session, finishes } => {
-                self.budget.tool_calls -= 1;
+                let t = *self.turn_mut(session);
+                let call = u8::from(t.calls[0] != Call::None);
+                match call {
+                    0 => self.budget.tool_calls -= 1,
+                    _ => self.budget.second_calls -= 1,
+                }
                 if finishes {
                     self.budget.finishing -= 1;
                 }
                 let t = self.turn_mut(session);
-                t.call = Call::Streamed { finishes };
+                t.calls[call as usize] = Call::Streamed { finishes };
                 // Content: the watchdog's deadline moves, with no output (SPEC 4.5).
                 if let TurnPhase::Step(a) = &mut t.phase {
                     a.content = true;
                 }
                 let (owner, step) = (t.owner, t.step);
-                e.rec(session, Rec::ToolCall { seq: seq(owner), call: call_id(step) });
+                e.rec(session, Rec::ToolCall { seq: seq(owner), call: call_id(step, call) });
             }
             Action::StepDone { session, high, odd } => self.step_done(session, high, odd, e),
             Action::StepFail { session, failure } => self.step_failed(session, failure, e),
-            Action::ToolResult { session, stop } => self.tool_result(session, stop, e),
+            Action::ToolResult { session, call, stop } => self.tool_result(session, call, stop, e),
             Action::Refreshed { session, ok } => self.refreshed(session, ok, e),
             Action::SummaryDone { session } => self.summary_done(session, e),
             Action::SummaryFail { session, failure } => self.summary_fail(session, failure, e),
@@ -733,7 +760,8 @@ impl Spec {
         e.io(Io::StartStep { seq: seq(owner), step: u32::from(step), attempt: 0 });
         e.io(Io::SetTimer { timer: timer_p(Timer::Watchdog(s)) });
         let phase = TurnPhase::Step(Attempt::fresh());
-        let turn = Turn { owner, step, call: Call::None, high: false, tool_use: false, phase };
+        let calls = [Call::None; 2];
+        let turn = Turn { owner, step, calls, high: false, tool_use: false, phase };
         self.lanes[s as usize] = Lane::Turn(turn);
     }
 
@@ -747,61 +775,76 @@ impl Spec {
         self.stale[STALE_STEP] = true;
         self.cancel_timer(Timer::Watchdog(s), e);
         let t = self.turn_mut(s);
-        let streamed = match t.call {
-            Call::Streamed { finishes } => Some(finishes),
-            _ => None,
-        };
+        let streamed = matches!(t.calls[0], Call::Streamed { .. });
         // The finish the stream gave: `tool_calls` exactly when a call was streamed, unless odd.
-        t.tool_use = streamed.is_some() != odd;
+        t.tool_use = streamed != odd;
         t.high = high;
         let (owner, step, tool_use) = (t.owner, t.step, t.tool_use);
         let finish = if tool_use { FinishP::ToolUse } else { FinishP::EndTurn };
         e.rec(s, Rec::Finish { seq: seq(owner), finish });
-        if let Some(finishes) = streamed {
-            // Every complete call runs, whatever the finish reason (SPEC 4.4).
+        if streamed {
+            // Every complete call runs, whatever the finish reason (SPEC 4.4): all of the
+            // step's calls start together, once the stream has finished.
             let t = self.turn_mut(s);
-            t.call = Call::Running { finishes };
             t.phase = TurnPhase::Tool;
-            e.io(Io::RunTool { seq: seq(owner), call: call_id(step) });
+            for (i, c) in t.calls.iter_mut().enumerate() {
+                if let Call::Streamed { finishes } = *c {
+                    *c = Call::Running { finishes };
+                    e.io(Io::RunTool { seq: seq(owner), call: call_id(step, i as u8) });
+                }
+            }
         } else {
-            self.step_ended(s, false, e);
+            self.step_ended(s, None, e);
         }
     }
 
-    fn tool_result(&mut self, s: u8, stop: bool, e: &mut Emit) {
+    /// A running call reports; its result is written as reported. The step (or the aborted
+    /// turn's wait) ends only with the last result it waits for (SPEC 4.4, 4.9).
+    fn tool_result(&mut self, s: u8, call: u8, stop: bool, e: &mut Emit) {
         if stop {
             self.budget.stops -= 1;
         }
         self.stale[DUP_TOOL] = true;
         let t = self.turn_mut(s);
-        t.call = Call::Done;
-        let (owner, step, phase) = (t.owner, t.step, t.phase);
-        e.rec(s, Rec::ToolResult { seq: seq(owner), call: call_id(step), synthetic: false });
-        match phase {
+        t.calls[call as usize] = Call::Done { stop };
+        let t = *t;
+        let id = call_id(t.step, call);
+        e.rec(s, Rec::ToolResult { seq: seq(t.owner), call: id, synthetic: false });
+        match t.phase {
             TurnPhase::Aborting { cause, grace } => {
+                // Only the calls left to finish are waited for; a dropped one cannot report.
+                if t.calls.contains(&Call::Running { finishes: true }) {
+                    return;
+                }
                 if grace {
                     self.cancel_timer(Timer::Grace(s), e);
                 }
                 self.cleanup(s, cause, e);
                 self.admit(s, e);
             }
+            _ if t.calls.iter().any(|c| matches!(c, Call::Running { .. })) => {}
             _ => {
+                // SPEC 4.6 case 1 with several stop results: the first of the step's calls
+                // (in the order they were streamed) that asked to stop names the reason
+                // (`docs/lifecycle-rules.md`, "Several tool calls in a step").
+                let stopped = (0..2u8)
+                    .find(|&i| t.calls[i as usize] == Call::Done { stop: true })
+                    .map(stop_reason);
                 // A stop result turns `tool_use` into `end_turn`: the model is not called again.
-                let tool_use = matches!(self.lanes[s as usize], Lane::Turn(t) if t.tool_use);
-                if stop && tool_use {
-                    e.rec(s, Rec::Finish { seq: seq(owner), finish: FinishP::EndTurn });
+                if stopped.is_some() && t.tool_use {
+                    e.rec(s, Rec::Finish { seq: seq(t.owner), finish: FinishP::EndTurn });
                 }
-                self.step_ended(s, stop, e);
+                self.step_ended(s, stopped, e);
             }
         }
     }
 
     /// SPEC 4.6 and 4.7 after a step ended normally (its tools reported). `stopped`: a tool
-    /// result asked to stop the turn; otherwise the step's finish decides.
-    fn step_ended(&mut self, s: u8, stopped: bool, e: &mut Emit) {
+    /// result asked to stop the turn, for this reason; otherwise the step's finish decides.
+    fn step_ended(&mut self, s: u8, stopped: Option<StopReason>, e: &mut Emit) {
         let t = *self.turn_mut(s);
         let n = t.owner;
-        let continues = !stopped && t.tool_use;
+        let continues = stopped.is_none() && t.tool_use;
         let guard_trips = t.high && self.sub(n).pauses >= PAUSES_WITHOUT_PROGRESS;
         if !t.high {
             self.sub_mut(n).pauses = 0;
@@ -814,15 +857,14 @@ impl Spec {
             sub.steps = (sub.steps + 1).min(limit);
         }
         let limited = limit > 0 && self.sub(n).steps >= limit;
-        if stopped {
-            let stop = Some(StopReason::PermissionDenied);
-            self.end_turn(s, n, Outcome::Completed, None, stop, e);
+        if let Some(stop) = stopped {
+            self.end_turn(s, n, Outcome::Completed, None, Some(stop), e);
         } else if limited {
             // Failed, then housekeeping at the threshold like any end (SPEC 4.7). The failure
             // replaces a finish that was not final yet: `tool_use`, or any finish of a step
             // whose tools ran; a finish that ended the turn stays (`docs/lifecycle-rules.md`,
             // "Clean-up order" and "A finish is final only when the turn is over").
-            if t.tool_use || t.call != Call::None {
+            if t.tool_use || t.calls[0] != Call::None {
                 e.rec(s, Rec::Finish { seq: seq(n), finish: FinishP::Error });
             }
             self.end_turn(s, n, Outcome::Failed, Some(ErrorKind::StepLimit), None, e);
@@ -885,14 +927,18 @@ impl Spec {
         self.admit(s, e);
     }
 
-    /// SPEC 4.9: a call of the current step without a result gets a synthetic one.
+    /// SPEC 4.9: every call of the current step without a result gets a synthetic one, after
+    /// the real results, in the order the calls were streamed (`docs/lifecycle-rules.md`,
+    /// "Several tool calls in a step").
     fn synthesize(&mut self, s: u8, t: Turn, e: &mut Emit) {
-        if matches!(t.call, Call::Streamed { .. } | Call::Running { .. }) {
-            if matches!(t.call, Call::Running { .. }) {
-                self.stale[LATE_TOOL] = true;
+        for (i, c) in t.calls.iter().enumerate() {
+            if matches!(c, Call::Streamed { .. } | Call::Running { .. }) {
+                if matches!(c, Call::Running { .. }) {
+                    self.stale[LATE_TOOL] = true;
+                }
+                let call = call_id(t.step, i as u8);
+                e.rec(s, Rec::ToolResult { seq: seq(t.owner), call, synthetic: true });
             }
-            let call = call_id(t.step);
-            e.rec(s, Rec::ToolResult { seq: seq(t.owner), call, synthetic: true });
         }
     }
 
@@ -981,8 +1027,8 @@ impl Spec {
         let step = u32::from(t.step);
         e.io(Io::StartStep { seq: seq(t.owner), step, attempt: u32::from(a.number) });
         e.io(Io::SetTimer { timer: timer_p(Timer::Watchdog(s)) });
-        let call = Call::None;
-        self.lanes[s as usize] = Lane::Turn(Turn { call, phase: TurnPhase::Step(a), ..t });
+        let calls = [Call::None; 2];
+        self.lanes[s as usize] = Lane::Turn(Turn { calls, phase: TurnPhase::Step(a), ..t });
     }
 
     /// Stops waiting for a refresh; an answer that still arrives is stale.
@@ -1241,10 +1287,12 @@ impl Spec {
         }
     }
 
-    /// Aborts the session's turn: its IO stops. A running call of the tool the host drops is
-    /// aborted and can never report, so clean-up runs now, as it does with no call running;
-    /// only a call left to finish (not aborted: it runs to its end) holds clean-up back, until
-    /// it reports or the grace timer (cancel) or the shutdown deadline fires (SPEC 4.9).
+    /// Aborts the session's turn: its IO stops. Every running call of the tool the host drops
+    /// is aborted and can never report; each call decides by its own tool's policy. When no
+    /// call left to finish runs, clean-up runs now, as it does with no call running; otherwise
+    /// the calls left to finish (not aborted: they run to their end) hold clean-up back, until
+    /// the last of them reports or the grace timer (cancel) or the shutdown deadline fires
+    /// (SPEC 4.9). The dropped calls get their synthetic results at clean-up, with the others.
     fn abort_turn(&mut self, s: u8, cause: Cause, e: &mut Emit) {
         let t = *self.turn_mut(s);
         let owner = seq(t.owner);
@@ -1253,19 +1301,27 @@ impl Spec {
             TurnPhase::Step(a) => self.stop_attempt(s, t, a, e),
             TurnPhase::Tool => {}
         }
-        match t.call {
-            Call::Running { finishes: true } => {
-                let grace = cause == Cause::Cancel;
-                if grace {
-                    e.io(Io::SetTimer { timer: timer_p(Timer::Grace(s)) });
+        for (i, c) in t.calls.iter().enumerate() {
+            if *c == (Call::Running { finishes: false }) {
+                self.stale[LATE_TOOL] = true;
+                e.io(Io::AbortTool { seq: owner, call: call_id(t.step, i as u8) });
+            }
+        }
+        if t.calls.contains(&Call::Running { finishes: true }) {
+            let grace = cause == Cause::Cancel;
+            if grace {
+                e.io(Io::SetTimer { timer: timer_p(Timer::Grace(s)) });
+            }
+            let t = self.turn_mut(s);
+            t.phase = TurnPhase::Aborting { cause, grace };
+            // A stop a result asked for decides nothing any more (the abort's end does).
+            for c in &mut t.calls {
+                if let Call::Done { stop } = c {
+                    *stop = false;
                 }
-                self.turn_mut(s).phase = TurnPhase::Aborting { cause, grace };
             }
-            Call::Running { finishes: false } => {
-                e.io(Io::AbortTool { seq: owner, call: call_id(t.step) });
-                self.cleanup(s, cause, e);
-            }
-            _ => self.cleanup(s, cause, e),
+        } else {
+            self.cleanup(s, cause, e);
         }
     }
 

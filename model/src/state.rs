@@ -71,9 +71,9 @@ pub enum Title {
     Titled,
 }
 
-/// The tool call of the current step (the model's steps make at most one). `finishes` says
-/// which of the setup's two tools it calls: one the host drops on abort, or one an abort must
-/// leave to finish (SPEC 4.9).
+/// One tool call of the current step (a step makes at most two: [`Turn::calls`]). `finishes`
+/// says which of the setup's two tools it calls: one the host drops on abort, or one an abort
+/// must leave to finish (SPEC 4.9). Each call of a step has its own tool, so its own policy.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Call {
     /// None streamed.
@@ -88,8 +88,13 @@ pub enum Call {
         /// True for the tool left to finish.
         finishes: bool,
     },
-    /// It has its result.
-    Done,
+    /// It has its result (while aborting, a dropped call stays `Running { finishes: false }`:
+    /// aborted, it can never report, and clean-up gives it the synthetic result).
+    Done {
+        /// True when the result asked to stop the turn; kept until the step's last result,
+        /// which judges the step (SPEC 4.6 case 1). Always false while the turn aborts.
+        stop: bool,
+    },
 }
 
 /// Retries and the refresh of one step or summary (SPEC 4.5).
@@ -152,9 +157,10 @@ pub enum Cause {
 pub enum TurnPhase {
     /// A model step's attempt (streaming, backing off or refreshing).
     Step(Attempt),
-    /// The step's tool runs.
+    /// The step's tools run.
     Tool,
-    /// Aborted; waits for its running tool until the grace timer (cancel) or the deadline.
+    /// Aborted; waits for its running calls left to finish until the grace timer (cancel) or
+    /// the deadline.
     Aborting {
         /// Why.
         cause: Cause,
@@ -170,8 +176,9 @@ pub struct Turn {
     pub owner: u8,
     /// The step within the turn.
     pub step: u8,
-    /// The current step's tool call.
-    pub call: Call,
+    /// The current step's tool calls, in the order they were streamed: the first, then a
+    /// second one (SPEC 4.4); a second is streamed only after a first.
+    pub calls: [Call; 2],
     /// True when the current step ended at the summarization threshold.
     pub high: bool,
     /// True when the current step's finish maps to `tool_use` (the turn would continue).
@@ -247,10 +254,14 @@ pub struct Budget {
     pub shutdowns: u8,
     /// Preparation failures.
     pub prep_failures: u8,
-    /// Tool calls streamed.
+    /// Steps' first tool calls streamed.
     pub tool_calls: u8,
-    /// Among them, calls of the tool an abort must leave to finish (the others are dropped).
+    /// Among them and the second calls, calls of the tool an abort must leave to finish (the
+    /// others are dropped).
     pub finishing: u8,
+    /// Steps that stream a second tool call after their first (SPEC 4.4: several calls per
+    /// step, each with its own result).
+    pub second_calls: u8,
     /// Tool results that stop the turn.
     pub stops: u8,
     /// Steps at the summarization threshold.

@@ -90,6 +90,14 @@ fn the_titles_and_step_limit_configurations_conform_everywhere() {
     }
 }
 
+/// Several tool calls per step (SPEC 4.4, 4.9): two calls with their own abort policies,
+/// results in any order and late, two stops, on one session and on two at once.
+#[test]
+fn the_calls_configurations_conform_everywhere() {
+    assert_passes("calls", 100_000);
+    assert_passes("calls-two", 200_000);
+}
+
 /// The packed key is exact: over a whole explored space, equal keys mean equal states.
 #[test]
 fn the_state_encoding_is_injective() {
@@ -97,6 +105,9 @@ fn the_state_encoding_is_injective() {
     // Every status of a call from an external acceptor: in flight (covered or not), a look-up
     // (same call or conflict), answered without acceptance.
     assert_injective("acceptor-lookup", 500_000);
+    // Two calls per step in every state a call can be in, with both sessions' turns at once.
+    assert_injective("calls", 100_000);
+    assert_injective("calls-two", 200_000);
 }
 
 fn assert_injective(name: &str, at_least: usize) {
@@ -182,7 +193,7 @@ fn the_readme_lists_every_configuration() {
     let line = readme
         .lines()
         .skip_while(|l| !l.contains("(`list` shows them:"))
-        .take(2)
+        .take(3)
         .collect::<Vec<_>>()
         .join(" ");
     let listed: Vec<&str> = line

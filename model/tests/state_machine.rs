@@ -30,7 +30,9 @@ const WIDE: Budget = Budget {
     prep_failures: 2,
     tool_calls: 8,
     finishing: 4,
-    stops: 1,
+    // Steps with two calls, results in any order, two stops (SPEC 4.6's precedence).
+    second_calls: 4,
+    stops: 2,
     highs: 5,
     retryable: 5,
     fatal: 1,

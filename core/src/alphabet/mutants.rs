@@ -111,6 +111,21 @@ pub enum Mutant {
     /// The step limit is judged after the finish reason, so a last step that ends the turn
     /// normally completes instead of failing `step_limit` (breaks SPEC 4.6's precedence).
     StepLimitAfterEnd,
+    /// Clean-up gives only the first call without a result its synthetic result; the step's
+    /// other unanswered calls are left without one (breaks I8, SPEC 4.9 "every tool call").
+    SyntheticFirstOnly,
+    /// A step with several running calls ends at the first result: the next step starts (or
+    /// the turn ends) while a call still runs, and its result is then ignored (breaks SPEC
+    /// 4.4 "their results end the step").
+    StepEndsAtFirstResult,
+    /// An abort's loop over the running calls stops at the first call left to finish, so the
+    /// droppable calls streamed after it are never aborted and the turn waits for them up to
+    /// the grace (breaks SPEC 4.9, each call by its own tool's policy).
+    AbortStopsAtFinishingCall,
+    /// An abort treats every call of the step by the first call's `OnAbort` policy: a call
+    /// left to finish after a droppable first call is aborted, a droppable one after a call
+    /// left to finish is waited for (breaks SPEC 4.9).
+    FirstCallAbortPolicy,
 }
 
 impl Mutant {
@@ -146,6 +161,10 @@ impl Mutant {
         Mutant::TitleRequestedAgain,
         Mutant::StepLimitPerTurn,
         Mutant::StepLimitAfterEnd,
+        Mutant::SyntheticFirstOnly,
+        Mutant::StepEndsAtFirstResult,
+        Mutant::AbortStopsAtFinishingCall,
+        Mutant::FirstCallAbortPolicy,
     ];
 
     /// The tools whose scope contains the mutant (SPEC 10). Every mutant here is a core-level
@@ -204,6 +223,10 @@ impl Mutant {
             Mutant::TitleRequestedAgain => "title_requested_again",
             Mutant::StepLimitPerTurn => "step_limit_per_turn",
             Mutant::StepLimitAfterEnd => "step_limit_after_end",
+            Mutant::SyntheticFirstOnly => "synthetic_first_only",
+            Mutant::StepEndsAtFirstResult => "step_ends_at_first_result",
+            Mutant::AbortStopsAtFinishingCall => "abort_stops_at_finishing_call",
+            Mutant::FirstCallAbortPolicy => "first_call_abort_policy",
         }
     }
 
@@ -279,7 +302,7 @@ impl Mutant {
     }
 
     /// [`Mutant::explain`] for the newest mutants: the stream watchdog's second, the external
-    /// acceptor's, the titles' and the step limit's.
+    /// acceptor's, the titles', the step limit's and those of several calls per step.
     fn explain_later(self) -> &'static str {
         match self {
             Mutant::WatchdogNeverDisarmed => {
@@ -308,6 +331,18 @@ impl Mutant {
             }
             Mutant::StepLimitAfterEnd => {
                 "the step limit is judged after the finish reason, so a last step that ends the turn completes instead of failing step_limit (breaks SPEC 4.6)"
+            }
+            Mutant::SyntheticFirstOnly => {
+                "clean-up gives only the first call without a result its synthetic result, leaving the step's other calls without one (breaks I8, SPEC 4.9)"
+            }
+            Mutant::StepEndsAtFirstResult => {
+                "a step with several running calls ends at the first result, so the next step starts while a call still runs (breaks SPEC 4.4)"
+            }
+            Mutant::AbortStopsAtFinishingCall => {
+                "an abort stops at the first call left to finish, so the droppable calls after it are never aborted and are waited for (breaks SPEC 4.9)"
+            }
+            Mutant::FirstCallAbortPolicy => {
+                "an abort treats every call of the step by the first call's OnAbort policy (breaks SPEC 4.9)"
             }
             // Every other mutant has its own arm in `explain`.
             _ => unreachable!("explained by Mutant::explain"),

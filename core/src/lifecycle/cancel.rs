@@ -233,6 +233,9 @@ pub(crate) fn abort_turn(st: &mut State, tx: &mut Tx, now: Millis, s: &mut Sessi
 /// tool left to finish is not told anything and keeps running.
 fn abort_calls(st: &mut State, tx: &mut Tx, session: &SessionId, t: &mut Turn, cause: Abort) {
     let seq = t.owner.seq;
+    // The bug `first_call_abort_policy`: every call gets the first call's policy.
+    let first = t.calls.first().map(|c| t.setup.abort_policy(&c.name));
+    let first = first.filter(|_| mutant!(st.config, FirstCallAbortPolicy));
     for i in 0..t.calls.len() {
         let c = &t.calls[i];
         match &c.state {
@@ -240,7 +243,11 @@ fn abort_calls(st: &mut State, tx: &mut Tx, session: &SessionId, t: &mut Turn, c
                 st.crossings.push_back(Crossing::AbortChild { child: child.clone(), cause });
             }
             CallState::Running => {
-                if t.setup.abort_policy(&c.name) == OnAbort::Finish {
+                if first.unwrap_or_else(|| t.setup.abort_policy(&c.name)) == OnAbort::Finish {
+                    // The bug `abort_stops_at_finishing_call`: the calls after it are left.
+                    if mutant!(st.config, AbortStopsAtFinishingCall) {
+                        break;
+                    }
                     continue;
                 }
                 tx.abort(seq, OutputKind::AbortTool { call: t.call_io(session, &c.id) });

@@ -128,7 +128,8 @@ pub(crate) fn end_turn_then(
             }
         }
     }
-    clean_up(tx, &s.id, &mut t, result_text, finish);
+    let first_only = mutant!(st.config, SyntheticFirstOnly);
+    clean_up(tx, &s.id, &mut t, result_text, finish, first_only);
     let last = t.last_message();
     let seq = t.owner.seq;
     if let Some(link) = s.parent.clone() {
@@ -147,18 +148,22 @@ pub(crate) fn end_turn_then(
 
 /// The clean-up writes of SPEC 4.9, in its order: close the reasoning section; finish every
 /// unfinished call with `{}`; give every call without a result a synthetic error result,
-/// appended after the existing ones; give the message its finish if it has none.
+/// appended after the existing ones, in the calls' order; give the message its finish if it
+/// has none. `first_only` is the mutant `synthetic_first_only`.
 fn clean_up(
     tx: &mut Tx,
     session: &SessionId,
     t: &mut Turn,
     result_text: &str,
     finish: Option<MessageFinish>,
+    first_only: bool,
 ) {
     let (seq, id) = (t.owner.seq, t.message);
     let write = |tx: &mut Tx, op| tx.decided(seq, OutputKind::Store(op));
     crate::lifecycle::stream::close_open_parts(tx, session, t);
-    for c in t.calls.iter_mut().filter(|c| !matches!(c.state, CallState::Reported { .. })) {
+    // The bug `synthetic_first_only`: only the first call without a result gets one.
+    let unanswered = t.calls.iter_mut().filter(|c| !matches!(c.state, CallState::Reported { .. }));
+    for c in unanswered.take(if first_only { 1 } else { usize::MAX }) {
         c.state = CallState::Reported { output: result_text.to_owned(), stop: None };
         let (call, content) = (c.id.clone(), result_text.to_owned());
         write(

@@ -118,7 +118,9 @@ pub(crate) fn report(
         synthetic: false,
     };
     tx.decided(seq, OutputKind::Store(op));
-    if t.calls.iter().any(|c| c.is_running()) {
+    // The bug `step_ends_at_first_result`: a running step is judged at its first result.
+    let early = mutant!(st.config, StepEndsAtFirstResult) && matches!(t.phase, Phase::Tools { .. });
+    if t.calls.iter().any(|c| c.is_running()) && !early {
         tx.seal_decided(seq);
         return;
     }
