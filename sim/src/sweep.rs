@@ -268,7 +268,8 @@ pub struct SweepReport {
     pub failures: Vec<Failure>,
     /// Seeds whose rerun gave another trace, each with where the two runs first differ.
     pub nondeterministic: Vec<String>,
-    /// Seeds rerun to check determinism.
+    /// Runs done again to check determinism (the first seeds up to twice, the first failing
+    /// seeds once; a seed stops at its first rerun that differs).
     pub rerun: u64,
     /// Wall-clock time of the sweep.
     pub wall: Duration,
@@ -342,7 +343,7 @@ impl SweepReport {
             format!("outcomes    {}", list(&outcomes)),
             format!("faults      {}", list(&injected)),
             format!(
-                "reruns      {} seeds, {} not deterministic",
+                "reruns      {} runs, {} seeds not deterministic",
                 self.rerun,
                 self.nondeterministic.len()
             ),

@@ -335,3 +335,27 @@ fn a_tool_with_an_unbiased_select_is_named() {
     let first = report.nondeterministic.first().unwrap_or_else(|| panic!("{}", report.line()));
     assert!(first.contains("Tool `racer` is the first to differ"), "{first}");
 }
+
+/// A bug of the core's: the sweep's report shrinks the failing seed's core trace (the
+/// `mutants` feature: `cargo test --release -p turnstile-sim --features mutants`).
+#[cfg(feature = "mutants")]
+#[test]
+fn a_core_bug_is_reported_with_its_trace_shrunk() {
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("sweeps-shrunk");
+    let report = Sweep::new("cancel flag")
+        .ignore_environment()
+        .mutant("cancel_flag")
+        .seeds(3)
+        .determinism(0)
+        .out(&dir)
+        .run();
+    let first = report.failures.first().unwrap_or_else(|| panic!("{}", report.line()));
+    assert!(first.violations[0].starts_with("the core's trace fails replay"), "{first:?}");
+    let min = dir.join(format!("seed-{}.min.jsonl", first.seed));
+    assert!(first.shrunk.starts_with("shrunk to "), "{}", first.shrunk);
+    assert!(first.shrunk.contains(&min.display().to_string()), "{}", first.shrunk);
+    let shrunk = turnstile_core::Trace::parse(&std::fs::read_to_string(&min).expect("written"))
+        .expect("a core trace");
+    let full = std::fs::read_to_string(first.trace.as_ref().expect("the trace")).expect("read");
+    assert!(shrunk.lines.len() < full.lines().count() - 1, "{} lines", shrunk.lines.len());
+}

@@ -80,7 +80,9 @@ impl Sweep {
                         if seed >= plan.first + plan.seeds {
                             return;
                         }
-                        let report = run_world(seed, &self.world, plan.seeds == 1);
+                        // The first seeds keep their traces: the reruns compare with them.
+                        let keep = plan.seeds == 1 || seed - plan.first < self.determinism;
+                        let report = run_world(seed, &self.world, keep);
                         if !report.violations.is_empty() {
                             let n = failed.fetch_add(1, Ordering::Relaxed) + 1;
                             bar.set_message(format!("{}, {n} failed", self.name));
@@ -99,37 +101,37 @@ impl Sweep {
         reports
     }
 
-    /// Reruns the first seeds (twice, their traces kept) and the first failing ones (once),
-    /// here, one after another: a seed whose trace differs from its run in the sweep is not
+    /// Reruns the first seeds (up to twice) and the first failing ones (once), here, one
+    /// after another: a seed whose rerun's trace differs from its run in the sweep is not
     /// deterministic, and the report says where the two first differ.
     fn rerun(&self, report: &mut SweepReport) {
         let firsts = report.reports.iter().take(usize::try_from(self.determinism).unwrap_or(0));
+        let firsts = firsts.map(|r| (r, 2));
         let failing = report.reports.iter().filter(|r| !r.violations.is_empty()).take(3);
-        let mut checks: Vec<&SeedReport> = firsts.chain(failing).collect();
-        checks.sort_by_key(|r| r.seed);
-        checks.dedup_by_key(|r| r.seed);
+        let mut checks: Vec<(&SeedReport, u32)> = firsts.chain(failing.map(|r| (r, 1))).collect();
+        checks.sort_by_key(|(r, _)| r.seed);
+        checks.dedup_by_key(|(r, _)| r.seed);
         let mut found = Vec::new();
-        for swept in checks {
-            let again = run_world(swept.seed, &self.world, true);
-            let (reference, label) = if swept.trace.is_some() {
-                (swept.clone(), "the sweep's run and its rerun")
-            } else {
-                (run_world(swept.seed, &self.world, true), "two reruns")
-            };
-            if again.trace_hash != swept.trace_hash || again.trace_hash != reference.trace_hash {
-                let (a, b) = (reference.trace.as_deref(), again.trace.as_deref());
-                let place = match (a, b) {
+        for (swept, times) in checks {
+            for _ in 0..times {
+                let again = run_world(swept.seed, &self.world, true);
+                report.rerun += 1;
+                if again.trace_hash == swept.trace_hash {
+                    continue;
+                }
+                let place = match (swept.trace.as_deref(), again.trace.as_deref()) {
                     (Some(a), Some(b)) => first_difference(a, b),
                     _ => "(no trace kept)".to_owned(),
                 };
                 found.push(format!(
-                    "seed {}: {label} gave different traces ({} and {}), {place}",
+                    "seed {}: its run in the sweep and its rerun gave different traces ({} and \
+                     {}), {place}",
                     swept.seed,
-                    short(&reference.trace_hash),
+                    short(&swept.trace_hash),
                     short(&again.trace_hash)
                 ));
+                break;
             }
-            report.rerun += 1;
         }
         report.nondeterministic = found;
     }
