@@ -699,6 +699,88 @@ fn first_call_abort_policy_aborts_a_call_left_to_finish() {
     assert_eq!(completions(&b, Seq(1)), [Outcome::Cancelled], "ended without waiting");
 }
 
+// ---- Sub-agents (SPEC 4.11) ----
+
+/// A host whose setup offers the `agent` tool (and `write`, left to finish): the parent `s`
+/// runs, and its `agent` call `c1` starts a child. Returns the parent's and the child's
+/// sequences and the child's session.
+fn delegated(h: &mut Host) -> (Seq, Seq, SessionId) {
+    h.setup = turnstile_core::Setup::with_tools(&["ls", "agent"]);
+    let a = active(h, "s");
+    let out = h.agent_call(a, "c1", r#"{"prompt":"go"}"#);
+    let child = out.iter().find_map(|o| match &o.kind {
+        OutputKind::Store(StoreOp::ChildAccepted { session, seq, .. }) => {
+            Some((*seq, session.clone()))
+        }
+        _ => None,
+    });
+    let (c, session) = child.expect("a child starts");
+    (a, c, session)
+}
+
+/// The usage writes of `session` that add cost to an ancestor, in the order written.
+fn ancestor_writes(h: &Host, session: &str) -> usize {
+    h.log
+        .iter()
+        .filter(|o| {
+            matches!(&o.kind, OutputKind::Store(StoreOp::SessionUsage { session: s, ancestor: Some(_), .. })
+                if s.as_str() == session)
+        })
+        .count()
+}
+
+#[test]
+fn child_cost_twice_adds_a_sub_agents_cost_to_its_parent_twice() {
+    let [(good, _), (bad, _)] = pair(Mutant::ChildCostTwice, None, |h| {
+        let (_, c, child) = delegated(h);
+        let usage = turnstile_core::Usage { cost_micros: 7, ..turnstile_core::Usage::default() };
+        let event =
+            turnstile_core::StepEvent::Finished { reason: FinishReason::Stop, usage: Some(usage) };
+        h.stream(c, event);
+        ancestor_writes(h, child.as_str())
+    });
+    assert_eq!(good, 1, "once, in the child's own write");
+    assert_eq!(bad, 2, "SPEC 4.11: exactly once");
+}
+
+#[test]
+fn cascade_misses_child_leaves_the_sub_agent_running_after_its_parent_is_cancelled() {
+    let [(good, g), (bad, b)] = pair(Mutant::CascadeMissesChild, None, |h| {
+        let (a, c, _) = delegated(h);
+        cancel(h, "s");
+        (a, c)
+    });
+    let ((a, c), (_, _)) = (good, bad);
+    assert_eq!((g.outcome(c), g.outcome(a)), (Some(Outcome::Cancelled), Some(Outcome::Cancelled)));
+    assert_eq!((b.outcome(c), b.outcome(a)), (None, None), "SPEC 4.11: the child runs on");
+    assert!(b.steps.iter().any(|s| s.seq == c), "its stream was never aborted");
+}
+
+#[test]
+fn child_cancel_cancels_parent_ends_the_parent_with_its_child() {
+    let [(good, g), (bad, b)] = pair(Mutant::ChildCancelCancelsParent, None, |h| {
+        let (a, c, child) = delegated(h);
+        h.send(Input::Cancel { session: child, up_to: None });
+        (a, c)
+    });
+    let ((a, c), _) = (good, bad);
+    assert_eq!((g.outcome(c), g.outcome(a)), (Some(Outcome::Cancelled), None), "parent goes on");
+    assert_eq!(b.outcome(a), Some(Outcome::Cancelled), "SPEC 4.11: only the child");
+}
+
+#[test]
+fn child_result_lost_while_aborting_makes_the_parent_wait_for_its_grace() {
+    let [(good, g), (bad, b)] = pair(Mutant::ChildResultLostWhileAborting, None, |h| {
+        let (a, c, _) = delegated(h);
+        (cancel(h, "s"), a, c)
+    });
+    let ((out, a, c), (bad_out, _, _)) = (good, bad);
+    assert_eq!((g.outcome(c), g.outcome(a)), (Some(Outcome::Cancelled), Some(Outcome::Cancelled)));
+    assert!(!out.iter().any(|k| k.starts_with("set_timer")), "nothing to wait for: {out:?}");
+    assert_eq!((b.outcome(c), b.outcome(a)), (Some(Outcome::Cancelled), None));
+    assert!(bad_out.iter().any(|k| k.starts_with("set_timer")), "SPEC 4.11: waits {bad_out:?}");
+}
+
 #[test]
 fn every_mutant_has_a_scenario_here() {
     let text = include_str!("mutants.rs");

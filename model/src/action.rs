@@ -80,6 +80,8 @@ pub enum Action {
     },
     /// A submission with an empty prompt.
     Invalid,
+    /// A client submission to the sub-agent's child session, which is rejected (SPEC 4.1).
+    SubmitChild,
     /// Escape on a session.
     Cancel {
         /// The session.
@@ -120,6 +122,13 @@ pub enum Action {
         /// True for a call of the tool an abort must leave to finish; false for the one the
         /// host drops on abort (SPEC 4.9).
         finishes: bool,
+    },
+    /// The current step's stream delivers a complete call of the `agent` tool (SPEC 4.11):
+    /// the step's only call, in a top-level session; the sub-agent starts when the stream
+    /// finishes.
+    AgentCall {
+        /// The session.
+        session: u8,
     },
     /// The current step's stream finishes (with the tool call if one was streamed).
     StepDone {
@@ -221,6 +230,7 @@ impl Action {
                 | Action::Resubmit { .. }
                 | Action::Conflict { .. }
                 | Action::Invalid
+                | Action::SubmitChild
                 | Action::Cancel { .. }
                 | Action::CancelRun { .. }
                 | Action::Clear { .. }

@@ -27,7 +27,7 @@ use turnstile_core::projection::Projection;
 use turnstile_core::trace::{Trace, TraceHeader, TraceLine};
 
 use crate::driver::{Fault, Lockstep};
-use crate::encode::{BuildKeyHasher, Key, encode};
+use crate::encode::{BuildKeyHasher, Key, canonical, encode};
 use crate::spec::{Action, Emit, Spec};
 use crate::{Bounds, Options, Progress};
 
@@ -128,6 +128,8 @@ struct Expanded {
 /// parents, the first problem) does not depend on how many workers expanded the chunks.
 struct Search<'a> {
     bounds: &'a Bounds,
+    /// States merged with their mirror images (`Options::symmetry`).
+    symmetry: bool,
     visited: HashMap<Key, u32, BuildKeyHasher>,
     /// For each state: its parent and the action that reached it (the shortest path).
     parents: Vec<(u32, Action)>,
@@ -151,16 +153,19 @@ pub fn check(bounds: &Bounds, options: &Options, progress: &mut dyn FnMut(Progre
     let started = Instant::now();
     let root = Spec::new(bounds.budget);
     let core = options.conformance.then(|| Box::new(Lockstep::new(&bounds.config)));
+    let symmetry = options.symmetry;
+    let (key, mirrored) = key_of(&root, symmetry);
     let mut search = Search {
         bounds,
+        symmetry,
         visited: HashMap::default(),
         parents: vec![(u32::MAX, Action::Invalid)],
         host_edges: Vec::new(),
-        observed: core.iter().map(|c| c.observable()).collect(),
+        observed: core.iter().map(|c| c.observable(mirrored)).collect(),
         transitions: 0,
         depth: 0,
     };
-    search.visited.insert(encode(&root), 0);
+    search.visited.insert(key, 0);
     let mut frontier = vec![Node { index: 0, spec: root, core }];
     let jobs = options.jobs.max(1);
     while !frontier.is_empty() {
@@ -201,9 +206,15 @@ fn chunks(frontier: Vec<Node>) -> Vec<Vec<Node>> {
     }
 }
 
-fn expand_chunk(chunk: Vec<Node>) -> Vec<Expanded> {
+fn expand_chunk(chunk: Vec<Node>, symmetry: bool) -> Vec<Expanded> {
     let mut actions = Vec::new();
-    chunk.into_iter().map(|node| expand(node, &mut actions)).collect()
+    chunk.into_iter().map(|node| expand(node, &mut actions, symmetry)).collect()
+}
+
+/// A state's key in the visited set, and whether it is its mirror image's
+/// ([`canonical`]) when `symmetry` merges the two.
+fn key_of(spec: &Spec, symmetry: bool) -> (Key, bool) {
+    if symmetry { canonical(spec) } else { (encode(spec), false) }
 }
 
 impl Search<'_> {
@@ -216,7 +227,7 @@ impl Search<'_> {
     ) -> Result<(), Found> {
         let mut trash = Vec::new();
         for chunk in chunks(frontier) {
-            self.merge(expand_chunk(chunk), next, &mut trash)?;
+            self.merge(expand_chunk(chunk, self.symmetry), next, &mut trash)?;
             trash.clear();
             progress(self.progress());
         }
@@ -241,6 +252,7 @@ impl Search<'_> {
         #[allow(clippy::vec_box)]
         let trash: Mutex<Vec<Box<Lockstep>>> = Mutex::new(Vec::new());
         let (send, receive) = mpsc::channel::<(usize, Vec<Expanded>)>();
+        let symmetry = self.symmetry;
         std::thread::scope(|scope| {
             for _ in 0..jobs.min(total) {
                 let (work, stop, trash, send) = (&work, &stop, &trash, send.clone());
@@ -250,7 +262,7 @@ impl Search<'_> {
                         let Some((i, chunk)) = work.lock().ok().and_then(|mut w| w.next()) else {
                             return;
                         };
-                        if send.send((i, expand_chunk(chunk))).is_err() {
+                        if send.send((i, expand_chunk(chunk, symmetry))).is_err() {
                             return;
                         }
                     }
@@ -363,7 +375,7 @@ impl Search<'_> {
 
 /// Checks one state (it is new: every node is expanded once) and computes its transitions, in
 /// action order, up to the first that fails.
-fn expand(node: Node, actions: &mut Vec<Action>) -> Expanded {
+fn expand(node: Node, actions: &mut Vec<Action>, symmetry: bool) -> Expanded {
     let at = node.index;
     let stuck = |problem| Expanded {
         at,
@@ -400,8 +412,9 @@ fn expand(node: Node, actions: &mut Vec<Action>) -> Expanded {
         let mine = if i == last { core.take() } else { core.as_ref().map(|c| Box::new(c.fork())) };
         match successor(&node.spec, mine, action) {
             Ok((spec, core)) => {
-                let digest = core.as_ref().map(|c| c.observable());
-                successors.push(Successor { action, key: encode(&spec), spec, core, digest });
+                let (key, mirrored) = key_of(&spec, symmetry);
+                let digest = core.as_ref().map(|c| c.observable(mirrored));
+                successors.push(Successor { action, key, spec, core, digest });
             }
             Err(problem) => {
                 let found = Some(Found { problem, at, last: Some(action) });
@@ -420,7 +433,7 @@ fn successor(
     a: Action,
 ) -> Result<(Spec, Option<Box<Lockstep>>), Problem> {
     let mut spec = *before;
-    let mut emit = Emit { on: core.is_some(), ..Emit::default() };
+    let mut emit = Emit::new(core.is_some());
     spec.apply(a, &mut emit);
     let Some(mut core) = core else { return Ok((spec, None)) };
     // An external acceptor assigning a sequence sends the core nothing: it must output nothing.
@@ -525,7 +538,7 @@ fn counterexample(bounds: &Bounds, problem: Problem, path: Vec<Action>) -> Count
     let mut lines = Vec::new();
     for &a in &path {
         let before = spec;
-        let mut emit = Emit { on: true, ..Emit::default() };
+        let mut emit = Emit::new(true);
         spec.apply(a, &mut emit);
         let expected = emit.finish();
         if !a.reaches_core() {

@@ -49,6 +49,7 @@ const NONE: Budget = Budget {
     stale: 0,
     odd_finishes: 0,
     stalls: 0,
+    agents: 0,
 };
 
 /// The README's main job: two sessions and the faults that matter most across them.
@@ -263,6 +264,31 @@ pub fn all() -> Vec<Bounds> {
                 finishing: 2,
                 stops: 1,
                 stale: 1,
+                ..NONE
+            },
+        },
+        Bounds {
+            name: "agents",
+            about: "seconds: a sub-agent (SPEC 4.11): 1 session, 2 submissions (one with a \
+                    RunId), an `agent` call whose child runs its own steps and a tool call \
+                    (dropped on abort, or left to finish), cancel(child) against cancel(parent) \
+                    and cancel_run, a fatal error, shutdown, a submission to the child, the \
+                    child's cost on its parent, stale replies",
+            config: Config::default(),
+            expected_states: 267_854,
+            budget: Budget {
+                sessions: 1,
+                submits: 2,
+                runs: 1,
+                replays: 1,
+                cancels: 2,
+                cancel_runs: 1,
+                shutdowns: 1,
+                tool_calls: 1,
+                finishing: 1,
+                fatal: 1,
+                stale: 1,
+                agents: 1,
                 ..NONE
             },
         },

@@ -8,14 +8,14 @@
 
 use turnstile_core::projection::{Projection, Projector};
 use turnstile_core::{
-    AttemptIo, Auditor, CallId, CallIo, Config, Engine, ErrorClass, FinishReason, Input, Millis,
-    Mode, Output, OutputKind, ProviderError, RunId, Seq, SessionId, Setup, Start, StepEvent,
-    StepIo, StopReason, StopTurn, StoreOp, Submit, SummaryIo, TimerId, TimerPurpose, ToolOutput,
-    ToolSpec, Usage,
+    AGENT_TOOL, AttemptIo, Auditor, CallId, CallIo, Config, Engine, ErrorClass, FinishReason,
+    Input, Millis, Mode, Output, OutputKind, ProviderError, RunId, Seq, SessionId, Setup, Start,
+    StepEvent, StepIo, StopReason, StopTurn, StoreOp, Submit, SummaryIo, TimerId, TimerPurpose,
+    ToolOutput, ToolSpec, Usage,
 };
 
 use crate::spec::{
-    Action, Call, Failure, Kind, Lane, SESSION_NAMES, Spec, Status, Timer, Title, call_id,
+    Action, CHILD, Call, Failure, Kind, Lane, SESSION_NAMES, Spec, Status, Timer, Title, call_id,
     stop_reason,
 };
 
@@ -36,14 +36,17 @@ pub enum Fault {
     Unanswerable(String),
 }
 
-/// The names of the IO the core asked for, learned from its outputs.
+/// The names of the IO the core asked for, learned from its outputs. Per-lane arrays are
+/// indexed like the specification's lanes: the two top-level sessions, then the child.
 #[derive(Clone, Debug, Default)]
 struct View {
-    step: [Option<StepIo>; 2],
-    summary: [Option<SummaryIo>; 2],
+    step: [Option<StepIo>; 3],
+    summary: [Option<SummaryIo>; 3],
     /// Each session's running calls (the step's first and second, in the order they started).
-    tool: [Vec<CallIo>; 2],
-    refresh: [Option<AttemptIo>; 2],
+    tool: [Vec<CallIo>; 3],
+    refresh: [Option<AttemptIo>; 3],
+    /// The sub-agent's session, named by the core when it started it (SPEC 4.11).
+    child: Option<SessionId>,
     timers: Vec<(TimerId, Millis, Timer)>,
     stale_step: Option<StepIo>,
     late_tool: Option<CallIo>,
@@ -177,15 +180,21 @@ impl Lockstep {
     /// submissions, stopped, newest sequence; per session busy, queue length, active turn).
     /// Two paths that reach the same specification state must leave equal digests; the checker
     /// compares them (the soundness condition of its deduplication).
+    /// With `mirrored`, the sessions are read in the other order: the digest of the mirror
+    /// image, which a state merged with its mirror is compared by (`Options::symmetry`).
     #[must_use]
-    pub fn observable(&self) -> u64 {
+    pub fn observable(&self, mirrored: bool) -> u64 {
         use std::hash::Hasher;
         let e = &self.engine;
         let mut h = crate::encode::KeyHasher::default();
         h.write_u64(e.unfinished());
         h.write_u64(u64::from(e.is_stopped()));
         h.write_u64(e.newest_seq().map_or(0, |q| q.0));
-        for id in &self.sessions {
+        let mut sessions = self.sessions.clone();
+        if mirrored {
+            sessions.reverse();
+        }
+        for id in &sessions {
             h.write_u64(u64::from(e.is_busy(id)));
             h.write_u64(e.queue_len(id) as u64);
             h.write_u64(u64::from(e.has_active_turn(id)));
@@ -214,6 +223,10 @@ impl Lockstep {
         let v = &self.view;
         let missing = |what: &str| Fault::Unanswerable(format!("{action:?}: no {what} pending"));
         let session = |s: u8| SESSION_NAMES[s as usize];
+        let id = |s: u8| match s {
+            CHILD => v.child.clone().ok_or_else(|| missing("sub-agent session")),
+            s => Ok(SessionId::new(session(s))),
+        };
         Ok(match action {
             Action::Submit { session: s, kind } => Input::Submit(submission(s, kind)),
             Action::Accept { .. } | Action::LookUp { .. } => {
@@ -245,12 +258,13 @@ impl Lockstep {
                 Input::Submit(resubmission(s, run, same))
             }
             Action::Invalid => Input::Submit(Submit::new(session(0), "")),
+            Action::SubmitChild => Input::Submit(Submit::new(id(CHILD)?.as_str(), "more")),
             Action::Cancel { session: s } => {
                 // The core as acceptor knows the newest sequence; an external acceptor names
                 // its own newest, which may not have reached the core yet (SPEC 4.10).
                 let newest = spec.accepted > 0 && spec.budget.external;
                 let up_to = newest.then(|| turnstile_core::Seq(u64::from(spec.accepted)));
-                Input::Cancel { session: SessionId::new(session(s)), up_to }
+                Input::Cancel { session: id(s)?, up_to }
             }
             Action::CancelRun { run } => Input::CancelRun { run_id: RunId::new(run_id(run)) },
             Action::Clear { session: s } => {
@@ -264,10 +278,12 @@ impl Lockstep {
                 let s = spec.subs[seq as usize - 1].session;
                 // The host reads the store: a title requested but not written is no title.
                 let titled = spec.titles[s as usize] == Title::Titled;
+                // The `agent` tool needs the core as acceptor (`docs/lifecycle-rules.md`).
+                let setup = Setup { titled, ..setup(!spec.budget.external) };
                 Input::Prepared {
                     session: SessionId::new(session(s)),
                     seq: turnstile_core::Seq(u64::from(seq)),
-                    setup: Setup { titled, ..setup() },
+                    setup,
                 }
             }
             Action::Titled { session: s, generated } => {
@@ -301,9 +317,15 @@ impl Lockstep {
                 let event = StepEvent::ToolCall { id, name, input: "{}".into() };
                 Input::Step { step, event }
             }
+            Action::AgentCall { session: s } => {
+                let step = v.step[s as usize].clone().ok_or_else(|| missing("step"))?;
+                let id = CallId::new(call_id(step_of(spec, s), 0));
+                let (name, input) = (AGENT_TOOL.into(), r#"{"prompt":"look"}"#.into());
+                Input::Step { step, event: StepEvent::ToolCall { id, name, input } }
+            }
             Action::StepDone { session: s, high, odd } => {
                 let step = v.step[s as usize].clone().ok_or_else(|| missing("step"))?;
-                let streamed = matches!(spec.lanes[s as usize], Lane::Turn(t) if matches!(t.calls[0], Call::Streamed { .. }));
+                let streamed = matches!(spec.lanes[s as usize], Lane::Turn(t) if matches!(t.calls[0], Call::Streamed { .. } | Call::Agent { .. }));
                 let tool_calls = streamed != odd;
                 let reason = if tool_calls { FinishReason::ToolCalls } else { FinishReason::Stop };
                 Input::Step { step, event: finished(reason, high) }
@@ -417,6 +439,9 @@ impl Lockstep {
 impl View {
     fn learn(&mut self, out: &OutputKind) {
         match out {
+            OutputKind::Store(StoreOp::ChildAccepted { session, .. }) => {
+                self.child = Some(session.clone());
+            }
             OutputKind::StartStep { step } => {
                 let s = index(step.session.as_str());
                 if let Some(old) = self.step[s].replace(step.clone()) {
@@ -504,7 +529,11 @@ fn panic_text(p: &Box<dyn std::any::Any + Send>) -> String {
         .unwrap_or_else(|| "(no message)".into())
 }
 
+/// The lane of a session the core named: a top-level session's, or the child's.
 fn index(session: &str) -> usize {
+    if SessionId::new(session).is_child() {
+        return CHILD as usize;
+    }
     SESSION_NAMES.iter().position(|n| *n == session).unwrap_or(0)
 }
 
@@ -550,11 +579,16 @@ pub const DROPPED_TOOL: &str = "ls";
 /// The setup's tool whose calls an abort must leave to finish.
 pub const FINISHING_TOOL: &str = "make";
 
-/// The setup every preparation resolves: the two tools, a known context window, a titled
-/// session (the driver says whether the session has its title yet, SPEC 4.11).
+/// The setup every preparation resolves: the two tools (and the `agent` tool when `agent`),
+/// a known context window, a titled session (the driver says whether the session has its
+/// title yet, SPEC 4.11).
 #[must_use]
-pub fn setup() -> Setup {
-    let tools = vec![ToolSpec::new(DROPPED_TOOL), ToolSpec::new(FINISHING_TOOL).left_to_finish()];
+pub fn setup(agent: bool) -> Setup {
+    let mut tools =
+        vec![ToolSpec::new(DROPPED_TOOL), ToolSpec::new(FINISHING_TOOL).left_to_finish()];
+    if agent {
+        tools.push(ToolSpec::new(AGENT_TOOL));
+    }
     Setup { context_window: CONTEXT_WINDOW, titled: true, tools, ..Setup::default() }
 }
 

@@ -71,9 +71,11 @@ pub fn encode(s: &Spec) -> Key {
     p.byte(u64::from(s.accepted) | closing << 4 | shutdowns, "accepted");
     p.byte(u64::from(stale), "stale flags");
     for sub in s.subs.iter().take(s.accepted as usize) {
-        // session 1 bit, mode 1, run 2, status 4, pauses 2: 10 bits in two bytes.
+        // session 1 bit, mode 1, run 2, status 4, pauses 2: 10 bits in two bytes (the child's
+        // submission has session bit 0: the sub-agent's bytes name it).
         let run = sub.run.map_or(0, |r| u64::from(r) + 1);
-        let head = u64::from(sub.session) | u64::from(sub.mode == Mode::Fold) << 1 | run << 2;
+        let session = u64::from(sub.session & 1);
+        let head = session | u64::from(sub.mode == Mode::Fold) << 1 | run << 2;
         p.byte(head | status(sub.status) << 4, "submission");
         // pauses 2 bits, then the steps the step limit counts (SPEC 4.6).
         if sub.pauses > 3 {
@@ -82,7 +84,7 @@ pub fn encode(s: &Spec) -> Key {
         p.byte(u64::from(sub.pauses) | u64::from(sub.steps) << 2, "pauses and steps");
     }
     // Unused submission slots encode as nothing: `accepted` says how many follow.
-    for lane in &s.lanes {
+    for lane in &s.lanes[..2] {
         encode_lane(&mut p, lane);
     }
     // Each lane's first call: its state is in the lane's bytes, its bit here (which tool it
@@ -119,7 +121,61 @@ pub fn encode(s: &Spec) -> Key {
     for pair in b.chunks(2) {
         p.nibbles(pair[0], pair.get(1).copied().unwrap_or(0), "budget");
     }
+    encode_sub_agent(&mut p, s);
     p.bytes
+}
+
+/// The key of a state's class under the symmetry of its two sessions: the smaller of its own
+/// key and its mirror image's ([`Spec::mirrored`]), and whether that is the mirror's. With
+/// one session there is no mirror image (the second session is never used).
+#[must_use]
+pub fn canonical(s: &Spec) -> (Key, bool) {
+    let key = encode(s);
+    if s.budget.sessions < 2 {
+        return (key, false);
+    }
+    let mirror = encode(&s.mirrored());
+    if mirror < key { (mirror, true) } else { (key, false) }
+}
+
+/// The sub-agent's part of a state (SPEC 4.11), in five bytes after the rest, written only
+/// when one is not zero: a configuration without the `agent` tool keeps its 32 bytes for its
+/// other fields (all zero means: no `agent` call left to make, none made, no child).
+fn encode_sub_agent(p: &mut Pack, s: &Spec) {
+    if s.budget.agents > 1 {
+        too_wide("agents", u64::from(s.budget.agents), 1);
+    }
+    let agent = |l: &Lane| matches!(l, Lane::Turn(t) if matches!(t.calls[0], Call::Agent { .. }));
+    let (content, call) = match &s.lanes[2] {
+        Lane::Turn(t) => {
+            if t.calls[1] != Call::None {
+                too_wide("a sub-agent's second call", 1, 0);
+            }
+            (matches!(t.phase, TurnPhase::Step(a) if a.content), call_bits(t.calls[0]).1)
+        }
+        _ => (false, 0),
+    };
+    let (parent, step, seq) = s.child.map_or((0, 0, 0), |c| (c.parent, c.step, c.seq));
+    if seq > 7 || step > 15 {
+        too_wide("the child's sequence or step", u64::from(seq.max(step)), 3);
+    }
+    // The child's sequence names the one submission whose session is the child (its own
+    // submission byte says session 0).
+    let flags = u64::from(s.budget.agents)
+        | u64::from(agent(&s.lanes[0])) << 1
+        | u64::from(agent(&s.lanes[1])) << 2
+        | u64::from(content) << 3
+        | call << 4
+        | u64::from(seq) << 5;
+    let link = u64::from(parent) | u64::from(step) << 1;
+    let mut lane = Pack { bytes: [0; 32], at: 0 };
+    encode_lane(&mut lane, &s.lanes[2]);
+    let bytes = [flags, link, lane.bytes[0].into(), lane.bytes[1].into(), lane.bytes[2].into()];
+    if bytes.iter().any(|b| *b != 0) {
+        for b in bytes {
+            p.byte(b, "sub-agent");
+        }
+    }
 }
 
 /// A call's state (2 bits) and its one bit: which tool it names while streamed or running,
@@ -130,6 +186,8 @@ fn call_bits(c: Call) -> (u64, u64) {
         Call::Streamed { finishes } => (1, u64::from(finishes)),
         Call::Running { finishes } => (2, u64::from(finishes)),
         Call::Done { stop } => (3, u64::from(stop)),
+        // The sub-agent's bytes say the first call is an `agent` call.
+        Call::Agent { running } => (1 + u64::from(running), 0),
     }
 }
 

@@ -44,13 +44,18 @@ pub struct Options {
     /// Worker threads expanding each level (1: all on the calling thread). The report is the
     /// same for any number; see [`check`].
     pub jobs: usize,
+    /// Merge each state with its mirror image, the same state with the two sessions' roles
+    /// swapped ([`spec::Spec::mirrored`]): a reduction that is sound when the core treats
+    /// sessions alike, as SPEC does (no rule depends on a session's name). Only configurations
+    /// with two sessions have mirror images. Off by default.
+    pub symmetry: bool,
 }
 
 impl Default for Options {
     /// Conformance on, no limit, one worker per available core.
     fn default() -> Options {
         let jobs = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
-        Options { conformance: true, max_states: None, jobs }
+        Options { conformance: true, max_states: None, jobs, symmetry: false }
     }
 }
 

@@ -50,6 +50,11 @@ enum Command {
         /// Switch on one of the core's test-only mutants (needs `--features mutants`).
         #[arg(long)]
         mutant: Option<String>,
+        /// Merge each state with its mirror image (the two sessions swapped): about half the
+        /// states of a two-session configuration, sound when the core treats sessions alike
+        /// (docs/verification.md, "Symmetry"). Changes the counts, not the verdict.
+        #[arg(long)]
+        symmetry: bool,
     },
     /// List the named configurations.
     List,
@@ -69,7 +74,7 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Command::Mutants => mutants(),
-        Command::Check { config, no_conformance, max_states, jobs, out, mutant } => {
+        Command::Check { config, no_conformance, max_states, jobs, out, mutant, symmetry } => {
             let Some(mut bounds) = configs::named(&config) else {
                 eprintln!("unknown configuration {config:?}; `turnstile-model list` shows them");
                 return ExitCode::from(2);
@@ -78,8 +83,8 @@ fn main() -> ExitCode {
                 eprintln!("{e}");
                 return ExitCode::from(2);
             }
-            let mut options =
-                Options { conformance: !no_conformance, max_states, ..Options::default() };
+            let conformance = !no_conformance;
+            let mut options = Options { conformance, max_states, symmetry, ..Options::default() };
             options.jobs = jobs.unwrap_or(options.jobs).max(1);
             let report = run(&bounds, &options);
             print_report(&report, options.conformance);

@@ -9,11 +9,11 @@ use crate::checker::describe;
 use crate::{Bounds, Options, check, configs};
 
 /// The configurations tried, in order, until one finds the mutant: the cheapest first. The
-/// step limit's, the titles' and the several calls' come after the five that find the older
-/// mutants; the external acceptor's after the core-acceptor ones that find every other
-/// mutant, but before `default`, the slowest (a mutant that needs an external acceptor
+/// step limit's, the titles', the several calls' and the sub-agents' come after the five that
+/// find the older mutants; the external acceptor's after the core-acceptor ones that find
+/// every other mutant, but before `default`, the slowest (a mutant that needs an external acceptor
 /// exhausts every configuration before its own).
-pub const HUNT: [&str; 14] = [
+pub const HUNT: [&str; 15] = [
     "small",
     "faults",
     "retries",
@@ -23,6 +23,7 @@ pub const HUNT: [&str; 14] = [
     "titles",
     "calls",
     "calls-two",
+    "agents",
     "acceptor",
     "acceptor-lookup",
     "acceptor-turn",
@@ -50,7 +51,8 @@ pub struct Hunt {
 /// Whether `mutant` can make any difference in a configuration: the external acceptor's bugs
 /// live in code that only an external acceptor reaches (watermarks ahead of the core), the
 /// titles' only where a session has no title, the step limit's only under a limit, those of
-/// several calls per step only where a step can call two tools. Elsewhere
+/// several calls per step only where a step can call two tools, the sub-agents' only where a
+/// step can call the `agent` tool. Elsewhere
 /// the mutated core is the correct one, so exploring it again would only cost time.
 #[must_use]
 pub fn can_show(mutant: Mutant, bounds: &Bounds) -> bool {
@@ -66,6 +68,10 @@ pub fn can_show(mutant: Mutant, bounds: &Bounds) -> bool {
         | Mutant::StepEndsAtFirstResult
         | Mutant::AbortStopsAtFinishingCall
         | Mutant::FirstCallAbortPolicy => b.second_calls > 0,
+        Mutant::ChildCostTwice
+        | Mutant::CascadeMissesChild
+        | Mutant::ChildCancelCancelsParent
+        | Mutant::ChildResultLostWhileAborting => b.agents > 0,
         _ => true,
     }
 }

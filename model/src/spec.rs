@@ -22,11 +22,13 @@
 //! | 4.10 cancel, cancel_run, clear_queue, shutdown | `Spec::cancel_sub`, `Clear`, `Spec::shutdown` |
 //! | 4.1 and 4.10 an external acceptor (`Budget::external`): it numbers every call (`Accept`, and `LookUp` for a used RunId, which leaves a gap in what the core sees), the calls reach the core in order (`Arrive`, a pending host reply for I6); a cancel reaches it at once, naming the acceptor's newest sequence, and covers the session's calls still in flight, which end `cancelled` on entry; nothing numbered after it is covered, and a watermark is never dropped while something it covers can arrive | [`Status::InFlight`], `Spec::accept`, `Spec::arrive`, `Spec::cancel` |
 //! | 4.11 titles (`Budget::untitled`): requested at a session's first activation when it has none and none is pending, answered whenever the host likes (generated or not: the same write), never waited for and never cancelled with the turn; shutdown abandons a pending request and writes the prompt's title | [`Title`], `Spec::admit`, `Titled`, `Spec::abandon_title` |
+//! | 4.11 sub-agents (`Budget::agents`): an `agent` call (a top-level step's only call) starts, when the stream finishes, a turn in the child session ([`CHILD`]): the child submission takes the next sequence, no RunId, no preparation, never queued, no title; its steps are any turn's (tools, retries, failures, the watchdog), but make one call each and never summarize; each step's usage write adds its cost to the parent in the same write (a [`Rec::Cost`] naming the parent); the child's end, whatever its outcome, is the parent's call's result, written as reported; cancel(child) ends only the child and the parent goes on; an abort of the parent (cancel, cancel_run, shutdown) aborts the child, and waits for its end up to the grace or the deadline, where the parent goes first and the child's end is stale; a submission to the child is refused | [`Child`], `Call::Agent`, `Spec::delegate`, `Spec::child_ended`, `Spec::abort_turn` |
 //! | 5 the completion contract | `Spec::decide` and `publish`, the only places an outcome is set (`publish` panics on a second decision) |
 //! | I13 stale replies | the `Stale*` actions: allowed when such IO exists, and change nothing (a watchdog firing after its attempt ended, a late event of an attempt it aborted) |
 //!
-//! Not modelled (the core's own tests and traces cover them): sub-agents (SPEC 4.11; no setup
-//! offers the `agent` tool), a title's cost (abstracted with all costs), loop detection (it
+//! Not modelled (the core's own tests and traces cover them): a sub-agent's text (which result
+//! text its end gives) and an `agent` call without a prompt or beside another call, more than
+//! one sub-agent per exploration, a title's cost (abstracted with all costs), loop detection (it
 //! needs 10 steps), more than two tool calls per step (and unfinished calls, invalid JSON,
 //! repeated ids, unknown tools: SPEC 4.4's synthetic results at the stream's end), validation
 //! other than the empty prompt, streaming text and
@@ -47,12 +49,17 @@ use turnstile_core::{ErrorKind, Mode, Outcome, Seq, StopReason};
 
 pub use crate::action::{Action, Failure, Kind, Timer};
 pub use crate::state::{
-    Attempt, AttemptPhase, Budget, Call, Cause, Closing, Lane, Status, Sub, Summary, Title, Turn,
-    TurnPhase,
+    Attempt, AttemptPhase, Budget, Call, Cause, Child, Closing, Lane, Status, Sub, Summary, Title,
+    Turn, TurnPhase,
 };
 
 /// Sessions the model knows, by index; their ids are these names.
 pub const SESSION_NAMES: [&str; 2] = ["a", "b"];
+/// The lane of the sub-agent's child session (SPEC 4.11), after the two top-level ones. Its id
+/// is the core's `m<message>$$c<step>`; a projection names it `$$c<step>` ([`Child`]).
+pub const CHILD: u8 = 2;
+/// Lanes: the two top-level sessions, then the child.
+pub const LANES: u8 = 3;
 /// Submissions the model can hold (sequences 1 to this).
 pub const MAX_SUBS: usize = 6;
 /// RunIds the model can use, by index; their ids are `r0`, `r1`, ...
@@ -71,8 +78,8 @@ pub struct Spec {
     /// (then the newest may still be in flight, and some never become submissions of the core:
     /// [`Status::InFlight`], [`Status::LookUp`], [`Status::Answered`]).
     pub accepted: u8,
-    /// Lanes by session index.
-    pub lanes: [Lane; 2],
+    /// Lanes by session index; the last is the child's ([`CHILD`]).
+    pub lanes: [Lane; 3],
     /// Shutdown's progress.
     pub closing: Closing,
     /// What is left to choose.
@@ -82,6 +89,8 @@ pub struct Spec {
     pub stale: [bool; 7],
     /// The sessions' titles (SPEC 4.11).
     pub titles: [Title; 2],
+    /// The sub-agent, once the `agent` call started it (at most one per exploration).
+    pub child: Option<Child>,
 }
 
 const STALE_STEP: usize = 0;
@@ -113,12 +122,20 @@ pub struct Emit {
     pub on: bool,
     /// The collected projection (canonicalized by [`Emit::finish`]).
     pub p: Projection,
+    /// The state's sub-agent, which names the child session (kept by [`Spec::apply`]).
+    child: Option<Child>,
 }
 
 impl Emit {
+    /// Collects a transition's projection when `on`, else nothing.
+    #[must_use]
+    pub fn new(on: bool) -> Emit {
+        Emit { on, ..Emit::default() }
+    }
+
     fn rec(&mut self, session: u8, rec: Rec) {
         if self.on {
-            let session = SESSION_NAMES[session as usize].to_owned();
+            let session = name(self.child, session);
             self.p.records.push(Record { session, rec });
         }
     }
@@ -143,17 +160,25 @@ impl Emit {
     }
 }
 
-fn name(session: u8) -> String {
-    SESSION_NAMES[session as usize].to_owned()
+/// A session's name in a projection: a top-level session's id, or the child's label
+/// (`$$<call id>`, as the core's projection names a sub-agent session).
+fn name(child: Option<Child>, session: u8) -> String {
+    match (session, child) {
+        (CHILD, Some(c)) => format!("$${}", call_id(c.step, 0)),
+        (CHILD, None) => unreachable!("the child session is named once the sub-agent starts"),
+        (s, _) => SESSION_NAMES[s as usize].to_owned(),
+    }
 }
 
-fn timer_p(t: Timer) -> TimerP {
-    match t {
-        Timer::Retry(s) => TimerP::Retry { session: name(s) },
-        Timer::Grace(s) => TimerP::Grace { session: name(s) },
-        Timer::Deadline => TimerP::Deadline,
-        Timer::Watchdog(s) => TimerP::Watchdog { session: name(s) },
-    }
+/// True for a call an aborted turn waits for: one left to finish, or a sub-agent, whose end
+/// (aborted with its parent) is the call's result (SPEC 4.9, 4.11).
+fn holds(c: Call) -> bool {
+    matches!(c, Call::Running { finishes: true } | Call::Agent { running: true })
+}
+
+/// True for a call that has no result yet while its step's tools run.
+fn pending(c: Call) -> bool {
+    matches!(c, Call::Running { .. } | Call::Agent { running: true })
 }
 
 fn seq(n: u8) -> Seq {
@@ -177,11 +202,49 @@ impl Spec {
         Spec {
             subs: [sub; MAX_SUBS],
             accepted: 0,
-            lanes: [Lane::Idle; 2],
+            lanes: [Lane::Idle; 3],
             closing: Closing::Open,
             budget,
             stale: [false; 7],
             titles: [title; 2],
+            child: None,
+        }
+    }
+
+    fn name(&self, s: u8) -> String {
+        name(self.child, s)
+    }
+
+    /// The mirror image: the same state with sessions `a` and `b` swapped (their submissions,
+    /// lanes and titles, and a sub-agent's parent). Sequences, RunIds, budgets and stale flags
+    /// are the system's, not a session's, and stay. SPEC's rules never depend on a session's
+    /// name, so a state and its mirror have mirrored futures: the checker may explore one of
+    /// the two (`Options::symmetry`).
+    #[must_use]
+    pub fn mirrored(&self) -> Spec {
+        let swap = |s: u8| match s {
+            0 => 1,
+            1 => 0,
+            other => other,
+        };
+        let mut m = *self;
+        for sub in m.subs.iter_mut().take(m.accepted as usize) {
+            sub.session = swap(sub.session);
+        }
+        m.lanes.swap(0, 1);
+        m.titles.swap(0, 1);
+        if let Some(c) = &mut m.child {
+            c.parent = swap(c.parent);
+        }
+        m
+    }
+
+    fn timer_p(&self, t: Timer) -> TimerP {
+        match t {
+            Timer::Retry(s) => TimerP::Retry { session: self.name(s) },
+            Timer::Grace(s) => TimerP::Grace { session: self.name(s) },
+            Timer::Deadline => TimerP::Deadline,
+            Timer::Watchdog(s) => TimerP::Watchdog { session: self.name(s) },
         }
     }
 
@@ -298,6 +361,14 @@ impl Spec {
         if b.replays > 0 && !b.external {
             out.push(Action::Invalid);
         }
+        // cancel(child) while the sub-agent runs (SPEC 4.11); a submission to the child
+        // session is refused once it exists (SPEC 4.1).
+        if b.cancels > 0 && matches!(self.lanes[CHILD as usize], Lane::Turn(_)) {
+            out.push(Action::Cancel { session: CHILD });
+        }
+        if b.replays > 0 && self.child.is_some() {
+            out.push(Action::SubmitChild);
+        }
         if b.shutdowns > 0 && self.closing == Closing::Open {
             out.push(Action::Shutdown);
         }
@@ -316,7 +387,7 @@ impl Spec {
                 }
             }
         }
-        for session in 0..2u8 {
+        for session in 0..LANES {
             match self.lanes[session as usize] {
                 Lane::Turn(t) => self.turn_actions(session, t, out),
                 Lane::Summary(sm) => self.summary_actions(session, sm.attempt, out),
@@ -339,15 +410,23 @@ impl Spec {
         let b = &self.budget;
         match t.phase {
             TurnPhase::Step(a) => self.attempt_actions(session, a, out, |out| {
-                // The first call, then (a budget apart) a second after it.
+                // The first call, then (a budget apart) a second after it; a sub-agent makes
+                // one call per step.
                 let first = t.calls[0] == Call::None && b.tool_calls > 0;
-                let second =
-                    matches!(t.calls, [Call::Streamed { .. }, Call::None]) && b.second_calls > 0;
+                let second = matches!(t.calls, [Call::Streamed { .. }, Call::None])
+                    && b.second_calls > 0
+                    && session != CHILD;
                 if first || second {
                     out.push(Action::ToolCall { session, finishes: false });
                     if b.finishing > 0 {
                         out.push(Action::ToolCall { session, finishes: true });
                     }
+                }
+                // An `agent` call, a top-level step's only one (sub-agents are not offered the
+                // tool: depth 1); the child submission takes the next sequence.
+                let slot = (self.accepted as usize) < MAX_SUBS;
+                if t.calls[0] == Call::None && b.agents > 0 && session != CHILD && slot {
+                    out.push(Action::AgentCall { session });
                 }
                 out.push(Action::StepDone { session, high: false, odd: false });
                 if b.highs > 0 {
@@ -444,8 +523,14 @@ impl Spec {
         // A preparation reply is stale for a submission that ended and for one that is past its
         // preparation but still running or queued: one of each (the newest) covers both cases
         // without offering several transitions to the same successor.
-        let ended = self.seqs().rev().find(|&n| matches!(self.sub(n).status, Status::Done(_)));
-        let past = self.seqs().rev().find(|&n| {
+        // A sub-agent's submission has no preparation to answer late.
+        let prepared = |n: u8| self.sub(n).session != CHILD;
+        let ended = self
+            .seqs()
+            .rev()
+            .filter(|&n| prepared(n))
+            .find(|&n| matches!(self.sub(n).status, Status::Done(_)));
+        let past = self.seqs().rev().filter(|&n| prepared(n)).find(|&n| {
             matches!(self.sub(n).status, Status::Prepared | Status::Active | Status::Paused)
         });
         for n in [ended, past].into_iter().flatten() {
@@ -470,6 +555,7 @@ impl Spec {
 
     /// Applies an action that `Spec::actions` offered, writing what the core must output.
     pub fn apply(&mut self, a: Action, e: &mut Emit) {
+        e.child = self.child;
         match a {
             Action::Submit { session, kind } => self.submit(session, kind, e),
             Action::Accept { session, kind } => self.accept(session, kind),
@@ -494,6 +580,20 @@ impl Spec {
             Action::Invalid => {
                 self.budget.replays -= 1;
                 e.reply(ReplyP::Rejected { why: Why::PromptEmpty });
+            }
+            Action::SubmitChild => {
+                self.budget.replays -= 1;
+                e.reply(ReplyP::Rejected { why: Why::ChildSession });
+            }
+            Action::AgentCall { session } => {
+                self.budget.agents -= 1;
+                let t = self.turn_mut(session);
+                t.calls[0] = Call::Agent { running: false };
+                if let TurnPhase::Step(a) = &mut t.phase {
+                    a.content = true;
+                }
+                let (owner, step) = (t.owner, t.step);
+                e.rec(session, Rec::ToolCall { seq: seq(owner), call: call_id(step, 0) });
             }
             Action::Cancel { session } => self.cancel(session, e),
             Action::CancelRun { run } => {
@@ -733,7 +833,7 @@ impl Spec {
         // requests one; the turn does not wait for it.
         if self.titles[s as usize] == Title::Untitled {
             self.titles[s as usize] = Title::Requested { seq: head };
-            e.io(Io::RequestTitle { session: name(s), seq: seq(head) });
+            e.io(Io::RequestTitle { session: self.name(s), seq: seq(head) });
         }
         self.start_step(s, head, 0, e);
     }
@@ -758,7 +858,7 @@ impl Spec {
             self.publish(n, Outcome::Folded, None, None, e);
         }
         e.io(Io::StartStep { seq: seq(owner), step: u32::from(step), attempt: 0 });
-        e.io(Io::SetTimer { timer: timer_p(Timer::Watchdog(s)) });
+        e.io(Io::SetTimer { timer: self.timer_p(Timer::Watchdog(s)) });
         let phase = TurnPhase::Step(Attempt::fresh());
         let calls = [Call::None; 2];
         let turn = Turn { owner, step, calls, high: false, tool_use: false, phase };
@@ -775,36 +875,70 @@ impl Spec {
         self.stale[STALE_STEP] = true;
         self.cancel_timer(Timer::Watchdog(s), e);
         let t = self.turn_mut(s);
-        let streamed = matches!(t.calls[0], Call::Streamed { .. });
+        let streamed = matches!(t.calls[0], Call::Streamed { .. } | Call::Agent { .. });
         // The finish the stream gave: `tool_calls` exactly when a call was streamed, unless odd.
         t.tool_use = streamed != odd;
-        t.high = high;
+        // Sub-agents do not summarize (`docs/lifecycle-rules.md`): the threshold changes
+        // nothing in the child.
+        t.high = high && s != CHILD;
         let (owner, step, tool_use) = (t.owner, t.step, t.tool_use);
         let finish = if tool_use { FinishP::ToolUse } else { FinishP::EndTurn };
         e.rec(s, Rec::Finish { seq: seq(owner), finish });
+        if let (CHILD, Some(c)) = (s, self.child) {
+            // SPEC 4.11: the step's cost is added to the parent in the same usage write.
+            let ancestor = Some(self.name(c.parent));
+            e.rec(s, Rec::Cost { seq: Some(seq(owner)), ancestor });
+        }
         if streamed {
             // Every complete call runs, whatever the finish reason (SPEC 4.4): all of the
             // step's calls start together, once the stream has finished.
             let t = self.turn_mut(s);
             t.phase = TurnPhase::Tool;
+            let mut delegates = false;
             for (i, c) in t.calls.iter_mut().enumerate() {
-                if let Call::Streamed { finishes } = *c {
-                    *c = Call::Running { finishes };
-                    e.io(Io::RunTool { seq: seq(owner), call: call_id(step, i as u8) });
+                match *c {
+                    Call::Streamed { finishes } => {
+                        *c = Call::Running { finishes };
+                        e.io(Io::RunTool { seq: seq(owner), call: call_id(step, i as u8) });
+                    }
+                    Call::Agent { running: false } => {
+                        *c = Call::Agent { running: true };
+                        delegates = true;
+                    }
+                    _ => {}
                 }
+            }
+            if delegates {
+                self.delegate(s, step, e);
             }
         } else {
             self.step_ended(s, None, e);
         }
     }
 
-    /// A running call reports; its result is written as reported. The step (or the aborted
-    /// turn's wait) ends only with the last result it waits for (SPEC 4.4, 4.9).
+    /// A running call reports, then the hand-off after a clean-up it allowed.
     fn tool_result(&mut self, s: u8, call: u8, stop: bool, e: &mut Emit) {
         if stop {
             self.budget.stops -= 1;
         }
         self.stale[DUP_TOOL] = true;
+        self.report(s, call, stop, e);
+        self.admit_after(s, e);
+    }
+
+    /// The hand-off after an aborted turn's clean-up in session `s`, which a result may have
+    /// allowed; the child's end may also have allowed its parent's.
+    fn admit_after(&mut self, s: u8, e: &mut Emit) {
+        self.admit(s, e);
+        if let (CHILD, Some(c)) = (s, self.child) {
+            self.admit(c.parent, e);
+        }
+    }
+
+    /// A call's result (a tool's, or a sub-agent's end); written as reported. The step (or
+    /// the aborted turn's wait) ends only with the last result it waits for (SPEC 4.4, 4.9).
+    /// An aborted turn's clean-up runs here; the caller hands off.
+    fn report(&mut self, s: u8, call: u8, stop: bool, e: &mut Emit) {
         let t = self.turn_mut(s);
         t.calls[call as usize] = Call::Done { stop };
         let t = *t;
@@ -812,17 +946,17 @@ impl Spec {
         e.rec(s, Rec::ToolResult { seq: seq(t.owner), call: id, synthetic: false });
         match t.phase {
             TurnPhase::Aborting { cause, grace } => {
-                // Only the calls left to finish are waited for; a dropped one cannot report.
-                if t.calls.contains(&Call::Running { finishes: true }) {
+                // Only the calls left to finish and a sub-agent are waited for; a dropped call
+                // cannot report.
+                if t.calls.iter().any(|c| holds(*c)) {
                     return;
                 }
                 if grace {
                     self.cancel_timer(Timer::Grace(s), e);
                 }
                 self.cleanup(s, cause, e);
-                self.admit(s, e);
             }
-            _ if t.calls.iter().any(|c| matches!(c, Call::Running { .. })) => {}
+            _ if t.calls.iter().any(|c| pending(*c)) => {}
             _ => {
                 // SPEC 4.6 case 1 with several stop results: the first of the step's calls
                 // (in the order they were streamed) that asked to stop names the reason
@@ -901,6 +1035,43 @@ impl Spec {
         e.rec(s, Rec::Flush);
         self.lanes[s as usize] = Lane::Idle;
         self.decide(n, outcome, error, stop, e);
+        if s == CHILD {
+            self.child_ended(e);
+        }
+    }
+
+    // ---- 4.11 sub-agents ----------------------------------------------------------------------
+
+    /// The parent's `agent` call of step `step` starts its sub-agent (SPEC 4.11): the child
+    /// submission takes the next sequence, has no RunId and no preparation, is never queued,
+    /// and its turn starts at once in the child session: the child's record, the ledger
+    /// activation and the user message, then step 0 (SPEC 7's hand-off order). No title is
+    /// requested: a sub-agent session keeps "New Agent Session".
+    fn delegate(&mut self, parent: u8, step: u8, e: &mut Emit) {
+        self.accepted += 1;
+        let n = self.accepted;
+        let status = Status::Active;
+        let (mode, run) = (Mode::OwnTurn, None);
+        *self.sub_mut(n) = Sub { session: CHILD, mode, run, status, pauses: 0, steps: 0 };
+        self.child = Some(Child { parent, step, seq: n });
+        e.child = self.child;
+        e.rec(CHILD, Rec::ChildAccepted { seq: seq(n) });
+        e.rec(CHILD, Rec::Activated { seq: seq(n) });
+        e.rec(CHILD, Rec::User { seq: seq(n), synthetic: false });
+        self.start_step(CHILD, n, 0, e);
+    }
+
+    /// The sub-agent's turn ended (its outcome is decided): the end is its parent's call's
+    /// result (the child's text, its failure, or the cancel text: SPEC 4.11), written as a
+    /// reported result. Stale when the parent's turn no longer waits for it: its grace or the
+    /// shutdown deadline ended it first, and the call got its synthetic result then.
+    fn child_ended(&mut self, e: &mut Emit) {
+        let Some(c) = self.child else { unreachable!("a child session has its sub-agent") };
+        if let Lane::Turn(t) = self.lanes[c.parent as usize]
+            && t.calls[0] == (Call::Agent { running: true })
+        {
+            self.report(c.parent, 0, false, e);
+        }
     }
 
     /// A paused submission ends with its summary (SPEC 4.7, 4.10): its last assistant message
@@ -932,7 +1103,7 @@ impl Spec {
     /// "Several tool calls in a step").
     fn synthesize(&mut self, s: u8, t: Turn, e: &mut Emit) {
         for (i, c) in t.calls.iter().enumerate() {
-            if matches!(c, Call::Streamed { .. } | Call::Running { .. }) {
+            if matches!(c, Call::Streamed { .. } | Call::Running { .. } | Call::Agent { .. }) {
                 if matches!(c, Call::Running { .. }) {
                     self.stale[LATE_TOOL] = true;
                 }
@@ -984,9 +1155,9 @@ impl Spec {
     /// The outputs of an attempt that now backs off or waits for a refresh.
     fn attempt_waits(&self, s: u8, t: Option<Turn>, a: Attempt, p: AttemptPhase, e: &mut Emit) {
         match p {
-            AttemptPhase::Backoff => e.io(Io::SetTimer { timer: timer_p(Timer::Retry(s)) }),
+            AttemptPhase::Backoff => e.io(Io::SetTimer { timer: self.timer_p(Timer::Retry(s)) }),
             AttemptPhase::Refreshing => e.io(Io::Refresh {
-                session: name(s),
+                session: self.name(s),
                 seq: t.map(|t| seq(t.owner)),
                 attempt: u32::from(a.number),
             }),
@@ -1026,7 +1197,7 @@ impl Spec {
         e.rec(s, Rec::Reset { seq: seq(t.owner) });
         let step = u32::from(t.step);
         e.io(Io::StartStep { seq: seq(t.owner), step, attempt: u32::from(a.number) });
-        e.io(Io::SetTimer { timer: timer_p(Timer::Watchdog(s)) });
+        e.io(Io::SetTimer { timer: self.timer_p(Timer::Watchdog(s)) });
         let calls = [Call::None; 2];
         self.lanes[s as usize] = Lane::Turn(Turn { calls, phase: TurnPhase::Step(a), ..t });
     }
@@ -1040,7 +1211,7 @@ impl Spec {
     /// Disarms a timer; a firing that still arrives is stale.
     fn cancel_timer(&mut self, t: Timer, e: &mut Emit) {
         self.stale[STALE_TIMER] = true;
-        e.io(Io::CancelTimer { timer: timer_p(t) });
+        e.io(Io::CancelTimer { timer: self.timer_p(t) });
     }
 
     fn fire(&mut self, timer: Timer, e: &mut Emit) {
@@ -1059,11 +1230,13 @@ impl Spec {
                 let t = *self.turn_mut(s);
                 let TurnPhase::Aborting { cause, .. } = t.phase else { unreachable!("aborting") };
                 self.cleanup(s, cause, e);
-                self.admit(s, e);
+                self.admit_after(s, e);
             }
             Timer::Deadline => {
                 self.closing = Closing::Draining { deadline: false };
-                for s in 0..2u8 {
+                // A parent before its child (SPEC 7: by the oldest unfinished sequence): the
+                // parent's call gets its synthetic result, and the child's end is stale.
+                for s in 0..LANES {
                     if let Lane::Turn(t) = self.lanes[s as usize] {
                         let TurnPhase::Aborting { cause, grace } = t.phase else {
                             unreachable!("only aborting turns remain while draining")
@@ -1093,7 +1266,7 @@ impl Spec {
             Lane::Idle => unreachable!("watched while streaming"),
         };
         if a.content {
-            e.io(Io::SetTimer { timer: timer_p(Timer::Watchdog(s)) });
+            e.io(Io::SetTimer { timer: self.timer_p(Timer::Watchdog(s)) });
             let a = Attempt { content: false, ..a };
             match &mut self.lanes[s as usize] {
                 Lane::Turn(t) => t.phase = TurnPhase::Step(a),
@@ -1119,7 +1292,7 @@ impl Spec {
             }
             None => {
                 self.stale[STALE_SUMMARY] = true;
-                e.io(Io::AbortSummary { session: name(s), attempt: u32::from(a.number) });
+                e.io(Io::AbortSummary { session: self.name(s), attempt: u32::from(a.number) });
                 let sm = self.summary(s);
                 if backoff {
                     self.lanes[s as usize] = Lane::Summary(Summary { attempt: a, ..sm });
@@ -1143,8 +1316,8 @@ impl Spec {
 
     fn start_summary(&mut self, s: u8, resume: Option<u8>, e: &mut Emit) {
         e.rec(s, Rec::SummaryStarted);
-        e.io(Io::StartSummary { session: name(s), attempt: 0 });
-        e.io(Io::SetTimer { timer: timer_p(Timer::Watchdog(s)) });
+        e.io(Io::StartSummary { session: self.name(s), attempt: 0 });
+        e.io(Io::SetTimer { timer: self.timer_p(Timer::Watchdog(s)) });
         self.lanes[s as usize] = Lane::Summary(Summary { resume, attempt: Attempt::fresh() });
     }
 
@@ -1215,8 +1388,8 @@ impl Spec {
 
     fn retry_summary(&mut self, s: u8, sm: Summary, a: Attempt, e: &mut Emit) {
         e.rec(s, Rec::SummaryReset);
-        e.io(Io::StartSummary { session: name(s), attempt: u32::from(a.number) });
-        e.io(Io::SetTimer { timer: timer_p(Timer::Watchdog(s)) });
+        e.io(Io::StartSummary { session: self.name(s), attempt: u32::from(a.number) });
+        e.io(Io::SetTimer { timer: self.timer_p(Timer::Watchdog(s)) });
         self.lanes[s as usize] = Lane::Summary(Summary { attempt: a, ..sm });
     }
 
@@ -1226,13 +1399,13 @@ impl Spec {
         match a.phase {
             AttemptPhase::Streaming => {
                 self.stale[STALE_SUMMARY] = true;
-                e.io(Io::AbortSummary { session: name(s), attempt: u32::from(a.number) });
+                e.io(Io::AbortSummary { session: self.name(s), attempt: u32::from(a.number) });
                 self.cancel_timer(Timer::Watchdog(s), e);
             }
             AttemptPhase::Backoff => self.cancel_timer(Timer::Retry(s), e),
             AttemptPhase::Refreshing => self.abort_refresh(
                 e,
-                Io::AbortRefresh { session: name(s), seq: None, attempt: u32::from(a.number) },
+                Io::AbortRefresh { session: self.name(s), seq: None, attempt: u32::from(a.number) },
             ),
         }
         e.rec(s, Rec::SummaryDeleted);
@@ -1307,21 +1480,30 @@ impl Spec {
                 e.io(Io::AbortTool { seq: owner, call: call_id(t.step, i as u8) });
             }
         }
-        if t.calls.contains(&Call::Running { finishes: true }) {
-            let grace = cause == Cause::Cancel;
-            if grace {
-                e.io(Io::SetTimer { timer: timer_p(Timer::Grace(s)) });
-            }
-            let t = self.turn_mut(s);
-            t.phase = TurnPhase::Aborting { cause, grace };
-            // A stop a result asked for decides nothing any more (the abort's end does).
-            for c in &mut t.calls {
-                if let Call::Done { stop } = c {
-                    *stop = false;
-                }
-            }
-        } else {
+        if !t.calls.iter().any(|c| holds(*c)) {
             self.cleanup(s, cause, e);
+            return;
+        }
+        let waiting = self.turn_mut(s);
+        waiting.phase = TurnPhase::Aborting { cause, grace: false };
+        // A stop a result asked for decides nothing any more (the abort's end does).
+        for c in &mut waiting.calls {
+            if let Call::Done { stop } = c {
+                *stop = false;
+            }
+        }
+        // A sub-agent is aborted with its parent (SPEC 4.11, I4). When nothing holds it, it
+        // ends now, and its end is the call's result, which may end this turn's wait too.
+        if t.calls[0] == (Call::Agent { running: true }) {
+            self.abort_turn(CHILD, cause, e);
+        }
+        // Still waiting: a cancel's wait is bounded by the grace timer (SPEC 4.9).
+        if let Lane::Turn(w) = &mut self.lanes[s as usize]
+            && w.owner == t.owner
+            && cause == Cause::Cancel
+        {
+            w.phase = TurnPhase::Aborting { cause, grace: true };
+            e.io(Io::SetTimer { timer: self.timer_p(Timer::Grace(s)) });
         }
     }
 
@@ -1357,13 +1539,16 @@ impl Spec {
     fn shutdown(&mut self, e: &mut Emit) {
         self.budget.shutdowns -= 1;
         self.closing = Closing::Draining { deadline: false };
-        for s in 0..2u8 {
+        // A parent before its child (SPEC 7): the parent's abort aborts its sub-agent first.
+        for s in 0..LANES {
             // A housekeeping summary belongs to no submission: as an abort, its deletion comes
             // before any write of a submission (SPEC 7).
             if let Lane::Summary(sm @ Summary { resume: None, .. }) = self.lanes[s as usize] {
                 self.abort_summary(s, sm, e);
             }
-            self.abandon_title(s, e);
+            if s != CHILD {
+                self.abandon_title(s, e);
+            }
             // The lane first: its aborts come before any decision, and its submission is the
             // session's oldest (admission follows acceptance order).
             match self.lanes[s as usize] {
@@ -1383,7 +1568,7 @@ impl Spec {
             }
         }
         if self.lanes.iter().any(|l| matches!(l, Lane::Turn(_))) {
-            e.io(Io::SetTimer { timer: timer_p(Timer::Deadline) });
+            e.io(Io::SetTimer { timer: self.timer_p(Timer::Deadline) });
             self.closing = Closing::Draining { deadline: true };
         } else {
             self.maybe_stopped(e);
@@ -1399,7 +1584,7 @@ impl Spec {
         if let Title::Requested { seq: n } = self.titles[s as usize] {
             self.stale[STALE_TITLE] = true;
             self.titles[s as usize] = Title::Titled;
-            e.io(Io::AbortTitle { session: name(s), seq: seq(n) });
+            e.io(Io::AbortTitle { session: self.name(s), seq: seq(n) });
             e.rec(s, Rec::Title);
         }
     }
@@ -1415,7 +1600,7 @@ impl Spec {
             }
             AttemptPhase::Backoff => self.cancel_timer(Timer::Retry(s), e),
             AttemptPhase::Refreshing => {
-                let io = Io::AbortRefresh { session: name(s), seq: Some(owner), attempt };
+                let io = Io::AbortRefresh { session: self.name(s), seq: Some(owner), attempt };
                 self.abort_refresh(e, io);
             }
         }

@@ -88,6 +88,13 @@ pub enum Call {
         /// True for the tool left to finish.
         finishes: bool,
     },
+    /// A call of the `agent` tool (SPEC 4.11; only a top-level step's only call): streamed
+    /// (`running` false), then, once the stream finished, its sub-agent runs in the child
+    /// session, whose end is the call's result.
+    Agent {
+        /// True while the sub-agent runs.
+        running: bool,
+    },
     /// It has its result (while aborting, a dropped call stays `Running { finishes: false }`:
     /// aborted, it can never report, and clean-up gives it the synthetic result).
     Done {
@@ -281,4 +288,20 @@ pub struct Budget {
     /// Attempts the stream watchdog fails: no event with content for the idle timeout
     /// (SPEC 4.5). A watchdog firing after content arrived is offered without a budget.
     pub stalls: u8,
+    /// Calls of the `agent` tool (0 or 1, SPEC 4.11): a top-level step's only call starts a
+    /// sub-agent in the child session. Needs the core as acceptor.
+    pub agents: u8,
+}
+
+/// The sub-agent the one `agent` call of an exploration started (SPEC 4.11): its parent's
+/// session and the step of the call, which names the child session (`$$c<step>` in a
+/// projection).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Child {
+    /// The calling session.
+    pub parent: u8,
+    /// The step of the parent's turn whose call started it.
+    pub step: u8,
+    /// The child submission's sequence.
+    pub seq: u8,
 }

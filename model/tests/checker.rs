@@ -98,6 +98,84 @@ fn the_calls_configurations_conform_everywhere() {
     assert_passes("calls-two", 200_000);
 }
 
+/// Sub-agents (SPEC 4.11): the child's turn, its end as the parent's tool result, cancel(child)
+/// against cancel(parent) and cancel_run, the child's cost on its parent.
+#[test]
+fn the_agents_configuration_conforms_everywhere() {
+    assert_passes("agents", 200_000);
+}
+
+/// SPEC 4.11 in the specification itself: cancel(child) ends only the child, with the cancel
+/// text as the parent's result, and the parent goes on to its next step; a cancel of the
+/// parent ends both in one transition.
+#[test]
+fn a_cancel_of_the_child_spares_the_parent_and_one_of_the_parent_ends_both() {
+    use turnstile_model::spec::{CHILD, Lane};
+    let start = [
+        Action::Submit { session: 0, kind: Kind::Own },
+        Action::Prepared { seq: 1 },
+        Action::AgentCall { session: 0 },
+        Action::StepDone { session: 0, high: false, odd: false },
+    ];
+    let run = |last: Action| {
+        let mut spec = Spec::new(bounds("agents").budget);
+        for a in start.into_iter().chain([last]) {
+            let mut offered = Vec::new();
+            spec.actions(&mut offered);
+            assert!(offered.contains(&a), "{a:?} is offered");
+            spec.apply(a, &mut Emit::default());
+        }
+        spec
+    };
+    let spec = run(Action::Cancel { session: CHILD });
+    assert_eq!(spec.subs[1].status, Status::Done(Outcome::Cancelled), "the child");
+    assert_eq!(spec.subs[0].status, Status::Active, "the parent goes on");
+    assert!(matches!(spec.lanes[0], Lane::Turn(t) if t.step == 1), "{:?}", spec.lanes[0]);
+    let spec = run(Action::Cancel { session: 0 });
+    let cancelled = Status::Done(Outcome::Cancelled);
+    assert_eq!([spec.subs[0].status, spec.subs[1].status], [cancelled, cancelled]);
+    assert_eq!(spec.lanes, [Lane::Idle; 3]);
+}
+
+/// Merging mirror images (`Options::symmetry`) keeps the verdict of a two-session
+/// configuration with about half its states, and is the same for any number of workers;
+/// with one session there is nothing to merge.
+#[test]
+fn the_symmetry_reduction_passes_with_about_half_the_states() {
+    let run = |name: &str, jobs: usize| {
+        let options = Options { symmetry: true, jobs, ..Options::default() };
+        check(&bounds(name), &options, &mut |_| {})
+    };
+    let reduced = run("calls-two", 2);
+    assert!(reduced.counterexample.is_none(), "{:?}", reduced.counterexample.map(|c| c.path));
+    let full = bounds("calls-two").expected_states;
+    assert!(reduced.states * 2 >= full && reduced.states * 10 <= full * 6, "{}", reduced.states);
+    let one = run("calls-two", 1);
+    assert_eq!(
+        (one.states, one.transitions, one.depth),
+        (reduced.states, reduced.transitions, reduced.depth)
+    );
+    assert_eq!(run("calls", 2).states, bounds("calls").expected_states, "one session");
+}
+
+/// A state and its mirror image are distinct states with one key under the symmetry, and the
+/// mirror of the mirror is the state.
+#[test]
+fn a_mirror_image_swaps_the_sessions_and_shares_the_canonical_key() {
+    use turnstile_model::encode::canonical;
+    let mut spec = Spec::new(bounds("calls-two").budget);
+    for a in [Action::Submit { session: 0, kind: Kind::Own }, Action::Prepared { seq: 1 }] {
+        spec.apply(a, &mut Emit::default());
+    }
+    let mirror = spec.mirrored();
+    assert_ne!(mirror, spec);
+    assert_eq!(mirror.subs[0].session, 1);
+    assert_eq!(mirror.lanes[1], spec.lanes[0]);
+    assert_eq!(mirror.mirrored(), spec);
+    assert_eq!(canonical(&mirror).0, canonical(&spec).0);
+    assert_ne!(encode(&mirror), encode(&spec));
+}
+
 /// The packed key is exact: over a whole explored space, equal keys mean equal states.
 #[test]
 fn the_state_encoding_is_injective() {
@@ -108,6 +186,8 @@ fn the_state_encoding_is_injective() {
     // Two calls per step in every state a call can be in, with both sessions' turns at once.
     assert_injective("calls", 100_000);
     assert_injective("calls-two", 200_000);
+    // A sub-agent: the parent's `agent` call, the child's lane and submission, after its end.
+    assert_injective("agents", 200_000);
 }
 
 fn assert_injective(name: &str, at_least: usize) {

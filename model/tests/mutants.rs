@@ -44,3 +44,38 @@ fn every_even_mutant_is_found_and_its_counterexample_replays_as_a_failure() {
 fn every_odd_mutant_is_found_and_its_counterexample_replays_as_a_failure() {
     hunt_half(1);
 }
+
+/// The symmetry reduction (`Options::symmetry`) loses no counterexample of the catalogue: on
+/// every two-session configuration in which a mutant can show, a counterexample the full search
+/// finds within its first states is found with the sessions' mirror images merged too, with a
+/// path as short (the reduction merges only states whose futures mirror each other, so
+/// breadth-first levels keep their depth).
+#[test]
+fn merging_mirror_images_loses_no_counterexample() {
+    use turnstile_model::mutants::can_show;
+    const CAP: u64 = 20_000;
+    let mut compared = 0;
+    for name in ["titles", "calls-two", "acceptor", "default"] {
+        let mut bounds = configs::named(name).expect("a named configuration");
+        assert_eq!(bounds.budget.sessions, 2, "{name} has mirror images");
+        for &m in Mutant::ALL {
+            if !can_show(m, &bounds) {
+                continue;
+            }
+            bounds.config.mutant = Some(m);
+            let run = |symmetry| {
+                let options = Options { symmetry, max_states: Some(CAP), ..Options::default() };
+                check(&bounds, &options, &mut |_| {})
+            };
+            let full = run(false);
+            let Some(c) = full.counterexample else { continue };
+            let reduced = run(true);
+            let r = reduced.counterexample.unwrap_or_else(|| {
+                panic!("{name}: {} is lost with the symmetry reduction", m.name())
+            });
+            assert_eq!(r.path.len(), c.path.len(), "{name}: {} found later", m.name());
+            compared += 1;
+        }
+    }
+    assert!(compared >= 20, "only {compared} counterexamples compared");
+}

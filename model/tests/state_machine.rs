@@ -41,6 +41,8 @@ const WIDE: Budget = Budget {
     stale: 4,
     odd_finishes: 3,
     stalls: 5,
+    // One sub-agent (SPEC 4.11): its turn, cancel(child) against cancel(parent).
+    agents: 1,
 };
 
 struct Reference;
@@ -114,7 +116,7 @@ impl StateMachineTest for Core {
     fn apply(mut sut: Core, after: &Spec, step: Step) -> Core {
         let Some(action) = step else { return sut };
         let before = sut.shadow;
-        let mut emit = Emit { on: true, ..Emit::default() };
+        let mut emit = Emit::new(true);
         sut.shadow.apply(action, &mut emit);
         assert_eq!(sut.shadow, *after, "the reference and its shadow agree");
         let expected = emit.finish();

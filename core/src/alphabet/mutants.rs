@@ -126,6 +126,19 @@ pub enum Mutant {
     /// left to finish after a droppable first call is aborted, a droppable one after a call
     /// left to finish is waited for (breaks SPEC 4.9).
     FirstCallAbortPolicy,
+    /// A sub-agent's step usage is written twice, each write adding the cost to the parent
+    /// too, so parent and child pay twice (breaks SPEC 4.11 "exactly once").
+    ChildCostTwice,
+    /// Aborting a parent's turn does not abort its running sub-agent: the parent waits for
+    /// the child up to its grace or the deadline, and the child runs on (breaks SPEC 4.11, I4).
+    CascadeMissesChild,
+    /// `cancel(child)` also cancels the parent's turn, as if a cancel covered the whole tree
+    /// (breaks SPEC 4.11 "cancels only the child; the parent continues").
+    ChildCancelCancelsParent,
+    /// The end of a sub-agent whose parent is aborting is dropped as stale, so the parent
+    /// waits for its grace (or the deadline) and gives the call a synthetic result although
+    /// the child ended (breaks SPEC 4.11, 4.9).
+    ChildResultLostWhileAborting,
 }
 
 impl Mutant {
@@ -165,6 +178,10 @@ impl Mutant {
         Mutant::StepEndsAtFirstResult,
         Mutant::AbortStopsAtFinishingCall,
         Mutant::FirstCallAbortPolicy,
+        Mutant::ChildCostTwice,
+        Mutant::CascadeMissesChild,
+        Mutant::ChildCancelCancelsParent,
+        Mutant::ChildResultLostWhileAborting,
     ];
 
     /// The tools whose scope contains the mutant (SPEC 10). Every mutant here is a core-level
@@ -227,6 +244,10 @@ impl Mutant {
             Mutant::StepEndsAtFirstResult => "step_ends_at_first_result",
             Mutant::AbortStopsAtFinishingCall => "abort_stops_at_finishing_call",
             Mutant::FirstCallAbortPolicy => "first_call_abort_policy",
+            Mutant::ChildCostTwice => "child_cost_twice",
+            Mutant::CascadeMissesChild => "cascade_misses_child",
+            Mutant::ChildCancelCancelsParent => "child_cancel_cancels_parent",
+            Mutant::ChildResultLostWhileAborting => "child_result_lost_while_aborting",
         }
     }
 
@@ -343,6 +364,18 @@ impl Mutant {
             }
             Mutant::FirstCallAbortPolicy => {
                 "an abort treats every call of the step by the first call's OnAbort policy (breaks SPEC 4.9)"
+            }
+            Mutant::ChildCostTwice => {
+                "a sub-agent's step usage is written twice, each write adding the cost to the parent too (breaks SPEC 4.11)"
+            }
+            Mutant::CascadeMissesChild => {
+                "aborting a parent's turn does not abort its running sub-agent, which runs on while the parent waits for it (breaks SPEC 4.11, I4)"
+            }
+            Mutant::ChildCancelCancelsParent => {
+                "cancel(child) also cancels the parent's turn (breaks SPEC 4.11)"
+            }
+            Mutant::ChildResultLostWhileAborting => {
+                "the end of a sub-agent whose parent is aborting is dropped, so the parent waits for its grace and synthesizes the call's result (breaks SPEC 4.11, 4.9)"
             }
             // Every other mutant has its own arm in `explain`.
             _ => unreachable!("explained by Mutant::explain"),

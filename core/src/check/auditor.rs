@@ -115,6 +115,9 @@ pub struct Auditor {
     prepares: BTreeSet<(SessionId, Seq)>,
     /// Sessions flushed in the current transition (SPEC I9: flush before completion).
     flushed: BTreeSet<SessionId>,
+    /// Submissions whose usage was written in the current transition (SPEC 4.4, 4.11: once
+    /// per step or summary, so a cost is added once).
+    used: BTreeSet<Seq>,
     steps: BTreeSet<StepIo>,
     refreshes: BTreeSet<AttemptIo>,
     summaries: BTreeSet<SummaryIo>,
@@ -236,6 +239,7 @@ impl Auditor {
             }
         }
         self.flushed.clear();
+        self.used.clear();
         for o in outputs {
             self.output(o)?;
         }
@@ -570,6 +574,9 @@ impl Auditor {
         if let StoreOp::ChildAccepted { seq, parent_seq, .. } = op {
             self.accept(&session, *seq, None, Some(*parent_seq))?;
         }
+        if let StoreOp::SessionUsage { seq: Some(seq), ancestor, .. } = op {
+            self.usage(*seq, ancestor.as_ref())?;
+        }
         if let Some(seq) = op.seq() {
             let s = self.sub(seq, "a write")?;
             if s.outcome.is_some() {
@@ -623,6 +630,38 @@ impl Auditor {
                     self.must_be_activated(seq)?;
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// SPEC 4.4 and 4.11: one input ends at most one step or summary of a submission, so its
+    /// usage is written at most once in a transition (a second write adds the cost twice); a
+    /// sub-agent's write adds the same cost to its parent, and no other write names an
+    /// ancestor.
+    fn usage(&mut self, seq: Seq, ancestor: Option<&SessionId>) -> Result<(), Violation> {
+        if !self.used.insert(seq) {
+            return fail(
+                "SPEC 4.11",
+                format!(
+                    "submission {seq}'s usage written twice in one transition: its cost is added twice"
+                ),
+            );
+        }
+        let parent = match self.sub(seq, "a usage write")?.parent_seq {
+            // A parent the auditor forgot (it ended first) is not checked.
+            Some(p) => match self.subs.get(&p) {
+                Some(p) => Some(&p.session),
+                None => return Ok(()),
+            },
+            None => None,
+        };
+        if parent != ancestor {
+            return fail(
+                "SPEC 4.11",
+                format!(
+                    "submission {seq}'s usage adds its cost to {ancestor:?}, not to its parent {parent:?}"
+                ),
+            );
         }
         Ok(())
     }

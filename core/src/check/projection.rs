@@ -15,10 +15,12 @@
 //! - the IO requests (starts, aborts, timers), sorted: they are independent of each other.
 //!
 //! Left out: text, reasoning, usage, cost and the titles' text (abstracted; a title's request,
-//! abort and write are kept), `Commit` (a transaction
-//! boundary, checked by the [`crate::Auditor`]), and the internal numbering of turns, messages
-//! and timers (a timer is named by its purpose). A trace line may carry a projection as its
-//! expectation (`expect_projection`), which is how a model counterexample is replayed.
+//! abort and write are kept, and so is where cost crosses sessions: a sub-agent's usage writes
+//! and the ancestor each names, SPEC 4.11), `Commit` (a transaction boundary, checked by the
+//! [`crate::Auditor`]), and the internal numbering of turns, messages and timers (a timer is
+//! named by its purpose, a sub-agent session by its call: [`label`]). A trace line may carry a
+//! projection as its expectation (`expect_projection`), which is how a model counterexample
+//! is replayed.
 
 use std::collections::BTreeMap;
 
@@ -26,7 +28,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::alphabet::{
     AttemptIo, ErrorKind, Input, MessageFinish, Mode, Outcome, Output, OutputKind, Rejection,
-    Reply, SHUTDOWN_FINISH, Seq, StopReason, StoreOp, TimerId, TimerPurpose,
+    Reply, SHUTDOWN_FINISH, Seq, SessionId, StopReason, StoreOp, TimerId, TimerPurpose,
 };
 
 /// One transition's outputs, projected (see the module docs).
@@ -230,6 +232,17 @@ pub enum Rec {
         /// The child's sequence.
         seq: Seq,
     },
+    /// A usage write where cost crosses sessions (SPEC 4.11): every usage write of a
+    /// sub-agent session (it must name its parent as the ancestor the same cost is added to),
+    /// and any other write that names an ancestor. Other usage writes are abstracted (SPEC 7).
+    Cost {
+        /// The submission whose step used it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        seq: Option<Seq>,
+        /// The session the same cost is added to, in the same write.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        ancestor: Option<String>,
+    },
 }
 
 /// A message finish, projected.
@@ -415,11 +428,11 @@ impl Projector {
             OutputKind::Reply(r) => p.reply = Some(reply(r)),
             OutputKind::Store(op) => {
                 if let Some(rec) = record(op) {
-                    p.records.push(Record { session: op.session().as_str().to_owned(), rec });
+                    p.records.push(Record { session: label(op.session()), rec });
                 }
             }
             OutputKind::Finished(c) => p.records.push(Record {
-                session: c.session().as_str().to_owned(),
+                session: label(c.session()),
                 rec: Rec::Completed {
                     seq: c.seq(),
                     outcome: c.outcome(),
@@ -499,6 +512,13 @@ fn record(op: &StoreOp) -> Option<Rec> {
         StoreOp::SummaryFailed { .. } => Rec::SummaryFailed,
         StoreOp::SummaryDeleted { .. } => Rec::SummaryDeleted,
         StoreOp::Title { .. } => Rec::Title,
+        // Usage is abstracted (SPEC 7), except where cost crosses sessions (SPEC 4.11): every
+        // usage write of a sub-agent session, and any write that names an ancestor.
+        StoreOp::SessionUsage { session, seq, ancestor, .. }
+            if session.is_child() || ancestor.is_some() =>
+        {
+            Rec::Cost { seq: *seq, ancestor: ancestor.as_ref().map(label) }
+        }
         StoreOp::SessionUsage { .. }
         | StoreOp::AppendText { .. }
         | StoreOp::SummaryText { .. }
@@ -521,25 +541,31 @@ fn finish_p(f: &MessageFinish) -> FinishP {
     }
 }
 
+/// A session's name in a projection: its id, except that a sub-agent session
+/// (`m<message>$$<call>`, SPEC 4.11) is named `$$<call>`, without the message id, which is
+/// the core's internal numbering.
+#[must_use]
+pub fn label(session: &SessionId) -> String {
+    let id = session.as_str();
+    match id.find("$$") {
+        Some(i) if session.is_child() => id[i..].to_owned(),
+        _ => id.to_owned(),
+    }
+}
+
 fn timer_p(purpose: &TimerPurpose) -> TimerP {
     match purpose {
-        TimerPurpose::CancelGrace { session, .. } => {
-            TimerP::Grace { session: session.as_str().to_owned() }
-        }
-        TimerPurpose::Retry { session, .. } => {
-            TimerP::Retry { session: session.as_str().to_owned() }
-        }
+        TimerPurpose::CancelGrace { session, .. } => TimerP::Grace { session: label(session) },
+        TimerPurpose::Retry { session, .. } => TimerP::Retry { session: label(session) },
         TimerPurpose::ShutdownDeadline => TimerP::Deadline,
-        TimerPurpose::StreamIdle { session, .. } => {
-            TimerP::Watchdog { session: session.as_str().to_owned() }
-        }
+        TimerPurpose::StreamIdle { session, .. } => TimerP::Watchdog { session: label(session) },
     }
 }
 
 fn attempt_p(a: &AttemptIo) -> (String, Option<Seq>, u32) {
     match a {
-        AttemptIo::Step(s) => (s.session.as_str().to_owned(), Some(s.seq), s.attempt),
-        AttemptIo::Summary(s) => (s.session.as_str().to_owned(), None, s.attempt),
+        AttemptIo::Step(s) => (label(&s.session), Some(s.seq), s.attempt),
+        AttemptIo::Summary(s) => (label(&s.session), None, s.attempt),
     }
 }
 
@@ -568,16 +594,16 @@ fn io(out: &OutputKind) -> Option<Io> {
             Io::AbortRefresh { session, seq, attempt }
         }
         OutputKind::StartSummary { io } => {
-            Io::StartSummary { session: io.session.as_str().to_owned(), attempt: io.attempt }
+            Io::StartSummary { session: label(&io.session), attempt: io.attempt }
         }
         OutputKind::AbortSummary { io } => {
-            Io::AbortSummary { session: io.session.as_str().to_owned(), attempt: io.attempt }
+            Io::AbortSummary { session: label(&io.session), attempt: io.attempt }
         }
         OutputKind::RequestTitle { session, seq, .. } => {
-            Io::RequestTitle { session: session.as_str().to_owned(), seq: *seq }
+            Io::RequestTitle { session: label(session), seq: *seq }
         }
         OutputKind::AbortTitle { session, seq } => {
-            Io::AbortTitle { session: session.as_str().to_owned(), seq: *seq }
+            Io::AbortTitle { session: label(session), seq: *seq }
         }
         _ => return None,
     })

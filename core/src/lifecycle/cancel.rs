@@ -57,6 +57,13 @@ pub(crate) fn on_cancel(
         None
     };
     let covers = |seq: Seq| seq <= wm && only.is_none_or(|o| seq == o);
+    // The bug `child_cancel_cancels_parent`: a sub-agent's cancel aborts its parent's turn too.
+    if mutant!(st.config, ChildCancelCancelsParent)
+        && let Some(link) = ss.get(session).and_then(|s| s.parent.clone())
+    {
+        let parent = link.call.session;
+        st.crossings.push_back(Crossing::AbortChild { child: parent, cause: Abort::Cancel });
+    }
     ss.with(session, false, |s| cover(st, tx, now, s, &covers, Verdict::Cancelled, true));
 }
 
@@ -239,7 +246,8 @@ fn abort_calls(st: &mut State, tx: &mut Tx, session: &SessionId, t: &mut Turn, c
     for i in 0..t.calls.len() {
         let c = &t.calls[i];
         match &c.state {
-            CallState::Delegated { child } => {
+            // The bug `cascade_misses_child`: the sub-agent is not aborted with its parent.
+            CallState::Delegated { child } if !mutant!(st.config, CascadeMissesChild) => {
                 st.crossings.push_back(Crossing::AbortChild { child: child.clone(), cause });
             }
             CallState::Running => {

@@ -103,6 +103,13 @@ pub(crate) fn report(
         _ => false,
     };
     let Some(c) = t.calls.iter_mut().find(|c| c.id == io.call && waits(c)) else { return };
+    // The bug `child_result_lost_while_aborting`: an aborting parent ignores its child's end.
+    if from_child
+        && matches!(t.phase, Phase::Aborting { .. })
+        && mutant!(st.config, ChildResultLostWhileAborting)
+    {
+        return;
+    }
     debug_assert!(matches!(t.phase, Phase::Tools { .. } | Phase::Aborting { .. }));
     debug_assert!(t.message_state != MessageState::Open, "tools run after the stream");
     c.state = CallState::Reported { output: result.content.clone(), stop: result.stop };

@@ -8,6 +8,7 @@
 //! "tool not found: `<name>`". Tools start only after the stream finished, so a retry never runs
 //! a tool twice.
 
+use crate::alphabet::mutants::mutant;
 use crate::alphabet::{
     CallId, FinishReason, INVALID_JSON_RESULT, MessageFinish, OutputKind, SessionId, StepEvent,
     StepIo, StoreOp, Usage,
@@ -204,6 +205,10 @@ fn stream_end(
     if let Some(u) = usage {
         let ancestor = s.parent.as_ref().map(|l| l.call.session.clone());
         step::account_usage(&mut s.gauges, tx, &session, seq, &u, ancestor.as_ref());
+        if ancestor.is_some() && mutant!(st.config, ChildCostTwice) {
+            // The bug: the sub-agent's usage, and so its parent's share, written twice.
+            step::account_usage(&mut s.gauges, tx, &session, seq, &u, ancestor.as_ref());
+        }
     }
     answer_calls(st, tx, &session, t);
     let running = t.calls.iter().any(|c| c.is_running());
