@@ -323,8 +323,14 @@ impl Spec {
             false => Action::Submit { session, kind },
             true => Action::Accept { session, kind },
         };
+        // A streamed `agent` call holds the slot its child submission takes when the stream
+        // finishes.
+        let agent =
+            |l: &Lane| matches!(l, Lane::Turn(t) if t.calls[0] == Call::Agent { running: false });
+        let held = self.lanes.iter().filter(|l| agent(l)).count();
+        let free = (self.accepted as usize) + held < MAX_SUBS;
         for session in 0..b.sessions {
-            if b.submits > 0 && (self.accepted as usize) < MAX_SUBS {
+            if b.submits > 0 && free {
                 out.push(submit(session, Kind::Fold));
                 out.push(submit(session, Kind::Own));
                 let fresh = (0..MAX_RUNS as u8).find(|&r| self.run_seq(r).is_none());
