@@ -293,6 +293,30 @@ pub fn all() -> Vec<Bounds> {
             },
         },
         Bounds {
+            name: "agents-two",
+            about: "a minute: a sub-agent beside a second session: 2 sessions, 2 submissions \
+                    (one with a RunId), an `agent` call whose child takes a sequence between \
+                    the sessions' submissions, a tool call (dropped on abort, or left to \
+                    finish), cancel(child), cancel(parent) and cancel of the other session, \
+                    shutdown over three lanes (the oldest sequence first), stale replies",
+            config: Config::default(),
+            expected_states: 956_480,
+            budget: Budget {
+                submits: 2,
+                runs: 1,
+                replays: 1,
+                cancels: 2,
+                cancel_runs: 1,
+                prep_failures: 1,
+                shutdowns: 1,
+                tool_calls: 1,
+                finishing: 1,
+                stale: 1,
+                agents: 1,
+                ..NONE
+            },
+        },
+        Bounds {
             name: "default",
             about: "a minute, the one CI checks: 2 sessions, 3 submissions (one with a RunId), \
                     a cancel, a cancel_run, shutdown, a preparation failure, a tool call \

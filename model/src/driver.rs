@@ -388,35 +388,35 @@ impl Lockstep {
         let v = &mut self.view;
         match input {
             Input::Step { step, event: StepEvent::Finished { .. } | StepEvent::Failed { .. } } => {
-                let s = index(step.session.as_str());
+                let s = index(&step.session);
                 if v.step[s].as_ref() == Some(step) {
                     v.step[s] = None;
                     v.stale_step = Some(step.clone());
                 }
             }
             Input::ToolResult { call, .. } => {
-                let s = index(call.session.as_str());
+                let s = index(&call.session);
                 if let Some(i) = v.tool[s].iter().position(|c| c == call) {
                     v.tool[s].remove(i);
                     v.dup_tool = Some(call.clone());
                 }
             }
             Input::CredentialsRefreshed { attempt, .. } => {
-                let s = index(attempt.session().as_str());
+                let s = index(attempt.session());
                 if v.refresh[s].as_ref() == Some(attempt) {
                     v.refresh[s] = None;
                     v.stale_refresh = Some(attempt.clone());
                 }
             }
             Input::Summary { io, event: StepEvent::Finished { .. } | StepEvent::Failed { .. } } => {
-                let s = index(io.session.as_str());
+                let s = index(&io.session);
                 if v.summary[s].as_ref() == Some(io) {
                     v.summary[s] = None;
                     v.stale_summary = Some(io.clone());
                 }
             }
             Input::TitleGenerated { session, seq, .. } => {
-                let s = index(session.as_str());
+                let s = index(session);
                 if v.title[s] == Some(*seq) {
                     v.title[s] = None;
                     v.stale_title = Some((session.clone(), *seq));
@@ -443,63 +443,57 @@ impl View {
                 self.child = Some(session.clone());
             }
             OutputKind::StartStep { step } => {
-                let s = index(step.session.as_str());
+                let s = index(&step.session);
                 if let Some(old) = self.step[s].replace(step.clone()) {
                     self.stale_step = Some(old);
                 }
             }
             OutputKind::AbortStep { step } => {
-                let s = index(step.session.as_str());
+                let s = index(&step.session);
                 if self.step[s].as_ref() == Some(step) {
                     self.step[s] = None;
                 }
                 self.stale_step = Some(step.clone());
             }
-            OutputKind::StartSummary { io } => {
-                self.summary[index(io.session.as_str())] = Some(io.clone())
-            }
+            OutputKind::StartSummary { io } => self.summary[index(&io.session)] = Some(io.clone()),
             OutputKind::AbortSummary { io } => {
-                self.summary[index(io.session.as_str())] = None;
+                self.summary[index(&io.session)] = None;
                 self.stale_summary = Some(io.clone());
             }
             OutputKind::RequestTitle { session, seq, .. } => {
-                self.title[index(session.as_str())] = Some(*seq);
+                self.title[index(session)] = Some(*seq);
             }
             OutputKind::AbortTitle { session, seq } => {
-                self.title[index(session.as_str())] = None;
+                self.title[index(session)] = None;
                 self.stale_title = Some((session.clone(), *seq));
             }
             OutputKind::RunTool { call, .. } => {
-                let s = index(call.session.as_str());
+                let s = index(&call.session);
                 // A new step's calls replace whatever an earlier step left (abandoned calls).
                 self.tool[s].retain(|c| c.step == call.step && c.turn == call.turn);
                 self.tool[s].push(call.clone());
             }
             OutputKind::AbortTool { call } => {
                 // A dropped call can never report: its result would be stale (SPEC 4.9, I13).
-                let s = index(call.session.as_str());
+                let s = index(&call.session);
                 if let Some(i) = self.tool[s].iter().position(|c| c == call) {
                     self.late_tool = Some(self.tool[s].remove(i));
                 }
             }
             OutputKind::RefreshCredentials { attempt } => {
-                self.refresh[index(attempt.session().as_str())] = Some(attempt.clone());
+                self.refresh[index(attempt.session())] = Some(attempt.clone());
             }
             OutputKind::AbortRefresh { attempt } => {
-                self.refresh[index(attempt.session().as_str())] = None;
+                self.refresh[index(attempt.session())] = None;
                 self.stale_refresh = Some(attempt.clone());
             }
             OutputKind::SetTimer { timer, deadline, purpose } => {
                 let t = match purpose {
-                    TimerPurpose::Retry { session, .. } => {
-                        Timer::Retry(index(session.as_str()) as u8)
-                    }
-                    TimerPurpose::CancelGrace { session, .. } => {
-                        Timer::Grace(index(session.as_str()) as u8)
-                    }
+                    TimerPurpose::Retry { session, .. } => Timer::Retry(index(session) as u8),
+                    TimerPurpose::CancelGrace { session, .. } => Timer::Grace(index(session) as u8),
                     TimerPurpose::ShutdownDeadline => Timer::Deadline,
                     TimerPurpose::StreamIdle { session, .. } => {
-                        Timer::Watchdog(index(session.as_str()) as u8)
+                        Timer::Watchdog(index(session) as u8)
                     }
                     _ => return, // a purpose this checker does not model
                 };
@@ -512,7 +506,7 @@ impl View {
             OutputKind::Store(StoreOp::ToolResult { session, call, synthetic: true, .. }) => {
                 // Clean-up gave a running call its synthetic result: the tool was abandoned,
                 // and its late result is stale.
-                let s = index(session.as_str());
+                let s = index(session);
                 if let Some(i) = self.tool[s].iter().position(|c| c.call == *call) {
                     self.late_tool = Some(self.tool[s].remove(i));
                 }
@@ -530,11 +524,11 @@ fn panic_text(p: &Box<dyn std::any::Any + Send>) -> String {
 }
 
 /// The lane of a session the core named: a top-level session's, or the child's.
-fn index(session: &str) -> usize {
-    if SessionId::new(session).is_child() {
+fn index(session: &SessionId) -> usize {
+    if session.is_child() {
         return CHILD as usize;
     }
-    SESSION_NAMES.iter().position(|n| *n == session).unwrap_or(0)
+    SESSION_NAMES.iter().position(|n| *n == session.as_str()).unwrap_or(0)
 }
 
 fn step_of(spec: &Spec, s: u8) -> u8 {

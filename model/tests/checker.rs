@@ -105,6 +105,49 @@ fn the_agents_configuration_conforms_everywhere() {
     assert_passes("agents", 200_000);
 }
 
+/// A sub-agent beside a second session (`agents-two`; CI checks it with the core in lockstep in
+/// a release build): the specification's whole space is explored here.
+#[test]
+fn the_agents_two_configuration_is_explored_whole() {
+    let options = Options { conformance: false, ..Options::default() };
+    let r = check(&bounds("agents-two"), &options, &mut |_| {});
+    assert!(r.counterexample.is_none());
+    assert_eq!(r.states, bounds("agents-two").expected_states);
+}
+
+/// The child takes the next sequence when its parent's stream finishes, after a submission to
+/// the other session made meanwhile; a cancel of the other session touches neither parent nor
+/// child. The core agrees with the specification on every step.
+#[test]
+fn a_child_takes_its_sequence_after_the_other_session_and_its_cancel_spares_both() {
+    use turnstile_model::driver::Lockstep;
+    use turnstile_model::spec::{CHILD, Lane};
+    let b = bounds("agents-two");
+    let (mut spec, mut core) = (Spec::new(b.budget), Lockstep::new(&b.config));
+    for a in [
+        Action::Submit { session: 0, kind: Kind::Own },
+        Action::Prepared { seq: 1 },
+        Action::AgentCall { session: 0 },
+        Action::Submit { session: 1, kind: Kind::Own },
+        Action::StepDone { session: 0, high: false, odd: false },
+        Action::Prepared { seq: 2 },
+        Action::Cancel { session: 1 },
+    ] {
+        let mut offered = Vec::new();
+        spec.actions(&mut offered);
+        assert!(offered.contains(&a), "{a:?} is offered");
+        let (_, _, actual) = core.step(&spec, a).unwrap_or_else(|f| panic!("{a:?}: {f:?}"));
+        let mut e = Emit::new(true);
+        spec.apply(a, &mut e);
+        assert_eq!(e.finish(), actual, "the core agrees after {a:?}");
+    }
+    let child = spec.child.expect("the sub-agent started");
+    assert_eq!((child.parent, child.seq), (0, 3), "the child's sequence follows b's");
+    assert_eq!(spec.subs[1].status, Status::Done(Outcome::Cancelled), "b's submission");
+    assert_eq!(spec.subs[0].status, Status::Active, "the parent runs on");
+    assert!(matches!(spec.lanes[CHILD as usize], Lane::Turn(_)), "the child runs on");
+}
+
 /// SPEC 4.11 in the specification itself: cancel(child) ends only the child, with the cancel
 /// text as the parent's result, and the parent goes on to its next step; a cancel of the
 /// parent ends both in one transition.

@@ -2,6 +2,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use super::sorted::{SortedMap, SortedSet};
+
 use crate::alphabet::{
     AttemptIo, CallId, CallIo, Input, MessageFinish, MessageId, Outcome, Output, OutputKind, Reply,
     RunId, Seq, SessionId, Start, StepEvent, StepIo, StoreOp, SummaryIo, TimerId, TimerPurpose,
@@ -106,42 +108,42 @@ fn record_message(log: &mut Vec<Record>, op: &StoreOp) -> Result<(), Violation> 
 /// engine's internals. Feed it every transition with [`Auditor::observe`].
 #[derive(Clone, Debug, Default)]
 pub struct Auditor {
-    subs: BTreeMap<Seq, Sub>,
+    subs: SortedMap<Seq, Sub>,
     newest: Option<Seq>,
     /// RunIds whose RunComplete was published, in this life or before the start.
-    completed_runs: BTreeSet<RunId>,
-    runs: BTreeMap<RunId, Seq>,
-    watermarks: BTreeMap<SessionId, Seq>,
-    prepares: BTreeSet<(SessionId, Seq)>,
+    completed_runs: SortedSet<RunId>,
+    runs: SortedMap<RunId, Seq>,
+    watermarks: SortedMap<SessionId, Seq>,
+    prepares: SortedSet<(SessionId, Seq)>,
     /// Sessions flushed in the current transition (SPEC I9: flush before completion).
-    flushed: BTreeSet<SessionId>,
+    flushed: SortedSet<SessionId>,
     /// Submissions whose usage was written in the current transition (SPEC 4.4, 4.11: once
     /// per step or summary, so a cost is added once).
-    used: BTreeSet<Seq>,
-    steps: BTreeSet<StepIo>,
-    refreshes: BTreeSet<AttemptIo>,
-    summaries: BTreeSet<SummaryIo>,
+    used: SortedSet<Seq>,
+    steps: SortedSet<StepIo>,
+    refreshes: SortedSet<AttemptIo>,
+    summaries: SortedSet<SummaryIo>,
     /// Title requests not answered (not counted as pending IO: no submission waits on them).
-    titles: BTreeSet<(SessionId, Seq)>,
+    titles: SortedSet<(SessionId, Seq)>,
     /// Sessions summarizing now, with the summary's id (I3 counts a summary like a turn).
-    summarizing: BTreeMap<SessionId, TurnId>,
+    summarizing: SortedMap<SessionId, TurnId>,
     /// The paused submission of a session, which must be the next one activated there (I11).
-    paused: BTreeMap<SessionId, Seq>,
+    paused: SortedMap<SessionId, Seq>,
     /// Running tool calls whose result is awaited. An `AbortTool` removes one: the host drops
     /// it, so a result that still arrives is stale (I13); a call left to finish is never
     /// aborted and stays here until it reports or its turn ends.
-    tools: BTreeSet<CallIo>,
-    timers: BTreeSet<TimerId>,
+    tools: SortedSet<CallIo>,
+    timers: SortedSet<TimerId>,
     /// Armed stream watchdogs (SPEC 4.5): the session whose attempt each watches, and whether
     /// a content event of that session's attempt arrived since the timer was armed.
-    watchdogs: BTreeMap<TimerId, (SessionId, bool)>,
+    watchdogs: SortedMap<TimerId, (SessionId, bool)>,
     /// The newest message, turn and timer ids assigned (I14: each strictly increases, from
     /// the start state's `next_message` on).
     ids: Ids,
-    last_user: BTreeMap<SessionId, Seq>,
-    last_activation: BTreeMap<SessionId, Seq>,
-    history: BTreeMap<SessionId, Vec<Record>>,
-    dirty: BTreeSet<SessionId>,
+    last_user: SortedMap<SessionId, Seq>,
+    last_activation: SortedMap<SessionId, Seq>,
+    history: SortedMap<SessionId, Vec<Record>>,
+    dirty: SortedSet<SessionId>,
     stopped: bool,
 }
 
@@ -155,7 +157,7 @@ struct Ids {
     /// `Start::next_message - 1`).
     before: [u64; 3],
     /// The ids assigned in this transition, by kind.
-    this: BTreeSet<(usize, u64)>,
+    this: SortedSet<(usize, u64)>,
 }
 
 const MESSAGE: usize = 0;
@@ -378,7 +380,7 @@ impl Auditor {
         let (session, covers): (Option<&SessionId>, Covers) = match input {
             Input::Cancel { session, up_to } => {
                 let wm = up_to.or(self.newest).unwrap_or(Seq(0));
-                let e = self.watermarks.entry(session.clone()).or_insert(wm);
+                let e = self.watermarks.get_or_insert_with(session.clone(), || wm);
                 *e = (*e).max(wm);
                 (Some(session), Box::new(move |seq, _| seq <= wm))
             }
@@ -584,7 +586,7 @@ impl Auditor {
             }
         }
         self.dirty.insert(session.clone());
-        let log = self.history.entry(session.clone()).or_default();
+        let log = self.history.get_or_insert_with(session.clone(), Vec::new);
         match op {
             StoreOp::UserMessage { id, .. }
             | StoreOp::AssistantMessage { id, .. }

@@ -20,6 +20,7 @@ use std::fmt;
 
 mod auditor;
 pub mod projection;
+mod sorted;
 mod state;
 
 pub use auditor::Auditor;

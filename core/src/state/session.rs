@@ -98,8 +98,11 @@ impl Session {
 #[cfg_attr(feature = "checker", derive(Clone))]
 pub(crate) struct Sessions {
     /// Ordered by [`SessionId`]'s deterministic order, so iteration never depends on a random
-    /// seed. Holds only sessions with work: bounded by the unfinished submissions.
-    map: BTreeMap<SessionId, Session>,
+    /// seed. Holds only sessions with work: bounded by the unfinished submissions. Boxed: a
+    /// B-tree node has room for eleven entries, so inline sessions would make a map of one
+    /// session (the common case, and the model checker's, which copies the engine on every
+    /// transition) allocate eleven sessions' worth.
+    map: BTreeMap<SessionId, Box<Session>>,
 }
 
 impl Sessions {
@@ -122,7 +125,7 @@ impl Sessions {
         if !create {
             return None;
         }
-        let mut s = Session::vacant(id);
+        let mut s = Box::new(Session::vacant(id));
         let r = f(&mut s);
         if !s.is_idle() {
             self.map.insert(id.clone(), s);
@@ -132,7 +135,7 @@ impl Sessions {
 
     /// The session, if it has work.
     pub(crate) fn get(&self, id: &SessionId) -> Option<&Session> {
-        self.map.get(id)
+        self.map.get(id).map(|s| &**s)
     }
 
     /// The ids of all sessions with work, in order (a copy: the caller may change sessions).
@@ -142,7 +145,7 @@ impl Sessions {
 
     /// Every session with work, in order.
     pub(crate) fn iter(&self) -> impl Iterator<Item = (&SessionId, &Session)> {
-        self.map.iter()
+        self.map.iter().map(|(id, s)| (id, &**s))
     }
 
     /// True when no session has work.
@@ -153,6 +156,6 @@ impl Sessions {
     /// Test-only access for corrupting a session on purpose.
     #[cfg(test)]
     pub(crate) fn get_mut(&mut self, id: &SessionId) -> Option<&mut Session> {
-        self.map.get_mut(id)
+        self.map.get_mut(id).map(|s| &mut **s)
     }
 }
