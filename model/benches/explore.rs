@@ -5,7 +5,8 @@
 //!   states per second of the breadth-first search with its exact deduplication.
 //! - **lockstep**: the `small` configuration with the core driven on every transition, the
 //!   core's invariant checkers and the projection comparison, with one worker and with two
-//!   (the same report; only the seconds differ).
+//!   (the same report; only the seconds differ), by the tree walk (the default strategy), and
+//!   with two workers by the frontier search it replaced.
 //! - **baseline**: the irreducible work of any explicit-state checker of the same size: a
 //!   breadth-first search over 16^5 = 1,048,576 synthetic states with 5 successors each, keyed
 //!   by the same 32-byte keys in the same visited map.
@@ -20,7 +21,7 @@ use std::time::Instant;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use turnstile_model::encode::BuildKeyHasher;
-use turnstile_model::{Options, check, configs};
+use turnstile_model::{Options, Strategy, check, configs};
 
 fn baseline() -> (u64, f64) {
     let started = Instant::now();
@@ -60,22 +61,25 @@ fn main() {
     let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
     println!("{cores} cores available");
     println!(
-        "| rep | explorer, 1 worker (default) | lockstep, 1 worker (small) | lockstep, 2 workers (small) | 2 workers / 1 | baseline | explorer / baseline |"
+        "| rep | explorer, 1 worker (default) | lockstep, 1 worker (small) | lockstep, 2 workers (small) | 2 workers / 1 | frontier, 2 workers (small) | baseline | explorer / baseline | lockstep 2 workers / baseline |"
     );
-    println!("|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|");
     for rep in 1..=reps {
         let explore = Options { conformance: false, jobs: 1, ..Options::default() };
         let e = check(&default, &explore, &mut |_| {});
         let one = check(&small, &Options { jobs: 1, ..Options::default() }, &mut |_| {});
         let two = check(&small, &Options { jobs: 2, ..Options::default() }, &mut |_| {});
+        let frontier = Options { jobs: 2, strategy: Strategy::Frontier, ..Options::default() };
+        let old = check(&small, &frontier, &mut |_| {});
         let (b_states, b_secs) = baseline();
-        for r in [&e, &one, &two] {
+        for r in [&e, &one, &two, &old] {
             assert!(r.counterexample.is_none(), "{} passes", r.config);
         }
         assert_eq!((one.states, one.transitions), (two.states, two.transitions));
+        assert_eq!((old.states, old.transitions), (two.states, two.transitions));
         let b = b_states as f64 / b_secs;
         println!(
-            "| {rep} | {:.0} ({} states, {:.2} s) | {:.0} ({} states, {:.2} s) | {:.0} ({:.2} s) | {:.2} | {:.0} | {:.2} |",
+            "| {rep} | {:.0} ({} states, {:.2} s) | {:.0} ({} states, {:.2} s) | {:.0} ({:.2} s) | {:.2} | {:.0} ({:.2} s) | {:.0} | {:.2} | {:.3} |",
             e.states_per_second(),
             e.states,
             e.seconds,
@@ -85,8 +89,11 @@ fn main() {
             two.states_per_second(),
             two.seconds,
             two.states_per_second() / one.states_per_second(),
+            old.states_per_second(),
+            old.seconds,
             b,
-            e.states_per_second() / b
+            e.states_per_second() / b,
+            two.states_per_second() / b
         );
     }
 }

@@ -13,9 +13,13 @@
 //!   outcome (every maximal path is finite and ends where nothing is pending);
 //! - the specification's own assertions (an outcome decided twice panics in [`Spec`]).
 //!
-//! The core's state is kept beside each frontier state ([`Lockstep::fork`]); a state reached
-//! again along another path is not explored again, which is sound because conformance makes
-//! the core's observable behaviour a function of the specification state.
+//! The core checked at a state is the one driven along its shortest path ([`Lockstep::fork`]
+//! at every expanded state); a state reached again along another path is not explored again,
+//! which is sound because conformance makes the core's observable behaviour a function of the
+//! specification state (the checker compares the cores' digests to make sure). Where that core
+//! is kept until its state is expanded is the [`Strategy`]: beside each frontier state here,
+//! or rebuilt along the tree of shortest paths after a first pass without it
+//! (`model/src/tree.rs`).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -29,7 +33,7 @@ use turnstile_core::trace::{Trace, TraceHeader, TraceLine};
 use crate::driver::{Fault, Lockstep};
 use crate::encode::{BuildKeyHasher, Key, canonical, encode};
 use crate::spec::{Action, Emit, Spec};
-use crate::{Bounds, Options, Progress};
+use crate::{Bounds, Options, Progress, Strategy};
 
 /// What the checker found wrong.
 #[derive(Clone, Debug, PartialEq)]
@@ -95,10 +99,10 @@ struct Node {
 }
 
 /// A problem found at state `at` (after `last`, when the problem is in a transition).
-struct Found {
-    problem: Problem,
-    at: u32,
-    last: Option<Action>,
+pub(crate) struct Found {
+    pub(crate) problem: Problem,
+    pub(crate) at: u32,
+    pub(crate) last: Option<Action>,
 }
 
 /// Nodes per unit of parallel work: large enough that handing out work costs nothing beside
@@ -123,34 +127,73 @@ struct Expanded {
     found: Option<Found>,
 }
 
+/// Every expanded state's transitions, as their targets in action order (compressed rows:
+/// state `s`'s are `target[start[s]..start[s + 1]]`; the states expanded are `0..start.len() -
+/// 1`).
+#[derive(Default)]
+pub(crate) struct Edges {
+    pub(crate) start: Vec<u64>,
+    pub(crate) target: Vec<u32>,
+}
+
 /// The breadth-first search's memory: the visited states and how each was first reached.
 /// Only the merge touches it, one chunk at a time in frontier order, so the result (indices,
 /// parents, the first problem) does not depend on how many workers expanded the chunks.
-struct Search<'a> {
-    bounds: &'a Bounds,
+pub(crate) struct Search<'a> {
+    pub(crate) bounds: &'a Bounds,
     /// States merged with their mirror images (`Options::symmetry`).
-    symmetry: bool,
+    pub(crate) symmetry: bool,
     visited: HashMap<Key, u32, BuildKeyHasher>,
-    /// For each state: its parent and the action that reached it (the shortest path).
-    parents: Vec<(u32, Action)>,
+    /// For each state: its parent and the action that reached it (the shortest path). States
+    /// are numbered as they are found, so a state's children are consecutive, and the parents
+    /// never decrease.
+    pub(crate) parents: Vec<(u32, Action)>,
     /// Host replies as (from, to): the graph I6's cycle check runs over.
     host_edges: Vec<[u32; 2]>,
     /// With the core in lockstep: each state's observable core digest, by index.
     observed: Vec<u64>,
-    transitions: u64,
-    depth: u32,
+    /// Every transition's target, when the search keeps them (the tree walk needs them).
+    pub(crate) edges: Option<Edges>,
+    /// The first state of each level.
+    pub(crate) levels: Vec<u32>,
+    pub(crate) transitions: u64,
+    pub(crate) depth: u32,
 }
 
 /// Explores `bounds` and reports.
 ///
-/// The search is level by level; within a level, `options.jobs` workers expand chunks of the
-/// frontier (the specification's successors, the core in lockstep, conformance) and the
-/// calling thread merges the chunks in frontier order into the visited set. Any number of
-/// workers gives the same report (states, transitions, depth, the same shortest
+/// With the core in lockstep, [`Options::strategy`] says how: [`Strategy::Tree`] explores the
+/// specification first and then checks the core along the tree of shortest paths
+/// (`model/src/tree.rs`); [`Strategy::Frontier`] keeps a copy of the core beside every frontier
+/// state of one breadth-first search. Both give the same report.
+///
+/// The breadth-first search is level by level; within a level, `options.jobs` workers expand
+/// chunks of the frontier (the specification's successors, the core in lockstep, conformance)
+/// and the calling thread merges the chunks in frontier order into the visited set. Any number
+/// of workers gives the same report (states, transitions, depth, the same shortest
 /// counterexample); only the seconds differ.
 #[must_use]
 pub fn check(bounds: &Bounds, options: &Options, progress: &mut dyn FnMut(Progress)) -> Report {
     let started = Instant::now();
+    if options.conformance && options.strategy == Strategy::Tree {
+        return crate::tree::check(bounds, options, started, progress);
+    }
+    let (search, found, truncated) = explore(bounds, options, false, progress);
+    let mut report = search.report(started, found);
+    report.truncated = truncated;
+    report
+}
+
+/// The breadth-first search: the core in lockstep beside every frontier state when
+/// `options.conformance`, and every transition's target kept ([`Search::edges`]) when `edges`.
+/// Returns the search, its first problem (I6's cycle check included, when the space was
+/// exhausted) and whether `max_states` stopped it.
+pub(crate) fn explore<'a>(
+    bounds: &'a Bounds,
+    options: &Options,
+    edges: bool,
+    progress: &mut dyn FnMut(Progress),
+) -> (Search<'a>, Option<Found>, bool) {
     let root = Spec::new(bounds.budget);
     let core = options.conformance.then(|| Box::new(Lockstep::new(&bounds.config)));
     let symmetry = options.symmetry;
@@ -162,6 +205,8 @@ pub fn check(bounds: &Bounds, options: &Options, progress: &mut dyn FnMut(Progre
         parents: vec![(u32::MAX, Action::Invalid)],
         host_edges: Vec::new(),
         observed: core.iter().map(|c| c.observable(mirrored)).collect(),
+        edges: edges.then(Edges::default),
+        levels: Vec::new(),
         transitions: 0,
         depth: 0,
     };
@@ -169,6 +214,7 @@ pub fn check(bounds: &Bounds, options: &Options, progress: &mut dyn FnMut(Progre
     let mut frontier = vec![Node { index: 0, spec: root, core }];
     let jobs = options.jobs.max(1);
     while !frontier.is_empty() {
+        search.levels.push(frontier[0].index);
         let mut next = Vec::new();
         let level = if jobs == 1 {
             search.level_inline(frontier, &mut next, progress)
@@ -176,21 +222,19 @@ pub fn check(bounds: &Bounds, options: &Options, progress: &mut dyn FnMut(Progre
             search.level_parallel(frontier, jobs, &mut next, progress)
         };
         if let Err(found) = level {
-            return search.report(started, Some(found));
+            return (search.sealed(), Some(found), false);
         }
         search.depth += u32::from(!next.is_empty());
         progress(search.progress());
         frontier = next;
         let full = options.max_states.is_some_and(|m| search.visited.len() as u64 >= m);
         if full && !frontier.is_empty() {
-            let mut r = search.report(started, None);
-            r.truncated = true;
-            return r;
+            return (search.sealed(), None, true);
         }
     }
     let cycle = find_cycle(search.visited.len(), &search.host_edges);
     let found = cycle.map(|at| Found { problem: Problem::Cycle, at, last: None });
-    search.report(started, found)
+    (search.sealed(), found, false)
 }
 
 /// Splits a frontier into chunks, keeping its order.
@@ -213,7 +257,7 @@ fn expand_chunk(chunk: Vec<Node>, symmetry: bool) -> Vec<Expanded> {
 
 /// A state's key in the visited set, and whether it is its mirror image's
 /// ([`canonical`]) when `symmetry` merges the two.
-fn key_of(spec: &Spec, symmetry: bool) -> (Key, bool) {
+pub(crate) fn key_of(spec: &Spec, symmetry: bool) -> (Key, bool) {
     if symmetry { canonical(spec) } else { (encode(spec), false) }
 }
 
@@ -310,10 +354,17 @@ impl Search<'_> {
     ) -> Result<(), Found> {
         for node in expanded {
             let at = node.at;
+            if let Some(e) = &mut self.edges {
+                debug_assert_eq!(e.start.len(), at as usize, "states are merged in order");
+                e.start.push(e.target.len() as u64);
+            }
             for s in node.successors {
                 self.transitions += 1;
                 let len = self.visited.len() as u32;
                 let target = *self.visited.entry(s.key).or_insert(len);
+                if let Some(e) = &mut self.edges {
+                    e.target.push(target);
+                }
                 if is_answer(s.action) {
                     self.host_edges.push([at, target]);
                 }
@@ -324,17 +375,7 @@ impl Search<'_> {
                     continue;
                 }
                 if s.digest.is_some_and(|d| self.observed.get(target as usize) != Some(&d)) {
-                    // Deduplication is sound only if every path to a specification state
-                    // leaves the core looking the same to a host.
-                    return Err(Found {
-                        problem: Problem::Core(Fault::Violation(
-                            "two paths to the same specification state leave the core in \
-                             different observable states (busy, queue, active turn, unfinished)"
-                                .into(),
-                        )),
-                        at,
-                        last: Some(s.action),
-                    });
+                    return Err(Found { problem: diverged(), at, last: Some(s.action) });
                 }
                 // A known state: its core goes back to a worker to be freed there.
                 trash.extend(s.core);
@@ -350,20 +391,32 @@ impl Search<'_> {
 
     fn progress(&self) -> Progress {
         Progress {
-            states: self.visited.len() as u64,
+            states: self.parents.len() as u64,
             transitions: self.transitions,
             depth: self.depth,
+            checked: 0,
         }
     }
 
-    fn report(&self, started: Instant, found: Option<Found>) -> Report {
+    /// The search after its last merge: the visited set is dropped (only the merge needs it)
+    /// and the edges' rows closed.
+    fn sealed(mut self) -> Self {
+        self.visited = HashMap::default();
+        self.host_edges = Vec::new();
+        if let Some(e) = &mut self.edges {
+            e.start.push(e.target.len() as u64);
+        }
+        self
+    }
+
+    pub(crate) fn report(&self, started: Instant, found: Option<Found>) -> Report {
         let counterexample = found.map(|f| {
             let path = path_to(&self.parents, f.at, f.last);
             Box::new(counterexample(self.bounds, f.problem, path))
         });
         Report {
             config: self.bounds.name.to_owned(),
-            states: self.visited.len() as u64,
+            states: self.parents.len() as u64,
             transitions: self.transitions,
             depth: self.depth,
             seconds: started.elapsed().as_secs_f64(),
@@ -389,15 +442,7 @@ fn expand(node: Node, actions: &mut Vec<Action>, symmetry: bool) -> Expanded {
         if let Err(fault) = core.check_state() {
             return stuck(Problem::Core(fault));
         }
-        // The same submissions are unfinished on both sides (so, where the specification has
-        // finished everything, so has the core: I6 for the core).
-        let unfinished = (1..=node.spec.accepted).filter(|&n| node.spec.unfinished(n));
-        let expected = unfinished.count() as u64;
-        if core.unfinished() != expected {
-            let fault = Fault::Violation(format!(
-                "the core has {} unfinished submissions, the specification {expected}",
-                core.unfinished()
-            ));
+        if let Some(fault) = unfinished_differ(&node.spec, core) {
             return stuck(Problem::Core(fault));
         }
     }
@@ -425,9 +470,33 @@ fn expand(node: Node, actions: &mut Vec<Action>, symmetry: bool) -> Expanded {
     Expanded { at, successors, found: None }
 }
 
+/// Whether the core and the specification have different numbers of unfinished submissions
+/// (the same are unfinished on both sides, so where the specification has finished
+/// everything, so has the core: I6 for the core).
+pub(crate) fn unfinished_differ(spec: &Spec, core: &Lockstep) -> Option<Fault> {
+    let expected = (1..=spec.accepted).filter(|&n| spec.unfinished(n)).count() as u64;
+    (core.unfinished() != expected).then(|| {
+        Fault::Violation(format!(
+            "the core has {} unfinished submissions, the specification {expected}",
+            core.unfinished()
+        ))
+    })
+}
+
+/// A transition into a state found earlier left the core looking different to a host from
+/// the core that state was first reached with. Deduplication is sound only if every path to a
+/// specification state leaves the core looking the same.
+pub(crate) fn diverged() -> Problem {
+    Problem::Core(Fault::Violation(
+        "two paths to the same specification state leave the core in different observable \
+         states (busy, queue, active turn, unfinished)"
+            .into(),
+    ))
+}
+
 /// The specification's successor by `a`, and the core's in lockstep when it runs (`core` is
 /// the core of the state before, to be moved on): their projections must agree.
-fn successor(
+pub(crate) fn successor(
     before: &Spec,
     core: Option<Box<Lockstep>>,
     a: Action,
@@ -455,7 +524,7 @@ fn is_answer(a: Action) -> bool {
     !a.is_client() && !a.is_stale()
 }
 
-fn path_to(parents: &[(u32, Action)], mut at: u32, last: Option<Action>) -> Vec<Action> {
+pub(crate) fn path_to(parents: &[(u32, Action)], mut at: u32, last: Option<Action>) -> Vec<Action> {
     let mut path: Vec<Action> = last.into_iter().collect();
     while at != 0 {
         let (parent, a) = parents[at as usize];

@@ -326,6 +326,28 @@ pub fn all() -> Vec<Bounds> {
             budget: DEFAULT,
         },
         Bounds {
+            name: "wide",
+            about: "minutes: every input SPEC 10 lists, with 3 submissions instead of its 4: 2 \
+                    sessions, 3 submissions (one with a RunId), 2 cancels, a cancel_run, a \
+                    clear, a summarization, a retry, a refresh, a preparation failure, 2 stale \
+                    replies",
+            config: Config::default(),
+            expected_states: 24_389_946,
+            budget: Budget {
+                submits: 3,
+                runs: 1,
+                cancels: 2,
+                cancel_runs: 1,
+                clears: 1,
+                summarizes: 1,
+                retryable: 1,
+                auth: 1,
+                prep_failures: 1,
+                stale: 2,
+                ..NONE
+            },
+        },
+        Bounds {
             name: "nightly",
             about: "minutes: the default configuration plus a retryable error (backoff, reset, \
                     retry) on two sessions",

@@ -10,7 +10,8 @@
 //! - [`action`] and [`state`]: its alphabet and its state types.
 //! - [`driver`]: the lockstep host that drives the real core with the concrete inputs.
 //! - [`checker`]: the breadth-first explorer, with conformance, the core's invariants, I6
-//!   liveness, and shortest counterexamples written as trace files.
+//!   liveness, and shortest counterexamples written as trace files; `tree` (private): the
+//!   default [`Strategy`], the core checked along the explored tree of shortest paths.
 //! - [`encode`]: the compact, exact state encoding.
 //! - [`configs`]: the named bounded configurations (`small`, `faults`, `default`, `nightly`).
 //! - `mutants` (with the `mutants` feature): hunts each of the core's test-only mutants.
@@ -29,6 +30,7 @@ pub mod encode;
 pub mod mutants;
 pub mod spec;
 pub mod state;
+mod tree;
 
 pub use checker::{Counterexample, Problem, Report, check};
 pub use configs::Bounds;
@@ -49,13 +51,39 @@ pub struct Options {
     /// sessions alike, as SPEC does (no rule depends on a session's name). Only configurations
     /// with two sessions have mirror images. Off by default.
     pub symmetry: bool,
+    /// How a lockstep check keeps the core of the states still to expand. The report is the
+    /// same for both.
+    pub strategy: Strategy,
+}
+
+/// How a check with the core in lockstep holds the core's state for the states it has still
+/// to expand. Both check the same transitions with the same copy of the core (the one reached
+/// along each state's shortest path, the first in breadth-first order) and give the same
+/// report, counterexample included; they differ in memory and speed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Strategy {
+    /// Explore the specification first, keeping every transition's target (4 bytes), then
+    /// walk the tree of shortest paths depth-first with the core, a few copies of it alive
+    /// per worker: memory grows by a few bytes per transition instead of a core per frontier
+    /// state, and the copies stay in the cache.
+    #[default]
+    Tree,
+    /// One breadth-first search with a copy of the core beside every frontier state (1.4 KB
+    /// each). Kept as the reference the tree walk is tested against.
+    Frontier,
 }
 
 impl Default for Options {
     /// Conformance on, no limit, one worker per available core.
     fn default() -> Options {
         let jobs = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
-        Options { conformance: true, max_states: None, jobs, symmetry: false }
+        Options {
+            conformance: true,
+            max_states: None,
+            jobs,
+            symmetry: false,
+            strategy: Strategy::default(),
+        }
     }
 }
 
@@ -68,4 +96,7 @@ pub struct Progress {
     pub transitions: u64,
     /// The current breadth-first level.
     pub depth: u32,
+    /// With [`Strategy::Tree`]: states whose core checks are done (the second pass; 0 while
+    /// the specification is explored).
+    pub checked: u64,
 }

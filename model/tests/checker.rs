@@ -10,7 +10,7 @@ use turnstile_model::checker::describe;
 use turnstile_model::configs::{self, Bounds};
 use turnstile_model::encode::{Key, encode};
 use turnstile_model::spec::{Action, Emit, Kind, Spec, Status};
-use turnstile_model::{Options, Problem, check};
+use turnstile_model::{Options, Problem, Strategy, check};
 
 fn bounds(name: &str) -> Bounds {
     configs::named(name).unwrap_or_else(|| panic!("no configuration {name}"))
@@ -331,27 +331,42 @@ fn the_readme_lists_every_configuration() {
     assert_eq!(listed, names, "update the README's `list` line");
 }
 
-/// The parallel search gives the sequential search's report: the same states, transitions,
-/// depth, and the same shortest counterexample, for any number of workers.
+/// The parallel search gives the sequential search's report, and the tree walk the frontier
+/// search's: the same states, transitions, depth, and the same shortest counterexample, for
+/// any number of workers.
 #[test]
-fn any_number_of_workers_gives_the_same_report() {
-    let report = |b: &Bounds, jobs: usize| {
-        let r = check(b, &Options { jobs, ..Options::default() }, &mut |_| {});
+fn any_number_of_workers_and_either_strategy_give_the_same_report() {
+    let report = |b: &Bounds, jobs: usize, strategy: Strategy| {
+        let r = check(b, &Options { jobs, strategy, ..Options::default() }, &mut |_| {});
         let path = r.counterexample.as_ref().map(|c| (c.path.clone(), describe(&c.problem)));
-        (r.states, r.transitions, r.depth, path)
+        (r.states, r.transitions, r.depth, r.truncated, path)
     };
+    let runs =
+        [(1, Strategy::Tree), (2, Strategy::Tree), (3, Strategy::Tree), (2, Strategy::Frontier)];
     let guard = bounds("guard");
-    let one = report(&guard, 1);
-    assert!(one.3.is_none(), "guard passes");
-    for jobs in [2, 3] {
-        assert_eq!(report(&guard, jobs), one, "guard with {jobs} workers");
+    let one = report(&guard, 1, Strategy::Frontier);
+    assert!(one.4.is_none(), "guard passes");
+    for (jobs, strategy) in runs {
+        assert_eq!(report(&guard, jobs, strategy), one, "guard, {strategy:?}, {jobs} workers");
     }
     // A failing check stops at the same first problem, whoever expanded it.
     let mut broken = bounds("faults");
     broken.config.auto_summarize = false;
-    let one = report(&broken, 1);
-    assert!(one.3.is_some(), "the disagreement is found");
-    for jobs in [2, 3] {
-        assert_eq!(report(&broken, jobs), one, "faults without auto-summarize, {jobs} workers");
+    let one = report(&broken, 1, Strategy::Frontier);
+    assert!(one.4.is_some(), "the disagreement is found");
+    for (jobs, strategy) in runs {
+        let r = report(&broken, jobs, strategy);
+        assert_eq!(r, one, "faults without auto-summarize, {strategy:?}, {jobs} workers");
+    }
+    // A search stopped by a state limit covers the same prefix.
+    let capped = |jobs, strategy| {
+        let options = Options { jobs, strategy, max_states: Some(5_000), ..Options::default() };
+        let r = check(&bounds("calls-two"), &options, &mut |_| {});
+        (r.states, r.transitions, r.depth, r.truncated, r.counterexample.is_some())
+    };
+    let one = capped(1, Strategy::Frontier);
+    assert!(one.3 && !one.4, "stopped early, no problem: {one:?}");
+    for (jobs, strategy) in runs {
+        assert_eq!(capped(jobs, strategy), one, "calls-two to 5,000 states, {strategy:?}");
     }
 }

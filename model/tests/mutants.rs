@@ -4,7 +4,7 @@
 
 use turnstile_core::{Mutant, replay};
 use turnstile_model::mutants::hunt;
-use turnstile_model::{Options, check, configs};
+use turnstile_model::{Options, Strategy, check, configs};
 
 /// Half of the catalogue per test, so the two halves run on two cores.
 fn hunt_half(parity: usize) {
@@ -16,7 +16,19 @@ fn hunt_half(parity: usize) {
         assert!(m.scope().contains(&"model"), "{} is hunted by the model checker", m.name());
         let mut bounds = configs::named(name).expect("a named configuration");
         bounds.config.mutant = Some(m);
-        let c = check(&bounds, &Options::default(), &mut |_| {}).counterexample.expect("found");
+        let r = check(&bounds, &Options::default(), &mut |_| {});
+        // The tree walk stops where the frontier search does, with the same counts.
+        let frontier = Options { strategy: Strategy::Frontier, ..Options::default() };
+        let f = check(&bounds, &frontier, &mut |_| {});
+        assert_eq!(
+            (r.states, r.transitions, r.depth),
+            (f.states, f.transitions, f.depth),
+            "{}: the strategies stop at different places",
+            m.name()
+        );
+        let c = r.counterexample.expect("found");
+        let fc = f.counterexample.expect("the frontier search finds it too");
+        assert_eq!((&c.path, &c.problem), (&fc.path, &fc.problem), "{}", m.name());
         assert_eq!(c.trace.header.config.mutant, Some(m), "the trace names its mutant");
         // The mutated engine may also panic on its own debug assertions: that reproduces too.
         let replayed = std::panic::catch_unwind(|| replay(&c.trace));
