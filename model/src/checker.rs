@@ -195,7 +195,7 @@ pub(crate) fn explore<'a>(
     progress: &mut dyn FnMut(Progress),
 ) -> (Search<'a>, Option<Found>, bool) {
     let root = Spec::new(bounds.budget);
-    let core = options.conformance.then(|| Box::new(Lockstep::new(&bounds.config)));
+    let core = options.conformance.then(|| Box::new(fresh_core(bounds, options)));
     let symmetry = options.symmetry;
     let (key, mirrored) = key_of(&root, symmetry);
     let mut search = Search {
@@ -253,6 +253,16 @@ fn chunks(frontier: Vec<Node>) -> Vec<Vec<Node>> {
 fn expand_chunk(chunk: Vec<Node>, symmetry: bool) -> Vec<Expanded> {
     let mut actions = Vec::new();
     chunk.into_iter().map(|node| expand(node, &mut actions, symmetry)).collect()
+}
+
+/// The core at the initial state, as `options` runs it.
+pub(crate) fn fresh_core(bounds: &Bounds, options: &Options) -> Lockstep {
+    let core = Lockstep::new(&bounds.config);
+    #[cfg(feature = "mutants")]
+    let core = core.with_clock_in_digest(options.clock_in_digest);
+    #[cfg(not(feature = "mutants"))]
+    let _ = options;
+    core
 }
 
 /// A state's key in the visited set, and whether it is its mirror image's

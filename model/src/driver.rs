@@ -69,6 +69,10 @@ pub struct Lockstep {
     now: Millis,
     /// The sessions' ids, made once.
     sessions: [SessionId; 2],
+    /// A mutant of the checker itself: the digest also reads the clock, which differs between
+    /// paths of different lengths, so the checker's divergence check must fire.
+    #[cfg(feature = "mutants")]
+    clock_in_digest: bool,
 }
 
 impl Lockstep {
@@ -89,7 +93,18 @@ impl Lockstep {
             view: View::default(),
             now: Millis(0),
             sessions: SESSION_NAMES.map(SessionId::new),
+            #[cfg(feature = "mutants")]
+            clock_in_digest: false,
         }
+    }
+
+    /// This core with the clock in its digest ([`crate::Options::clock_in_digest`]): a mutant
+    /// of the checker's own soundness check, which the check must find.
+    #[cfg(feature = "mutants")]
+    #[must_use]
+    pub fn with_clock_in_digest(mut self, on: bool) -> Lockstep {
+        self.clock_in_digest = on;
+        self
     }
 
     /// An independent copy, for exploring another continuation.
@@ -102,6 +117,8 @@ impl Lockstep {
             view: self.view.clone(),
             now: self.now,
             sessions: self.sessions.clone(),
+            #[cfg(feature = "mutants")]
+            clock_in_digest: self.clock_in_digest,
         }
     }
 
@@ -198,6 +215,10 @@ impl Lockstep {
             h.write_u64(u64::from(e.is_busy(id)));
             h.write_u64(e.queue_len(id) as u64);
             h.write_u64(u64::from(e.has_active_turn(id)));
+        }
+        #[cfg(feature = "mutants")]
+        if self.clock_in_digest {
+            h.write_u64(self.now.0);
         }
         h.finish()
     }

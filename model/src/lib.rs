@@ -54,6 +54,11 @@ pub struct Options {
     /// How a lockstep check keeps the core of the states still to expand. The report is the
     /// same for both.
     pub strategy: Strategy,
+    /// A mutant of the checker itself, for its tests: the core's observable digest also reads
+    /// the lockstep clock, which differs between paths of different lengths to one state, so
+    /// the check that every path leaves the same digest must fail.
+    #[cfg(feature = "mutants")]
+    pub clock_in_digest: bool,
 }
 
 /// How a check with the core in lockstep holds the core's state for the states it has still
@@ -83,6 +88,8 @@ impl Default for Options {
             jobs,
             symmetry: false,
             strategy: Strategy::default(),
+            #[cfg(feature = "mutants")]
+            clock_in_digest: false,
         }
     }
 }

@@ -29,7 +29,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Instant;
 
 use crate::checker::{
-    Edges, Found, Problem, Search, diverged, explore, key_of, path_to, successor,
+    Edges, Found, Problem, Search, diverged, explore, fresh_core, key_of, path_to, successor,
 };
 use crate::driver::Lockstep;
 use crate::spec::{Action, Emit, Spec};
@@ -83,6 +83,7 @@ pub(crate) fn check(
 /// The second pass's shared state.
 struct Walk<'a> {
     bounds: &'a Bounds,
+    options: Options,
     symmetry: bool,
     parents: &'a [(u32, Action)],
     edges: &'a Edges,
@@ -121,6 +122,7 @@ impl<'a> Walk<'a> {
         }
         Walk {
             bounds: search.bounds,
+            options: options.clone(),
             symmetry: search.symmetry,
             parents: &search.parents,
             edges,
@@ -174,7 +176,7 @@ impl<'a> Walk<'a> {
             }
             if unit == 0 {
                 let spec = Spec::new(self.bounds.budget);
-                let core = Box::new(Lockstep::new(&self.bounds.config));
+                let core = Box::new(fresh_core(self.bounds, &self.options));
                 let mirrored = self.symmetry && key_of(&spec, true).1;
                 self.observed[0].store(core.observable(mirrored), Ordering::Relaxed);
                 self.walk(0, spec, core, true);
@@ -195,7 +197,7 @@ impl<'a> Walk<'a> {
             return None;
         }
         let mut spec = Spec::new(self.bounds.budget);
-        let mut core = Box::new(Lockstep::new(&self.bounds.config));
+        let mut core = Box::new(fresh_core(self.bounds, &self.options));
         for a in path_to(self.parents, state, None) {
             let (s, c) = successor(&spec, Some(core), a).ok()?;
             (spec, core) = (s, c?);

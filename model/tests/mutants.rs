@@ -3,6 +3,7 @@
 #![cfg(feature = "mutants")]
 
 use turnstile_core::{Mutant, replay};
+use turnstile_model::checker::describe;
 use turnstile_model::mutants::hunt;
 use turnstile_model::{Options, Strategy, check, configs};
 
@@ -90,4 +91,24 @@ fn merging_mirror_images_loses_no_counterexample() {
         }
     }
     assert!(compared >= 20, "only {compared} counterexamples compared");
+}
+
+/// The checker's own soundness check can fail: with the lockstep clock in the core's digest (a
+/// mutant of the checker), two paths of different lengths to one state leave different
+/// digests, and both strategies report the first such transition, at the same place, with any
+/// number of workers.
+#[test]
+fn a_core_that_depends_on_its_path_is_reported_by_both_strategies() {
+    let bounds = configs::named("small").expect("small");
+    let run = |strategy, jobs| {
+        let options = Options { strategy, jobs, clock_in_digest: true, ..Options::default() };
+        let r = check(&bounds, &options, &mut |_| {});
+        let c = r.counterexample.expect("the divergence is found");
+        (r.states, r.transitions, r.depth, c.path, describe(&c.problem))
+    };
+    let one = run(Strategy::Frontier, 1);
+    assert!(one.4.contains("two paths to the same specification state"), "{}", one.4);
+    for (strategy, jobs) in [(Strategy::Tree, 1), (Strategy::Tree, 2), (Strategy::Frontier, 2)] {
+        assert_eq!(run(strategy, jobs), one, "{strategy:?} with {jobs} workers");
+    }
 }
