@@ -65,7 +65,7 @@ pub struct Options {
 /// to expand. Both check the same transitions with the same copy of the core (the one reached
 /// along each state's shortest path, the first in breadth-first order) and give the same
 /// report, counterexample included; they differ in memory and speed.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum Strategy {
     /// Explore the specification first, keeping every transition's target (4 bytes), then
     /// walk the tree of shortest paths depth-first with the core, a few copies of it alive

@@ -60,8 +60,8 @@ enum Command {
         /// copies per worker); `frontier` keeps a copy beside every state of the breadth-first
         /// frontier (1.4 KB each). The same report; `tree` is faster and needs a fraction of
         /// the memory.
-        #[arg(long, value_enum, default_value_t = StrategyArg::Tree)]
-        strategy: StrategyArg,
+        #[arg(long, value_enum, default_value_t = Strategy::Tree)]
+        strategy: Strategy,
     },
     /// List the named configurations.
     List,
@@ -70,13 +70,6 @@ enum Command {
     /// and the time to find it. Exit status 1 when any mutant is missed. Needs a build with
     /// `--features mutants`.
     Mutants,
-}
-
-/// `--strategy` ([`Strategy`]).
-#[derive(Clone, Copy, clap::ValueEnum)]
-enum StrategyArg {
-    Tree,
-    Frontier,
 }
 
 fn main() -> ExitCode {
@@ -107,10 +100,6 @@ fn main() -> ExitCode {
                 return ExitCode::from(2);
             }
             let conformance = !no_conformance;
-            let strategy = match strategy {
-                StrategyArg::Tree => Strategy::Tree,
-                StrategyArg::Frontier => Strategy::Frontier,
-            };
             let mut options =
                 Options { conformance, max_states, symmetry, strategy, ..Options::default() };
             options.jobs = jobs.unwrap_or(options.jobs).max(1);

@@ -315,6 +315,18 @@ impl<'a> Walk<'a> {
     }
 }
 
+/// Whether `state`'s transition into `target` is the one that found it (its tree edge):
+/// `target` is `state`'s child and above `newest`, the newest child found so far by the
+/// transitions before it (a state's children are numbered in the order its transitions first
+/// reach them), which it then becomes.
+fn finds(parents: &[(u32, Action)], state: u32, target: u32, newest: &mut u32) -> bool {
+    let found = parents[target as usize].0 == state && target > *newest;
+    if found {
+        *newest = target;
+    }
+    found
+}
+
 /// The first transition before `best`, in the breadth-first order, that leads to a state found
 /// earlier with a digest (`reached`) other than the one that state was found with
 /// (`observed`): its position, its state and its number among the state's transitions. A
@@ -338,9 +350,10 @@ fn first_divergence(
                 return None;
             }
             let target = edges.target[e];
-            if parents[target as usize].0 == state && target > newest {
-                newest = target;
-            } else if observed(target) != reached(e) {
+            if finds(parents, state, target, &mut newest) {
+                continue;
+            }
+            if observed(target) != reached(e) {
                 return Some((at, state, i));
             }
         }
@@ -365,10 +378,7 @@ fn report_at(search: &Search<'_>, started: Instant, at: Position, found: Found) 
     let mut mine = 0;
     for e in row..row + before {
         let t = edges.target[e as usize];
-        if parents[t as usize].0 == state && t > newest {
-            newest = t;
-            mine += 1;
-        }
+        mine += u64::from(finds(parents, state, t, &mut newest));
     }
     let mut report = search.report(started, Some(found));
     report.states = 1 + u64::from(earlier) + mine;
