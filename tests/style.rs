@@ -34,8 +34,15 @@ fn core_sources() -> Vec<(PathBuf, String)> {
 
 /// The core's layers, lowest first: a file may name (`crate::<layer>`) only its own layer or a
 /// lower one. `lifecycle` and `check` share a rank and never name each other.
-const LAYERS: &[(&str, u8)] =
-    &[("alphabet", 1), ("state", 2), ("lifecycle", 3), ("check", 3), ("engine", 4), ("trace", 5)];
+const LAYERS: &[(&str, u8)] = &[
+    ("reuse", 0),
+    ("alphabet", 1),
+    ("state", 2),
+    ("lifecycle", 3),
+    ("check", 3),
+    ("engine", 4),
+    ("trace", 5),
+];
 
 /// The layer of a file under `core/src` (`lib.rs`, the root, has none).
 fn layer_of(path: &Path) -> Option<&'static str> {

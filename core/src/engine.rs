@@ -136,6 +136,21 @@ impl Engine {
         }
     }
 
+    /// Makes `into` what [`Engine::fork`] would return, reusing the allocations `into` holds:
+    /// its sessions, turns, queues and strings are written over in place where both engines
+    /// have them. For checkers that step many short-lived copies. Drain both engines first.
+    #[cfg(feature = "checker")]
+    pub fn fork_into(&self, into: &mut Engine) {
+        debug_assert!(self.outputs.is_empty(), "fork after draining the outputs");
+        let Engine { state, sessions, now, outputs, next_output, tx } = into;
+        state.clone_from(&self.state);
+        sessions.clone_from(&self.sessions);
+        *now = self.now;
+        outputs.clear();
+        *next_output = self.next_output;
+        debug_assert_eq!(tx.len(), 0, "a transition's buffer is empty between transitions");
+    }
+
     /// Feeds one input at time `now`. Drain [`Engine::poll_output`] afterwards.
     ///
     /// A stale or duplicate reply (I13) and a cancel that covers nothing (I10) are not errors:

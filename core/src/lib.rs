@@ -132,6 +132,9 @@
 #![forbid(unsafe_code)]
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 
+#[macro_use]
+mod reuse; // first: its macro is used by the modules below
+
 mod alphabet;
 mod check;
 mod engine;

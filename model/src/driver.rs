@@ -38,7 +38,7 @@ pub enum Fault {
 
 /// The names of the IO the core asked for, learned from its outputs. Per-lane arrays are
 /// indexed like the specification's lanes: the two top-level sessions, then the child.
-#[derive(Clone, Debug, Default)]
+#[derive(Debug, Default)]
 struct View {
     step: [Option<StepIo>; 3],
     summary: [Option<SummaryIo>; 3],
@@ -60,6 +60,51 @@ struct View {
     stale_title: Option<(SessionId, Seq)>,
 }
 
+/// `clone_from` keeps the vectors' allocations ([`Lockstep::fork_into`]); both methods list
+/// every field, so one added and not copied fails to compile.
+impl Clone for View {
+    fn clone(&self) -> View {
+        let mut v = View::default();
+        v.clone_from(self);
+        v
+    }
+
+    fn clone_from(&mut self, source: &View) {
+        let View {
+            step,
+            summary,
+            tool,
+            refresh,
+            child,
+            timers,
+            stale_step,
+            late_tool,
+            dup_tool,
+            stale_timer,
+            stale_summary,
+            stale_refresh,
+            title,
+            stale_title,
+        } = self;
+        step.clone_from(&source.step);
+        summary.clone_from(&source.summary);
+        for (t, s) in tool.iter_mut().zip(&source.tool) {
+            t.clone_from(s);
+        }
+        refresh.clone_from(&source.refresh);
+        child.clone_from(&source.child);
+        timers.clone_from(&source.timers);
+        stale_step.clone_from(&source.stale_step);
+        late_tool.clone_from(&source.late_tool);
+        dup_tool.clone_from(&source.dup_tool);
+        stale_timer.clone_from(&source.stale_timer);
+        stale_summary.clone_from(&source.stale_summary);
+        stale_refresh.clone_from(&source.stale_refresh);
+        title.clone_from(&source.title);
+        stale_title.clone_from(&source.stale_title);
+    }
+}
+
 /// The core, its checkers and the host view, at one state of the exploration.
 pub struct Lockstep {
     engine: Engine,
@@ -69,6 +114,8 @@ pub struct Lockstep {
     now: Millis,
     /// The sessions' ids, made once.
     sessions: [SessionId; 2],
+    /// The outputs of the step being checked; empty between steps (kept for its allocation).
+    outs: Vec<Output>,
     /// A mutant of the checker itself: the digest also reads the clock, which differs between
     /// paths of different lengths, so the checker's divergence check must fire.
     #[cfg(feature = "mutants")]
@@ -93,6 +140,7 @@ impl Lockstep {
             view: View::default(),
             now: Millis(0),
             sessions: SESSION_NAMES.map(SessionId::new),
+            outs: Vec::new(),
             #[cfg(feature = "mutants")]
             clock_in_digest: false,
         }
@@ -117,8 +165,35 @@ impl Lockstep {
             view: self.view.clone(),
             now: self.now,
             sessions: self.sessions.clone(),
+            outs: Vec::new(),
             #[cfg(feature = "mutants")]
             clock_in_digest: self.clock_in_digest,
+        }
+    }
+
+    /// Makes `into` a copy of this core, as [`Lockstep::fork`] would, reusing the allocations
+    /// `into` already holds: the tree walk steps every transition in a copy it used before.
+    pub fn fork_into(&self, into: &mut Lockstep) {
+        let Lockstep {
+            engine,
+            auditor,
+            projector,
+            view,
+            now,
+            sessions,
+            outs: _, // empty between steps in both
+            #[cfg(feature = "mutants")]
+            clock_in_digest,
+        } = into;
+        self.engine.fork_into(engine);
+        auditor.clone_from(&self.auditor);
+        projector.clone_from(&self.projector);
+        view.clone_from(&self.view);
+        *now = self.now;
+        sessions.clone_from(&self.sessions);
+        #[cfg(feature = "mutants")]
+        {
+            *clock_in_digest = self.clock_in_digest;
         }
     }
 
@@ -165,13 +240,16 @@ impl Lockstep {
             Ok(r) => r.map_err(|e| Fault::Host(e.to_string()))?,
         }
         self.now = at;
-        let mut outs = Vec::new();
-        while let Some(o) = self.engine.poll_output() {
-            outs.push(o);
-        }
-        self.auditor.observe(&input, &outs).map_err(|v| Fault::Violation(v.to_string()))?;
-        let projection = self.projector.project(&input, &outs);
-        self.learn(&input, &outs);
+        let mut outs = std::mem::take(&mut self.outs);
+        outs.extend(std::iter::from_fn(|| self.engine.poll_output()));
+        let checked = self.auditor.observe(&input, &outs).map(|()| {
+            let projection = self.projector.project(&input, &outs);
+            self.learn(&input, &outs);
+            projection
+        });
+        outs.clear();
+        self.outs = outs;
+        let projection = checked.map_err(|v| Fault::Violation(v.to_string()))?;
         Ok((at, input, projection))
     }
 
@@ -633,4 +711,48 @@ fn tool_output(stop: Option<StopReason>) -> ToolOutput {
         _ => StopTurn::PermissionDenied,
     });
     ToolOutput { stop, ..ToolOutput::ok("done") }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checker::{fresh_core, successor};
+    use crate::{Options, configs};
+
+    /// Everything a core holds, as text: equal texts are equal cores.
+    fn contents(c: &Lockstep) -> String {
+        format!("{:?} {:?} {:?} {:?} {:?}", c.engine, c.auditor, c.projector, c.view, c.now)
+    }
+
+    /// `fork_into` over a core of another state gives exactly what `fork` gives, for the
+    /// first states of configurations with turns, calls, summaries, titles and sub-agents.
+    #[test]
+    fn a_copy_into_a_used_core_equals_a_fresh_copy() {
+        let mut compared = 0;
+        for name in ["default", "calls-two", "titles", "agents", "acceptor", "watchdog"] {
+            let bounds = configs::named(name).expect("a named configuration");
+            let mut states =
+                vec![(Spec::new(bounds.budget), fresh_core(&bounds, &Options::default()))];
+            let mut actions = Vec::new();
+            let mut next = 0;
+            while states.len() < 600 && next < states.len() {
+                let (spec, core) = (states[next].0, states[next].1.fork());
+                next += 1;
+                spec.actions(&mut actions);
+                for &a in &actions {
+                    if let Ok((s, Some(c))) = successor(&spec, Some(Box::new(core.fork())), a) {
+                        states.push((s, *c));
+                    }
+                }
+            }
+            let n = states.len();
+            for i in 0..n {
+                let mut used = states[(i * 7 + 3) % n].1.fork();
+                states[i].1.fork_into(&mut used);
+                assert_eq!(contents(&used), contents(&states[i].1.fork()), "{name}: state {i}");
+                compared += 1;
+            }
+        }
+        assert!(compared >= 3000, "only {compared} copies compared");
+    }
 }

@@ -210,6 +210,7 @@ impl<'a> Walk<'a> {
     fn walk(&self, root: u32, spec: Spec, core: Box<Lockstep>, top: bool) {
         let mut stack = vec![(root, spec, core)];
         let mut actions = Vec::new();
+        let mut spares = Vec::new();
         let mut visited = 0;
         while let Some((state, spec, core)) = stack.pop() {
             if position(state, STATE) > self.best.load(Ordering::Relaxed) {
@@ -217,7 +218,8 @@ impl<'a> Walk<'a> {
             }
             visited += 1;
             let base = stack.len();
-            self.visit(state, &spec, core, top, &mut actions, &mut stack);
+            let mut work = Work { actions: &mut actions, stack: &mut stack, spares: &mut spares };
+            self.visit(state, &spec, core, top, &mut work);
             stack[base..].reverse();
         }
         self.checked.fetch_add(visited, Ordering::Relaxed);
@@ -225,16 +227,8 @@ impl<'a> Walk<'a> {
 
     /// Checks one state and its transitions with the core of its shortest path, and pushes
     /// its children with theirs.
-    #[allow(clippy::vec_box)] // the cores move between the stack and the steps as boxes
-    fn visit(
-        &self,
-        state: u32,
-        spec: &Spec,
-        core: Box<Lockstep>,
-        top: bool,
-        actions: &mut Vec<Action>,
-        stack: &mut Vec<(u32, Spec, Box<Lockstep>)>,
-    ) {
+    fn visit(&self, state: u32, spec: &Spec, core: Box<Lockstep>, top: bool, work: &mut Work) {
+        let Work { actions, stack, spares } = work;
         if state >= self.expanded {
             return; // left unexpanded by a state limit
         }
@@ -260,9 +254,19 @@ impl<'a> Walk<'a> {
             if position(state, check) > self.best.load(Ordering::Relaxed) {
                 return;
             }
-            // The last transition takes the state's core instead of a copy of it.
-            let mine =
-                if i == last { core.take() } else { core.as_ref().map(|c| Box::new(c.fork())) };
+            // The last transition takes the state's core instead of a copy of it; the others
+            // copy it into a core a transition before them left over.
+            let mine = match (i == last, core.as_ref()) {
+                (true, _) => core.take(),
+                (false, Some(c)) => Some(match spares.pop() {
+                    Some(mut spare) => {
+                        c.fork_into(&mut spare);
+                        spare
+                    }
+                    None => Box::new(c.fork()),
+                }),
+                (false, None) => None,
+            };
             let (next, stepped) = match successor(spec, mine, a) {
                 Ok((next, Some(stepped))) => (next, stepped),
                 Ok((_, None)) => unreachable!("the core runs in this pass"),
@@ -275,9 +279,13 @@ impl<'a> Walk<'a> {
                 self.observed[target as usize].store(digest, Ordering::Relaxed);
                 if !top || !self.split.contains(&target) {
                     stack.push((target, next, stepped));
+                    continue;
                 }
             } else {
                 self.reached[row + i].store(digest, Ordering::Relaxed);
+            }
+            if spares.len() < SPARES_MAX {
+                spares.push(stepped);
             }
         }
     }
@@ -313,6 +321,21 @@ impl<'a> Walk<'a> {
         spec.actions(&mut actions);
         actions[i]
     }
+}
+
+/// The most cores a worker keeps for reuse: a state's transitions take one each in turn and
+/// give it back, so a few suffice; the rest are freed.
+const SPARES_MAX: usize = 8;
+
+/// What a worker's walk reuses from one state to the next.
+#[allow(clippy::vec_box)] // the cores move between the stack, the steps and the spares as boxes
+struct Work<'a> {
+    /// The transitions of the state visited.
+    actions: &'a mut Vec<Action>,
+    /// The states to visit, each with its specification and its core.
+    stack: &'a mut Vec<(u32, Spec, Box<Lockstep>)>,
+    /// Cores no state needs any more, whose allocations the next copies reuse.
+    spares: &'a mut Vec<Box<Lockstep>>,
 }
 
 /// Whether `state`'s transition into `target` is the one that found it (its tree edge):

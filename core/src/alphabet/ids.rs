@@ -50,8 +50,21 @@ impl fmt::Display for Seq {
 macro_rules! shared_id {
     ($(#[$doc:meta])* $name:ident) => {
         $(#[$doc])*
-        #[derive(Clone)]
         pub struct $name(Arc<IdText>);
+
+        /// `clone_from` leaves an id that is already the same one alone: copying a state into
+        /// another (the model checker's copies) then touches no reference count.
+        impl Clone for $name {
+            fn clone(&self) -> $name {
+                $name(Arc::clone(&self.0))
+            }
+
+            fn clone_from(&mut self, source: &$name) {
+                if !Arc::ptr_eq(&self.0, &source.0) {
+                    self.0 = Arc::clone(&source.0);
+                }
+            }
+        }
 
         impl $name {
             /// Builds the id from anything string-like.

@@ -174,7 +174,7 @@ impl Submit {
 }
 
 /// What a preparation resolved for a submission (SPEC 4.1): the turn runs with it.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Setup {
@@ -195,6 +195,8 @@ pub struct Setup {
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub titled: bool,
 }
+
+clone_reusing!(Setup { tools, context_window, prompt_tokens, completion_tokens, titled });
 
 impl Setup {
     /// A setup with these tools (not interactive, dropped on abort) and nothing else known.
@@ -225,7 +227,7 @@ impl Setup {
 }
 
 /// A tool the turn may call.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ToolSpec {
@@ -240,6 +242,8 @@ pub struct ToolSpec {
     #[serde(default, skip_serializing_if = "OnAbort::is_drop")]
     pub on_abort: OnAbort,
 }
+
+clone_reusing!(ToolSpec { name, interactive, on_abort });
 
 impl ToolSpec {
     /// A tool that is not interactive and whose calls the host drops on abort (the default).
@@ -322,7 +326,7 @@ pub enum Mode {
 }
 
 /// Names one attempt of one model step (SPEC I13).
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct StepIo {
@@ -338,8 +342,10 @@ pub struct StepIo {
     pub attempt: u32,
 }
 
+clone_reusing!(StepIo { session, seq, turn, step, attempt });
+
 /// Names one attempt of a summarization (SPEC I13).
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct SummaryIo {
@@ -350,6 +356,8 @@ pub struct SummaryIo {
     /// The attempt, from 0.
     pub attempt: u32,
 }
+
+clone_reusing!(SummaryIo { session, summary, attempt });
 
 /// Names the attempt a credential refresh is for: a model step's or a summary's.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -374,7 +382,7 @@ impl AttemptIo {
 }
 
 /// Names one tool call of one step (SPEC I13).
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct CallIo {
@@ -389,6 +397,8 @@ pub struct CallIo {
     /// The tool call.
     pub call: CallId,
 }
+
+clone_reusing!(CallIo { session, seq, turn, step, call });
 
 /// What happened during a model step's attempt (SPEC 4.4).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -13,7 +13,7 @@ use crate::alphabet::{
 use super::{Violation, fail};
 
 /// What the auditor knows of one accepted submission.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 struct Sub {
     session: SessionId,
     run_id: Option<RunId>,
@@ -27,6 +27,17 @@ struct Sub {
     /// For a sub-agent: the submission whose turn started it.
     parent_seq: Option<Seq>,
 }
+
+clone_reusing!(Sub {
+    session,
+    run_id,
+    activated,
+    user_message,
+    outcome,
+    claimed,
+    paused,
+    parent_seq
+});
 
 /// What the auditor knows of an assistant message's finish.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -106,7 +117,7 @@ fn record_message(log: &mut Vec<Record>, op: &StoreOp) -> Result<(), Violation> 
 
 /// Checks the input/output stream of one engine against SPEC section 6, knowing nothing of the
 /// engine's internals. Feed it every transition with [`Auditor::observe`].
-#[derive(Clone, Debug, Default)]
+#[derive(Debug, Default)]
 pub struct Auditor {
     subs: SortedMap<Seq, Sub>,
     newest: Option<Seq>,
@@ -147,11 +158,37 @@ pub struct Auditor {
     stopped: bool,
 }
 
+clone_reusing!(Auditor {
+    subs,
+    newest,
+    completed_runs,
+    runs,
+    watermarks,
+    prepares,
+    flushed,
+    used,
+    steps,
+    refreshes,
+    summaries,
+    titles,
+    summarizing,
+    paused,
+    tools,
+    timers,
+    watchdogs,
+    ids,
+    last_user,
+    last_activation,
+    history,
+    dirty,
+    stopped,
+});
+
 /// The identifiers the auditor saw assigned (I14). Within one transition the core emits ids in
 /// SPEC 7's order, not in the order it assigned them (a parent's grace timer can follow its
 /// child's), so the rule is per transition: every id assigned is new, and above every id of
 /// the transitions before.
-#[derive(Clone, Debug, Default)]
+#[derive(Debug, Default)]
 struct Ids {
     /// The newest message, turn and timer id before this transition (message: from
     /// `Start::next_message - 1`).
@@ -159,6 +196,8 @@ struct Ids {
     /// The ids assigned in this transition, by kind.
     this: SortedSet<(usize, u64)>,
 }
+
+clone_reusing!(Ids { before, this });
 
 const MESSAGE: usize = 0;
 const TURN: usize = 1;

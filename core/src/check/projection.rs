@@ -402,10 +402,12 @@ pub enum TimerP {
 
 /// Projects the outputs of successive transitions. It remembers the purpose of every armed
 /// timer, so a `CancelTimer` is named by purpose too.
-#[derive(Clone, Debug, Default)]
+#[derive(Debug, Default)]
 pub struct Projector {
     timers: BTreeMap<TimerId, TimerP>,
 }
+
+clone_reusing!(Projector { timers => crate::reuse::clone_map });
 
 impl Projector {
     /// Projects one transition: its input and all its outputs, in the order the engine gave

@@ -11,9 +11,28 @@
 use std::borrow::Borrow;
 
 /// An ordered map: entries sorted by key, each key once.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq)]
 pub(crate) struct SortedMap<K, V> {
     entries: Vec<(K, V)>,
+}
+
+/// `clone_from` keeps the vector's allocation: the model checker copies auditors into ones it
+/// has used before.
+impl<K: Clone, V: Clone> Clone for SortedMap<K, V> {
+    fn clone(&self) -> Self {
+        SortedMap { entries: self.entries.clone() }
+    }
+
+    fn clone_from(&mut self, source: &Self) {
+        // Entry by entry: a value's own allocations (a session's history) are reused too.
+        self.entries.truncate(source.entries.len());
+        let kept = self.entries.len();
+        for ((k, v), (sk, sv)) in self.entries.iter_mut().zip(&source.entries) {
+            k.clone_from(sk);
+            v.clone_from(sv);
+        }
+        self.entries.extend(source.entries[kept..].iter().cloned());
+    }
 }
 
 impl<K, V> Default for SortedMap<K, V> {
@@ -109,9 +128,20 @@ impl<K, V> SortedMap<K, V> {
 }
 
 /// An ordered set: items sorted, each once.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq)]
 pub(crate) struct SortedSet<T> {
     items: Vec<T>,
+}
+
+/// `clone_from` keeps the vector's allocation, as for [`SortedMap`].
+impl<T: Clone> Clone for SortedSet<T> {
+    fn clone(&self) -> Self {
+        SortedSet { items: self.items.clone() }
+    }
+
+    fn clone_from(&mut self, source: &Self) {
+        self.items.clone_from(&source.items);
+    }
 }
 
 impl<T> Default for SortedSet<T> {

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use crate::alphabet::{Fingerprint, Outcome, RunId, Seq, SessionId};
 
 /// What the core knows of one RunId.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq)]
 pub(crate) struct RunEntry {
     pub(crate) session: SessionId,
     pub(crate) seq: Seq,
@@ -19,12 +19,16 @@ pub(crate) struct RunEntry {
     pub(crate) outcome: Option<Outcome>,
 }
 
+clone_reusing!(RunEntry { session, seq, fingerprint, outcome });
+
 /// Every RunId accepted in the store's life. Grows by one entry per accepted RunId; the bound
 /// is the store's ledger, which the host owns.
-#[derive(Clone, Debug, Default)]
+#[derive(Debug, Default)]
 pub(crate) struct RunLedger {
     runs: BTreeMap<RunId, RunEntry>,
 }
+
+clone_reusing!(RunLedger { runs => crate::reuse::clone_map });
 
 impl RunLedger {
     pub(crate) fn get(&self, run_id: &RunId) -> Option<&RunEntry> {

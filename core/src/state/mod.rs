@@ -48,7 +48,6 @@ pub(crate) enum Closing {
 
 /// Everything the engine knows. Owned by [`crate::Engine`].
 #[derive(Debug)]
-#[cfg_attr(feature = "checker", derive(Clone))]
 pub(crate) struct State {
     pub(crate) config: Config,
     /// The time of the input being handled (the engine sets it before dispatch): what a
@@ -84,6 +83,27 @@ pub(crate) struct State {
     #[cfg(feature = "mutants")]
     pub(crate) poisoned: BTreeMap<SessionId, String>,
 }
+
+#[cfg(feature = "checker")]
+clone_reusing!(State {
+    config,
+    now,
+    next_seq,
+    next_message,
+    next_turn,
+    next_timer,
+    exhausted,
+    runs,
+    watermarks => crate::reuse::clone_map,
+    titles => crate::reuse::clone_map,
+    crossings,
+    timers => crate::reuse::clone_map,
+    closing,
+    accepted,
+    outcomes_decided,
+    #[cfg(feature = "mutants")]
+    poisoned => crate::reuse::clone_map,
+});
 
 impl State {
     /// `value + 1`, checked: at the counter's maximum the value stays and the engine is marked

@@ -8,7 +8,6 @@ use crate::state::turn::{Abort, Lane};
 
 /// A session with unfinished work. Sessions with none are dropped from the engine.
 #[derive(Debug)]
-#[cfg_attr(feature = "checker", derive(Clone))]
 pub(crate) struct Session {
     pub(crate) id: SessionId,
     /// Waiting submissions in strictly ascending sequence order (SPEC 4.2). Bounded by
@@ -25,6 +24,9 @@ pub(crate) struct Session {
     /// Whether the core asked for this session's title while it has been in memory.
     pub(crate) title: TitleState,
 }
+
+#[cfg(feature = "checker")]
+clone_reusing!(Session { id, queue => crate::reuse::clone_deque, lane, gauges, parent, title });
 
 /// What the core knows of a session's title beyond the host's setup (SPEC 4.11).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -95,7 +97,6 @@ impl Session {
 /// The sessions with unfinished work, by id. Kept beside [`State`] rather than in it, so a
 /// handler can hold one session and the rest of the state at once.
 #[derive(Debug, Default)]
-#[cfg_attr(feature = "checker", derive(Clone))]
 pub(crate) struct Sessions {
     /// Ordered by [`SessionId`]'s deterministic order, so iteration never depends on a random
     /// seed. Holds only sessions with work: bounded by the unfinished submissions. Boxed: a
@@ -104,6 +105,9 @@ pub(crate) struct Sessions {
     /// transition) allocate eleven sessions' worth.
     map: BTreeMap<SessionId, Box<Session>>,
 }
+
+#[cfg(feature = "checker")]
+clone_reusing!(Sessions { map => crate::reuse::clone_map });
 
 impl Sessions {
     /// Runs `f` on the session `id` (created empty when `create`), then forgets it if it has no

@@ -6,7 +6,6 @@ use crate::alphabet::{Attachment, Mode, RunId, Seq, SessionId, Setup};
 /// until [`crate::lifecycle::outcome`] consumes it (SPEC I1). The `checker` feature clones it only as part
 /// of a whole-engine [`crate::Engine::fork`], where each copy still holds it once.
 #[derive(Debug, PartialEq, Eq)]
-#[cfg_attr(feature = "checker", derive(Clone))]
 pub(crate) struct Submission {
     pub(crate) seq: Seq,
     pub(crate) session: SessionId,
@@ -23,16 +22,36 @@ pub(crate) struct Submission {
     pub(crate) summaries: u32,
 }
 
+#[cfg(feature = "checker")]
+clone_reusing!(Submission { seq, session, run_id, mode, prompt, attachments, steps, summaries });
+
 /// Summarizations without progress before the submission fails `context_window` (SPEC 8).
 pub(crate) const SUMMARIES_WITHOUT_PROGRESS_MAX: u32 = 2;
 
 /// Where a waiting submission is (SPEC 3 "Waiting").
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Prep {
     /// The host is preparing it.
     Preparing,
     /// Prepared, behind others or about to be admitted, with what the preparation resolved.
     Prepared(Setup),
+}
+
+/// `clone_from` copies a setup into the one there (the model checker's copies, `crate::reuse`).
+impl Clone for Prep {
+    fn clone(&self) -> Prep {
+        match self {
+            Prep::Preparing => Prep::Preparing,
+            Prep::Prepared(setup) => Prep::Prepared(setup.clone()),
+        }
+    }
+
+    fn clone_from(&mut self, source: &Prep) {
+        match (self, source) {
+            (Prep::Prepared(into), Prep::Prepared(from)) => into.clone_from(from),
+            (into, from) => *into = from.clone(),
+        }
+    }
 }
 
 impl Prep {
@@ -43,8 +62,10 @@ impl Prep {
 
 /// One entry of a session's queue.
 #[derive(Debug, PartialEq, Eq)]
-#[cfg_attr(feature = "checker", derive(Clone))]
 pub(crate) struct Waiting {
     pub(crate) sub: Submission,
     pub(crate) prep: Prep,
 }
+
+#[cfg(feature = "checker")]
+clone_reusing!(Waiting { sub, prep });

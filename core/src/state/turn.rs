@@ -8,7 +8,6 @@ use crate::state::submission::Submission;
 
 /// What occupies a session's single lane (SPEC I3).
 #[derive(Debug, Default)]
-#[cfg_attr(feature = "checker", derive(Clone))]
 pub(crate) enum Lane {
     /// Nothing runs.
     #[default]
@@ -19,9 +18,28 @@ pub(crate) enum Lane {
     Summary(Box<Summary>),
 }
 
+/// `clone_from` copies a turn or summary into the one there (`crate::reuse`).
+#[cfg(feature = "checker")]
+impl Clone for Lane {
+    fn clone(&self) -> Lane {
+        match self {
+            Lane::Idle => Lane::Idle,
+            Lane::Turn(turn) => Lane::Turn(turn.clone()),
+            Lane::Summary(summary) => Lane::Summary(summary.clone()),
+        }
+    }
+
+    fn clone_from(&mut self, source: &Lane) {
+        match (self, source) {
+            (Lane::Turn(into), Lane::Turn(from)) => into.clone_from(from),
+            (Lane::Summary(into), Lane::Summary(from)) => into.clone_from(from),
+            (into, from) => *into = from.clone(),
+        }
+    }
+}
+
 /// A summarization in progress (SPEC 4.7).
 #[derive(Debug)]
-#[cfg_attr(feature = "checker", derive(Clone))]
 pub(crate) struct Summary {
     /// Numbered like turns; replies name it (I13).
     pub(crate) id: TurnId,
@@ -32,6 +50,9 @@ pub(crate) struct Summary {
     pub(crate) phase: Attempting,
     pub(crate) budget: Budget,
 }
+
+#[cfg(feature = "checker")]
+clone_reusing!(Summary { id, purpose, message, phase, budget });
 
 /// Why a session summarizes.
 #[derive(Debug)]
@@ -87,7 +108,6 @@ pub(crate) enum Attempting {
 
 /// One activation of the agent loop for a submission (SPEC 3 "Turn").
 #[derive(Debug)]
-#[cfg_attr(feature = "checker", derive(Clone))]
 pub(crate) struct Turn {
     pub(crate) owner: Submission,
     pub(crate) id: TurnId,
@@ -116,6 +136,23 @@ pub(crate) struct Turn {
     /// Whether the current step's assistant message has its finish already.
     pub(crate) message_state: MessageState,
 }
+
+#[cfg(feature = "checker")]
+clone_reusing!(Turn {
+    owner,
+    id,
+    setup,
+    step,
+    message,
+    text,
+    parts,
+    calls,
+    seen,
+    budget,
+    window,
+    phase,
+    message_state,
+});
 
 /// The loop-detection window: the last 10 steps of the submission (SPEC 4.8, section 8).
 pub(crate) const LOOP_WINDOW_MAX: usize = 10;
@@ -200,7 +237,7 @@ impl Turn {
 }
 
 /// A tool call of the current step.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq)]
 pub(crate) struct Call {
     pub(crate) id: CallId,
     pub(crate) name: String,
@@ -208,6 +245,8 @@ pub(crate) struct Call {
     pub(crate) input: String,
     pub(crate) state: CallState,
 }
+
+clone_reusing!(Call { id, name, input, state });
 
 /// Where a tool call is in its life (SPEC 4.4, 4.9).
 #[derive(Debug, Clone, PartialEq, Eq)]
