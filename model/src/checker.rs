@@ -110,9 +110,11 @@ pub(crate) struct Found {
 const CHUNK: usize = 128;
 
 /// One transition, computed by a worker; the merge decides whether its target is new.
+///
+/// Without its specification state: most transitions lead to a state found earlier, and the
+/// merge recomputes the state only for a new one (a transition is 64 bytes instead of 190).
 struct Successor {
     action: Action,
-    spec: Spec,
     key: Key,
     core: Option<Box<Lockstep>>,
     /// The core's observable digest ([`Lockstep::observable`]), with the core in lockstep.
@@ -123,6 +125,8 @@ struct Successor {
 /// expansion, if one did (a problem in the node itself comes with no transitions).
 struct Expanded {
     at: u32,
+    /// The expanded state, from which the merge recomputes each new successor's.
+    spec: Spec,
     successors: Vec<Successor>,
     found: Option<Found>,
 }
@@ -381,7 +385,10 @@ impl Search<'_> {
                 if target == len {
                     self.parents.push((at, s.action));
                     self.observed.extend(s.digest);
-                    next.push(Node { index: target, spec: s.spec, core: s.core });
+                    let mut spec = node.spec;
+                    spec.apply(s.action, &mut Emit::new(false));
+                    debug_assert_eq!(key_of(&spec, self.symmetry).0, s.key, "the same state");
+                    next.push(Node { index: target, spec, core: s.core });
                     continue;
                 }
                 if s.digest.is_some_and(|d| self.observed.get(target as usize) != Some(&d)) {
@@ -442,6 +449,7 @@ fn expand(node: Node, actions: &mut Vec<Action>, symmetry: bool) -> Expanded {
     let at = node.index;
     let stuck = |problem| Expanded {
         at,
+        spec: node.spec,
         successors: Vec::new(),
         found: Some(Found { problem, at, last: None }),
     };
@@ -469,15 +477,15 @@ fn expand(node: Node, actions: &mut Vec<Action>, symmetry: bool) -> Expanded {
             Ok((spec, core)) => {
                 let (key, mirrored) = key_of(&spec, symmetry);
                 let digest = core.as_ref().map(|c| c.observable(mirrored));
-                successors.push(Successor { action, key, spec, core, digest });
+                successors.push(Successor { action, key, core, digest });
             }
             Err(problem) => {
                 let found = Some(Found { problem, at, last: Some(action) });
-                return Expanded { at, successors, found };
+                return Expanded { at, spec: node.spec, successors, found };
             }
         }
     }
-    Expanded { at, successors, found: None }
+    Expanded { at, spec: node.spec, successors, found: None }
 }
 
 /// Whether the core and the specification have different numbers of unfinished submissions

@@ -285,14 +285,15 @@ impl Lockstep {
         h.write_u64(e.unfinished());
         h.write_u64(u64::from(e.is_stopped()));
         h.write_u64(e.newest_seq().map_or(0, |q| q.0));
-        let mut sessions = self.sessions.clone();
-        if mirrored {
-            sessions.reverse();
-        }
-        for id in &sessions {
+        let mut write = |id: &SessionId| {
             h.write_u64(u64::from(e.is_busy(id)));
             h.write_u64(e.queue_len(id) as u64);
             h.write_u64(u64::from(e.has_active_turn(id)));
+        };
+        if mirrored {
+            self.sessions.iter().rev().for_each(&mut write);
+        } else {
+            self.sessions.iter().for_each(&mut write);
         }
         #[cfg(feature = "mutants")]
         if self.clock_in_digest {
@@ -322,9 +323,11 @@ impl Lockstep {
         let v = &self.view;
         let missing = |what: &str| Fault::Unanswerable(format!("{action:?}: no {what} pending"));
         let session = |s: u8| SESSION_NAMES[s as usize];
+        // The driver's own ids: an id shared with the core's copy compares by pointer.
+        let sid = |s: u8| self.sessions[s as usize].clone();
         let id = |s: u8| match s {
             CHILD => v.child.clone().ok_or_else(|| missing("sub-agent session")),
-            s => Ok(SessionId::new(session(s))),
+            s => Ok(sid(s)),
         };
         Ok(match action {
             Action::Submit { session: s, kind } => Input::Submit(submission(s, kind)),
@@ -366,12 +369,8 @@ impl Lockstep {
                 Input::Cancel { session: id(s)?, up_to }
             }
             Action::CancelRun { run } => Input::CancelRun { run_id: RunId::new(run_id(run)) },
-            Action::Clear { session: s } => {
-                Input::ClearQueue { session: SessionId::new(session(s)) }
-            }
-            Action::Summarize { session: s } => {
-                Input::Summarize { session: SessionId::new(session(s)) }
-            }
+            Action::Clear { session: s } => Input::ClearQueue { session: sid(s) },
+            Action::Summarize { session: s } => Input::Summarize { session: sid(s) },
             Action::Shutdown => Input::Shutdown,
             Action::Prepared { seq } | Action::StalePrepared { seq } => {
                 let s = spec.subs[seq as usize - 1].session;
@@ -379,21 +378,12 @@ impl Lockstep {
                 let titled = spec.titles[s as usize] == Title::Titled;
                 // The `agent` tool needs the core as acceptor (`docs/lifecycle-rules.md`).
                 let setup = Setup { titled, ..setup(!spec.budget.external) };
-                Input::Prepared {
-                    session: SessionId::new(session(s)),
-                    seq: turnstile_core::Seq(u64::from(seq)),
-                    setup,
-                }
+                Input::Prepared { session: sid(s), seq: turnstile_core::Seq(u64::from(seq)), setup }
             }
             Action::Titled { session: s, generated } => {
                 let seq = v.title[s as usize].ok_or_else(|| missing("title request"))?;
                 let title = generated.then(|| "A title".to_owned());
-                Input::TitleGenerated {
-                    session: SessionId::new(session(s)),
-                    seq,
-                    title,
-                    usage: None,
-                }
+                Input::TitleGenerated { session: sid(s), seq, title, usage: None }
             }
             Action::StaleTitle => {
                 let (session, seq) = v.stale_title.clone().ok_or_else(|| missing("old title"))?;
@@ -401,7 +391,7 @@ impl Lockstep {
             }
             Action::PrepFailed { seq } | Action::StalePrepFailed { seq } => {
                 Input::PreparationFailed {
-                    session: SessionId::new(session(spec.subs[seq as usize - 1].session)),
+                    session: sid(spec.subs[seq as usize - 1].session),
                     seq: turnstile_core::Seq(u64::from(seq)),
                     error: "no model".into(),
                 }

@@ -549,9 +549,10 @@ fn finish_p(f: &MessageFinish) -> FinishP {
 #[must_use]
 pub fn label(session: &SessionId) -> String {
     let id = session.as_str();
-    match id.find("$$") {
-        Some(i) if session.is_child() => id[i..].to_owned(),
-        _ => id.to_owned(),
+    // Only a child's id is searched: the projection labels every output's session.
+    match session.is_child().then(|| id.find("$$")).flatten() {
+        Some(i) => id[i..].to_owned(),
+        None => id.to_owned(),
     }
 }
 
