@@ -21,9 +21,7 @@
 //! or rebuilt along the tree of shortest paths after a first pass without it
 //! (`model/src/tree.rs`).
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, mpsc};
+use std::sync::{Mutex, OnceLock};
 use std::time::Instant;
 
 use turnstile_core::Start;
@@ -31,8 +29,9 @@ use turnstile_core::projection::Projection;
 use turnstile_core::trace::{Trace, TraceHeader, TraceLine};
 
 use crate::driver::{Fault, Lockstep};
-use crate::encode::{BuildKeyHasher, Key, canonical, encode};
+use crate::encode::{Key, canonical, encode};
 use crate::spec::{Action, Emit, Spec};
+use crate::visited::{Target, Visited};
 use crate::{Bounds, Options, Progress, Strategy};
 
 /// What the checker found wrong.
@@ -109,6 +108,11 @@ pub(crate) struct Found {
 /// expanding it (a node is about 4 transitions of a few microseconds each).
 const CHUNK: usize = 128;
 
+/// Chunks per batch: the threads meet twice a batch (once expanded, once resolved), so a batch
+/// is large enough that meeting costs nothing beside it, and small enough to hold a batch's
+/// cores in lockstep (a few tens of megabytes).
+const BATCH: usize = 64;
+
 /// One transition, computed by a worker; the merge decides whether its target is new.
 ///
 /// Without its specification state: most transitions lead to a state found earlier, and the
@@ -141,13 +145,13 @@ pub(crate) struct Edges {
 }
 
 /// The breadth-first search's memory: the visited states and how each was first reached.
-/// Only the merge touches it, one chunk at a time in frontier order, so the result (indices,
-/// parents, the first problem) does not depend on how many workers expanded the chunks.
+/// The merge numbers new states in frontier order, so the result (indices, parents, the first
+/// problem) does not depend on how many workers expanded and resolved the batches.
 pub(crate) struct Search<'a> {
     pub(crate) bounds: &'a Bounds,
     /// States merged with their mirror images (`Options::symmetry`).
     pub(crate) symmetry: bool,
-    visited: HashMap<Key, u32, BuildKeyHasher>,
+    visited: Visited,
     /// For each state: its parent and the action that reached it (the shortest path). States
     /// are numbered as they are found, so a state's children are consecutive, and the parents
     /// never decrease.
@@ -171,9 +175,10 @@ pub(crate) struct Search<'a> {
 /// (`model/src/tree.rs`); [`Strategy::Frontier`] keeps a copy of the core beside every frontier
 /// state of one breadth-first search. Both give the same report.
 ///
-/// The breadth-first search is level by level; within a level, `options.jobs` workers expand
-/// chunks of the frontier (the specification's successors, the core in lockstep, conformance)
-/// and the calling thread merges the chunks in frontier order into the visited set. Any number
+/// The breadth-first search is level by level, a batch of chunks at a time: `options.jobs`
+/// workers expand the chunks (the specification's successors, the core in lockstep,
+/// conformance) and resolve the transitions' targets, each in its shard of the visited set
+/// ([`Visited`]), and the calling thread numbers new states in frontier order. Any number
 /// of workers gives the same report (states, transitions, depth, the same shortest
 /// counterexample); only the seconds differ.
 #[must_use]
@@ -205,7 +210,7 @@ pub(crate) fn explore<'a>(
     let mut search = Search {
         bounds,
         symmetry,
-        visited: HashMap::default(),
+        visited: Visited::new(options.jobs.max(1)),
         parents: vec![(u32::MAX, Action::Invalid)],
         host_edges: Vec::new(),
         observed: core.iter().map(|c| c.observable(mirrored)).collect(),
@@ -214,49 +219,77 @@ pub(crate) fn explore<'a>(
         transitions: 0,
         depth: 0,
     };
-    search.visited.insert(key, 0);
-    let mut frontier = vec![Node { index: 0, spec: root, core }];
+    let first = search.visited.resolve(&[key]);
+    search.visited.number(&key, first[0]);
+    let mut frontier = vec![vec![Node { index: 0, spec: root, core }]];
     let jobs = options.jobs.max(1);
     while !frontier.is_empty() {
-        search.levels.push(frontier[0].index);
+        search.levels.push(frontier[0][0].index);
         let mut next = Vec::new();
-        let level = if jobs == 1 {
-            search.level_inline(frontier, &mut next, progress)
-        } else {
-            search.level_parallel(frontier, jobs, &mut next, progress)
-        };
-        if let Err(found) = level {
+        if let Err(found) = search.level(frontier, jobs, &mut next, progress) {
             return (search.sealed(), Some(found), false);
         }
         search.depth += u32::from(!next.is_empty());
         progress(search.progress());
         frontier = next;
-        let full = options.max_states.is_some_and(|m| search.visited.len() as u64 >= m);
+        let full = options.max_states.is_some_and(|m| u64::from(search.visited.len()) >= m);
         if full && !frontier.is_empty() {
             return (search.sealed(), None, true);
         }
     }
-    let cycle = find_cycle(search.visited.len(), &search.host_edges);
+    let cycle = find_cycle(search.visited.len() as usize, &search.host_edges);
     let found = cycle.map(|at| Found { problem: Problem::Cycle, at, last: None });
     (search.sealed(), found, false)
 }
 
-/// Splits a frontier into chunks, keeping its order.
-fn chunks(frontier: Vec<Node>) -> Vec<Vec<Node>> {
-    let mut out = Vec::with_capacity(frontier.len().div_ceil(CHUNK));
-    let mut nodes = frontier.into_iter();
-    loop {
-        let chunk: Vec<Node> = nodes.by_ref().take(CHUNK).collect();
-        if chunk.is_empty() {
-            return out;
-        }
-        out.push(chunk);
+/// Adds a node to a level kept as chunks of [`CHUNK`] nodes (the order is the nodes'): the
+/// workers take chunks as they are, and a level never moves as it grows.
+fn push_chunked(level: &mut Vec<Vec<Node>>, node: Node) {
+    match level.last_mut() {
+        Some(chunk) if chunk.len() < CHUNK => chunk.push(node),
+        _ => level.push({
+            let mut chunk = Vec::with_capacity(CHUNK);
+            chunk.push(node);
+            chunk
+        }),
     }
 }
 
 fn expand_chunk(chunk: Vec<Node>, symmetry: bool) -> Vec<Expanded> {
     let mut actions = Vec::new();
     chunk.into_iter().map(|node| expand(node, &mut actions, symmetry)).collect()
+}
+
+/// Expands a batch of chunks on `jobs` threads (this one among them), in frontier order;
+/// the threads free `trash` first.
+#[allow(clippy::vec_box)]
+fn expand_batch(
+    batch: Vec<Vec<Node>>,
+    jobs: usize,
+    symmetry: bool,
+    trash: Vec<Box<Lockstep>>,
+) -> Vec<Vec<Expanded>> {
+    if jobs <= 1 || batch.len() == 1 {
+        drop(trash);
+        return batch.into_iter().map(|chunk| expand_chunk(chunk, symmetry)).collect();
+    }
+    let slots: Vec<OnceLock<Vec<Expanded>>> = batch.iter().map(|_| OnceLock::new()).collect();
+    let work = Mutex::new(batch.into_iter().enumerate());
+    let trash = Mutex::new(trash);
+    let worker = || {
+        drop(trash.lock().map(|mut t| std::mem::take(&mut *t)));
+        while let Some((i, chunk)) = work.lock().ok().and_then(|mut w| w.next()) {
+            let done = slots[i].set(expand_chunk(chunk, symmetry));
+            debug_assert!(done.is_ok(), "each chunk is expanded once");
+        }
+    };
+    std::thread::scope(|scope| {
+        for _ in 1..jobs {
+            scope.spawn(worker);
+        }
+        worker();
+    });
+    slots.into_iter().map(|s| s.into_inner().expect("every chunk was expanded")).collect()
 }
 
 /// The core at the initial state, as `options` runs it.
@@ -276,83 +309,39 @@ pub(crate) fn key_of(spec: &Spec, symmetry: bool) -> (Key, bool) {
 }
 
 impl Search<'_> {
-    /// One level on the calling thread.
-    fn level_inline(
+    /// One level, a batch of chunks at a time: `jobs` threads expand the batch's chunks, then
+    /// resolve its transitions' targets, one shard of the visited set each; then this thread
+    /// merges the batch in frontier order.
+    fn level(
         &mut self,
-        frontier: Vec<Node>,
-        next: &mut Vec<Node>,
+        frontier: Vec<Vec<Node>>,
+        jobs: usize,
+        next: &mut Vec<Vec<Node>>,
         progress: &mut dyn FnMut(Progress),
     ) -> Result<(), Found> {
-        let mut trash = Vec::new();
-        for chunk in chunks(frontier) {
-            self.merge(expand_chunk(chunk, self.symmetry), next, &mut trash)?;
-            trash.clear();
+        let mut chunks = frontier.into_iter();
+        // Freeing the cores of transitions into known states is a sixth of the work: the
+        // workers do it while expanding the next batch, so the merge stays short.
+        #[allow(clippy::vec_box)]
+        let mut trash: Vec<Box<Lockstep>> = Vec::new();
+        loop {
+            // One worker merges each chunk while its transitions are still in the cache.
+            let size = if jobs == 1 { 1 } else { BATCH };
+            let batch: Vec<Vec<Node>> = chunks.by_ref().take(size).collect();
+            if batch.is_empty() {
+                return Ok(());
+            }
+            let expanded = expand_batch(batch, jobs, self.symmetry, std::mem::take(&mut trash));
+            let keys: Vec<Key> = expanded
+                .iter()
+                .flatten()
+                .flat_map(|e| e.successors.iter().map(|s| s.key))
+                .collect();
+            let targets = self.visited.resolve(&keys);
+            drop(keys);
+            self.merge(expanded, targets, next, &mut trash)?;
             progress(self.progress());
         }
-        Ok(())
-    }
-
-    /// One level with `jobs` worker threads expanding chunks while this thread merges them in
-    /// order (a chunk that finishes early waits in `ready` for the ones before it).
-    fn level_parallel(
-        &mut self,
-        frontier: Vec<Node>,
-        jobs: usize,
-        next: &mut Vec<Node>,
-        progress: &mut dyn FnMut(Progress),
-    ) -> Result<(), Found> {
-        let work: Vec<Vec<Node>> = chunks(frontier);
-        let total = work.len();
-        let work = Mutex::new(work.into_iter().enumerate());
-        let stop = AtomicBool::new(false);
-        // Freeing the cores of transitions into known states is a sixth of the work: the
-        // workers do it between chunks, so the merge stays short.
-        #[allow(clippy::vec_box)]
-        let trash: Mutex<Vec<Box<Lockstep>>> = Mutex::new(Vec::new());
-        let (send, receive) = mpsc::channel::<(usize, Vec<Expanded>)>();
-        let symmetry = self.symmetry;
-        std::thread::scope(|scope| {
-            for _ in 0..jobs.min(total) {
-                let (work, stop, trash, send) = (&work, &stop, &trash, send.clone());
-                scope.spawn(move || {
-                    while !stop.load(Ordering::Relaxed) {
-                        drop(trash.lock().map(|mut t| std::mem::take(&mut *t)));
-                        let Some((i, chunk)) = work.lock().ok().and_then(|mut w| w.next()) else {
-                            return;
-                        };
-                        if send.send((i, expand_chunk(chunk, symmetry))).is_err() {
-                            return;
-                        }
-                    }
-                });
-            }
-            drop(send);
-            let mut ready = BTreeMap::new();
-            let mut merged = 0;
-            while merged < total {
-                let Some(expanded) = ready.remove(&merged) else {
-                    match receive.recv() {
-                        Ok((i, expanded)) => {
-                            ready.insert(i, expanded);
-                            continue;
-                        }
-                        Err(_) => unreachable!("the workers expand every chunk unless stopped"),
-                    }
-                };
-                let mut freed = Vec::new();
-                let merged_chunk = self.merge(expanded, next, &mut freed);
-                if let Ok(mut t) = trash.lock() {
-                    t.append(&mut freed);
-                }
-                if let Err(found) = merged_chunk {
-                    stop.store(true, Ordering::Relaxed);
-                    return Err(found);
-                }
-                merged += 1;
-                progress(self.progress());
-            }
-            Ok(())
-        })
     }
 
     /// Merges expanded nodes, in order, into the search: each transition's target is found or
@@ -362,11 +351,13 @@ impl Search<'_> {
     #[allow(clippy::vec_box)]
     fn merge(
         &mut self,
-        expanded: Vec<Expanded>,
-        next: &mut Vec<Node>,
+        expanded: Vec<Vec<Expanded>>,
+        targets: Vec<Target>,
+        next: &mut Vec<Vec<Node>>,
         trash: &mut Vec<Box<Lockstep>>,
     ) -> Result<(), Found> {
-        for node in expanded {
+        let mut targets = targets.into_iter();
+        for node in expanded.into_iter().flatten() {
             let at = node.at;
             if let Some(e) = &mut self.edges {
                 debug_assert_eq!(e.start.len(), at as usize, "states are merged in order");
@@ -374,8 +365,9 @@ impl Search<'_> {
             }
             for s in node.successors {
                 self.transitions += 1;
-                let len = self.visited.len() as u32;
-                let target = *self.visited.entry(s.key).or_insert(len);
+                let len = self.visited.len();
+                let resolved = targets.next().expect("one target per transition");
+                let target = self.visited.number(&s.key, resolved);
                 if let Some(e) = &mut self.edges {
                     e.target.push(target);
                 }
@@ -388,7 +380,7 @@ impl Search<'_> {
                     let mut spec = node.spec;
                     spec.apply(s.action, &mut Emit::new(false));
                     debug_assert_eq!(key_of(&spec, self.symmetry).0, s.key, "the same state");
-                    next.push(Node { index: target, spec, core: s.core });
+                    push_chunked(next, Node { index: target, spec, core: s.core });
                     continue;
                 }
                 if s.digest.is_some_and(|d| self.observed.get(target as usize) != Some(&d)) {
@@ -418,7 +410,7 @@ impl Search<'_> {
     /// The search after its last merge: the visited set is dropped (only the merge needs it)
     /// and the edges' rows closed.
     fn sealed(mut self) -> Self {
-        self.visited = HashMap::default();
+        self.visited.clear();
         self.host_edges = Vec::new();
         if let Some(e) = &mut self.edges {
             e.start.push(e.target.len() as u64);

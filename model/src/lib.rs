@@ -31,6 +31,7 @@ pub mod mutants;
 pub mod spec;
 pub mod state;
 mod tree;
+mod visited;
 
 pub use checker::{Counterexample, Problem, Report, check};
 pub use configs::Bounds;
