@@ -711,7 +711,10 @@ mod tests {
 
     /// Everything a core holds, as text: equal texts are equal cores.
     fn contents(c: &Lockstep) -> String {
-        format!("{:?} {:?} {:?} {:?} {:?}", c.engine, c.auditor, c.projector, c.view, c.now)
+        let (e, a, p, v, n, s) = (&c.engine, &c.auditor, &c.projector, &c.view, c.now, &c.sessions);
+        #[cfg(feature = "mutants")]
+        let s = (s, c.clock_in_digest);
+        format!("{e:?} {a:?} {p:?} {v:?} {n:?} {s:?}")
     }
 
     /// `fork_into` over a core of another state gives exactly what `fork` gives, for the

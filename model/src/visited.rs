@@ -40,6 +40,10 @@ pub(crate) struct Visited {
     len: u32,
 }
 
+/// Batches with fewer keys are resolved on the calling thread, shard after shard (starting a
+/// thread costs about as much as looking up a few thousand keys).
+const SERIAL_BELOW: usize = 4096;
+
 /// The shard of `key` among `shards` (independent of the bits the shard's own table uses).
 pub(crate) fn shard_of(key: &Key, shards: usize) -> usize {
     let mut h = 0u64;
@@ -66,36 +70,35 @@ impl Visited {
     }
 
     /// Resolves a batch's keys, in frontier order: each shard on its own thread when there
-    /// are several. One target for each key, in the same order.
+    /// are several and the batch is large enough to pay for the threads. One target for each
+    /// key, in the same order.
     pub(crate) fn resolve(&mut self, keys: &[Key]) -> Vec<Target> {
         let shards = self.shards.len();
         let of: Vec<u8> = keys.iter().map(|k| shard_of(k, shards) as u8).collect();
         let mut counts = vec![0; shards];
         of.iter().for_each(|&s| counts[usize::from(s)] += 1);
         let counts = &counts;
-        let mine = |me: usize| {
-            let keys = keys.iter().zip(&of).filter(move |(_, s)| usize::from(**s) == me);
-            (keys.map(|(k, _)| k), counts[me])
+        let of_ = &of;
+        let resolve = move |me: usize, shard: &mut Shard| {
+            let mine = keys.iter().zip(of_).filter(|(_, s)| usize::from(**s) == me);
+            shard.resolve(mine.map(|(k, _)| k), counts[me]).into_iter()
         };
-        let mut each: Vec<std::vec::IntoIter<Target>> = std::thread::scope(|scope| {
-            let (first, rest) = self.shards.split_first_mut().expect("at least one shard");
-            let handles: Vec<_> = rest
-                .iter_mut()
-                .enumerate()
-                .map(|(i, shard)| {
-                    scope.spawn(move || {
-                        let (keys, count) = mine(i + 1);
-                        shard.resolve(keys, count)
-                    })
-                })
-                .collect();
-            let (keys, count) = mine(0);
-            let firsts = first.resolve(keys, count);
-            std::iter::once(firsts)
-                .chain(handles.into_iter().map(|h| h.join().expect("a shard resolved")))
-                .map(Vec::into_iter)
-                .collect()
-        });
+        let mut each: Vec<std::vec::IntoIter<Target>> = if keys.len() < SERIAL_BELOW {
+            self.shards.iter_mut().enumerate().map(|(me, shard)| resolve(me, shard)).collect()
+        } else {
+            std::thread::scope(|scope| {
+                let (first, rest) = self.shards.split_first_mut().expect("at least one shard");
+                let handles: Vec<_> = rest
+                    .iter_mut()
+                    .enumerate()
+                    .map(|(i, shard)| scope.spawn(move || resolve(i + 1, shard)))
+                    .collect();
+                let firsts = resolve(0, first);
+                std::iter::once(firsts)
+                    .chain(handles.into_iter().map(|h| h.join().expect("a shard resolved")))
+                    .collect()
+            })
+        };
         of.iter()
             .map(|&s| each[usize::from(s)].next().expect("a target for every key of a shard"))
             .collect()
@@ -126,7 +129,8 @@ impl Visited {
 }
 
 impl Shard {
-    /// Resolves, in order, `keys` (the batch's `count` keys that fall to this shard), returning one [`Target`] for each of them. A key first found here is entered with its
+    /// Resolves, in order, `keys` (the batch's `count` keys that fall to this shard),
+    /// returning one [`Target`] for each of them. A key first found here is entered with its
     /// index in the shard; [`Visited::number`] gives that index its state number.
     fn resolve<'k>(&mut self, keys: impl Iterator<Item = &'k Key>, count: usize) -> Vec<Target> {
         let before = self.number.len() as u32;
@@ -162,15 +166,17 @@ mod tests {
 
     #[test]
     fn any_number_of_shards_numbers_states_in_the_order_they_are_first_found() {
-        // Keys with repeats inside a batch and across batches (a small key space).
+        // Keys with repeats inside a batch and across batches (a small key space), in batches
+        // resolved on this thread and batches large enough for a thread per shard.
         let mut x = 7u64;
-        let batches: Vec<Vec<Key>> = (0..20)
+        let batches: Vec<Vec<Key>> = (0..24)
             .map(|b| {
-                (0..50 + b * 7)
+                (0..if b % 6 == 5 { SERIAL_BELOW + b } else { 50 + b * 7 })
                     .map(|_| {
                         x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
                         let mut key = [0u8; 32];
                         key[(x >> 60) as usize] = (x >> 52) as u8 % 16;
+                        key[16 + (x >> 56) as usize % 16] = (x >> 40) as u8 % 4;
                         key
                     })
                     .collect()
@@ -186,7 +192,14 @@ mod tests {
                 *first.entry(*k).or_insert(n)
             })
             .collect();
-        assert!(first.len() > 50 && first.len() < expected.len() / 2, "repeats and new keys");
+        // The last batch (a large one) finds new states, finds some of them again, and finds
+        // states of earlier batches.
+        let (earlier, last) = expected.split_at(expected.len() - batches[23].len());
+        let seen = earlier.iter().max().map_or(0, |m| m + 1);
+        let new: Vec<u32> = last.iter().copied().filter(|&n| n >= seen).collect();
+        let distinct_new = new.iter().collect::<std::collections::BTreeSet<_>>().len();
+        assert!(distinct_new > 100 && new.len() > distinct_new + 100, "new and found again");
+        assert!(last.len() > new.len() + 100, "found in earlier batches");
         // More shards than a byte numbers are fewer shards (`--jobs 300` must not fail).
         for shards in [1, 2, 3, 8, 300] {
             assert_eq!(numbered(&batches, shards), expected, "{shards} shards");

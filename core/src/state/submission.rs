@@ -4,7 +4,8 @@ use crate::alphabet::{Attachment, Mode, RunId, Seq, SessionId, Setup};
 
 /// An accepted, unfinished submission. Deliberately not `Clone`: it lives in exactly one place
 /// until [`crate::lifecycle::outcome`] consumes it (SPEC I1). The `checker` feature clones it only as part
-/// of a whole-engine [`crate::Engine::fork`], where each copy still holds it once.
+/// of a whole-engine [`crate::Engine::fork`] or [`crate::Engine::fork_into`], where each copy
+/// still holds it once.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) struct Submission {
     pub(crate) seq: Seq,
