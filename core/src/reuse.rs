@@ -36,8 +36,10 @@ macro_rules! clone_reusing {
     };
 }
 
-/// `into.clone_from(from)` for a map: when both hold the same keys (the common case between
-/// neighbouring states), each value is copied into the one there; otherwise the map is copied.
+/// `into.clone_from(from)` for a map: each value is copied into the value of the same key
+/// already there. When both hold the same keys (the common case between neighbouring states)
+/// that is one pass over both; otherwise the keys `from` lacks go and the ones it adds are
+/// cloned.
 pub(crate) fn clone_map<K: Ord + Clone, V: Clone>(
     into: &mut BTreeMap<K, V>,
     from: &BTreeMap<K, V>,
@@ -46,8 +48,16 @@ pub(crate) fn clone_map<K: Ord + Clone, V: Clone>(
         for (i, f) in into.values_mut().zip(from.values()) {
             i.clone_from(f);
         }
-    } else {
-        into.clone_from(from);
+        return;
+    }
+    into.retain(|k, _| from.contains_key(k));
+    for (k, f) in from {
+        match into.get_mut(k) {
+            Some(i) => i.clone_from(f),
+            None => {
+                into.insert(k.clone(), f.clone());
+            }
+        }
     }
 }
 
@@ -72,9 +82,13 @@ mod tests {
         let map = |keys: &[u8]| -> BTreeMap<u8, String> {
             keys.iter().map(|k| (*k, format!("value {k}"))).collect()
         };
-        for (into, from) in
-            [(map(&[1, 2]), map(&[1, 2])), (map(&[1]), map(&[1, 3])), (map(&[]), map(&[4]))]
-        {
+        for (into, from) in [
+            (map(&[1, 2]), map(&[1, 2])),
+            (map(&[1]), map(&[1, 3])),
+            (map(&[]), map(&[4])),
+            (map(&[1, 2, 5]), map(&[2, 3])),
+            (map(&[6]), map(&[])),
+        ] {
             let mut into = into;
             let mut from = from;
             from.values_mut().for_each(|v| v.push('!'));

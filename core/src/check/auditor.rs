@@ -115,6 +115,15 @@ fn record_message(log: &mut Vec<Record>, op: &StoreOp) -> Result<(), Violation> 
     Ok(())
 }
 
+/// How each `(session, seq)` item of a set orders against `(session, seq)`, to find one
+/// without copying the session's id into a key.
+fn pair<'a>(
+    session: &'a SessionId,
+    seq: Seq,
+) -> impl FnMut(&(SessionId, Seq)) -> std::cmp::Ordering + 'a {
+    move |(s, q)| s.cmp(session).then(q.cmp(&seq))
+}
+
 /// Checks the input/output stream of one engine against SPEC section 6, knowing nothing of the
 /// engine's internals. Feed it every transition with [`Auditor::observe`].
 #[derive(Debug, Default)]
@@ -377,7 +386,7 @@ impl Auditor {
             Input::Step { step, .. } => !self.steps.contains(step),
             Input::CredentialsRefreshed { attempt, .. } => !self.refreshes.contains(attempt),
             Input::Summary { io, .. } => !self.summaries.contains(io),
-            Input::TitleGenerated { session, seq, .. } => !self.titles.contains(&(session.clone(), *seq)),
+            Input::TitleGenerated { session, seq, .. } => !self.titles.contains_by(pair(session, *seq)),
             Input::ToolResult { call, .. } => !self.tools.contains(call),
             Input::TimerFired { timer } => !self.timers.contains(timer),
             _ => false,
@@ -389,7 +398,7 @@ impl Auditor {
         match input {
             Input::Prepared { session, seq, .. }
             | Input::PreparationFailed { session, seq, .. } => {
-                self.prepares.remove(&(session.clone(), *seq));
+                self.prepares.remove_by(pair(session, *seq));
             }
             Input::Step { step, event: StepEvent::Finished { .. } | StepEvent::Failed { .. } } => {
                 self.steps.remove(step);
@@ -401,7 +410,7 @@ impl Auditor {
                 self.refreshes.remove(attempt);
             }
             Input::TitleGenerated { session, seq, .. } => {
-                self.titles.remove(&(session.clone(), *seq));
+                self.titles.remove_by(pair(session, *seq));
             }
             Input::Summary { io, event: StepEvent::Finished { .. } | StepEvent::Failed { .. } } => {
                 self.summaries.remove(io);
@@ -419,7 +428,7 @@ impl Auditor {
         let (session, covers): (Option<&SessionId>, Covers) = match input {
             Input::Cancel { session, up_to } => {
                 let wm = up_to.or(self.newest).unwrap_or(Seq(0));
-                let e = self.watermarks.get_or_insert_with(session.clone(), || wm);
+                let e = self.watermarks.get_or_insert_with(session, || wm);
                 *e = (*e).max(wm);
                 (Some(session), Box::new(move |seq, _| seq <= wm))
             }
@@ -536,11 +545,11 @@ impl Auditor {
     fn io_ended(&mut self, kind: &OutputKind) -> bool {
         match kind {
             OutputKind::AbortPreparation { session, seq } => {
-                self.prepares.remove(&(session.clone(), *seq))
+                self.prepares.remove_by(pair(session, *seq))
             }
             OutputKind::AbortStep { step } => self.steps.remove(step),
             OutputKind::AbortRefresh { attempt } => self.refreshes.remove(attempt),
-            OutputKind::AbortTitle { session, seq } => self.titles.remove(&(session.clone(), *seq)),
+            OutputKind::AbortTitle { session, seq } => self.titles.remove_by(pair(session, *seq)),
             OutputKind::AbortSummary { io } => self.summaries.remove(io),
             OutputKind::CancelTimer { timer } => {
                 self.watchdogs.remove(timer);
@@ -611,9 +620,9 @@ impl Auditor {
     }
 
     fn store(&mut self, op: &StoreOp) -> Result<(), Violation> {
-        let session = op.session().clone();
+        let session = op.session();
         if let StoreOp::ChildAccepted { seq, parent_seq, .. } = op {
-            self.accept(&session, *seq, None, Some(*parent_seq))?;
+            self.accept(session, *seq, None, Some(*parent_seq))?;
         }
         if let StoreOp::SessionUsage { seq: Some(seq), ancestor, .. } = op {
             self.usage(*seq, ancestor.as_ref())?;
@@ -624,8 +633,8 @@ impl Auditor {
                 return fail("I9", format!("a write for submission {seq} after its completion"));
             }
         }
-        self.dirty.insert(session.clone());
-        let log = self.history.get_or_insert_with(session.clone(), Vec::new);
+        self.dirty.insert_cloned(session);
+        let log = self.history.get_or_insert_with(session, Vec::new);
         match op {
             StoreOp::UserMessage { id, .. }
             | StoreOp::AssistantMessage { id, .. }
@@ -636,9 +645,9 @@ impl Auditor {
             _ => {}
         }
         match op {
-            StoreOp::LedgerActivated { seq, .. } => self.activated(&session, *seq)?,
+            StoreOp::LedgerActivated { seq, .. } => self.activated(session, *seq)?,
             StoreOp::LedgerPaused { seq, .. } => {
-                self.paused.insert(session, *seq);
+                self.paused.insert(session.clone(), *seq);
                 self.sub(*seq, "a pause")?.paused = true;
             }
             StoreOp::UserMessage { seq, synthetic: true, .. } => {
@@ -646,24 +655,24 @@ impl Auditor {
                 self.must_be_activated(*seq)?;
             }
             StoreOp::UserMessage { seq, .. } => {
-                if self.last_user.get(&session).is_some_and(|l| l >= seq) {
+                if self.last_user.get(session).is_some_and(|l| l >= seq) {
                     return fail(
                         "I7",
                         format!("session {session}: user message of {seq} out of order"),
                     );
                 }
                 log.push(Record::User);
-                self.last_user.insert(session, *seq);
+                self.last_user.insert(session.clone(), *seq);
                 self.sub(*seq, "a user message")?.user_message = true;
             }
             StoreOp::SummaryDone { .. }
             | StoreOp::SummaryFailed { .. }
             | StoreOp::SummaryDeleted { .. } => {
-                self.summarizing.remove(&session);
+                self.summarizing.remove(session);
             }
             StoreOp::LedgerOutcome { .. } | StoreOp::ChildAccepted { .. } => {}
             StoreOp::Flush { session } => {
-                self.flushed.insert(session.clone());
+                self.flushed.insert_cloned(session);
             }
             _ => {
                 record_message(log, op)?;
@@ -792,19 +801,20 @@ impl Auditor {
                 format!("completion of {seq} published before its writes were committed"),
             );
         }
-        let s = self.sub(seq, "a completion")?.clone();
+        let s = self.sub(seq, "a completion")?;
         if s.outcome.is_some() {
             return fail("I1", format!("submission {seq} got a second outcome"));
         }
         if s.run_id.as_ref() != c.run_id() || s.session != *c.session() {
             return fail("I2", format!("completion of {seq} names another run or session"));
         }
+        let (claimed, user_message, activated) = (s.claimed, s.user_message, s.activated);
         if let Some(r) = c.run_id()
-            && !self.completed_runs.insert(r.clone())
+            && !self.completed_runs.insert_cloned(r)
         {
             return fail("I1", format!("second RunComplete for run {r}"));
         }
-        match s.claimed {
+        match claimed {
             Some(claim) if claim != c.outcome() => {
                 return fail(
                     "I4",
@@ -823,16 +833,16 @@ impl Auditor {
             _ => {}
         }
         let folded = c.outcome() == Outcome::Folded;
-        if folded != (s.user_message && !s.activated) {
+        if folded != (user_message && !activated) {
             return fail(
                 "I9",
                 format!("submission {seq}: folded outcome without exactly a folded user message"),
             );
         }
-        if s.activated && !self.flushed.contains(c.session()) {
+        if activated && !self.flushed.contains(c.session()) {
             return fail("I9", format!("completion of {seq} published without the final flush"));
         }
-        if c.message_id().is_some() != s.activated || c.text().is_some() != s.activated {
+        if c.message_id().is_some() != activated || c.text().is_some() != activated {
             return fail("I9", format!("submission {seq}: message_id/text present iff activated"));
         }
         let wants_error = matches!(c.outcome(), Outcome::Failed | Outcome::Interrupted);
@@ -842,8 +852,9 @@ impl Auditor {
                 format!("submission {seq}: error present iff failed or interrupted"),
             );
         }
-        if s.activated {
-            self.check_history(&s.session)?;
+        if activated {
+            // The session is the submission's (I2 above).
+            self.check_history(c.session())?;
         }
         self.forget(c.session(), seq, c.outcome());
         Ok(())

@@ -417,7 +417,21 @@ impl Projector {
         if let Input::TimerFired { timer } = input {
             self.timers.remove(timer);
         }
-        let mut p = Projection::default();
+        // Room for the records and the IO at once: growing the vectors one push at a time
+        // reallocated them two or three times in most transitions.
+        let records = outputs
+            .iter()
+            .filter(|o| matches!(o.kind, OutputKind::Store(_) | OutputKind::Finished(_)))
+            .count();
+        let others = outputs
+            .iter()
+            .filter(|o| matches!(o.kind, OutputKind::Reply(_) | OutputKind::Stopped))
+            .count();
+        let mut p = Projection {
+            records: Vec::with_capacity(records),
+            io: Vec::with_capacity(outputs.len() - records - others),
+            ..Projection::default()
+        };
         for o in outputs {
             self.one(&mut p, &o.kind);
         }

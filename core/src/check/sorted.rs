@@ -93,11 +93,14 @@ impl<K: Ord, V> SortedMap<K, V> {
     }
 
     /// The value of a key, inserting `make()` first when it is absent (`entry().or_insert_with`).
-    pub(crate) fn get_or_insert_with(&mut self, key: K, make: impl FnOnce() -> V) -> &mut V {
-        let i = match self.find(&key) {
+    pub(crate) fn get_or_insert_with(&mut self, key: &K, make: impl FnOnce() -> V) -> &mut V
+    where
+        K: Clone,
+    {
+        let i = match self.find(key) {
             Ok(i) => i,
             Err(i) => {
-                self.entries.insert(i, (key, make()));
+                self.entries.insert(i, (key.clone(), make()));
                 i
             }
         };
@@ -169,12 +172,39 @@ impl<T: Ord> SortedSet<T> {
         }
     }
 
+    /// Adds a copy of an item unless it is present (a copy is made only to be added); false
+    /// when it was present.
+    pub(crate) fn insert_cloned(&mut self, item: &T) -> bool
+    where
+        T: Clone,
+    {
+        match self.find(item) {
+            Ok(_) => false,
+            Err(i) => {
+                self.items.insert(i, item.clone());
+                true
+            }
+        }
+    }
+
     /// Removes an item; false when it was absent.
     pub(crate) fn remove<Q: Ord + ?Sized>(&mut self, item: &Q) -> bool
     where
         T: Borrow<Q>,
     {
         self.find(item).map(|i| self.items.remove(i)).is_ok()
+    }
+
+    /// Removes the item `order` finds, which says how each item orders against the one sought
+    /// (for a key that cannot be borrowed from the items, such as a pair of references); false
+    /// when it was absent.
+    pub(crate) fn remove_by(&mut self, order: impl FnMut(&T) -> std::cmp::Ordering) -> bool {
+        self.items.binary_search_by(order).map(|i| self.items.remove(i)).is_ok()
+    }
+
+    /// Whether the item `order` finds is present (see [`SortedSet::remove_by`]).
+    pub(crate) fn contains_by(&self, order: impl FnMut(&T) -> std::cmp::Ordering) -> bool {
+        self.items.binary_search_by(order).is_ok()
     }
 
     /// Whether the item is present.
@@ -277,7 +307,7 @@ mod tests {
                         assert_eq!(ours.contains_key(&k), theirs.contains_key(&k));
                     }
                     4 => {
-                        *ours.get_or_insert_with(k, || v) += 1;
+                        *ours.get_or_insert_with(&k, || v) += 1;
                         *theirs.entry(k).or_insert_with(|| v) += 1;
                     }
                     5 => {
