@@ -81,7 +81,7 @@ pub fn all() -> Vec<Bounds> {
             about: "seconds: 1 session, 3 submissions (one with a RunId), resubmission, cancel, \
                     clear, manual summarize, a preparation failure, a tool call, a fatal error",
             config: Config::default(),
-            expected_states: 321_730,
+            expected_states: 97_082,
             budget: Budget {
                 sessions: 1,
                 submits: 3,
@@ -103,7 +103,7 @@ pub fn all() -> Vec<Bounds> {
                     abort, or left to finish) with a stop, a pause, a retry, a 401 and its \
                     refresh failing, stale replies",
             config: Config::default(),
-            expected_states: 266_928,
+            expected_states: 139_032,
             budget: Budget {
                 sessions: 1,
                 submits: 2,
@@ -128,7 +128,7 @@ pub fn all() -> Vec<Bounds> {
             about: "seconds: 1 session, 2 submissions, every attempt of a step (4), two 401s \
                     with a refresh between (a fresh budget), a cancel",
             config: Config::default(),
-            expected_states: 17_748,
+            expected_states: 6_406,
             budget: Budget {
                 sessions: 1,
                 submits: 2,
@@ -145,7 +145,7 @@ pub fn all() -> Vec<Bounds> {
                     pauses, then the no-progress guard; one may call the tool left to finish), \
                     finish reasons that do not match the calls, a cancel",
             config: Config::default(),
-            expected_states: 116_754,
+            expected_states: 52_276,
             budget: Budget {
                 sessions: 1,
                 submits: 2,
@@ -166,7 +166,7 @@ pub fn all() -> Vec<Bounds> {
                     too, cancel and shutdown racing it, a firing after its attempt ended, late \
                     events of an attempt it aborted",
             config: Config::default(),
-            expected_states: 497_916,
+            expected_states: 244_092,
             budget: Budget {
                 sessions: 1,
                 submits: 2,
@@ -190,7 +190,7 @@ pub fn all() -> Vec<Bounds> {
                     shutdown; 3 submissions (one with a RunId), a cancel, a tool call, stale \
                     answers",
             config: Config::default(),
-            expected_states: 451_540,
+            expected_states: 173_975,
             budget: Budget {
                 untitled: 1,
                 submits: 3,
@@ -209,7 +209,7 @@ pub fn all() -> Vec<Bounds> {
                     turn (the count goes on), a stop result, a finish reason that does not \
                     match the calls, a cancel, shutdown",
             config: Config { step_limit: 2, ..Config::default() },
-            expected_states: 37_424,
+            expected_states: 8_928,
             budget: Budget {
                 sessions: 1,
                 untitled: 1,
@@ -233,7 +233,7 @@ pub fn all() -> Vec<Bounds> {
                     results (SPEC 4.6's precedence), a cancel, shutdown, late and duplicate \
                     results",
             config: Config::default(),
-            expected_states: 121_897,
+            expected_states: 68_809,
             budget: Budget {
                 sessions: 1,
                 submits: 2,
@@ -254,7 +254,7 @@ pub fn all() -> Vec<Bounds> {
                     a cancel, shutdown (its deadline over both sessions' calls left to finish), \
                     a stop result, a late result",
             config: Config::default(),
-            expected_states: 236_088,
+            expected_states: 122_365,
             budget: Budget {
                 submits: 2,
                 cancels: 1,
@@ -275,7 +275,7 @@ pub fn all() -> Vec<Bounds> {
                     and cancel_run, a fatal error, shutdown, a submission to the child, the \
                     child's cost on its parent, stale replies",
             config: Config::default(),
-            expected_states: 267_854,
+            expected_states: 89_834,
             budget: Budget {
                 sessions: 1,
                 submits: 2,
@@ -300,7 +300,7 @@ pub fn all() -> Vec<Bounds> {
                     finish), cancel(child), cancel(parent) and cancel of the other session, \
                     shutdown over three lanes (the oldest sequence first), stale replies",
             config: Config::default(),
-            expected_states: 956_480,
+            expected_states: 303_888,
             budget: Budget {
                 submits: 2,
                 runs: 1,
@@ -322,7 +322,7 @@ pub fn all() -> Vec<Bounds> {
                     a cancel, a cancel_run, shutdown, a preparation failure, a tool call \
                     (dropped on abort, or left to finish), a summarization, stale replies",
             config: Config::default(),
-            expected_states: 2_062_444,
+            expected_states: 488_216,
             budget: DEFAULT,
         },
         Bounds {
@@ -332,10 +332,34 @@ pub fn all() -> Vec<Bounds> {
                     clear, a summarization, a retry, a refresh, a preparation failure, 2 stale \
                     replies",
             config: Config::default(),
-            expected_states: 24_389_946,
+            expected_states: 7_995_810,
             budget: Budget {
                 submits: 3,
                 runs: 1,
+                cancels: 2,
+                cancel_runs: 1,
+                clears: 1,
+                summarizes: 1,
+                retryable: 1,
+                auth: 1,
+                prep_failures: 1,
+                stale: 2,
+                ..NONE
+            },
+        },
+        Bounds {
+            name: "spec10",
+            about: "ten minutes, the explorer alone with --symmetry (112 million states, 13 \
+                    GB; the core in lockstep needs more memory than 24 GB): the size SPEC 10 \
+                    names, 2 sessions, 4 submissions (two with a RunId), 2 cancels, a \
+                    cancel_run, a clear, a summarization, a retry, a refresh, a preparation \
+                    failure, 2 stale replies",
+            config: Config::default(),
+            // Measured with `--symmetry` (without, it does not fit in 24 GB).
+            expected_states: 112_446_502,
+            budget: Budget {
+                submits: 4,
+                runs: 2,
                 cancels: 2,
                 cancel_runs: 1,
                 clears: 1,
@@ -352,7 +376,7 @@ pub fn all() -> Vec<Bounds> {
             about: "minutes: the default configuration plus a retryable error (backoff, reset, \
                     retry) on two sessions",
             config: Config::default(),
-            expected_states: 6_221_220,
+            expected_states: 1_810_607,
             budget: Budget { retryable: 1, ..DEFAULT },
         },
         Bounds {
@@ -362,7 +386,7 @@ pub fn all() -> Vec<Bounds> {
                     of the core), a cancel_run, a clear and shutdown overtake them, a \
                     preparation failure",
             config: external(),
-            expected_states: 497_576,
+            expected_states: 127_711,
             budget: Budget {
                 external: true,
                 submits: 3,
@@ -382,7 +406,7 @@ pub fn all() -> Vec<Bounds> {
                     conflict: a gap in the sequences the core sees, so a submission above a \
                     watermark arrives while it is held), 2 cancels, a cancel_run, shutdown",
             config: external(),
-            expected_states: 545_990,
+            expected_states: 225_471,
             budget: Budget {
                 external: true,
                 submits: 3,
@@ -400,7 +424,7 @@ pub fn all() -> Vec<Bounds> {
                     RunId) arriving while a turn runs, 2 cancels, a cancel_run, shutdown, a tool \
                     call (dropped on abort, or left to finish: arrivals during the cancel grace)",
             config: external(),
-            expected_states: 639_912,
+            expected_states: 174_329,
             budget: Budget {
                 external: true,
                 sessions: 1,
@@ -419,7 +443,7 @@ pub fn all() -> Vec<Bounds> {
             about: "seconds: an external acceptor with 2 sessions and 4 submissions, all of \
                     them in flight at once, 2 cancels, shutdown, a preparation failure",
             config: external(),
-            expected_states: 781_634,
+            expected_states: 89_601,
             budget: Budget {
                 external: true,
                 submits: 4,

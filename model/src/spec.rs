@@ -236,6 +236,8 @@ impl Spec {
         if let Some(c) = &mut m.child {
             c.parent = swap(c.parent);
         }
+        // A forgotten session stays forgotten in the mirror image.
+        m.forget();
         m
     }
 
@@ -668,6 +670,30 @@ impl Spec {
             | Action::StaleTimer
             | Action::StaleTitle => self.budget.stale -= 1,
         }
+        self.forget();
+    }
+
+    /// Sets what no rule reads any more to one value, so that states that differ only there
+    /// are met as one (`docs/verification.md`, "What a finished submission forgets"): besides
+    /// what a finished submission forgets when it ends ([`Sub::finished`]), the session of a
+    /// finished submission without a RunId, except the newest finished one a late preparation
+    /// reply may still name ([`Spec::stale_actions`]) and a sub-agent's (which no such reply
+    /// names).
+    ///
+    /// The stale flags are kept even once no stale reply is left to send: forgetting them
+    /// too merges states that a core bug in state the specification does not keep can tell
+    /// apart (the mutant `watermark_ignores_sequence` was then found 3 inputs later).
+    fn forget(&mut self) {
+        let stale = self.budget.stale > 0;
+        let done = |s: &Sub| matches!(s.status, Status::Done(_));
+        let named =
+            self.seqs().rev().find(|&n| stale && self.sub(n).session != CHILD && done(self.sub(n)));
+        for n in self.seqs() {
+            let sub = self.sub_mut(n);
+            if done(sub) && sub.run.is_none() && sub.session != CHILD && Some(n) != named {
+                sub.session = 0;
+            }
+        }
     }
 
     fn turn_mut(&mut self, session: u8) -> &mut Turn {
@@ -807,8 +833,8 @@ impl Spec {
     ) {
         let sub = self.sub_mut(n);
         assert!(!matches!(sub.status, Status::Done(_)), "outcome of {n} decided twice");
-        sub.status = Status::Done(outcome);
         let (session, run) = (sub.session, sub.run.is_some());
+        *sub = sub.finished(outcome);
         e.rec(session, Rec::Completed { seq: seq(n), outcome, run, error, stop });
     }
 

@@ -39,6 +39,8 @@ pub enum Status {
 }
 
 /// One accepted submission; its sequence is its index + 1.
+///
+/// A finished one keeps only what a later rule reads ([`Sub::finished`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Sub {
     /// The session's index.
@@ -54,6 +56,22 @@ pub struct Sub {
     /// Steps it ended, across its resumed turns (SPEC 4.6: the step limit counts per
     /// submission); counted only under a step limit, and never past it.
     pub steps: u8,
+}
+
+impl Sub {
+    /// The submission once it ended with `outcome`, keeping only what a later rule reads: its
+    /// session (a late preparation reply names the newest ended submission), its
+    /// RunId, and with a RunId its outcome (a resubmission's `Existing` reply, SPEC 4.1). Its
+    /// mode, its counts and, without a RunId, its outcome are set to one value: nothing can
+    /// ask for them any more (the core keeps no more of it either), so states that differ only
+    /// there have the same future, and the search meets them as one (a quarter to a third of
+    /// the states of the configurations with three submissions; `docs/verification.md`, "What
+    /// a finished submission forgets").
+    #[must_use]
+    pub fn finished(self, outcome: Outcome) -> Sub {
+        let outcome = if self.run.is_some() { outcome } else { Outcome::Completed };
+        Sub { mode: Mode::OwnTurn, status: Status::Done(outcome), pauses: 0, steps: 0, ..self }
+    }
 }
 
 /// A session's title (SPEC 4.11).
