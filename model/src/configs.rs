@@ -294,7 +294,7 @@ pub fn all() -> Vec<Bounds> {
         },
         Bounds {
             name: "agents-two",
-            about: "a minute: a sub-agent beside a second session: 2 sessions, 2 submissions \
+            about: "seconds: a sub-agent beside a second session: 2 sessions, 2 submissions \
                     (one with a RunId), an `agent` call whose child takes a sequence between \
                     the sessions' submissions, a tool call (dropped on abort, or left to \
                     finish), cancel(child), cancel(parent) and cancel of the other session, \
@@ -318,7 +318,7 @@ pub fn all() -> Vec<Bounds> {
         },
         Bounds {
             name: "default",
-            about: "a minute, the one CI checks: 2 sessions, 3 submissions (one with a RunId), \
+            about: "seconds, the one CI checks: 2 sessions, 3 submissions (one with a RunId), \
                     a cancel, a cancel_run, shutdown, a preparation failure, a tool call \
                     (dropped on abort, or left to finish), a summarization, stale replies",
             config: Config::default(),
@@ -373,7 +373,7 @@ pub fn all() -> Vec<Bounds> {
         },
         Bounds {
             name: "nightly",
-            about: "minutes: the default configuration plus a retryable error (backoff, reset, \
+            about: "seconds: the default configuration plus a retryable error (backoff, reset, \
                     retry) on two sessions",
             config: Config::default(),
             expected_states: 1_810_607,

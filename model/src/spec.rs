@@ -533,11 +533,7 @@ impl Spec {
         // without offering several transitions to the same successor.
         // A sub-agent's submission has no preparation to answer late.
         let prepared = |n: u8| self.sub(n).session != CHILD;
-        let ended = self
-            .seqs()
-            .rev()
-            .filter(|&n| prepared(n))
-            .find(|&n| matches!(self.sub(n).status, Status::Done(_)));
+        let ended = self.newest_ended();
         let past = self.seqs().rev().filter(|&n| prepared(n)).find(|&n| {
             matches!(self.sub(n).status, Status::Prepared | Status::Active | Status::Paused)
         });
@@ -559,6 +555,16 @@ impl Spec {
                 out.push(a);
             }
         }
+    }
+
+    /// The newest ended submission that is not a sub-agent's: the one a late preparation
+    /// reply for an ended submission names ([`Spec::stale_actions`]), whose session
+    /// [`Spec::forget`] therefore keeps.
+    fn newest_ended(&self) -> Option<u8> {
+        self.seqs()
+            .rev()
+            .filter(|&n| self.sub(n).session != CHILD)
+            .find(|&n| matches!(self.sub(n).status, Status::Done(_)))
     }
 
     /// Applies an action that `Spec::actions` offered, writing what the core must output.
@@ -684,10 +690,8 @@ impl Spec {
     /// too merges states that a core bug in state the specification does not keep can tell
     /// apart (the mutant `watermark_ignores_sequence` was then found 3 inputs later).
     fn forget(&mut self) {
-        let stale = self.budget.stale > 0;
+        let named = if self.budget.stale > 0 { self.newest_ended() } else { None };
         let done = |s: &Sub| matches!(s.status, Status::Done(_));
-        let named =
-            self.seqs().rev().find(|&n| stale && self.sub(n).session != CHILD && done(self.sub(n)));
         for n in self.seqs() {
             let sub = self.sub_mut(n);
             if done(sub) && sub.run.is_none() && sub.session != CHILD && Some(n) != named {

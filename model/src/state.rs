@@ -63,10 +63,10 @@ impl Sub {
     /// session (a late preparation reply names the newest ended submission), its
     /// RunId, and with a RunId its outcome (a resubmission's `Existing` reply, SPEC 4.1). Its
     /// mode, its counts and, without a RunId, its outcome are set to one value: nothing can
-    /// ask for them any more (the core keeps no more of it either), so states that differ only
-    /// there have the same future, and the search meets them as one (a quarter to a third of
-    /// the states of the configurations with three submissions; `docs/verification.md`, "What
-    /// a finished submission forgets").
+    /// ask for them any more (the engine keeps no more of it either), so states that differ only
+    /// there have the same future, and the search meets them as one (the configurations
+    /// keep an eighth to a half of their states; `docs/verification.md`, "What a finished
+    /// submission forgets").
     #[must_use]
     pub fn finished(self, outcome: Outcome) -> Sub {
         let outcome = if self.run.is_some() { outcome } else { Outcome::Completed };

@@ -169,9 +169,20 @@ fn a_finished_submission_keeps_only_what_a_later_rule_reads() {
                     }
                 }
             }
+            assert_eq!(s.mirrored().mirrored(), s, "{}: the mirror of the mirror", b.name);
             for &a in &actions {
                 let mut next = s;
                 next.apply(a, &mut Emit::default());
+                // The driver builds a late preparation reply from the session of the newest
+                // ended submission: that one keeps its session (a reply to another session
+                // would be a no-op for the core too, so only this catches forgetting it).
+                let newest_ended = (0..usize::from(next.accepted)).rev().find(|&m| {
+                    let sub = next.subs[m];
+                    sub.session != CHILD && matches!(sub.status, Status::Done(_))
+                });
+                if let Some(m) = newest_ended.filter(|_| next.budget.stale > 0) {
+                    assert_eq!(next.subs[m].session, s.subs[m].session, "{}: {a:?}", b.name);
+                }
                 if seen.len() < STATES && seen.insert(next) {
                     queue.push_back(next);
                 }
