@@ -136,6 +136,22 @@ impl Engine {
         }
     }
 
+    /// Whether this engine and `other` have the same future: the same outputs, byte for byte
+    /// but for their numbers, for every input sequence from now on. True when their states are
+    /// equal but for the current time and the outputs' numbering (a host never sees either as
+    /// state); false also when either failed for good. The model checker asks it of a
+    /// transition the specification says only spends a budget (an idle cancel, a stale
+    /// reply): the core it leaves must be the core it started from.
+    #[cfg(feature = "checker")]
+    #[must_use]
+    pub fn same_future(&self, other: &Engine) -> bool {
+        debug_assert!(self.outputs.is_empty() && other.outputs.is_empty(), "drained");
+        match (&self.state, &other.state) {
+            (Ok(mine), Ok(theirs)) => mine == theirs && self.sessions == other.sessions,
+            _ => false,
+        }
+    }
+
     /// Makes `into` what [`Engine::fork`] would return, reusing the allocations `into` holds:
     /// its sessions, turns, queues and strings are written over in place where both engines
     /// have them. For checkers that step many short-lived copies. Drain both engines first.

@@ -3,10 +3,14 @@
 //!
 //! - **explorer**: the `default` configuration, specification only (no lockstep): distinct
 //!   states per second of the breadth-first search with its exact deduplication.
-//! - **lockstep**: the `small` configuration with the core driven on every transition, the
-//!   core's invariant checkers and the projection comparison, with one worker and with two
-//!   (the same report; only the seconds differ), by the tree walk (the default strategy), and
-//!   with two workers by the frontier search it replaced.
+//! - **lockstep**: `default` again with the core driven on every transition, the core's
+//!   invariant checkers and the projection comparison, with one worker and with two (the same
+//!   report; only the seconds differ), by the tree walk (the default strategy), and with two
+//!   workers by the frontier search it replaced.
+//! - **without subsumption**: the same lockstep check exploring every transition that only
+//!   spends as a state of its own (`Options::subsumption` off), with two workers: the space
+//!   the subsumption stands for. "Covered per second" divides its states by the seconds of the
+//!   check with subsumption: how fast the default check covers the larger space.
 //! - **baseline**: the irreducible work of any explicit-state checker of the same size: a
 //!   breadth-first search over 16^5 = 1,048,576 synthetic states with 5 successors each, keyed
 //!   by the same 32-byte keys in the same visited map.
@@ -57,29 +61,30 @@ fn main() {
     let reps: usize =
         std::env::var("TURNSTILE_BENCH_REPS").ok().and_then(|v| v.parse().ok()).unwrap_or(3);
     let default = configs::named("default").expect("default");
-    let small = configs::named("small").expect("small");
     let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
-    println!("{cores} cores available");
+    println!("{cores} cores available; every column checks `default`");
     println!(
-        "| rep | explorer, 1 worker (default) | lockstep, 1 worker (small) | lockstep, 2 workers (small) | 2 workers / 1 | frontier, 2 workers (small) | baseline | explorer / baseline | lockstep 2 workers / baseline |"
+        "| rep | explorer, 1 worker | lockstep, 1 worker | lockstep, 2 workers | 2 workers / 1 | frontier, 2 workers | without subsumption, 2 workers | covered per second, 2 workers | baseline | explorer / baseline | lockstep 2 workers / baseline |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    let run = |options: Options| check(&default, &options, &mut |_| {});
     for rep in 1..=reps {
-        let explore = Options { conformance: false, jobs: 1, ..Options::default() };
-        let e = check(&default, &explore, &mut |_| {});
-        let one = check(&small, &Options { jobs: 1, ..Options::default() }, &mut |_| {});
-        let two = check(&small, &Options { jobs: 2, ..Options::default() }, &mut |_| {});
-        let frontier = Options { jobs: 2, strategy: Strategy::Frontier, ..Options::default() };
-        let old = check(&small, &frontier, &mut |_| {});
+        let e = run(Options { conformance: false, jobs: 1, ..Options::default() });
+        let one = run(Options { jobs: 1, ..Options::default() });
+        let two = run(Options { jobs: 2, ..Options::default() });
+        let old = run(Options { jobs: 2, strategy: Strategy::Frontier, ..Options::default() });
+        let full = run(Options { jobs: 2, subsumption: false, ..Options::default() });
         let (b_states, b_secs) = baseline();
-        for r in [&e, &one, &two, &old] {
-            assert!(r.counterexample.is_none(), "{} passes", r.config);
+        for r in [&e, &one, &two, &old, &full] {
+            assert!(r.counterexample.is_none() && !r.subsumption_dropped, "{} passes", r.config);
         }
         assert_eq!((one.states, one.transitions), (two.states, two.transitions));
         assert_eq!((old.states, old.transitions), (two.states, two.transitions));
+        assert!(full.states > two.states);
         let b = b_states as f64 / b_secs;
+        let covered = full.states as f64 / two.seconds.max(1e-9);
         println!(
-            "| {rep} | {:.0} ({} states, {:.2} s) | {:.0} ({} states, {:.2} s) | {:.0} ({:.2} s) | {:.2} | {:.0} ({:.2} s) | {:.0} | {:.2} | {:.3} |",
+            "| {rep} | {:.0} ({} states, {:.2} s) | {:.0} ({} states, {:.2} s) | {:.0} ({:.2} s) | {:.2} | {:.0} ({:.2} s) | {:.0} ({} states, {:.2} s) | {covered:.0} | {:.0} | {:.2} | {:.3} |",
             e.states_per_second(),
             e.states,
             e.seconds,
@@ -91,6 +96,9 @@ fn main() {
             two.states_per_second() / one.states_per_second(),
             old.states_per_second(),
             old.seconds,
+            full.states_per_second(),
+            full.states,
+            full.seconds,
             b,
             e.states_per_second() / b,
             two.states_per_second() / b

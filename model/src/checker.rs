@@ -81,6 +81,10 @@ pub struct Report {
     /// True when `max_states` stopped the search before the space was exhausted (the
     /// unexplored frontier was not checked for I6).
     pub truncated: bool,
+    /// True when a transition that only spends changed the core's state, so the checker
+    /// checked again without subsumption ([`Options::subsumption`]); the counts are then the
+    /// larger search's.
+    pub subsumption_dropped: bool,
 }
 
 impl Report {
@@ -120,7 +124,12 @@ const BATCH: usize = 64;
 /// merge recomputes the state only for a new one (a transition is 64 bytes instead of 190).
 struct Successor {
     action: Action,
+    /// Its target's key; unused when `covered`.
     key: Key,
+    /// Whether the transition only spends: its source subsumes its target
+    /// ([`Spec::subsumes`], with [`Options::subsumption`]), so its target is not explored
+    /// and its core is compared with its source's.
+    covered: bool,
     core: Option<Box<Lockstep>>,
     /// The core's observable digest ([`Lockstep::observable`]), with the core in lockstep.
     digest: Option<u64>,
@@ -150,8 +159,8 @@ pub(crate) struct Edges {
 /// problem) does not depend on how many workers expanded and resolved the batches.
 pub(crate) struct Search<'a> {
     pub(crate) bounds: &'a Bounds,
-    /// States merged with their mirror images (`Options::symmetry`).
-    pub(crate) symmetry: bool,
+    /// The reductions it applies.
+    pub(crate) how: Reductions,
     visited: Visited,
     /// For each state: its parent and the action that reached it (the shortest path). States
     /// are numbered as they are found, so a state's children are consecutive, and the parents
@@ -185,6 +194,26 @@ pub(crate) struct Search<'a> {
 #[must_use]
 pub fn check(bounds: &Bounds, options: &Options, progress: &mut dyn FnMut(Progress)) -> Report {
     let started = Instant::now();
+    let report = check_once(bounds, options, started, progress);
+    let changed =
+        report.counterexample.as_ref().is_some_and(|c| c.problem == changed_by_spending());
+    if !changed {
+        return report;
+    }
+    // The core does not treat a transition that only spends as the specification does: only
+    // the search that follows such transitions can say whether it ever shows.
+    let without = Options { subsumption: false, ..options.clone() };
+    let mut report = check_once(bounds, &without, started, progress);
+    report.subsumption_dropped = true;
+    report
+}
+
+fn check_once(
+    bounds: &Bounds,
+    options: &Options,
+    started: Instant,
+    progress: &mut dyn FnMut(Progress),
+) -> Report {
     if options.conformance && options.strategy == Strategy::Tree {
         return crate::tree::check(bounds, options, started, progress);
     }
@@ -206,11 +235,11 @@ pub(crate) fn explore<'a>(
 ) -> (Search<'a>, Option<Found>, bool) {
     let root = Spec::new(bounds.budget);
     let core = options.conformance.then(|| Box::new(fresh_core(bounds, options)));
-    let symmetry = options.symmetry;
-    let (key, mirrored) = key_of(&root, symmetry);
+    let how = Reductions { symmetry: options.symmetry, subsumption: options.subsumption };
+    let (key, mirrored) = key_of(&root, how.symmetry);
     let mut search = Search {
         bounds,
-        symmetry,
+        how,
         visited: Visited::new(options.jobs.max(1)),
         parents: vec![(u32::MAX, Action::Invalid)],
         host_edges: Vec::new(),
@@ -256,9 +285,9 @@ fn push_chunked(level: &mut Vec<Vec<Node>>, node: Node) {
     }
 }
 
-fn expand_chunk(chunk: Vec<Node>, symmetry: bool) -> Vec<Expanded> {
+fn expand_chunk(chunk: Vec<Node>, how: Reductions) -> Vec<Expanded> {
     let mut actions = Vec::new();
-    chunk.into_iter().map(|node| expand(node, &mut actions, symmetry)).collect()
+    chunk.into_iter().map(|node| expand(node, &mut actions, how)).collect()
 }
 
 /// Expands a batch of chunks on `jobs` threads (this one among them), in frontier order;
@@ -267,12 +296,12 @@ fn expand_chunk(chunk: Vec<Node>, symmetry: bool) -> Vec<Expanded> {
 fn expand_batch(
     batch: Vec<Vec<Node>>,
     jobs: usize,
-    symmetry: bool,
+    how: Reductions,
     trash: Vec<Box<Lockstep>>,
 ) -> Vec<Vec<Expanded>> {
     if jobs <= 1 || batch.len() == 1 {
         drop(trash);
-        return batch.into_iter().map(|chunk| expand_chunk(chunk, symmetry)).collect();
+        return batch.into_iter().map(|chunk| expand_chunk(chunk, how)).collect();
     }
     let batch_len = batch.len();
     let slots: Vec<OnceLock<Vec<Expanded>>> = batch.iter().map(|_| OnceLock::new()).collect();
@@ -281,7 +310,7 @@ fn expand_batch(
     let worker = || {
         drop(trash.lock().map(|mut t| std::mem::take(&mut *t)));
         while let Some((i, chunk)) = work.lock().ok().and_then(|mut w| w.next()) {
-            let done = slots[i].set(expand_chunk(chunk, symmetry));
+            let done = slots[i].set(expand_chunk(chunk, how));
             debug_assert!(done.is_ok(), "each chunk is expanded once");
         }
     };
@@ -302,6 +331,15 @@ pub(crate) fn fresh_core(bounds: &Bounds, options: &Options) -> Lockstep {
     #[cfg(not(feature = "mutants"))]
     let _ = options;
     core
+}
+
+/// The sound reductions a search applies ([`Options::symmetry`], [`Options::subsumption`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Reductions {
+    /// States merged with their mirror images.
+    pub(crate) symmetry: bool,
+    /// Transitions into subsumed states kept as transitions back to their source.
+    pub(crate) subsumption: bool,
 }
 
 /// A state's key in the visited set, and whether it is its mirror image's
@@ -334,11 +372,11 @@ impl Search<'_> {
             if batch.is_empty() {
                 return Ok(());
             }
-            let expanded = expand_batch(batch, jobs, self.symmetry, std::mem::take(&mut trash));
+            let expanded = expand_batch(batch, jobs, self.how, std::mem::take(&mut trash));
             let keys: Vec<Key> = expanded
                 .iter()
                 .flatten()
-                .flat_map(|e| e.successors.iter().map(|s| s.key))
+                .flat_map(|e| e.successors.iter().filter(|s| !s.covered).map(|s| s.key))
                 .collect();
             let targets = self.visited.resolve(&keys);
             drop(keys);
@@ -368,6 +406,19 @@ impl Search<'_> {
             }
             for s in node.successors {
                 self.transitions += 1;
+                if s.covered {
+                    // Its target's futures are all its source's: the transition is kept as
+                    // one back to its source, whose core the core it left must look like. It
+                    // spent a budget, so it closes no cycle of host replies.
+                    if let Some(e) = &mut self.edges {
+                        e.target.push(at);
+                    }
+                    if s.digest.is_some_and(|d| self.observed[at as usize] != d) {
+                        return Err(Found { problem: diverged(), at, last: Some(s.action) });
+                    }
+                    trash.extend(s.core);
+                    continue;
+                }
                 let len = self.visited.len();
                 let resolved = targets.next().expect("one target per transition");
                 let target = self.visited.number(&s.key, resolved);
@@ -382,7 +433,7 @@ impl Search<'_> {
                     self.observed.extend(s.digest);
                     let mut spec = node.spec;
                     spec.apply(s.action, &mut Emit::new(false));
-                    debug_assert_eq!(key_of(&spec, self.symmetry).0, s.key, "the same state");
+                    debug_assert_eq!(key_of(&spec, self.how.symmetry).0, s.key, "the same state");
                     push_chunked(next, Node { index: target, spec, core: s.core });
                     continue;
                 }
@@ -434,13 +485,14 @@ impl Search<'_> {
             seconds: started.elapsed().as_secs_f64(),
             counterexample,
             truncated: false,
+            subsumption_dropped: false,
         }
     }
 }
 
 /// Checks one state (it is new: every node is expanded once) and computes its transitions, in
 /// action order, up to the first that fails.
-fn expand(node: Node, actions: &mut Vec<Action>, symmetry: bool) -> Expanded {
+fn expand(node: Node, actions: &mut Vec<Action>, how: Reductions) -> Expanded {
     let at = node.index;
     let stuck = |problem| Expanded {
         at,
@@ -463,16 +515,33 @@ fn expand(node: Node, actions: &mut Vec<Action>, symmetry: bool) -> Expanded {
         return stuck(Problem::Stuck);
     }
     let mut successors = Vec::with_capacity(actions.len());
+    // A covered transition's core is compared with this state's, read the same way.
+    let here = node.core.is_some() && how.symmetry && key_of(&node.spec, true).1;
     let mut core = node.core;
     let last = actions.len().saturating_sub(1);
     for (i, &action) in actions.iter().enumerate() {
-        // The last transition takes the node's core instead of a copy of it.
-        let mine = if i == last { core.take() } else { core.as_ref().map(|c| Box::new(c.fork())) };
+        // The last transition takes the node's core instead of a copy of it, unless it only
+        // spends: its core is then compared with the node's.
+        let take =
+            i == last && !(how.subsumption && core.is_some() && only_spends(&node.spec, action));
+        let mine = if take { core.take() } else { core.as_ref().map(|c| Box::new(c.fork())) };
         match successor(&node.spec, mine, action) {
-            Ok((spec, core)) => {
-                let (key, mirrored) = key_of(&spec, symmetry);
+            Ok((spec, stepped)) => {
+                let covered = how.subsumption && node.spec.subsumes(&spec);
+                if let (true, Some(c), Some(p)) = (covered, &stepped, &core)
+                    && !c.same_future(p)
+                {
+                    let found =
+                        Some(Found { problem: changed_by_spending(), at, last: Some(action) });
+                    return Expanded { at, spec: node.spec, successors, found };
+                }
+                let core = stepped;
+                let (key, mirrored) = match covered {
+                    true => (Key::default(), here),
+                    false => key_of(&spec, how.symmetry),
+                };
                 let digest = core.as_ref().map(|c| c.observable(mirrored));
-                successors.push(Successor { action, key, core, digest });
+                successors.push(Successor { action, key, covered, core, digest });
             }
             Err(problem) => {
                 let found = Some(Found { problem, at, last: Some(action) });
@@ -505,6 +574,26 @@ pub(crate) fn diverged() -> Problem {
          states (busy, queue, active turn, unfinished)"
             .into(),
     ))
+}
+
+/// A transition that only spends (the specification's source subsumes its target) left the
+/// core in another state than its source's. The checker does not report it: it checks again
+/// without subsumption ([`Options::subsumption`]), which follows the target and finds whether
+/// the difference ever shows, with a counterexample that replays.
+pub(crate) fn changed_by_spending() -> Problem {
+    Problem::Core(Fault::Violation(
+        "a transition that only spends (the specification changes nothing but a budget or a \
+         stale reply) changed the core's state"
+            .into(),
+    ))
+}
+
+/// Whether the transition by `a` from `spec` only spends ([`Spec::subsumes`]), computed before
+/// the core steps: the caller then keeps the source's core to compare.
+pub(crate) fn only_spends(spec: &Spec, a: Action) -> bool {
+    let mut next = *spec;
+    next.apply(a, &mut Emit::new(false));
+    spec.subsumes(&next)
 }
 
 /// The specification's successor by `a`, and the core's in lockstep when it runs (`core` is

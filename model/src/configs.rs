@@ -97,7 +97,7 @@ pub fn all() -> Vec<Bounds> {
             about: "seconds: 1 session, 3 submissions (one with a RunId), resubmission, cancel, \
                     clear, manual summarize, a preparation failure, a tool call, a fatal error",
             config: Config::default(),
-            expected_states: 97_082,
+            expected_states: 17_941,
             budget: Budget {
                 sessions: 1,
                 submits: 3,
@@ -119,7 +119,7 @@ pub fn all() -> Vec<Bounds> {
                     abort, or left to finish) with a stop, a pause, a retry, a 401 and its \
                     refresh failing, stale replies",
             config: Config::default(),
-            expected_states: 139_032,
+            expected_states: 18_385,
             budget: Budget {
                 sessions: 1,
                 submits: 2,
@@ -144,7 +144,7 @@ pub fn all() -> Vec<Bounds> {
             about: "seconds: 1 session, 2 submissions, every attempt of a step (4), two 401s \
                     with a refresh between (a fresh budget), a cancel",
             config: Config::default(),
-            expected_states: 6_406,
+            expected_states: 4_652,
             budget: Budget {
                 sessions: 1,
                 submits: 2,
@@ -161,7 +161,7 @@ pub fn all() -> Vec<Bounds> {
                     pauses, then the no-progress guard; one may call the tool left to finish), \
                     finish reasons that do not match the calls, a cancel",
             config: Config::default(),
-            expected_states: 52_276,
+            expected_states: 18_715,
             budget: Budget {
                 sessions: 1,
                 submits: 2,
@@ -182,7 +182,7 @@ pub fn all() -> Vec<Bounds> {
                     too, cancel and shutdown racing it, a firing after its attempt ended, late \
                     events of an attempt it aborted",
             config: Config::default(),
-            expected_states: 244_092,
+            expected_states: 58_439,
             budget: Budget {
                 sessions: 1,
                 submits: 2,
@@ -206,7 +206,7 @@ pub fn all() -> Vec<Bounds> {
                     shutdown; 3 submissions (one with a RunId), a cancel, a tool call, stale \
                     answers",
             config: Config::default(),
-            expected_states: 173_975,
+            expected_states: 66_766,
             budget: Budget {
                 untitled: 1,
                 submits: 3,
@@ -225,7 +225,7 @@ pub fn all() -> Vec<Bounds> {
                     turn (the count goes on), a stop result, a finish reason that does not \
                     match the calls, a cancel, shutdown",
             config: Config { step_limit: 2, ..Config::default() },
-            expected_states: 8_928,
+            expected_states: 3_394,
             budget: Budget {
                 sessions: 1,
                 untitled: 1,
@@ -249,7 +249,7 @@ pub fn all() -> Vec<Bounds> {
                     results (SPEC 4.6's precedence), a cancel, shutdown, late and duplicate \
                     results",
             config: Config::default(),
-            expected_states: 68_809,
+            expected_states: 15_710,
             budget: Budget {
                 sessions: 1,
                 submits: 2,
@@ -270,7 +270,7 @@ pub fn all() -> Vec<Bounds> {
                     a cancel, shutdown (its deadline over both sessions' calls left to finish), \
                     a stop result, a late result",
             config: Config::default(),
-            expected_states: 122_365,
+            expected_states: 45_504,
             budget: Budget {
                 submits: 2,
                 cancels: 1,
@@ -291,7 +291,7 @@ pub fn all() -> Vec<Bounds> {
                     and cancel_run, a fatal error, shutdown, a submission to the child, the \
                     child's cost on its parent, stale replies",
             config: Config::default(),
-            expected_states: 89_834,
+            expected_states: 9_844,
             budget: Budget {
                 sessions: 1,
                 submits: 2,
@@ -316,7 +316,7 @@ pub fn all() -> Vec<Bounds> {
                     finish), cancel(child), cancel(parent) and cancel of the other session, \
                     shutdown over three lanes (the oldest sequence first), stale replies",
             config: Config::default(),
-            expected_states: 303_888,
+            expected_states: 39_766,
             budget: Budget {
                 submits: 2,
                 runs: 1,
@@ -338,29 +338,27 @@ pub fn all() -> Vec<Bounds> {
                     a cancel, a cancel_run, shutdown, a preparation failure, a tool call \
                     (dropped on abort, or left to finish), a summarization, stale replies",
             config: Config::default(),
-            expected_states: 488_216,
+            expected_states: 151_776,
             budget: DEFAULT,
         },
         Bounds {
             name: "wide",
-            about: "minutes: every input SPEC 10 lists, with 3 submissions instead of its 4: 2 \
+            about: "seconds: every input SPEC 10 lists, with 3 submissions instead of its 4: 2 \
                     sessions, 3 submissions (one with a RunId), 2 cancels, a cancel_run, a \
                     clear, a summarization, a retry, a refresh, a preparation failure, 2 stale \
                     replies",
             config: Config::default(),
-            expected_states: 7_995_810,
+            expected_states: 652_007,
             budget: WIDE,
         },
         Bounds {
             name: "spec10",
-            about: "ten minutes, the explorer alone with --symmetry (112 million states, 13 \
-                    GB; the core in lockstep needs more memory than 24 GB): the size SPEC 10 \
-                    names, 2 sessions, 4 submissions (two with a RunId), 2 cancels, a \
+            about: "minutes (eight with the core in lockstep, four with --symmetry): the size \
+                    SPEC 10 names, 2 sessions, 4 submissions (two with a RunId), 2 cancels, a \
                     cancel_run, a clear, a summarization, a retry, a refresh, a preparation \
                     failure, 2 stale replies",
             config: Config::default(),
-            // Measured with `--symmetry` (without, it does not fit in 24 GB).
-            expected_states: 112_446_502,
+            expected_states: 18_840_495,
             budget: Budget { submits: 4, runs: 2, ..WIDE },
         },
         Bounds {
@@ -368,7 +366,7 @@ pub fn all() -> Vec<Bounds> {
             about: "seconds: the default configuration plus a retryable error (backoff, reset, \
                     retry) on two sessions",
             config: Config::default(),
-            expected_states: 1_810_607,
+            expected_states: 543_484,
             budget: Budget { retryable: 1, ..DEFAULT },
         },
         Bounds {

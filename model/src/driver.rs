@@ -271,6 +271,16 @@ impl Lockstep {
         Ok((self.time_for(&input), input))
     }
 
+    /// Whether this core has the same future as `other` ([`Engine::same_future`]): its state
+    /// is the same but for the time. The checker asks it of a transition that only spends
+    /// ([`crate::spec::Spec::subsumes`]), whose target it does not explore: the core must be
+    /// left as it was. The driver's own memory (the IO names of stale replies, the auditor's
+    /// history) is not compared: it is the checker's, and changes no output of the core.
+    #[must_use]
+    pub fn same_future(&self, other: &Lockstep) -> bool {
+        self.engine.same_future(&other.engine)
+    }
+
     /// A digest of what a host can observe of the core through its getters (unfinished
     /// submissions, stopped, newest sequence; per session busy, queue length, active turn).
     /// Two paths that reach the same specification state must leave equal digests; the checker

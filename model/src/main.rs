@@ -55,6 +55,12 @@ enum Command {
         /// (docs/verification.md, "Symmetry"). Changes the counts, not the verdict.
         #[arg(long)]
         symmetry: bool,
+        /// Explore every transition that only spends (an idle cancel, a clear of an empty
+        /// queue, a stale reply) as a state of its own, instead of comparing the core it
+        /// leaves with its source's (docs/verification.md, "Transitions that only spend").
+        /// Many times the states; the same verdict.
+        #[arg(long)]
+        no_subsumption: bool,
         /// How the core in lockstep is kept for the states still to expand: `tree` explores
         /// the specification first, then walks its tree of shortest paths with the core (a few
         /// copies per worker); `frontier` keeps a copy beside every state of the breadth-first
@@ -69,7 +75,12 @@ enum Command {
     /// found or missed, the configuration that found it, the shortest counterexample's length
     /// and the time to find it. Exit status 1 when any mutant is missed. Needs a build with
     /// `--features mutants`.
-    Mutants,
+    Mutants {
+        /// Hunt without the subsumption of transitions that only spend (see `check
+        /// --no-subsumption`), to compare the counterexamples' lengths.
+        #[arg(long)]
+        no_subsumption: bool,
+    },
 }
 
 fn main() -> ExitCode {
@@ -80,7 +91,9 @@ fn main() -> ExitCode {
             }
             ExitCode::SUCCESS
         }
-        Command::Mutants => mutants(),
+        Command::Mutants { no_subsumption } => {
+            mutants(&Options { subsumption: !no_subsumption, ..Options::default() })
+        }
         Command::Check {
             config,
             no_conformance,
@@ -89,6 +102,7 @@ fn main() -> ExitCode {
             out,
             mutant,
             symmetry,
+            no_subsumption,
             strategy,
         } => {
             let Some(mut bounds) = configs::named(&config) else {
@@ -100,8 +114,15 @@ fn main() -> ExitCode {
                 return ExitCode::from(2);
             }
             let conformance = !no_conformance;
-            let mut options =
-                Options { conformance, max_states, symmetry, strategy, ..Options::default() };
+            let subsumption = !no_subsumption;
+            let mut options = Options {
+                conformance,
+                max_states,
+                symmetry,
+                subsumption,
+                strategy,
+                ..Options::default()
+            };
             options.jobs = jobs.unwrap_or(options.jobs).max(1);
             let report = run(&bounds, &options);
             print_report(&report, options.conformance);
@@ -127,7 +148,7 @@ fn apply_mutant(_: &mut Bounds, name: Option<&str>) -> Result<(), String> {
 }
 
 #[cfg(feature = "mutants")]
-fn mutants() -> ExitCode {
+fn mutants(options: &Options) -> ExitCode {
     // A mutant makes a debug-build engine panic on its own assertions; the checker reports
     // that as a violation, so the panic messages would only be noise here.
     std::panic::set_hook(Box::new(|_| {}));
@@ -135,7 +156,7 @@ fn mutants() -> ExitCode {
     println!("|---|---|---|---|---|---|---|---|");
     let mut missed = 0;
     for &m in turnstile_core::Mutant::ALL {
-        let h = turnstile_model::mutants::hunt(m);
+        let h = turnstile_model::mutants::hunt(m, options);
         missed += usize::from(h.found_by.is_none());
         println!(
             "| `{}` | {} | {} | {} | {} | {:.2} | {} | {} |",
@@ -153,7 +174,7 @@ fn mutants() -> ExitCode {
 }
 
 #[cfg(not(feature = "mutants"))]
-fn mutants() -> ExitCode {
+fn mutants(_: &Options) -> ExitCode {
     eprintln!("mutants exist only in a build with `--features mutants`");
     ExitCode::from(2)
 }
@@ -193,6 +214,12 @@ fn print_report(r: &Report, conformance: bool) {
     println!("depth              {}", r.depth);
     println!("seconds            {:.2}", r.seconds);
     println!("states per second  {:.0}", r.states_per_second());
+    if r.subsumption_dropped {
+        println!(
+            "subsumption        dropped: a transition that only spends changed the core's \
+             state, so every such transition's target was explored"
+        );
+    }
     match &r.counterexample {
         None if r.truncated => {
             println!(

@@ -76,10 +76,10 @@ pub fn can_show(mutant: Mutant, bounds: &Bounds) -> bool {
     }
 }
 
-/// Hunts one mutant through [`HUNT`], skipping the configurations it cannot show in
-/// ([`can_show`]).
+/// Hunts one mutant through [`HUNT`] with `options`, skipping the configurations it cannot
+/// show in ([`can_show`]).
 #[must_use]
-pub fn hunt(mutant: Mutant) -> Hunt {
+pub fn hunt(mutant: Mutant, options: &Options) -> Hunt {
     let started = Instant::now();
     let mut states = 0;
     for name in HUNT {
@@ -88,7 +88,7 @@ pub fn hunt(mutant: Mutant) -> Hunt {
             continue;
         }
         bounds.config.mutant = Some(mutant);
-        let report = check(&bounds, &Options::default(), &mut |_| {});
+        let report = check(&bounds, options, &mut |_| {});
         states += report.states;
         if let Some(c) = report.counterexample {
             return Hunt {

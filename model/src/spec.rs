@@ -241,6 +241,37 @@ impl Spec {
         m
     }
 
+    /// Whether every future of `smaller` is one of this state's, and `smaller` is not this
+    /// state: it is this state with less left to choose (budgets spent, stale replies that can
+    /// no longer be sent) and what that makes it forget ([`Spec::spent`]). A transition into
+    /// such a state (an idle cancel, a clear of an empty queue, a stale reply: it spends and
+    /// changes nothing else) leads nowhere its source does not, so the checker need not
+    /// explore its target (`Options::subsumption`). No rule reads a budget beyond whether it
+    /// is spent, nor a stale flag beyond whether it is set; the test
+    /// `a_state_with_less_left_to_choose_has_no_other_future` checks that on every
+    /// configuration.
+    #[must_use]
+    pub fn subsumes(&self, smaller: &Spec) -> bool {
+        let fewer_stale =
+            self.stale.iter().zip(&smaller.stale).all(|(&mine, &theirs)| mine || !theirs);
+        smaller != self
+            && smaller.budget.within(&self.budget)
+            && fewer_stale
+            && self.spent(smaller.budget, smaller.stale) == *smaller
+    }
+
+    /// This state with `budget` left and only the `stale` replies possible instead of its
+    /// own, and what that makes it forget (the session of the newest ended submission, once
+    /// no stale reply is left).
+    #[must_use]
+    pub fn spent(&self, budget: Budget, stale: [bool; 7]) -> Spec {
+        let mut less = *self;
+        less.budget = budget;
+        less.stale = stale;
+        less.forget();
+        less
+    }
+
     fn timer_p(&self, t: Timer) -> TimerP {
         match t {
             Timer::Retry(s) => TimerP::Retry { session: self.name(s) },

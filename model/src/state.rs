@@ -311,6 +311,71 @@ pub struct Budget {
     pub agents: u8,
 }
 
+impl Budget {
+    /// Whether this budget has at most what `other` has left of every choice, with the same
+    /// fixed parts (sessions, acceptor, titles, step limit): a state with it can choose only
+    /// what a state with `other` can ([`crate::spec::Spec::subsumes`]).
+    #[must_use]
+    pub fn within(&self, other: &Budget) -> bool {
+        // Destructured whole, so a new budget cannot be left out of the comparison.
+        let Budget {
+            sessions,
+            external,
+            untitled,
+            step_limit,
+            submits,
+            runs,
+            replays,
+            cancels,
+            cancel_runs,
+            clears,
+            summarizes,
+            shutdowns,
+            prep_failures,
+            tool_calls,
+            finishing,
+            second_calls,
+            stops,
+            highs,
+            retryable,
+            fatal,
+            auth,
+            refresh_failures,
+            stale,
+            odd_finishes,
+            stalls,
+            agents,
+        } = *self;
+        let fixed = (sessions, external, untitled, step_limit)
+            == (other.sessions, other.external, other.untitled, other.step_limit);
+        let spent = [
+            (submits, other.submits),
+            (runs, other.runs),
+            (replays, other.replays),
+            (cancels, other.cancels),
+            (cancel_runs, other.cancel_runs),
+            (clears, other.clears),
+            (summarizes, other.summarizes),
+            (shutdowns, other.shutdowns),
+            (prep_failures, other.prep_failures),
+            (tool_calls, other.tool_calls),
+            (finishing, other.finishing),
+            (second_calls, other.second_calls),
+            (stops, other.stops),
+            (highs, other.highs),
+            (retryable, other.retryable),
+            (fatal, other.fatal),
+            (auth, other.auth),
+            (refresh_failures, other.refresh_failures),
+            (stale, other.stale),
+            (odd_finishes, other.odd_finishes),
+            (stalls, other.stalls),
+            (agents, other.agents),
+        ];
+        fixed && spent.iter().all(|(mine, theirs)| mine <= theirs)
+    }
+}
+
 /// The sub-agent the one `agent` call of an exploration started (SPEC 4.11): its parent's
 /// session and the step of the call, which names the child session (`$$c<step>` in a
 /// projection).

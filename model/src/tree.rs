@@ -29,7 +29,8 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Instant;
 
 use crate::checker::{
-    Edges, Found, Problem, Search, diverged, explore, fresh_core, key_of, path_to, successor,
+    Edges, Found, Problem, Search, changed_by_spending, diverged, explore, fresh_core, key_of,
+    only_spends, path_to, successor,
 };
 use crate::driver::Lockstep;
 use crate::spec::{Action, Emit, Spec};
@@ -85,6 +86,8 @@ struct Walk<'a> {
     bounds: &'a Bounds,
     options: Options,
     symmetry: bool,
+    /// Transitions that only spend lead back to their source (`Options::subsumption`).
+    subsumption: bool,
     parents: &'a [(u32, Action)],
     edges: &'a Edges,
     /// States the first pass expanded (the rest are the frontier a state limit left).
@@ -123,7 +126,8 @@ impl<'a> Walk<'a> {
         Walk {
             bounds: search.bounds,
             options: options.clone(),
-            symmetry: search.symmetry,
+            symmetry: search.how.symmetry,
+            subsumption: search.how.subsumption,
             parents: &search.parents,
             edges,
             expanded,
@@ -248,15 +252,20 @@ impl<'a> Walk<'a> {
         let row = self.edges.start[state as usize] as usize;
         debug_assert_eq!(self.edges.start[state as usize + 1] as usize - row, actions.len());
         let mut core = Some(core);
+        // A transition that only spends leads back here (`Options::subsumption`): its core
+        // is compared with this state's, read the same way.
+        let here = self.symmetry && key_of(spec, true).1;
         let last = actions.len().saturating_sub(1);
         for (i, &a) in actions.iter().enumerate() {
             let check = FIRST_EDGE + i as u64;
             if position(state, check) > self.best.load(Ordering::Relaxed) {
                 return;
             }
-            // The last transition takes the state's core instead of a copy of it; the others
-            // copy it into a core a transition before them left over.
-            let mine = match (i == last, core.as_ref()) {
+            // The last transition takes the state's core instead of a copy of it, unless it
+            // only spends (its core is then compared with the state's); the others copy it
+            // into a core a transition before them left over.
+            let take = i == last && !(self.subsumption && only_spends(spec, a));
+            let mine = match (take, core.as_ref()) {
                 (true, _) => core.take(),
                 (false, Some(c)) => Some(match spares.pop() {
                     Some(mut spare) => {
@@ -273,7 +282,16 @@ impl<'a> Walk<'a> {
                 Err(problem) => return fail(check, problem, Some(a)),
             };
             let target = self.edges.target[row + i];
-            let mirrored = self.symmetry && key_of(&next, true).1;
+            if target == state
+                && let Some(source) = &core
+                && !stepped.same_future(source)
+            {
+                return fail(check, changed_by_spending(), Some(a));
+            }
+            let mirrored = match target == state {
+                true => here,
+                false => self.symmetry && key_of(&next, true).1,
+            };
             let digest = stepped.observable(mirrored);
             if self.parents[target as usize] == (state, a) {
                 self.observed[target as usize].store(digest, Ordering::Relaxed);

@@ -11,7 +11,7 @@ use turnstile_model::{Options, Strategy, check, configs};
 fn hunt_half(parity: usize) {
     assert!(Mutant::ALL.len() >= 12);
     for &m in Mutant::ALL.iter().skip(parity).step_by(2) {
-        let h = hunt(m);
+        let h = hunt(m, &Options::default());
         let name = h.found_by.unwrap_or_else(|| panic!("{} missed", m.name()));
         assert!(h.length >= 1, "{}: an empty counterexample", m.name());
         assert!(m.scope().contains(&"model"), "{} is hunted by the model checker", m.name());
@@ -91,6 +91,29 @@ fn merging_mirror_images_loses_no_counterexample() {
         }
     }
     assert!(compared >= 20, "only {compared} counterexamples compared");
+}
+
+/// Subsumption (`Options::subsumption`) loses no counterexample of the catalogue: every mutant
+/// is found in the same configuration, with a path as short, when every transition that only
+/// spends is explored too. A core that keeps something of an idle cancel (the boolean cancel
+/// flag) changes its state on such a transition, and the checker then checks again without
+/// subsumption, which follows the cancel to the submission it wrongly cancels.
+#[test]
+fn skipping_transitions_that_only_spend_loses_no_counterexample() {
+    let without = Options { subsumption: false, ..Options::default() };
+    for &m in Mutant::ALL {
+        let (with, full) = (hunt(m, &Options::default()), hunt(m, &without));
+        assert!(full.found_by.is_some(), "{} is found without subsumption", m.name());
+        assert_eq!((with.found_by, with.length), (full.found_by, full.length), "{}", m.name());
+    }
+    let mut small = configs::named("small").expect("a named configuration");
+    small.config.mutant = Some(Mutant::CancelFlag);
+    let r = check(&small, &Options::default(), &mut |_| {});
+    assert!(r.subsumption_dropped, "the idle cancel changed the mutant's state");
+    let c = r.counterexample.expect("found");
+    assert_eq!(c.path.len(), 2, "an idle cancel, then the submission it cancels: {:?}", c.path);
+    let clean = check(&configs::named("small").expect("small"), &Options::default(), &mut |_| {});
+    assert!(!clean.subsumption_dropped && clean.counterexample.is_none());
 }
 
 /// The checker's own soundness check can fail: with the lockstep clock in the core's digest (a

@@ -24,6 +24,7 @@ clone_reusing!(RunEntry { session, seq, fingerprint, outcome });
 /// Every RunId accepted in the store's life. Grows by one entry per accepted RunId; the bound
 /// is the store's ledger, which the host owns.
 #[derive(Debug, Default)]
+#[cfg_attr(feature = "checker", derive(PartialEq))]
 pub(crate) struct RunLedger {
     runs: BTreeMap<RunId, RunEntry>,
 }

@@ -105,6 +105,54 @@ clone_reusing!(State {
     poisoned => crate::reuse::clone_map,
 });
 
+/// Equal states have the same future whatever the time: `now` is only the time of the input
+/// being handled, which the next input overwrites. For the model checker, which compares the
+/// core a transition that only spends leaves with the core of its source (SPEC 10).
+#[cfg(feature = "checker")]
+impl PartialEq for State {
+    fn eq(&self, other: &State) -> bool {
+        // Destructured whole, so a field added to the state cannot be left out.
+        let State {
+            config,
+            now: _,
+            next_seq,
+            next_message,
+            next_turn,
+            next_timer,
+            exhausted,
+            runs,
+            watermarks,
+            titles,
+            crossings,
+            timers,
+            closing,
+            accepted,
+            outcomes_decided,
+            #[cfg(feature = "mutants")]
+            poisoned,
+        } = self;
+        #[cfg(feature = "mutants")]
+        let poisoned_equal = *poisoned == other.poisoned;
+        #[cfg(not(feature = "mutants"))]
+        let poisoned_equal = true;
+        *config == other.config
+            && *next_seq == other.next_seq
+            && *next_message == other.next_message
+            && *next_turn == other.next_turn
+            && *next_timer == other.next_timer
+            && *exhausted == other.exhausted
+            && *runs == other.runs
+            && *watermarks == other.watermarks
+            && *titles == other.titles
+            && *crossings == other.crossings
+            && *timers == other.timers
+            && *closing == other.closing
+            && *accepted == other.accepted
+            && *outcomes_decided == other.outcomes_decided
+            && poisoned_equal
+    }
+}
+
 impl State {
     /// `value + 1`, checked: at the counter's maximum the value stays and the engine is marked
     /// exhausted (the transition is then discarded, so a wrapped or repeated id never leaves it).

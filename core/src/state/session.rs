@@ -8,6 +8,7 @@ use crate::state::turn::{Abort, Lane};
 
 /// A session with unfinished work. Sessions with none are dropped from the engine.
 #[derive(Debug)]
+#[cfg_attr(feature = "checker", derive(PartialEq))]
 pub(crate) struct Session {
     pub(crate) id: SessionId,
     /// Waiting submissions in strictly ascending sequence order (SPEC 4.2). Bounded by
@@ -58,7 +59,7 @@ pub(crate) struct PendingTitle {
 /// holds one session at a time, so it queues these and the engine carries them out, in order,
 /// before the transition ends.
 #[derive(Debug)]
-#[cfg_attr(feature = "checker", derive(Clone))]
+#[cfg_attr(feature = "checker", derive(Clone, PartialEq))]
 pub(crate) enum Crossing {
     /// Start the sub-agent of an `agent` call in a new child session.
     StartChild { link: ParentLink, child: SessionId, seq: Seq, prompt: String, setup: Box<Setup> },
@@ -97,6 +98,7 @@ impl Session {
 /// The sessions with unfinished work, by id. Kept beside [`State`] rather than in it, so a
 /// handler can hold one session and the rest of the state at once.
 #[derive(Debug, Default)]
+#[cfg_attr(feature = "checker", derive(PartialEq))]
 pub(crate) struct Sessions {
     /// Ordered by [`SessionId`]'s deterministic order, so iteration never depends on a random
     /// seed. Holds only sessions with work: bounded by the unfinished submissions. Boxed: a

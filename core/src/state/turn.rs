@@ -8,6 +8,7 @@ use crate::state::submission::Submission;
 
 /// What occupies a session's single lane (SPEC I3).
 #[derive(Debug, Default)]
+#[cfg_attr(feature = "checker", derive(PartialEq))]
 pub(crate) enum Lane {
     /// Nothing runs.
     #[default]
@@ -40,6 +41,7 @@ impl Clone for Lane {
 
 /// A summarization in progress (SPEC 4.7).
 #[derive(Debug)]
+#[cfg_attr(feature = "checker", derive(PartialEq))]
 pub(crate) struct Summary {
     /// Numbered like turns; replies name it (I13).
     pub(crate) id: TurnId,
@@ -56,7 +58,7 @@ clone_reusing!(Summary { id, purpose, message, phase, budget });
 
 /// Why a session summarizes.
 #[derive(Debug)]
-#[cfg_attr(feature = "checker", derive(Clone))]
+#[cfg_attr(feature = "checker", derive(Clone, PartialEq))]
 pub(crate) enum Purpose {
     /// After a submission ended, or on request: no submission depends on it.
     Housekeeping,
@@ -73,7 +75,7 @@ pub(crate) struct LastMessage {
 
 /// A submission paused for a summarization: not ended, not queued (SPEC 4.7).
 #[derive(Debug)]
-#[cfg_attr(feature = "checker", derive(Clone))]
+#[cfg_attr(feature = "checker", derive(Clone, PartialEq))]
 pub(crate) struct Paused {
     pub(crate) sub: Submission,
     pub(crate) setup: Setup,
@@ -108,6 +110,7 @@ pub(crate) enum Attempting {
 
 /// One activation of the agent loop for a submission (SPEC 3 "Turn").
 #[derive(Debug)]
+#[cfg_attr(feature = "checker", derive(PartialEq))]
 pub(crate) struct Turn {
     pub(crate) owner: Submission,
     pub(crate) id: TurnId,
