@@ -136,12 +136,14 @@ impl Engine {
         }
     }
 
-    /// Whether this engine and `other` have the same future: the same outputs, byte for byte
-    /// but for their numbers, for every input sequence from now on. True when their states are
-    /// equal but for the current time and the outputs' numbering (a host never sees either as
-    /// state); false also when either failed for good. The model checker asks it of a
-    /// transition the specification says only spends a budget (an idle cancel, a stale
-    /// reply): the core it leaves must be the core it started from.
+    /// Whether this engine and `other` are in the same state but for the current time and the
+    /// outputs' numbering: fed the same inputs at the same times (after both clocks), they give
+    /// the same outputs but for their numbers. False also when either failed for good. The
+    /// model checker asks it of a transition the specification says only spends a budget (an
+    /// idle cancel, a stale reply): the core it leaves must be the core it started from. Its
+    /// paths feed inputs at times that differ with their lengths, so it relies, as its
+    /// deduplication does, on the core deciding from the order of inputs and the deadlines it
+    /// set, not from the clock's absolute value.
     #[cfg(feature = "checker")]
     #[must_use]
     pub fn same_future(&self, other: &Engine) -> bool {

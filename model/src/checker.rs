@@ -2,13 +2,18 @@
 //!
 //! It explores every state of the specification reachable within a configuration's budgets,
 //! each exactly once (deduplicated by its packed [`Key`]), level by level, so the first problem
-//! found has a shortest path. On every state and every transition it checks:
+//! found has a shortest path; with [`Options::subsumption`], but for the states reached by a
+//! transition that only spends, whose futures are their source's ([`Spec::subsumes`]): such
+//! a transition is checked, and its target is not explored. On every explored state and every
+//! transition it checks:
 //! - **conformance**: the core, driven in lockstep along the same path, produces the same
 //!   projection (SPEC 7) as the specification on every explored transition;
 //! - **the core's invariants** (SPEC 6): its public `check_invariants` and `Auditor` after every
 //!   input;
 //! - **I6 liveness**, as SPEC defines it: every state with an unfinished submission offers a
-//!   host reply, and the graph of host replies has no cycle, so answering the pending requests
+//!   host reply (a state not explored because its source subsumes it offers the host replies
+//!   its source offers: no host reply is spent), and the graph of host replies has no cycle
+//!   (a transition that only spends is no host reply), so answering the pending requests
 //!   in any order without client input always reaches a state where every submission has an
 //!   outcome (every maximal path is finite and ends where nothing is pending);
 //! - the specification's own assertions (an outcome decided twice panics in [`Spec`]).
@@ -81,10 +86,10 @@ pub struct Report {
     /// True when `max_states` stopped the search before the space was exhausted (the
     /// unexplored frontier was not checked for I6).
     pub truncated: bool,
-    /// True when a transition that only spends changed the core's state, so the checker
-    /// checked again without subsumption ([`Options::subsumption`]); the counts are then the
-    /// larger search's.
-    pub subsumption_dropped: bool,
+    /// When a transition that only spends changed the core's state, the path to it (its last
+    /// action that transition): the checker then checked again without subsumption
+    /// ([`Options::subsumption`]), and the counts and the verdict are the larger search's.
+    pub subsumption_dropped: Option<Vec<Action>>,
 }
 
 impl Report {
@@ -195,16 +200,16 @@ pub(crate) struct Search<'a> {
 pub fn check(bounds: &Bounds, options: &Options, progress: &mut dyn FnMut(Progress)) -> Report {
     let started = Instant::now();
     let report = check_once(bounds, options, started, progress);
-    let changed =
-        report.counterexample.as_ref().is_some_and(|c| c.problem == changed_by_spending());
-    if !changed {
-        return report;
-    }
+    let changed = match report.counterexample {
+        Some(c) if c.problem == changed_by_spending() => c.path,
+        _ => return report,
+    };
     // The core does not treat a transition that only spends as the specification does: only
-    // the search that follows such transitions can say whether it ever shows.
+    // the search that follows such transitions can say whether it ever shows. The seconds
+    // are both searches'.
     let without = Options { subsumption: false, ..options.clone() };
     let mut report = check_once(bounds, &without, started, progress);
-    report.subsumption_dropped = true;
+    report.subsumption_dropped = Some(changed);
     report
 }
 
@@ -485,7 +490,7 @@ impl Search<'_> {
             seconds: started.elapsed().as_secs_f64(),
             counterexample,
             truncated: false,
-            subsumption_dropped: false,
+            subsumption_dropped: None,
         }
     }
 }

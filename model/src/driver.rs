@@ -274,8 +274,10 @@ impl Lockstep {
     /// Whether this core has the same future as `other` ([`Engine::same_future`]): its state
     /// is the same but for the time. The checker asks it of a transition that only spends
     /// ([`crate::spec::Spec::subsumes`]), whose target it does not explore: the core must be
-    /// left as it was. The driver's own memory (the IO names of stale replies, the auditor's
-    /// history) is not compared: it is the checker's, and changes no output of the core.
+    /// left as it was. The driver's own memory is not compared: the IO names it keeps for
+    /// stale replies (a spent one is never sent again), and the auditor's history, which a
+    /// covered transition extends only by an input that decided nothing (an idle cancel
+    /// covers no submission, a stale reply is ignored).
     #[must_use]
     pub fn same_future(&self, other: &Lockstep) -> bool {
         self.engine.same_future(&other.engine)

@@ -214,10 +214,10 @@ fn print_report(r: &Report, conformance: bool) {
     println!("depth              {}", r.depth);
     println!("seconds            {:.2}", r.seconds);
     println!("states per second  {:.0}", r.states_per_second());
-    if r.subsumption_dropped {
+    if let Some(path) = &r.subsumption_dropped {
         println!(
             "subsumption        dropped: a transition that only spends changed the core's \
-             state, so every such transition's target was explored"
+             state (after {path:?}), so every such transition's target was explored"
         );
     }
     match &r.counterexample {

@@ -46,6 +46,9 @@ pub struct Hunt {
     pub seconds: f64,
     /// Distinct states explored, over all configurations tried.
     pub states: u64,
+    /// Whether a check of the hunt started again without subsumption (a transition that only
+    /// spends changed the mutant's state: [`crate::Report::subsumption_dropped`]).
+    pub subsumption_dropped: bool,
 }
 
 /// Whether `mutant` can make any difference in a configuration: the external acceptor's bugs
@@ -81,7 +84,7 @@ pub fn can_show(mutant: Mutant, bounds: &Bounds) -> bool {
 #[must_use]
 pub fn hunt(mutant: Mutant, options: &Options) -> Hunt {
     let started = Instant::now();
-    let mut states = 0;
+    let (mut states, mut dropped) = (0, false);
     for name in HUNT {
         let Some(mut bounds) = configs::named(name) else { continue };
         if !can_show(mutant, &bounds) {
@@ -90,6 +93,7 @@ pub fn hunt(mutant: Mutant, options: &Options) -> Hunt {
         bounds.config.mutant = Some(mutant);
         let report = check(&bounds, options, &mut |_| {});
         states += report.states;
+        dropped |= report.subsumption_dropped.is_some();
         if let Some(c) = report.counterexample {
             return Hunt {
                 mutant,
@@ -98,6 +102,7 @@ pub fn hunt(mutant: Mutant, options: &Options) -> Hunt {
                 problem: describe(&c.problem),
                 seconds: started.elapsed().as_secs_f64(),
                 states,
+                subsumption_dropped: dropped,
             };
         }
     }
@@ -108,5 +113,6 @@ pub fn hunt(mutant: Mutant, options: &Options) -> Hunt {
         problem: String::new(),
         seconds: started.elapsed().as_secs_f64(),
         states,
+        subsumption_dropped: dropped,
     }
 }

@@ -246,10 +246,11 @@ impl Spec {
     /// no longer be sent) and what that makes it forget ([`Spec::spent`]). A transition into
     /// such a state (an idle cancel, a clear of an empty queue, a stale reply: it spends and
     /// changes nothing else) leads nowhere its source does not, so the checker need not
-    /// explore its target (`Options::subsumption`). No rule reads a budget beyond whether it
-    /// is spent, nor a stale flag beyond whether it is set; the test
-    /// `a_state_with_less_left_to_choose_has_no_other_future` checks that on every
-    /// configuration.
+    /// explore its target (`Options::subsumption`). No rule reads a budget that can be spent
+    /// beyond whether anything is left of it (the fixed parts, such as the sessions and the
+    /// step limit, must be equal), nor a stale flag beyond whether it is set; the test
+    /// `a_state_with_less_left_to_choose_has_no_other_future` checks that on the first states
+    /// and on random deep states of every configuration.
     #[must_use]
     pub fn subsumes(&self, smaller: &Spec) -> bool {
         let fewer_stale =

@@ -282,13 +282,15 @@ impl<'a> Walk<'a> {
                 Err(problem) => return fail(check, problem, Some(a)),
             };
             let target = self.edges.target[row + i];
-            if target == state
+            let covered = self.subsumption && spec.subsumes(&next);
+            debug_assert!(!covered || target == state, "a transition that only spends leads back");
+            if covered
                 && let Some(source) = &core
                 && !stepped.same_future(source)
             {
                 return fail(check, changed_by_spending(), Some(a));
             }
-            let mirrored = match target == state {
+            let mirrored = match covered {
                 true => here,
                 false => self.symmetry && key_of(&next, true).1,
             };

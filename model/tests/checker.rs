@@ -27,7 +27,8 @@ fn assert_passes(name: &str, at_least: u64) {
     assert_eq!(r.states, bounds(name).expected_states, "{name}: update `expected_states`");
     // The core treats every transition that only spends as the specification does (an
     // external acceptor's idle cancel may hold a watermark over another session's calls).
-    assert_eq!(r.subsumption_dropped, bounds(name).budget.external, "{name}: subsumption");
+    let dropped = r.subsumption_dropped.is_some();
+    assert_eq!(dropped, bounds(name).budget.external, "{name}: subsumption");
     assert!(r.transitions > r.states, "every state has a successor or is final");
 }
 
@@ -197,12 +198,62 @@ fn a_finished_submission_keeps_only_what_a_later_rule_reads() {
 
 /// A state with less left to choose has no future its source lacks (`Spec::subsumes`), so the
 /// checker need not explore a transition that only spends: on the first states of every
-/// configuration, spending one of any budget, or making one stale reply impossible, gives a
-/// state the original subsumes, which offers only actions the original offers, each with the
-/// same projection and into a state the original's successor subsumes or is.
+/// configuration and on the states of random walks through it, spending one of any budget, or
+/// making one stale reply impossible, gives a state the original subsumes, which offers only
+/// actions the original offers, each with the same projection and into a state the
+/// original's successor subsumes or is, and which is stuck (I6) only where the original is.
 #[test]
 fn a_state_with_less_left_to_choose_has_no_other_future() {
     const STATES: usize = 4_000;
+    const WALKS: usize = 200;
+    let (mut compared, mut only_spend, mut deepest) = (0, 0, 0);
+    for (n, b) in configs::all().iter().enumerate() {
+        let root = Spec::new(b.budget);
+        let mut seen = HashSet::from([root]);
+        let mut queue = VecDeque::from([root]);
+        let mut actions = Vec::new();
+        while let Some(s) = queue.pop_front() {
+            compared += has_no_other_future(b.name, &s);
+            s.actions(&mut actions);
+            for &a in &actions {
+                let mut next = s;
+                next.apply(a, &mut Emit::default());
+                if s.subsumes(&next) {
+                    only_spend += 1;
+                    continue; // the checker does not explore it either
+                }
+                if seen.len() < STATES && seen.insert(next) {
+                    queue.push_back(next);
+                }
+            }
+        }
+        // Deeper states than the first thousands: seeded random walks to the end.
+        let mut seed = 0x9e37_79b9_7f4a_7c15_u64 ^ n as u64;
+        for _ in 0..WALKS {
+            let (mut s, mut depth) = (root, 0);
+            loop {
+                s.actions(&mut actions);
+                if actions.is_empty() {
+                    break;
+                }
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                s.apply(actions[(seed % actions.len() as u64) as usize], &mut Emit::default());
+                depth += 1;
+                compared += has_no_other_future(b.name, &s);
+            }
+            deepest = deepest.max(depth);
+        }
+    }
+    assert!(compared > 100_000, "only {compared} transitions compared");
+    assert!(only_spend > 1_000, "only {only_spend} transitions that only spend");
+    assert!(deepest >= 20, "the walks went only {deepest} deep");
+}
+
+/// Checks `a_state_with_less_left_to_choose_has_no_other_future` at `s`: every state with
+/// one thing less left to choose. Returns the transitions compared.
+fn has_no_other_future(name: &str, s: &Spec) -> usize {
     let spend: [fn(&mut Budget) -> &mut u8; 22] = [
         |b| &mut b.submits,
         |b| &mut b.runs,
@@ -227,64 +278,43 @@ fn a_state_with_less_left_to_choose_has_no_other_future() {
         |b| &mut b.stalls,
         |b| &mut b.agents,
     ];
-    let (mut compared, mut only_spend) = (0, 0);
-    for b in configs::all() {
-        let root = Spec::new(b.budget);
-        let mut seen = HashSet::from([root]);
-        let mut queue = VecDeque::from([root]);
-        let (mut actions, mut fewer) = (Vec::new(), Vec::new());
-        while let Some(s) = queue.pop_front() {
-            s.actions(&mut actions);
-            let mut smaller = Vec::new();
-            for field in spend {
-                let mut budget = s.budget;
-                let left = field(&mut budget);
-                if *left > 0 {
-                    *left -= 1;
-                    smaller.push(s.spent(budget, s.stale));
-                }
-            }
-            for k in (0..s.stale.len()).filter(|&k| s.stale[k]) {
-                let mut stale = s.stale;
-                stale[k] = false;
-                smaller.push(s.spent(s.budget, stale));
-            }
-            for t in smaller {
-                assert!(s.subsumes(&t), "{}: {s:?} subsumes {t:?}", b.name);
-                assert!(!t.subsumes(&s), "{}: not the other way round", b.name);
-                t.actions(&mut fewer);
-                // I6 holds there when it holds here: a host reply is not spent.
-                let answers =
-                    |offered: &[Action]| offered.iter().any(|a| !a.is_client() && !a.is_stale());
-                let stuck =
-                    |spec: &Spec, offered: &[Action]| spec.any_unfinished() && !answers(offered);
-                assert!(stuck(&s, &actions) || !stuck(&t, &fewer), "{}: {t:?} stuck", b.name);
-                for &a in &fewer {
-                    assert!(actions.contains(&a), "{}: {a:?} from {t:?}, not from {s:?}", b.name);
-                    let (mut s2, mut t2) = (s, t);
-                    let (mut es, mut et) = (Emit::new(true), Emit::new(true));
-                    s2.apply(a, &mut es);
-                    t2.apply(a, &mut et);
-                    assert_eq!(es.finish(), et.finish(), "{}: {a:?} from {t:?}", b.name);
-                    assert!(s2 == t2 || s2.subsumes(&t2), "{}: {a:?} from {t:?}", b.name);
-                    compared += 1;
-                }
-            }
-            for &a in &actions {
-                let mut next = s;
-                next.apply(a, &mut Emit::default());
-                if s.subsumes(&next) {
-                    only_spend += 1;
-                    continue; // the checker does not explore it either
-                }
-                if seen.len() < STATES && seen.insert(next) {
-                    queue.push_back(next);
-                }
-            }
+    let mut smaller = Vec::new();
+    for field in spend {
+        let mut budget = s.budget;
+        let left = field(&mut budget);
+        if *left > 0 {
+            *left -= 1;
+            smaller.push(s.spent(budget, s.stale));
         }
     }
-    assert!(compared > 100_000, "only {compared} transitions compared");
-    assert!(only_spend > 1_000, "only {only_spend} transitions that only spend");
+    for k in (0..s.stale.len()).filter(|&k| s.stale[k]) {
+        let mut stale = s.stale;
+        stale[k] = false;
+        smaller.push(s.spent(s.budget, stale));
+    }
+    let (mut actions, mut fewer) = (Vec::new(), Vec::new());
+    s.actions(&mut actions);
+    // I6 holds there when it holds here: a host reply is not spent.
+    let answers = |offered: &[Action]| offered.iter().any(|a| !a.is_client() && !a.is_stale());
+    let stuck = |spec: &Spec, offered: &[Action]| spec.any_unfinished() && !answers(offered);
+    let mut compared = 0;
+    for t in smaller {
+        assert!(s.subsumes(&t), "{name}: {s:?} subsumes {t:?}");
+        assert!(!t.subsumes(s), "{name}: not the other way round");
+        t.actions(&mut fewer);
+        assert!(stuck(s, &actions) || !stuck(&t, &fewer), "{name}: {t:?} stuck");
+        for &a in &fewer {
+            assert!(actions.contains(&a), "{name}: {a:?} from {t:?}, not from {s:?}");
+            let (mut s2, mut t2) = (*s, t);
+            let (mut es, mut et) = (Emit::new(true), Emit::new(true));
+            s2.apply(a, &mut es);
+            t2.apply(a, &mut et);
+            assert_eq!(es.finish(), et.finish(), "{name}: {a:?} from {t:?}");
+            assert!(s2 == t2 || s2.subsumes(&t2), "{name}: {a:?} from {t:?}");
+            compared += 1;
+        }
+    }
+    compared
 }
 
 /// Titles (SPEC 4.11) and the step limit (SPEC 4.6) conform everywhere, and the step limit

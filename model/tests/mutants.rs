@@ -5,6 +5,7 @@
 use turnstile_core::{Mutant, replay};
 use turnstile_model::checker::describe;
 use turnstile_model::mutants::hunt;
+use turnstile_model::spec::Action;
 use turnstile_model::{Options, Strategy, check, configs};
 
 /// Half of the catalogue per test, so the two halves run on two cores.
@@ -100,20 +101,35 @@ fn merging_mirror_images_loses_no_counterexample() {
 /// subsumption, which follows the cancel to the submission it wrongly cancels.
 #[test]
 fn skipping_transitions_that_only_spend_loses_no_counterexample() {
+    // The mutants whose hunt checks again without subsumption: the boolean cancel flag, and
+    // those found with an external acceptor, whose idle cancels hold watermarks.
+    let dropping = [
+        Mutant::CancelFlag,
+        Mutant::WatermarkDroppedEarly,
+        Mutant::CoveredLateSubmissionRuns,
+        Mutant::WatermarkOffByOne,
+        Mutant::WatermarkIgnoresSequence,
+    ];
     let without = Options { subsumption: false, ..Options::default() };
+    let mut smaller = 0;
     for &m in Mutant::ALL {
         let (with, full) = (hunt(m, &Options::default()), hunt(m, &without));
         assert!(full.found_by.is_some(), "{} is found without subsumption", m.name());
         assert_eq!((with.found_by, with.length), (full.found_by, full.length), "{}", m.name());
+        assert_eq!(with.subsumption_dropped, dropping.contains(&m), "{}", m.name());
+        assert!(!full.subsumption_dropped && with.states <= full.states, "{}", m.name());
+        smaller += usize::from(with.states < full.states);
     }
+    assert!(smaller >= 30, "the subsumption made only {smaller} hunts smaller");
     let mut small = configs::named("small").expect("a named configuration");
     small.config.mutant = Some(Mutant::CancelFlag);
     let r = check(&small, &Options::default(), &mut |_| {});
-    assert!(r.subsumption_dropped, "the idle cancel changed the mutant's state");
+    let changed = r.subsumption_dropped.expect("the idle cancel changed the mutant's state");
+    assert_eq!(changed, [Action::Cancel { session: 0 }], "the first transition that changed it");
     let c = r.counterexample.expect("found");
     assert_eq!(c.path.len(), 2, "an idle cancel, then the submission it cancels: {:?}", c.path);
     let clean = check(&configs::named("small").expect("small"), &Options::default(), &mut |_| {});
-    assert!(!clean.subsumption_dropped && clean.counterexample.is_none());
+    assert!(clean.subsumption_dropped.is_none() && clean.counterexample.is_none());
 }
 
 /// The checker's own soundness check can fail: with the lockstep clock in the core's digest (a
