@@ -132,7 +132,7 @@ struct Successor {
     /// Its target's key; unused when `covered`.
     key: Key,
     /// Whether the transition only spends: its source subsumes its target
-    /// ([`Spec::subsumes`], with [`Options::subsumption`]), so its target is not explored
+    /// ([`Spec::only_spends`], with [`Options::subsumption`]), so its target is not explored
     /// and its core is compared with its source's.
     covered: bool,
     core: Option<Box<Lockstep>>,
@@ -532,7 +532,7 @@ fn expand(node: Node, actions: &mut Vec<Action>, how: Reductions) -> Expanded {
         let mine = if take { core.take() } else { core.as_ref().map(|c| Box::new(c.fork())) };
         match successor(&node.spec, mine, action) {
             Ok((spec, stepped)) => {
-                let covered = how.subsumption && node.spec.subsumes(&spec);
+                let covered = how.subsumption && node.spec.only_spends(action, &spec);
                 if let (true, Some(c), Some(p)) = (covered, &stepped, &core)
                     && !c.same_future(p)
                 {
@@ -593,12 +593,12 @@ pub(crate) fn changed_by_spending() -> Problem {
     ))
 }
 
-/// Whether the transition by `a` from `spec` only spends ([`Spec::subsumes`]), computed before
-/// the core steps: the caller then keeps the source's core to compare.
+/// Whether the transition by `a` from `spec` only spends ([`Spec::only_spends`]), computed
+/// before the core steps: the caller then keeps the source's core to compare.
 pub(crate) fn only_spends(spec: &Spec, a: Action) -> bool {
     let mut next = *spec;
     next.apply(a, &mut Emit::new(false));
-    spec.subsumes(&next)
+    spec.only_spends(a, &next)
 }
 
 /// The specification's successor by `a`, and the core's in lockstep when it runs (`core` is

@@ -376,7 +376,7 @@ pub fn all() -> Vec<Bounds> {
                     of the core), a cancel_run, a clear and shutdown overtake them, a \
                     preparation failure",
             config: external(),
-            expected_states: 127_711,
+            expected_states: 51_315,
             budget: Budget {
                 external: true,
                 submits: 3,
@@ -396,7 +396,7 @@ pub fn all() -> Vec<Bounds> {
                     conflict: a gap in the sequences the core sees, so a submission above a \
                     watermark arrives while it is held), 2 cancels, a cancel_run, shutdown",
             config: external(),
-            expected_states: 225_471,
+            expected_states: 144_813,
             budget: Budget {
                 external: true,
                 submits: 3,
@@ -414,7 +414,7 @@ pub fn all() -> Vec<Bounds> {
                     RunId) arriving while a turn runs, 2 cancels, a cancel_run, shutdown, a tool \
                     call (dropped on abort, or left to finish: arrivals during the cancel grace)",
             config: external(),
-            expected_states: 174_329,
+            expected_states: 120_683,
             budget: Budget {
                 external: true,
                 sessions: 1,

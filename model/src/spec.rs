@@ -261,6 +261,18 @@ impl Spec {
             && self.spent(smaller.budget, smaller.stale) == *smaller
     }
 
+    /// Whether the transition by `a` into `next` only spends, so the checker need not explore
+    /// `next` (`Options::subsumption`): this state subsumes `next`, and the transition is not a
+    /// cancel sent to an external acceptor's core. Such a cancel names a watermark (SPEC
+    /// 4.10), which the core may hold while it cannot tell whether something it covers can
+    /// still arrive (whose calls travel, whether a refused arrival used a sequence up), and the
+    /// specification leaves the watermark's lifetime to the core's own checks.
+    #[must_use]
+    pub fn only_spends(&self, a: Action, next: &Spec) -> bool {
+        let watermark = self.budget.external && matches!(a, Action::Cancel { .. });
+        !watermark && self.subsumes(next)
+    }
+
     /// This state with `budget` left and only the `stale` replies possible instead of its
     /// own, and what that makes it forget (the session of the newest ended submission, once
     /// no stale reply is left).

@@ -282,7 +282,7 @@ impl<'a> Walk<'a> {
                 Err(problem) => return fail(check, problem, Some(a)),
             };
             let target = self.edges.target[row + i];
-            let covered = self.subsumption && spec.subsumes(&next);
+            let covered = self.subsumption && spec.only_spends(a, &next);
             debug_assert!(!covered || target == state, "a transition that only spends leads back");
             if covered
                 && let Some(source) = &core

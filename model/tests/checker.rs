@@ -25,10 +25,8 @@ fn assert_passes(name: &str, at_least: u64) {
     }
     assert!(r.states >= at_least, "{name} explored only {} states", r.states);
     assert_eq!(r.states, bounds(name).expected_states, "{name}: update `expected_states`");
-    // The core treats every transition that only spends as the specification does (an
-    // external acceptor's idle cancel may hold a watermark over another session's calls).
-    let dropped = r.subsumption_dropped.is_some();
-    assert_eq!(dropped, bounds(name).budget.external, "{name}: subsumption");
+    // The core treats every transition that only spends as the specification does.
+    assert_eq!(r.subsumption_dropped, None, "{name}: a transition that only spends changed it");
     assert!(r.transitions > r.states, "every state has a successor or is final");
 }
 
@@ -51,7 +49,7 @@ fn the_retries_and_guard_configurations_conform_everywhere() {
 #[test]
 fn the_external_acceptor_configurations_conform_everywhere() {
     for name in ["acceptor", "acceptor-lookup", "acceptor-turn", "acceptor-flight"] {
-        assert_passes(name, 70_000);
+        assert_passes(name, 50_000);
     }
 }
 
