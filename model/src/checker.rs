@@ -608,10 +608,21 @@ pub(crate) fn successor(
     core: Option<Box<Lockstep>>,
     a: Action,
 ) -> Result<(Spec, Option<Box<Lockstep>>), Problem> {
+    let Some(mut core) = core else {
+        let mut spec = *before;
+        spec.apply(a, &mut Emit::new(false));
+        return Ok((spec, None));
+    };
+    let spec = step_in(before, &mut core, a)?;
+    Ok((spec, Some(core)))
+}
+
+/// The specification's successor by `a`, with `core` (the core of the state before) stepped
+/// in place: their projections must agree.
+pub(crate) fn step_in(before: &Spec, core: &mut Lockstep, a: Action) -> Result<Spec, Problem> {
     let mut spec = *before;
-    let mut emit = Emit::new(core.is_some());
+    let mut emit = Emit::new(true);
     spec.apply(a, &mut emit);
-    let Some(mut core) = core else { return Ok((spec, None)) };
     // An external acceptor assigning a sequence sends the core nothing: it must output nothing.
     let actual = match a.reaches_core() {
         true => core.step_unchecked(before, a).map_err(Problem::Core)?.2,
@@ -622,7 +633,7 @@ pub(crate) fn successor(
         let (expected, actual) = (Box::new(expected), Box::new(actual));
         return Err(Problem::Disagreement { expected, actual });
     }
-    Ok((spec, Some(core)))
+    Ok(spec)
 }
 
 /// A host reply to pending IO: what SPEC I6 lets the host answer (not a client command, not a

@@ -30,7 +30,7 @@ use std::time::Instant;
 
 use crate::checker::{
     Edges, Found, Problem, Search, changed_by_spending, diverged, explore, fresh_core, key_of,
-    only_spends, path_to, successor,
+    path_to, step_in, successor,
 };
 use crate::driver::Lockstep;
 use crate::spec::{Action, Emit, Spec};
@@ -251,30 +251,29 @@ impl<'a> Walk<'a> {
         spec.actions(actions);
         let row = self.edges.start[state as usize] as usize;
         debug_assert_eq!(self.edges.start[state as usize + 1] as usize - row, actions.len());
+        // The first pass led exactly the transitions that only spend back to their source.
+        let covered = |i: usize| self.subsumption && self.edges.target[row + i] == state;
+        debug_assert!(
+            actions.iter().enumerate().all(|(i, &a)| {
+                covered(i) == (self.subsumption && crate::checker::only_spends(spec, a))
+            }),
+            "the first pass marks the transitions that only spend"
+        );
+        // First, so that the last of the others can take this state's core.
+        self.spend(state, spec, &core, (row, actions, &covered), spares);
+        let before = |i: usize| position(state, FIRST_EDGE + i as u64) <= self.best();
+        let last = (0..actions.len()).rev().find(|&i| !covered(i));
         let mut core = Some(core);
-        // A transition that only spends leads back here (`Options::subsumption`): its core
-        // is compared with this state's, read the same way.
-        let here = self.symmetry && key_of(spec, true).1;
-        let last = actions.len().saturating_sub(1);
-        for (i, &a) in actions.iter().enumerate() {
-            let check = FIRST_EDGE + i as u64;
-            if position(state, check) > self.best.load(Ordering::Relaxed) {
-                return;
+        for i in (0..actions.len()).filter(|&i| !covered(i)) {
+            if !before(i) {
+                break;
             }
-            // The last transition takes the state's core instead of a copy of it, unless it
-            // only spends (its core is then compared with the state's); the others copy it
+            let (a, check) = (actions[i], FIRST_EDGE + i as u64);
+            // The last takes the state's core instead of a copy of it; the others copy it
             // into a core a transition before them left over.
-            let take = i == last && !(self.subsumption && only_spends(spec, a));
-            let mine = match (take, core.as_ref()) {
-                (true, _) => core.take(),
-                (false, Some(c)) => Some(match spares.pop() {
-                    Some(mut spare) => {
-                        c.fork_into(&mut spare);
-                        spare
-                    }
-                    None => Box::new(c.fork()),
-                }),
-                (false, None) => None,
+            let mine = match Some(i) == last {
+                true => core.take(),
+                false => core.as_deref().map(|c| copy(c, spares)),
             };
             let (next, stepped) = match successor(spec, mine, a) {
                 Ok((next, Some(stepped))) => (next, stepped),
@@ -282,19 +281,7 @@ impl<'a> Walk<'a> {
                 Err(problem) => return fail(check, problem, Some(a)),
             };
             let target = self.edges.target[row + i];
-            let covered = self.subsumption && spec.only_spends(a, &next);
-            debug_assert!(!covered || target == state, "a transition that only spends leads back");
-            if covered
-                && let Some(source) = &core
-                && !stepped.same_future(source)
-            {
-                return fail(check, changed_by_spending(), Some(a));
-            }
-            let mirrored = match covered {
-                true => here,
-                false => self.symmetry && key_of(&next, true).1,
-            };
-            let digest = stepped.observable(mirrored);
+            let digest = stepped.observable(self.symmetry && key_of(&next, true).1);
             if self.parents[target as usize] == (state, a) {
                 self.observed[target as usize].store(digest, Ordering::Relaxed);
                 if !top || !self.split.contains(&target) {
@@ -304,10 +291,57 @@ impl<'a> Walk<'a> {
             } else {
                 self.reached[row + i].store(digest, Ordering::Relaxed);
             }
-            if spares.len() < SPARES_MAX {
-                spares.push(stepped);
-            }
+            give_back(spares, stepped);
         }
+        // This state's core, when a problem stopped the others before their last.
+        if let Some(core) = core {
+            give_back(spares, core);
+        }
+    }
+
+    /// Checks `state`'s transitions that only spend (those of `actions`, whose edges start at
+    /// `row`, that are `covered`) in one copy of its `core`: each must leave the engine as it
+    /// found it, so one copy serves them all ([`Lockstep::undo_spending`]). A problem is
+    /// recorded; the state's other transitions before it in the order are still to be checked.
+    #[allow(clippy::vec_box)]
+    fn spend(
+        &self,
+        state: u32,
+        spec: &Spec,
+        core: &Lockstep,
+        (row, actions, covered): (usize, &[Action], &dyn Fn(usize) -> bool),
+        spares: &mut Vec<Box<Lockstep>>,
+    ) {
+        let mut spending = (0..actions.len()).filter(|&i| covered(i)).peekable();
+        if spending.peek().is_none() {
+            return;
+        }
+        let mut scratch = copy(core, spares);
+        // Its core is compared with this state's, read the same way.
+        let here = self.symmetry && key_of(spec, true).1;
+        for i in spending {
+            let (a, check) = (actions[i], FIRST_EDGE + i as u64);
+            if position(state, check) > self.best() {
+                break;
+            }
+            let problem = match step_in(spec, &mut scratch, a) {
+                Err(problem) => Some(problem),
+                Ok(_) if !scratch.same_future(core) => Some(changed_by_spending()),
+                Ok(_) => None,
+            };
+            if let Some(problem) = problem {
+                self.record(position(state, check), Found { problem, at: state, last: Some(a) });
+                return; // the copy is spoilt
+            }
+            self.reached[row + i].store(scratch.observable(here), Ordering::Relaxed);
+            scratch.undo_spending(core);
+        }
+        give_back(spares, scratch);
+    }
+
+    /// The smallest position of a problem found so far.
+    fn best(&self) -> Position {
+        self.best.load(Ordering::Relaxed)
     }
 
     fn record(&self, at: Position, found: Found) {
@@ -340,6 +374,26 @@ impl<'a> Walk<'a> {
         let mut actions = Vec::new();
         spec.actions(&mut actions);
         actions[i]
+    }
+}
+
+/// A copy of `core`, written over a core `spares` holds when it has one.
+#[allow(clippy::vec_box)] // the cores move between the stack, the steps and the spares as boxes
+fn copy(core: &Lockstep, spares: &mut Vec<Box<Lockstep>>) -> Box<Lockstep> {
+    match spares.pop() {
+        Some(mut spare) => {
+            core.fork_into(&mut spare);
+            spare
+        }
+        None => Box::new(core.fork()),
+    }
+}
+
+/// Keeps `core` for a later copy to be written over, unless `spares` holds enough.
+#[allow(clippy::vec_box)]
+fn give_back(spares: &mut Vec<Box<Lockstep>>, core: Box<Lockstep>) {
+    if spares.len() < SPARES_MAX {
+        spares.push(core);
     }
 }
 

@@ -13,7 +13,7 @@ use crate::alphabet::{
 use super::{Violation, fail};
 
 /// What the auditor knows of one accepted submission.
-#[derive(Debug)]
+#[derive(Debug, PartialEq, Eq)]
 struct Sub {
     session: SessionId,
     run_id: Option<RunId>,
@@ -126,7 +126,11 @@ fn pair<'a>(
 
 /// Checks the input/output stream of one engine against SPEC section 6, knowing nothing of the
 /// engine's internals. Feed it every transition with [`Auditor::observe`].
-#[derive(Debug, Default)]
+///
+/// Two auditors are equal when they hold the same knowledge of the stream, so they judge
+/// every continuation alike (a checker that steps one copy through several transitions tells
+/// with it whether a transition taught the copy anything).
+#[derive(Debug, Default, PartialEq, Eq)]
 pub struct Auditor {
     subs: SortedMap<Seq, Sub>,
     newest: Option<Seq>,
@@ -197,7 +201,7 @@ clone_reusing!(Auditor {
 /// SPEC 7's order, not in the order it assigned them (a parent's grace timer can follow its
 /// child's), so the rule is per transition: every id assigned is new, and above every id of
 /// the transitions before.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, PartialEq, Eq)]
 struct Ids {
     /// The newest message, turn and timer id before this transition (message: from
     /// `Start::next_message - 1`).

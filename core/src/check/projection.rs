@@ -401,8 +401,9 @@ pub enum TimerP {
 }
 
 /// Projects the outputs of successive transitions. It remembers the purpose of every armed
-/// timer, so a `CancelTimer` is named by purpose too.
-#[derive(Debug, Default)]
+/// timer, so a `CancelTimer` is named by purpose too. Two projectors are equal when they
+/// remember the same timers.
+#[derive(Debug, Default, PartialEq, Eq)]
 pub struct Projector {
     timers: BTreeMap<TimerId, TimerP>,
 }
