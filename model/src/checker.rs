@@ -199,6 +199,15 @@ pub(crate) struct Search<'a> {
 #[must_use]
 pub fn check(bounds: &Bounds, options: &Options, progress: &mut dyn FnMut(Progress)) -> Report {
     let started = Instant::now();
+    let remembering;
+    let bounds = match options.forgetting {
+        true => bounds,
+        false => {
+            let budget = crate::spec::Budget { forgets: false, ..bounds.budget };
+            remembering = Bounds { budget, ..bounds.clone() };
+            &remembering
+        }
+    };
     let report = check_once(bounds, options, started, progress);
     let changed = match report.counterexample {
         Some(c) if c.problem == changed_by_spending() => c.path,

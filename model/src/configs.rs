@@ -27,6 +27,7 @@ const NONE: Budget = Budget {
     sessions: 2,
     untitled: 0,
     step_limit: 0,
+    forgets: true,
     external: false,
     submits: 0,
     runs: 0,

@@ -61,6 +61,13 @@ enum Command {
         /// Many times the states; the same verdict.
         #[arg(long)]
         no_subsumption: bool,
+        /// Keep everything a finished submission was (its mode, its counts, its outcome
+        /// without a RunId, its session), instead of forgetting what no rule reads any more
+        /// (docs/verification.md, "What a finished submission forgets"). Two to four times
+        /// the states; the same verdict. With `--no-subsumption` too, the states counted are
+        /// the whole space the specification has.
+        #[arg(long)]
+        no_forgetting: bool,
         /// How the core in lockstep is kept for the states still to expand: `tree` explores
         /// the specification first, then walks its tree of shortest paths with the core (a few
         /// copies per worker); `frontier` keeps a copy beside every state of the breadth-first
@@ -80,6 +87,10 @@ enum Command {
         /// --no-subsumption`), to compare the counterexamples' lengths.
         #[arg(long)]
         no_subsumption: bool,
+        /// Hunt without letting finished submissions forget (see `check --no-forgetting`),
+        /// to compare the counterexamples' lengths.
+        #[arg(long)]
+        no_forgetting: bool,
     },
 }
 
@@ -91,9 +102,11 @@ fn main() -> ExitCode {
             }
             ExitCode::SUCCESS
         }
-        Command::Mutants { no_subsumption } => {
-            mutants(&Options { subsumption: !no_subsumption, ..Options::default() })
-        }
+        Command::Mutants { no_subsumption, no_forgetting } => mutants(&Options {
+            subsumption: !no_subsumption,
+            forgetting: !no_forgetting,
+            ..Options::default()
+        }),
         Command::Check {
             config,
             no_conformance,
@@ -103,6 +116,7 @@ fn main() -> ExitCode {
             mutant,
             symmetry,
             no_subsumption,
+            no_forgetting,
             strategy,
         } => {
             let Some(mut bounds) = configs::named(&config) else {
@@ -120,6 +134,7 @@ fn main() -> ExitCode {
                 max_states,
                 symmetry,
                 subsumption,
+                forgetting: !no_forgetting,
                 strategy,
                 ..Options::default()
             };

@@ -755,6 +755,9 @@ impl Spec {
     /// too merges states that a core bug in state the specification does not keep can tell
     /// apart (the mutant `watermark_ignores_sequence` was then found 3 inputs later).
     fn forget(&mut self) {
+        if !self.budget.forgets {
+            return;
+        }
         let named = if self.budget.stale > 0 { self.newest_ended() } else { None };
         let done = |s: &Sub| matches!(s.status, Status::Done(_));
         for n in self.seqs() {
@@ -900,10 +903,14 @@ impl Spec {
         stop: Option<StopReason>,
         e: &mut Emit,
     ) {
+        let forgets = self.budget.forgets;
         let sub = self.sub_mut(n);
         assert!(!matches!(sub.status, Status::Done(_)), "outcome of {n} decided twice");
         let (session, run) = (sub.session, sub.run.is_some());
-        *sub = sub.finished(outcome);
+        *sub = match forgets {
+            true => sub.finished(outcome),
+            false => Sub { status: Status::Done(outcome), ..*sub },
+        };
         e.rec(session, Rec::Completed { seq: seq(n), outcome, run, error, stop });
     }
 

@@ -261,6 +261,10 @@ pub struct Budget {
     /// The core's step limit (SPEC 4.6, `Config::step_limit`; 0 unlimited). Never spent; it
     /// must match the core's configuration.
     pub step_limit: u8,
+    /// Whether a finished submission forgets what no rule reads ([`Sub::finished`],
+    /// `Spec::forget`): true in every named configuration; false only to explore the space
+    /// without that reduction (`Options::forgetting`). Never spent.
+    pub forgets: bool,
     /// Submissions (accepted or rejected for closing).
     pub submits: u8,
     /// Submissions with a RunId among them.
@@ -313,7 +317,7 @@ pub struct Budget {
 
 impl Budget {
     /// Whether this budget has at most what `other` has left of every choice, with the same
-    /// fixed parts (sessions, acceptor, titles, step limit): a state with it can choose only
+    /// fixed parts (sessions, acceptor, titles, step limit, forgetting): a state with it can choose only
     /// what a state with `other` can ([`crate::spec::Spec::subsumes`]).
     #[must_use]
     pub fn within(&self, other: &Budget) -> bool {
@@ -323,6 +327,7 @@ impl Budget {
             external,
             untitled,
             step_limit,
+            forgets,
             submits,
             runs,
             replays,
@@ -346,8 +351,8 @@ impl Budget {
             stalls,
             agents,
         } = *self;
-        let fixed = (sessions, external, untitled, step_limit)
-            == (other.sessions, other.external, other.untitled, other.step_limit);
+        let fixed = (sessions, external, untitled, step_limit, forgets)
+            == (other.sessions, other.external, other.untitled, other.step_limit, other.forgets);
         let spent = [
             (submits, other.submits),
             (runs, other.runs),

@@ -19,6 +19,7 @@ const WIDE: Budget = Budget {
     // Untitled sessions: title requests and their answers at any moment (SPEC 4.11).
     untitled: 1,
     step_limit: 0,
+    forgets: true,
     submits: 6,
     runs: 3,
     replays: 3,
