@@ -61,8 +61,8 @@ pub struct Options {
     /// default; off, the search is many times larger and finds the same problems.
     pub subsumption: bool,
     /// Let a finished submission forget what no rule reads any more (its mode, its counts,
-    /// its outcome without a RunId, its session once no late reply can name it: `Sub::finished`
-    /// in [`spec::state`], `docs/verification.md`, "What a finished submission forgets"), so
+    /// its outcome without a RunId, its session once no late reply can name it:
+    /// [`state::Sub::finished`], `docs/verification.md`, "What a finished submission forgets"), so
     /// states that differ only there are met as one. On by default; off, the search is two
     /// to four times larger and finds the same problems (a test hunts every mutant both ways).
     pub forgetting: bool,
