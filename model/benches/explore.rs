@@ -12,6 +12,10 @@
 //!   counted by the explorer alone. "Full space per second" divides them by the seconds of
 //!   the lockstep check on two workers: how fast the default check, with its sound reductions
 //!   (`docs/verification.md`), checks every state of that space with the core in lockstep.
+//! - **`small` without reductions**: the lockstep check on two workers of `small` with neither
+//!   reduction, every state of its space explored and checked with the core: the
+//!   configuration and the kind of state the model's first throughput figures (and the target
+//!   of 250,000 states per second on two cores) were measured on.
 //! - **baseline**: the irreducible work of any explicit-state checker of the same size: a
 //!   breadth-first search over 16^5 = 1,048,576 synthetic states with 5 successors each, keyed
 //!   by the same 32-byte keys in the same visited map.
@@ -63,11 +67,12 @@ fn main() {
         std::env::var("TURNSTILE_BENCH_REPS").ok().and_then(|v| v.parse().ok()).unwrap_or(3);
     let default = configs::named("default").expect("default");
     let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
-    println!("{cores} cores available; every column checks `default`");
+    let small = configs::named("small").expect("small");
+    println!("{cores} cores available; every column but the one named `small` checks `default`");
     println!(
-        "| rep | explorer, 1 worker | lockstep, 1 worker | lockstep, 2 workers | 2 workers / 1 | transitions per second, 2 workers | frontier, 2 workers | full space | full space per second, 2 workers | baseline | explorer / baseline | lockstep 2 workers / baseline |"
+        "| rep | explorer, 1 worker | lockstep, 1 worker | lockstep, 2 workers | 2 workers / 1 | transitions per second, 2 workers | frontier, 2 workers | full space | full space per second, 2 workers | `small` without reductions, 2 workers | baseline | explorer / baseline | lockstep 2 workers / baseline |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     let run = |options: Options| check(&default, &options, &mut |_| {});
     for rep in 1..=reps {
         let e = run(Options { conformance: false, jobs: 1, ..Options::default() });
@@ -81,8 +86,11 @@ fn main() {
             jobs: 1,
             ..Options::default()
         });
+        let plain =
+            Options { subsumption: false, forgetting: false, jobs: 2, ..Options::default() };
+        let plain = check(&small, &plain, &mut |_| {});
         let (b_states, b_secs) = baseline();
-        for r in [&e, &one, &two, &old, &full] {
+        for r in [&e, &one, &two, &old, &full, &plain] {
             let clean = r.counterexample.is_none() && r.subsumption_dropped.is_none();
             assert!(clean, "{} passes", r.config);
         }
@@ -93,7 +101,7 @@ fn main() {
         let covered = full.states as f64 / two.seconds.max(1e-9);
         let transitions = two.transitions as f64 / two.seconds.max(1e-9);
         println!(
-            "| {rep} | {:.0} ({} states, {:.2} s) | {:.0} ({} states, {:.2} s) | {:.0} ({:.2} s) | {:.2} | {transitions:.0} ({} transitions) | {:.0} ({:.2} s) | {} states | {covered:.0} | {:.0} | {:.2} | {:.3} |",
+            "| {rep} | {:.0} ({} states, {:.2} s) | {:.0} ({} states, {:.2} s) | {:.0} ({:.2} s) | {:.2} | {transitions:.0} ({} transitions) | {:.0} ({:.2} s) | {} states | {covered:.0} | {:.0} ({} states, {:.2} s) | {:.0} | {:.2} | {:.3} |",
             e.states_per_second(),
             e.states,
             e.seconds,
@@ -107,6 +115,9 @@ fn main() {
             old.states_per_second(),
             old.seconds,
             full.states,
+            plain.states_per_second(),
+            plain.states,
+            plain.seconds,
             b,
             e.states_per_second() / b,
             two.states_per_second() / b
