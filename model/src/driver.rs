@@ -760,39 +760,47 @@ mod tests {
     fn a_core_undone_after_spending_is_its_source_but_for_the_clock() {
         use crate::checker::{only_spends, step_in};
         let (mut undone, mut taught) = (0, 0);
+        let mut actions = Vec::new();
         for name in ["wide", "faults", "calls-two", "titles", "agents", "acceptor"] {
-            let bounds = configs::named(name).expect("a named configuration");
-            let mut states =
-                vec![(Spec::new(bounds.budget), fresh_core(&bounds, &Options::default()))];
-            let mut actions = Vec::new();
-            let mut next = 0;
-            while next < states.len() && next < 800 {
-                let (spec, source) = (states[next].0, states[next].1.fork());
-                next += 1;
+            for (spec, source) in first_states(name, 1_500) {
                 spec.actions(&mut actions);
                 let mut work = source.fork();
-                for &a in &actions {
-                    if only_spends(&spec, a) {
-                        step_in(&spec, &mut work, a).expect("the correct core conforms");
-                        assert!(work.same_future(&source), "{name}: {a:?} changed the engine");
-                        let before = format!("{:?}", (&work.auditor, &work.projector, &work.view));
-                        work.undo_spending(&source);
-                        let after = format!("{:?}", (&work.auditor, &work.projector, &work.view));
-                        let wanted =
-                            format!("{:?}", (&source.auditor, &source.projector, &source.view));
-                        assert_eq!(after, wanted, "{name}: {a:?} in {spec:?}");
-                        taught += usize::from(before != wanted);
-                        undone += 1;
-                    } else if let Ok((s, Some(c))) =
-                        successor(&spec, Some(Box::new(source.fork())), a)
-                    {
-                        states.push((s, *c));
-                    }
+                for &a in actions.iter().filter(|&&a| only_spends(&spec, a)) {
+                    step_in(&spec, &mut work, a).expect("the correct core conforms");
+                    assert!(work.same_future(&source), "{name}: {a:?} changed the engine");
+                    let before = format!("{:?}", (&work.auditor, &work.projector, &work.view));
+                    work.undo_spending(&source);
+                    let after = format!("{:?}", (&work.auditor, &work.projector, &work.view));
+                    let wanted =
+                        format!("{:?}", (&source.auditor, &source.projector, &source.view));
+                    assert_eq!(after, wanted, "{name}: {a:?} in {spec:?}");
+                    taught += usize::from(before != wanted);
+                    undone += 1;
                 }
             }
         }
         assert!(undone >= 5_000, "only {undone} transitions that only spend");
         assert!(taught > 0, "no transition that only spends taught the copy anything");
+    }
+
+    /// The first `count` or more states of a breadth-first walk of configuration `name` (not
+    /// deduplicated), each with its core.
+    fn first_states(name: &str, count: usize) -> Vec<(Spec, Lockstep)> {
+        let bounds = configs::named(name).expect("a named configuration");
+        let mut states = vec![(Spec::new(bounds.budget), fresh_core(&bounds, &Options::default()))];
+        let mut actions = Vec::new();
+        let mut next = 0;
+        while states.len() < count && next < states.len() {
+            let (spec, core) = (states[next].0, states[next].1.fork());
+            next += 1;
+            spec.actions(&mut actions);
+            for &a in &actions {
+                if let Ok((s, Some(c))) = successor(&spec, Some(Box::new(core.fork())), a) {
+                    states.push((s, *c));
+                }
+            }
+        }
+        states
     }
 
     /// `fork_into` over a core of another state gives exactly what `fork` gives, for the
@@ -801,21 +809,7 @@ mod tests {
     fn a_copy_into_a_used_core_equals_a_fresh_copy() {
         let mut compared = 0;
         for name in ["default", "calls-two", "titles", "agents", "acceptor", "watchdog"] {
-            let bounds = configs::named(name).expect("a named configuration");
-            let mut states =
-                vec![(Spec::new(bounds.budget), fresh_core(&bounds, &Options::default()))];
-            let mut actions = Vec::new();
-            let mut next = 0;
-            while states.len() < 600 && next < states.len() {
-                let (spec, core) = (states[next].0, states[next].1.fork());
-                next += 1;
-                spec.actions(&mut actions);
-                for &a in &actions {
-                    if let Ok((s, Some(c))) = successor(&spec, Some(Box::new(core.fork())), a) {
-                        states.push((s, *c));
-                    }
-                }
-            }
+            let states = first_states(name, 600);
             let n = states.len();
             for i in 0..n {
                 let mut used = states[(i * 7 + 3) % n].1.fork();

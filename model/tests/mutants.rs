@@ -4,7 +4,7 @@
 
 use turnstile_core::{Mutant, replay};
 use turnstile_model::checker::describe;
-use turnstile_model::mutants::hunt;
+use turnstile_model::mutants::{Hunt, hunt};
 use turnstile_model::spec::Action;
 use turnstile_model::{Options, Strategy, check, configs};
 
@@ -94,6 +94,21 @@ fn merging_mirror_images_loses_no_counterexample() {
     assert!(compared >= 20, "only {compared} counterexamples compared");
 }
 
+/// Hunts every mutant with the default options and with `without` (a reduction switched off):
+/// each is found both ways, by the same configuration with a counterexample as short, and the
+/// reduced hunt explores no more states.
+fn with_and_without(without: &Options) -> Vec<(Hunt, Hunt)> {
+    let hunts = Mutant::ALL.iter().map(|&m| (hunt(m, &Options::default()), hunt(m, without)));
+    let hunts: Vec<(Hunt, Hunt)> = hunts.collect();
+    for (with, full) in &hunts {
+        let name = with.mutant.name();
+        assert!(full.found_by.is_some(), "{name} is found without the reduction");
+        assert_eq!((with.found_by, with.length), (full.found_by, full.length), "{name}");
+        assert!(with.states <= full.states, "{name}");
+    }
+    hunts
+}
+
 /// Subsumption (`Options::subsumption`) loses no counterexample of the catalogue: every mutant
 /// is found in the same configuration, with a path as short, when every transition that only
 /// spends is explored too. A core that keeps something of an idle cancel (the boolean cancel
@@ -104,16 +119,13 @@ fn skipping_transitions_that_only_spend_loses_no_counterexample() {
     // The one mutant whose hunt checks again without subsumption: the boolean cancel flag,
     // which an idle cancel sets.
     let dropping = [Mutant::CancelFlag];
-    let without = Options { subsumption: false, ..Options::default() };
-    let mut smaller = 0;
-    for &m in Mutant::ALL {
-        let (with, full) = (hunt(m, &Options::default()), hunt(m, &without));
-        assert!(full.found_by.is_some(), "{} is found without subsumption", m.name());
-        assert_eq!((with.found_by, with.length), (full.found_by, full.length), "{}", m.name());
+    let hunts = with_and_without(&Options { subsumption: false, ..Options::default() });
+    for (with, full) in &hunts {
+        let m = with.mutant;
         assert_eq!(with.subsumption_dropped, dropping.contains(&m), "{}", m.name());
-        assert!(!full.subsumption_dropped && with.states <= full.states, "{}", m.name());
-        smaller += usize::from(with.states < full.states);
+        assert!(!full.subsumption_dropped, "{}", m.name());
     }
+    let smaller = hunts.iter().filter(|(with, full)| with.states < full.states).count();
     assert!(smaller >= 34, "the subsumption made only {smaller} hunts smaller");
     let mut small = configs::named("small").expect("a named configuration");
     small.config.mutant = Some(Mutant::CancelFlag);
@@ -133,15 +145,8 @@ fn skipping_transitions_that_only_spend_loses_no_counterexample() {
 /// never explores more states.
 #[test]
 fn forgetting_what_no_rule_reads_loses_no_counterexample() {
-    let without = Options { forgetting: false, ..Options::default() };
-    let mut smaller = 0;
-    for &m in Mutant::ALL {
-        let (with, full) = (hunt(m, &Options::default()), hunt(m, &without));
-        assert!(full.found_by.is_some(), "{} is found without forgetting", m.name());
-        assert_eq!((with.found_by, with.length), (full.found_by, full.length), "{}", m.name());
-        assert!(with.states <= full.states, "{}", m.name());
-        smaller += usize::from(with.states < full.states);
-    }
+    let hunts = with_and_without(&Options { forgetting: false, ..Options::default() });
+    let smaller = hunts.iter().filter(|(with, full)| with.states < full.states).count();
     // Only the mutants found before any submission finished meet the same states.
     assert!(smaller >= 30, "forgetting made only {smaller} hunts smaller");
 }
