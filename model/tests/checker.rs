@@ -46,6 +46,15 @@ fn the_retries_and_guard_configurations_conform_everywhere() {
     assert_passes("guard", 15_000);
 }
 
+/// The stream watchdog (SPEC 4.5): every attempt of a step and of a summary stalled in turn,
+/// the fourth failing the submission `transport`, against retries, cancel, shutdown, firings
+/// after the attempt ended and late events of an aborted attempt. The other configurations
+/// arm and disarm it, and re-arm it after content; only this one spends stalls.
+#[test]
+fn the_watchdog_configuration_conforms_everywhere() {
+    assert_passes("watchdog", 50_000);
+}
+
 #[test]
 fn the_external_acceptor_configurations_conform_everywhere() {
     for name in ["acceptor", "acceptor-lookup", "acceptor-turn", "acceptor-flight"] {
