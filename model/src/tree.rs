@@ -9,7 +9,9 @@
 //! pass walks the tree depth-first with the core, so a worker holds the cores of one path and
 //! of its pending siblings, not of a whole level, and checks at each state what the frontier
 //! strategy checks there: the state invariants, the unfinished submissions, and every
-//! transition's projection and observable digest.
+//! transition's projection and observable digest. A state's transitions that only spend must
+//! leave the core as they found it, so they are checked first, in turn, in one copy of the
+//! state's core (`Lockstep::undo_spending`); the last of the others takes the core itself.
 //!
 //! Problems are ordered by their [`Position`] in the breadth-first search (the state's index,
 //! then the check: the state's own, then its transitions in action order). The smallest is
