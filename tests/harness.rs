@@ -355,13 +355,26 @@ impl Host {
     }
 
     pub fn tool_result(&mut self, seq: Seq, call: &str, result: ToolOutput) -> Vec<Output> {
-        let io = self
-            .tools
+        let io = self.call_io(seq, call);
+        self.send(Input::ToolResult { call: io, result })
+    }
+
+    /// Reports that the work of a running call begins ([`Input::ToolStarted`]: a person
+    /// answered its ask) and returns whether the engine lets it begin.
+    pub fn tool_started(&mut self, seq: Seq, call: &str) -> bool {
+        let io = self.call_io(seq, call);
+        let out = self.send(Input::ToolStarted { call: io.clone() });
+        assert!(out.is_empty(), "ToolStarted produces no output: {out:?}");
+        self.engine.is_tool_started(&io)
+    }
+
+    /// The IO name of a running call (panics when there is none: the test is wrong).
+    pub fn call_io(&self, seq: Seq, call: &str) -> CallIo {
+        self.tools
             .iter()
             .find(|t| t.0.seq == seq && t.0.call.as_str() == call)
             .map(|t| t.0.clone())
-            .unwrap_or_else(|| panic!("no running tool {call} for {seq}"));
-        self.send(Input::ToolResult { call: io, result })
+            .unwrap_or_else(|| panic!("no running tool {call} for {seq}"))
     }
 
     /// One tool step whose usage reports `input_tokens` of context: a call to `ls`, the stream's

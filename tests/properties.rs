@@ -33,6 +33,7 @@ enum Act {
     BadCall { pick: usize, id: u8, unknown: bool },
     Refresh { pick: usize, ok: bool },
     ToolResult { pick: usize, stop: u8 },
+    ToolStarted { pick: usize },
     Timer { pick: usize },
     Stale { pick: usize },
     Advance { ms: u16 },
@@ -49,7 +50,7 @@ fn act() -> impl Strategy<Value = Act> {
         1 => Just(Act::Shutdown),
         8 => (any::<usize>(), proptest::bool::weighted(0.15)).prop_map(|(pick, fail)| Act::Prepare { pick, fail }),
         3 => any::<usize>().prop_map(|pick| Act::Text { pick }),
-        4 => (any::<usize>(), 0u8..4).prop_map(|(pick, id)| Act::Call { pick, id }),
+        4 => (any::<usize>(), 0u8..6).prop_map(|(pick, id)| Act::Call { pick, id }),
         6 => (any::<usize>(), 0u8..6, 0u8..4).prop_map(|(pick, reason, tokens)| Act::Finish { pick, reason, tokens }),
         3 => (any::<usize>(), 0u8..6).prop_map(|(pick, kind)| Act::SummaryEvent { pick, kind }),
         1 => (0u8..3).prop_map(|session| Act::Summarize { session }),
@@ -62,6 +63,7 @@ fn act() -> impl Strategy<Value = Act> {
         1 => (any::<usize>(), 0u8..4, any::<bool>()).prop_map(|(pick, id, unknown)| Act::BadCall { pick, id, unknown }),
         2 => (any::<usize>(), proptest::bool::weighted(0.8)).prop_map(|(pick, ok)| Act::Refresh { pick, ok }),
         6 => (any::<usize>(), 0u8..8).prop_map(|(pick, stop)| Act::ToolResult { pick, stop }),
+        3 => any::<usize>().prop_map(|pick| Act::ToolStarted { pick }),
         2 => any::<usize>().prop_map(|pick| Act::Timer { pick }),
         3 => any::<usize>().prop_map(|pick| Act::Stale { pick }),
         2 => (0u16..3000).prop_map(|ms| Act::Advance { ms }),
@@ -104,7 +106,7 @@ fn apply(h: &mut Host, a: &Act) -> bool {
             if *fail {
                 Input::PreparationFailed { session, seq, error: "no model".into() }
             } else {
-                Input::Prepared { session, seq, setup: Default::default() }
+                Input::Prepared { session, seq, setup: h.setup.clone() }
             }
         }
         Act::Text { pick: i } => {
@@ -117,8 +119,9 @@ fn apply(h: &mut Host, a: &Act) -> bool {
             let Some(step) = pick(&h.steps, *i) else {
                 return false;
             };
-            // Even ids call a tool the host drops on abort, odd ids one left to finish.
-            let name = if id % 2 == 0 { "ls" } else { "write" };
+            // A tool the host drops on abort, one left to finish, one left to finish once
+            // its work began.
+            let name = ["ls", "write", "edit"][usize::from(id % 3)];
             let event = StepEvent::ToolCall {
                 id: CallId::new(format!("c{id}")),
                 name: name.into(),
@@ -244,6 +247,12 @@ fn apply(h: &mut Host, a: &Act) -> bool {
                 result: ToolOutput { content: "r".into(), is_error: false, stop },
             }
         }
+        Act::ToolStarted { pick: i } => {
+            let Some((call, _)) = pick(&h.tools, *i) else {
+                return false;
+            };
+            Input::ToolStarted { call }
+        }
         Act::Timer { pick: i } => {
             let timers: Vec<_> = h.timers.iter().map(|(t, d)| (*t, *d)).collect();
             let Some((timer, deadline)) = pick(&timers, *i) else {
@@ -280,10 +289,12 @@ fn config() -> Config {
     Config { step_limit: 6, ..Config::default() }
 }
 
-/// Droppable tools, one left to finish (`write`), the agent tool, and a small context window.
+/// Droppable tools, one left to finish (`write`), one left to finish once its work began
+/// (`edit`), the agent tool, and a small context window.
 fn setup() -> turnstile_core::Setup {
     let mut setup = turnstile_core::Setup::with_tools(&["ls", "grep", "bash", "agent"]);
     setup.tools.push(turnstile_core::ToolSpec::new("write").left_to_finish());
+    setup.tools.push(turnstile_core::ToolSpec::new("edit").left_to_finish_once_started());
     setup.context_window = 1_000;
     setup
 }
@@ -316,18 +327,23 @@ proptest! {
         prop_assert_eq!(h.engine.unfinished(), 0);
         prop_assert_eq!(h.auditor.unfinished(), 0);
         let accepted = h.replies.iter().filter(|r| matches!(r, turnstile_core::Reply::Accepted { .. })).count();
+        // A sub-agent's submission is accepted by the core itself, without a reply.
+        let accepted = accepted + h.children.len();
         prop_assert_eq!(h.finished.len(), accepted, "exactly one completion per accepted submission");
     }
 
     /// SPEC 4.9: a cancel aborts exactly the running calls the host drops (never one left to
-    /// finish), and arms the grace timer exactly when a call left to finish still runs in the
-    /// turn it aborted; with none, the turn ends in the cancel's own transition.
+    /// finish, nor one left to finish once started whose work began), and arms the grace timer
+    /// exactly when a call left to finish still runs in the turn it aborted; with none, the
+    /// turn ends in the cancel's own transition.
     #[test]
     fn a_cancel_waits_only_for_calls_left_to_finish(acts in proptest::collection::vec(act(), 1..80)) {
         let mut h = Host::new(config());
         h.setup = setup();
         for a in &acts {
             let before = h.log.len();
+            let began: Vec<turnstile_core::CallIo> =
+                h.tools.iter().map(|(c, _)| c.clone()).filter(|c| h.engine.is_tool_started(c)).collect();
             apply(&mut h, a);
             if !matches!(a, Act::Cancel { .. } | Act::CancelRun { .. }) {
                 continue;
@@ -344,11 +360,20 @@ proptest! {
                 match &o.kind {
                     OutputKind::AbortTool { call } => {
                         let tool = name(call);
-                        prop_assert_eq!(tool.as_deref(), Some("ls"), "only droppable calls are aborted");
+                        let droppable = tool.as_deref() == Some("ls")
+                            || (tool.as_deref() == Some("edit") && !began.contains(call));
+                        prop_assert!(droppable, "only droppable calls are aborted, not {tool:?}");
                     }
                     OutputKind::SetTimer { purpose: TimerPurpose::CancelGrace { session, turn }, .. } => {
-                        let waits = h.tools.iter().any(|(c, n)| c.session == *session && c.turn == *turn && n == "write");
+                        let waits = h.tools.iter().any(|(c, n)| {
+                            c.session == *session && c.turn == *turn && (n == "write" || (n == "edit" && began.contains(c)))
+                        });
                         prop_assert!(waits, "a grace timer without a call left to finish running");
+                        let kept = h.tools.iter().filter(|(c, _)| c.session == *session && c.turn == *turn);
+                        for (c, n) in kept {
+                            let finishes = n == "write" || (n == "edit" && began.contains(c));
+                            prop_assert!(finishes, "the abort left the droppable call {n} running");
+                        }
                     }
                     _ => {}
                 }

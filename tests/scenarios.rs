@@ -11,7 +11,7 @@ use turnstile_core::trace::Trace;
 use turnstile_core::{
     Acceptor, Attachment, CallId, Config, ErrorClass, Fingerprint, FinishReason, Input, KnownRun,
     Mode, Outcome, ProviderError, RunId, Seq, SessionId, Setup, Start, StepEvent, StopTurn, Submit,
-    ToolOutput, Usage,
+    ToolOutput, ToolSpec, Usage,
 };
 
 use crate::harness::Host;
@@ -466,6 +466,53 @@ pub fn all() -> Vec<Scenario> {
                 cancel(h, "s");
                 h.advance(1_000);
                 h.tool_result(a, "t2", ToolOutput::ok("written"));
+            }
+        ),
+        scenario!(
+            "cancel-withdraws-the-ask-of-a-call-left-to-finish-once-started",
+            "SPEC 4.9: a call left to finish once started whose work has not begun (its ask is pending) is aborted at once like a droppable one; clean-up does not wait the grace; a late start is stale",
+            &[(1, Cancelled)],
+            |h| {
+                h.setup.tools.push(ToolSpec::new("write_asks").left_to_finish_once_started());
+                let a = h.submit(own("s", "a").with_run_id("r"));
+                h.prepare(a);
+                h.tool_call(a, "t1", "write_asks");
+                h.finish(a, FinishReason::ToolCalls);
+                let io = h.call_io(a, "t1");
+                cancel(h, "s");
+                h.send(Input::ToolStarted { call: io.clone() });
+                h.send(Input::ToolResult { call: io, result: ToolOutput::ok("written") });
+            }
+        ),
+        scenario!(
+            "cancel-waits-for-a-started-call-left-to-finish-once-started",
+            "SPEC 4.9: once the work of a call left to finish once started began, a cancel leaves it to finish and writes its result; a second start is stale",
+            &[(1, Cancelled)],
+            |h| {
+                h.setup.tools.push(ToolSpec::new("write_asks").left_to_finish_once_started());
+                let a = h.submit(own("s", "a").with_run_id("r"));
+                h.prepare(a);
+                h.tool_call(a, "t1", "write_asks");
+                h.tool_call(a, "t2", "bash");
+                h.finish(a, FinishReason::ToolCalls);
+                assert!(h.tool_started(a, "t1"));
+                assert!(h.tool_started(a, "t1"), "a second start changes nothing");
+                cancel(h, "s");
+                h.advance(1_000);
+                h.tool_result(a, "t1", ToolOutput::ok("written"));
+            }
+        ),
+        scenario!(
+            "shutdown-withdraws-the-ask-of-a-call-left-to-finish-once-started",
+            "SPEC 4.9, 4.10: shutdown aborts a call left to finish once started whose work has not begun at once; the submission ends interrupted without waiting for the deadline",
+            &[(1, Interrupted)],
+            |h| {
+                h.setup.tools.push(ToolSpec::new("write_asks").left_to_finish_once_started());
+                let a = h.submit(own("s", "a").with_run_id("r"));
+                h.prepare(a);
+                h.tool_call(a, "t1", "write_asks");
+                h.finish(a, FinishReason::ToolCalls);
+                h.send(Input::Shutdown);
             }
         ),
         scenario!(

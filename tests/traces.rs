@@ -224,7 +224,7 @@ fn every_misspelling_and_wrong_type_is_refused_with_its_path() {
         ),
         (
             r#"{"at":0,"input":{"type":"prepared","session":"s","seq":1,"setup":{"tools":[{"name":"ls","on_abort":"wait"}]}}}"#,
-            r#"line 2: field "input.setup.tools[0].on_abort": expected one of "drop", "finish", found "wait""#,
+            r#"line 2: field "input.setup.tools[0].on_abort": expected one of "drop", "finish", "finish_once_started", found "wait""#,
         ),
         (
             r#"{"at":0,"input":{"type":"prepared","session":"s","seq":1,"setup":{"window":5}}}"#,
@@ -463,7 +463,7 @@ fn the_schema_refuses_unknown_fields_and_lists_every_input_and_output_type() {
     };
     let inputs = consts("Input", "type");
     let outputs = consts("OutputKind", "type");
-    assert_eq!(inputs.len(), 14, "the schema lists {inputs:?}");
+    assert_eq!(inputs.len(), 15, "the schema lists {inputs:?}");
     for path in trace_files(&traces_dir()) {
         let trace = Trace::parse(&fs::read_to_string(&path).expect("read")).expect("parse");
         for (_, l) in &trace.lines {

@@ -249,6 +249,16 @@ impl Engine {
         self.state.is_ok() && self.sessions.get(session).is_some()
     }
 
+    /// True when this call runs and its work began: the host reported
+    /// [`crate::Input::ToolStarted`] and no abort came first, so an abort now leaves the call
+    /// to finish (SPEC 4.9). A host that holds a call's work until then
+    /// ([`crate::OnAbort::FinishOnceStarted`]) begins it only when this is true right after
+    /// that input; when false, the call was aborted and its work must never begin.
+    #[must_use]
+    pub fn is_tool_started(&self, call: &crate::CallIo) -> bool {
+        self.state.is_ok() && step::tool_started(&self.sessions, call)
+    }
+
     /// The number of waiting submissions of a session. The core never drops one; a host may
     /// refuse new prompts above [`Config::queue_max`].
     #[must_use]
@@ -379,6 +389,7 @@ fn dispatch(st: &mut State, ss: &mut Sessions, tx: &mut Tx, now: Millis, input: 
             title::on_title(st, ss, tx, session, seq, title, usage)
         }
         Input::Summary { io, event } => summary::on_summary(st, ss, tx, now, io, event),
+        Input::ToolStarted { call } => step::on_tool_started(ss, &call),
         Input::ToolResult { call, result } => step::on_tool_result(st, ss, tx, call, result),
         Input::TimerFired { timer } => shutdown::on_timer(st, ss, tx, now, timer),
     }

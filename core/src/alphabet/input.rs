@@ -71,6 +71,16 @@ pub enum Input {
         /// What happened.
         event: StepEvent,
     },
+    /// The work of a call whose tool is left to finish once started
+    /// ([`OnAbort::FinishOnceStarted`]) is about to begin: what came before it (a person's
+    /// answer to a permission ask, a hook) is over. From this input on, an abort leaves the call
+    /// to finish; before it, an abort drops the call, and a late `ToolStarted` is stale (I13).
+    /// The host begins the work only when [`crate::Engine::is_tool_started`] says so right
+    /// after this input; otherwise the call was aborted and its work must never begin.
+    ToolStarted {
+        /// Which call begins its work.
+        call: CallIo,
+    },
     /// A tool the core started with [`crate::OutputKind::RunTool`] reported its result.
     ToolResult {
         /// Which call this result belongs to.
@@ -258,6 +268,15 @@ impl ToolSpec {
         self.on_abort = OnAbort::Finish;
         self
     }
+
+    /// The same tool, with calls that may wait before their work begins (a permission ask)
+    /// and that an abort leaves to finish only once it has
+    /// ([`OnAbort::FinishOnceStarted`]).
+    #[must_use]
+    pub fn left_to_finish_once_started(mut self) -> ToolSpec {
+        self.on_abort = OnAbort::FinishOnceStarted;
+        self
+    }
 }
 
 /// What happens to a running tool call when its turn is aborted (cancel, cancel_run, shutdown;
@@ -278,6 +297,13 @@ pub enum OnAbort {
     /// turn's clean-up (the tool really ran). Clean-up waits for it up to the cancel grace (or
     /// the shutdown deadline); a result after clean-up is ignored.
     Finish,
+    /// The call may wait before its work begins (a person's answer to a permission ask, a
+    /// hook), and that wait is droppable even though the work is not: until the host reports
+    /// [`crate::Input::ToolStarted`] the call is treated as [`OnAbort::Drop`] (an abort emits
+    /// [`crate::OutputKind::AbortTool`], withdrawing the ask at once, and nothing waits for
+    /// it); from then on as [`OnAbort::Finish`]. So no answer that arrives after an abort can
+    /// run the call, and a cancel never waits the grace for a question nobody answered.
+    FinishOnceStarted,
 }
 
 impl OnAbort {

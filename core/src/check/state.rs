@@ -99,9 +99,10 @@ fn check_session(st: &State, id: &SessionId, s: &Session) -> Result<(u64, usize)
     Ok((held, runs))
 }
 
-/// True when the call's tool is one an abort leaves to finish (SPEC 4.9).
+/// True when an abort leaves the call to finish (SPEC 4.9): its tool's policy says so, or it
+/// is left to finish once started and its work began.
 fn left_to_finish(t: &Turn, c: &Call) -> bool {
-    t.setup.abort_policy(&c.name) == OnAbort::Finish
+    t.abort_policy(c) == OnAbort::Finish
 }
 
 fn check_turn(st: &State, id: &SessionId, t: &Turn) -> Result<(), Violation> {
@@ -126,7 +127,9 @@ fn check_turn(st: &State, id: &SessionId, t: &Turn) -> Result<(), Violation> {
         // SPEC 4.9: clean-up waits only for calls that can still report: a droppable tool's
         // call is dropped by the abort, never waited for.
         Phase::Aborting { .. }
-            if t.calls.iter().any(|c| c.state == CallState::Running && !left_to_finish(t, c)) =>
+            if t.calls.iter().any(|c| {
+                matches!(c.state, CallState::Running | CallState::Started) && !left_to_finish(t, c)
+            }) =>
         {
             false
         }
@@ -148,6 +151,11 @@ fn check_turn(st: &State, id: &SessionId, t: &Turn) -> Result<(), Violation> {
                 t.id.0, t.phase
             ),
         );
+    }
+    if t.calls.iter().any(|c| {
+        c.state == CallState::Started && t.setup.abort_policy(&c.name) != OnAbort::FinishOnceStarted
+    }) {
+        return fail("I13", format!("session {id}: the work of a call began for a tool that never waits"));
     }
     if st.closing != Closing::Open && !matches!(t.phase, Phase::Aborting { .. }) {
         return fail("I6", format!("session {id}: a turn still runs during shutdown"));

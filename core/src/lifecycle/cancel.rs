@@ -236,12 +236,13 @@ pub(crate) fn abort_turn(st: &mut State, tx: &mut Tx, now: Millis, s: &mut Sessi
 }
 
 /// The running calls of an aborted step: a droppable tool gets its `AbortTool` and is
-/// `Dropped` (it will never report); a sub-agent is aborted with its parent (SPEC 4.11, I4); a
-/// tool left to finish is not told anything and keeps running.
+/// `Dropped` (it will never report), and so does a call left to finish once started whose work
+/// has not begun (its wait for a person's answer is withdrawn); a sub-agent is aborted with
+/// its parent (SPEC 4.11, I4); a call left to finish is not told anything and keeps running.
 fn abort_calls(st: &mut State, tx: &mut Tx, session: &SessionId, t: &mut Turn, cause: Abort) {
     let seq = t.owner.seq;
     // The bug `first_call_abort_policy`: every call gets the first call's policy.
-    let first = t.calls.first().map(|c| t.setup.abort_policy(&c.name));
+    let first = t.calls.first().map(|c| t.abort_policy(c));
     let first = first.filter(|_| mutant!(st.config, FirstCallAbortPolicy));
     for i in 0..t.calls.len() {
         let c = &t.calls[i];
@@ -250,8 +251,8 @@ fn abort_calls(st: &mut State, tx: &mut Tx, session: &SessionId, t: &mut Turn, c
             CallState::Delegated { child } if !mutant!(st.config, CascadeMissesChild) => {
                 st.crossings.push_back(Crossing::AbortChild { child: child.clone(), cause });
             }
-            CallState::Running => {
-                if first.unwrap_or_else(|| t.setup.abort_policy(&c.name)) == OnAbort::Finish {
+            CallState::Running | CallState::Started => {
+                if first.unwrap_or_else(|| t.abort_policy(c)) == OnAbort::Finish {
                     // The bug `abort_stops_at_finishing_call`: the calls after it are left.
                     if mutant!(st.config, AbortStopsAtFinishingCall) {
                         break;

@@ -7,7 +7,7 @@
 use crate::alphabet::mutants::mutant;
 use crate::alphabet::{
     CallIo, ErrorInfo, ErrorKind, FinishReason, LOOP_MESSAGE, LOOP_TITLE, MessageFinish, MessageId,
-    OutputKind, STEP_LIMIT_TITLE, SessionId, StopReason, StopTurn, StoreOp, ToolOutput, Usage,
+    OnAbort, OutputKind, STEP_LIMIT_TITLE, SessionId, StopReason, StopTurn, StoreOp, ToolOutput, Usage,
 };
 use crate::lifecycle::admission;
 use crate::lifecycle::cleanup::{self, After, TurnEnd};
@@ -67,6 +67,43 @@ pub(crate) fn on_tool_result(
     ss.with(&io.session.clone(), false, |s| report(st, tx, s, io, result, false));
 }
 
+/// `ToolStarted`: the work of a running call of a tool left to finish once started begins, so
+/// from now on an abort leaves it to finish (SPEC 4.9). Stale, and ignored (I13), unless the
+/// named turn is in its tools phase and the named call still runs without having started:
+/// an abort that came first dropped the call, and its work must never begin. No output.
+pub(crate) fn on_tool_started(ss: &mut Sessions, io: &CallIo) {
+    ss.with(&io.session.clone(), false, |s| {
+        let Lane::Turn(t) = &mut s.lane else { return };
+        if t.id != io.turn || t.owner.seq != io.seq || t.step != io.step {
+            return;
+        }
+        if !matches!(t.phase, Phase::Tools { .. }) {
+            return;
+        }
+        let policy = |name: &str| t.setup.abort_policy(name);
+        let Some(i) = t.calls.iter().position(|c| {
+            c.id == io.call
+                && c.state == CallState::Running
+                && policy(&c.name) == OnAbort::FinishOnceStarted
+        }) else {
+            return;
+        };
+        debug_assert!(t.message_state != MessageState::Open, "tools run after the stream");
+        debug_assert!(t.calls[i].is_running(), "only a running call begins its work");
+        t.calls[i].state = CallState::Started;
+    });
+}
+
+/// True when the call `io` names runs and its work began ([`on_tool_started`]): an abort
+/// leaves it to finish.
+pub(crate) fn tool_started(ss: &Sessions, io: &CallIo) -> bool {
+    ss.get(&io.session).is_some_and(|s| {
+        matches!(&s.lane, Lane::Turn(t)
+            if t.id == io.turn && t.owner.seq == io.seq && t.step == io.step
+                && t.calls.iter().any(|c| c.id == io.call && c.state == CallState::Started))
+    })
+}
+
 /// True while the turn that `io` names runs (for the mutant `late_tool_result_written`).
 fn turn_lives(ss: &Sessions, io: &CallIo) -> bool {
     ss.get(&io.session).is_some_and(|s| matches!(&s.lane, Lane::Turn(t) if t.id == io.turn))
@@ -98,7 +135,7 @@ pub(crate) fn report(
         return;
     }
     let waits = |c: &Call| match c.state {
-        CallState::Running => !from_child,
+        CallState::Running | CallState::Started => !from_child,
         CallState::Delegated { .. } => from_child,
         _ => false,
     };

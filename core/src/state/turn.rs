@@ -3,7 +3,9 @@
 
 use std::collections::{BTreeSet, VecDeque};
 
-use crate::alphabet::{CallId, MessageId, Millis, SessionId, Setup, StopTurn, TimerId, TurnId};
+use crate::alphabet::{
+    CallId, MessageId, Millis, OnAbort, SessionId, Setup, StopTurn, TimerId, TurnId,
+};
 use crate::state::submission::Submission;
 
 /// What occupies a session's single lane (SPEC I3).
@@ -227,6 +229,17 @@ impl Turn {
         }
     }
 
+    /// What an abort does to this call of the current step now (SPEC 4.9): its tool's
+    /// policy, where a call left to finish once started counts as dropped until the host
+    /// reported that its work began ([`CallState::Started`]).
+    pub(crate) fn abort_policy(&self, c: &Call) -> OnAbort {
+        match self.setup.abort_policy(&c.name) {
+            OnAbort::FinishOnceStarted if c.state == CallState::Started => OnAbort::Finish,
+            OnAbort::FinishOnceStarted => OnAbort::Drop,
+            policy => policy,
+        }
+    }
+
     /// The IO name of one of the current step's calls.
     pub(crate) fn call_io(&self, session: &SessionId, call: &CallId) -> crate::alphabet::CallIo {
         crate::alphabet::CallIo {
@@ -262,6 +275,10 @@ pub(crate) enum CallState {
     Invalid,
     /// Running: a `RunTool` was emitted; its result is awaited.
     Running,
+    /// Running, and the host reported that its work began ([`crate::Input::ToolStarted`]):
+    /// a call of a tool left to finish once started ([`crate::OnAbort::FinishOnceStarted`])
+    /// is no longer dropped by an abort (SPEC 4.9).
+    Started,
     /// Its turn was aborted and the host dropped it ([`crate::OnAbort::Drop`]): it will never
     /// report, so nothing waits for it; clean-up gives it its synthetic result (SPEC 4.9).
     Dropped,
@@ -274,7 +291,7 @@ pub(crate) enum CallState {
 impl Call {
     /// True while the call's result is awaited (a tool or a sub-agent runs and can report).
     pub(crate) fn is_running(&self) -> bool {
-        matches!(self.state, CallState::Running | CallState::Delegated { .. })
+        matches!(self.state, CallState::Running | CallState::Started | CallState::Delegated { .. })
     }
 }
 
