@@ -5,25 +5,11 @@
 
 mod common;
 
-use std::path::PathBuf;
-
-use common::{Project, Provider, Reply, last_results, text_stream, tool_stream};
+use common::{
+    Project, Provider, Reply, last_results, mcp_test_server as test_server, text_stream,
+    tool_stream,
+};
 use serde_json::json;
-
-/// The test server binary, which `cargo test --workspace` builds beside `turnstile`.
-fn test_server() -> PathBuf {
-    let path = PathBuf::from(env!("CARGO_BIN_EXE_turnstile")).with_file_name(format!(
-        "turnstile-mcp-test-server{}",
-        std::env::consts::EXE_SUFFIX
-    ));
-    assert!(
-        path.exists(),
-        "{} is missing: build it with `cargo build -p turnstile-mcp --bin turnstile-mcp-test-server` \
-         (`cargo test --workspace` builds it)",
-        path.display()
-    );
-    path
-}
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_mcp_server_that_crashes_mid_call_gives_an_error_result_and_the_turn_goes_on() {

@@ -521,3 +521,146 @@ async fn a_generated_token_is_shown_once_kept_private_and_found_by_clients() {
     let log = std::fs::read_to_string(project.path().join("server.log")).unwrap();
     assert!(!log.contains(&token), "the token is never logged");
 }
+
+/// The JSON of an event.
+fn data(f: &Frame) -> Value {
+    serde_json::from_str(&f.data).unwrap()
+}
+
+/// Reads until the next `ask`; returns its data.
+async fn next_ask(events: &mut Listener) -> Value {
+    let mut ask = Value::Null;
+    events
+        .read_until(|f| {
+            let is_ask = f.event == "ask";
+            if is_ask {
+                ask = data(f);
+            }
+            is_ask
+        })
+        .await;
+    ask
+}
+
+/// One call per built-in tool and one MCP tool, each with an effect that shows if it ran.
+fn asking_calls() -> Vec<(&'static str, Value)> {
+    vec![
+        ("view", json!({"path": "notes.txt"})),
+        ("ls", json!({"path": "."})),
+        ("grep", json!({"pattern": "old"})),
+        ("write", json!({"path": "written.txt", "content": "new"})),
+        (
+            "edit",
+            json!({"path": "notes.txt", "old_string": "old", "new_string": "new"}),
+        ),
+        ("bash", json!({"command": "touch made-by-bash"})),
+        ("mcp_test_echo", json!({"text": "x"})),
+    ]
+}
+
+/// SPEC 4.9, 4.10 (the safety rule): a cancel withdraws the pending ask of every tool at once,
+/// whatever the tool's abort policy, and an answer after it is refused (409) and runs nothing.
+/// Before the fix, `write` and `edit` kept their ask, the RunComplete came after the 5 s grace,
+/// and a late `once` wrote the file. SIGTERM withdraws an ask the same way.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cancel_withdraws_every_ask_and_a_late_answer_is_refused_and_runs_nothing() {
+    let calls = asking_calls();
+    let replies = calls
+        .iter()
+        .enumerate()
+        .map(|(i, (tool, input))| {
+            Reply::Sse(common::tool_stream(&format!("toolu_{i}"), tool, input))
+        })
+        .chain([Reply::Sse(common::tool_stream(
+            "toolu_w",
+            "write",
+            &calls[3].1,
+        ))])
+        .collect();
+    let provider = Provider::start(replies).await;
+    let config = format!(
+        "[permissions]\nask = [\"*\"]\n\n[mcp.test]\ncommand = [\"{}\"]\n",
+        common::mcp_test_server().display()
+    );
+    let project = Project::new(&provider.base_url, &config);
+    std::fs::write(project.path().join("notes.txt"), "old text\n").unwrap();
+    let served = Served::start(&project, free_port(), Some(TOKEN)).await;
+    let base = served.base.clone();
+    let mut events = Listener::connect(&base, None).await;
+    for (i, (tool, _)) in calls.iter().enumerate() {
+        let (session, run) = (format!("s{i}"), format!("r{i}"));
+        let (status, v) = post(
+            &base,
+            &format!("/v1/sessions/{session}/prompts"),
+            json!({"prompt": format!("use {tool}"), "run_id": run}),
+        )
+        .await;
+        assert_eq!(status, 202, "{v}");
+        let ask = next_ask(&mut events).await;
+        assert_eq!(ask["tool"], *tool, "{ask}");
+        let id = ask["id"].as_str().unwrap().to_owned();
+        let cancel = if i % 2 == 0 {
+            format!("/v1/runs/{run}/cancel")
+        } else {
+            format!("/v1/sessions/{session}/cancel")
+        };
+        assert_eq!(post(&base, &cancel, json!({})).await.0, 202);
+        let from = events.frames.len();
+        assert!(events.read_until(|f| is_run_complete(f, &run)).await);
+        let after = &events.frames[from..];
+        let withdrawn = after.iter().position(|f| {
+            f.event == "ask_closed" && data(f)["id"] == id && data(f)["why"] == "withdrawn"
+        });
+        assert!(
+            withdrawn.is_some(),
+            "{tool}: no ask_closed before the RunComplete"
+        );
+        assert_eq!(
+            data(after.last().unwrap())["outcome"],
+            "cancelled",
+            "{tool}"
+        );
+        let (_, pending) = get(&base, "/v1/asks").await;
+        assert_eq!(pending["asks"], json!([]), "{tool}");
+        let (status, v) = post(&base, &format!("/v1/asks/{id}"), json!({"answer": "once"})).await;
+        assert_eq!(
+            (status, v["error"]["code"].as_str()),
+            (409, Some("ask_closed")),
+            "{tool}: {v}"
+        );
+    }
+    // SIGTERM while `write` asks: the ask is withdrawn and the run ends interrupted.
+    let (status, _) = post(
+        &base,
+        "/v1/sessions/sw/prompts",
+        json!({"prompt": "use write", "run_id": "rw"}),
+    )
+    .await;
+    assert_eq!(status, 202);
+    let ask = next_ask(&mut events).await;
+    let stopped = served.stop(Signal::SIGTERM).await;
+    assert_eq!(stopped.code, Some(0), "{stopped:?}");
+    events.read_until(|_| false).await;
+    assert!(
+        events
+            .frames
+            .iter()
+            .any(|f| f.event == "ask_closed" && data(f)["id"] == ask["id"]),
+        "SIGTERM withdrew the ask"
+    );
+    assert_eq!(events.run_completes()["rw"], (1, "interrupted".to_owned()));
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let p = project.path();
+    assert!(
+        !p.join("written.txt").exists(),
+        "write ran after the cancel"
+    );
+    assert!(
+        !p.join("made-by-bash").exists(),
+        "bash ran after the cancel"
+    );
+    assert_eq!(
+        std::fs::read_to_string(p.join("notes.txt")).unwrap(),
+        "old text\n"
+    );
+}

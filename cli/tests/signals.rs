@@ -51,24 +51,40 @@ async fn the_first_ctrl_c_cancels_the_run_and_kills_the_tool() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_second_ctrl_c_exits_at_once() {
-    // The edit is left to finish on a cancel (SPEC 4.9) and its hook takes 30 s, so the
-    // cancelled run would wait out its 5 s grace: the second Ctrl-C does not wait.
-    let hook = "[permissions]\nallow = [\"edit\"]\n\n[[hooks.pre_tool]]\n\
-                command = [\"sh\", \"-c\", \"echo $$ > hook-pgid; sleep 30\"]\n";
+    // `write` is left to finish on a cancel once its work began (SPEC 4.9), and this one
+    // blocks: its file is a named pipe that the test holds open without writing, so the
+    // cancelled run would wait out its 5 s grace. The second Ctrl-C does not wait.
     let provider = Provider::start(vec![Reply::Sse(tool_stream(
         "toolu_1",
-        "edit",
-        &json!({"path": "a.txt", "old_string": "a", "new_string": "b"}),
+        "write",
+        &json!({"path": "pipe", "content": "b"}),
     ))])
     .await;
-    let project = Project::new(&provider.base_url, hook);
-    let child = project.spawn(&["run", "Edit a.txt"]);
+    let project = Project::new(&provider.base_url, "[permissions]\nallow = [\"write\"]\n");
+    let pipe = project.path().join("pipe");
+    let made = std::process::Command::new("mkfifo").arg(&pipe).status().unwrap();
+    assert!(made.success(), "mkfifo");
+    let child = project.spawn(&["run", "Write the pipe"]);
     let pid = child.id();
-    let hook_group = number_in(&project.path().join("hook-pgid")).await;
+    // The write's work began once it opened the pipe to read it: a writer can open it then.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let held = loop {
+        use std::os::unix::fs::OpenOptionsExt as _;
+        let open = std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(nix::libc::O_NONBLOCK)
+            .open(&pipe);
+        if let Ok(f) = open {
+            break f;
+        }
+        assert!(std::time::Instant::now() < deadline, "the write never began");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
     common::signal(pid, Signal::SIGINT);
     tokio::time::sleep(Duration::from_millis(300)).await;
     common::signal(pid, Signal::SIGINT);
     let done = common::finish(child).await;
+    drop(held);
     assert_eq!(done.code, Some(130), "{done:?}");
     assert!(
         done.stderr.contains("exiting without waiting"),
@@ -76,8 +92,6 @@ async fn a_second_ctrl_c_exits_at_once() {
         done.stderr
     );
     assert_eq!(done.stdout, "", "no RunComplete was waited for");
-    // The hook outlives a process that exits at once; do not leave it behind.
-    let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(hook_group), Signal::SIGKILL);
 }
 
 #[tokio::test(flavor = "multi_thread")]

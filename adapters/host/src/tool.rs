@@ -17,7 +17,7 @@ use turnstile_wire::ToolDef;
 pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
 
 /// One call a tool is asked to run.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub struct ToolCall {
     /// The calling session.
     pub session: SessionId,
@@ -25,6 +25,67 @@ pub struct ToolCall {
     pub call: CallId,
     /// The arguments: valid JSON text (the core never runs a call with invalid JSON).
     pub input: String,
+    /// Where [`ToolCall::begin_work`] asks whether the work may begin.
+    work: WorkGate,
+}
+
+/// Two calls are equal when they name the same call with the same arguments (the door their
+/// work goes through is the host's, not part of the call).
+impl PartialEq for ToolCall {
+    fn eq(&self, other: &ToolCall) -> bool {
+        (&self.session, &self.call, &self.input) == (&other.session, &other.call, &other.input)
+    }
+}
+
+impl Eq for ToolCall {}
+
+impl ToolCall {
+    /// A call whose work may always begin ([`ToolCall::begin_work`] says yes at once): what a
+    /// test or a host that never aborts hands a tool.
+    #[must_use]
+    pub fn new(session: SessionId, call: CallId, input: impl Into<String>) -> ToolCall {
+        ToolCall { session, call, input: input.into(), work: WorkGate::default() }
+    }
+
+    /// The same call, with its work's start decided by `gate` (the host's engine).
+    #[must_use]
+    pub(crate) fn with_work_gate(mut self, gate: WorkGate) -> ToolCall {
+        self.work = gate;
+        self
+    }
+
+    /// Asks whether this call's work may begin now, and if so records that it began: a tool
+    /// left to finish once started ([`OnAbort::FinishOnceStarted`](turnstile_core::OnAbort))
+    /// calls it after what may wait (a person's answer, a hook) and before its first effect.
+    ///
+    /// True: the core recorded the start ([`turnstile_core::Input::ToolStarted`]), so an abort
+    /// from now on leaves the call to finish, and its result is written. False: an abort came
+    /// first; the work must never begin, and whatever the call returns is ignored. A call made
+    /// with [`ToolCall::new`] gets true at once.
+    pub async fn begin_work(&self) -> bool {
+        match &self.work.0 {
+            None => true,
+            Some(ask) => ask().await,
+        }
+    }
+}
+
+/// The door a call's work goes through: the host's engine decides, in order with aborts,
+/// whether the work of a call may still begin (see [`ToolCall::begin_work`]).
+#[derive(Clone, Default)]
+pub(crate) struct WorkGate(Option<Arc<dyn Fn() -> BoxFuture<bool> + Send + Sync>>);
+
+impl WorkGate {
+    /// A gate that asks `ask` each time.
+    pub(crate) fn new(ask: impl Fn() -> BoxFuture<bool> + Send + Sync + 'static) -> WorkGate {
+        WorkGate(Some(Arc::new(ask)))
+    }
+}
+
+impl std::fmt::Debug for WorkGate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() { "WorkGate(engine)" } else { "WorkGate(open)" })
+    }
 }
 
 /// A tool.
@@ -38,7 +99,12 @@ pub struct ToolCall {
 /// - [`OnAbort::Finish`](turnstile_core::OnAbort::Finish) ([`ToolSpec::left_to_finish`]): a
 ///   call with effects that must not be cut off half-way runs to its end; its result is written
 ///   if it arrives before the turn's clean-up (the tool really ran, SPEC 4.9), which waits for
-///   it up to the cancel grace, and is ignored after it (I13).
+///   it up to the cancel grace, and is ignored after it (I13);
+/// - [`OnAbort::FinishOnceStarted`](turnstile_core::OnAbort::FinishOnceStarted)
+///   ([`ToolSpec::left_to_finish_once_started`]): the call may wait first (a permission ask)
+///   and is dropped like the default while it waits; it calls [`ToolCall::begin_work`] before
+///   its first effect and from then on is left to finish. A permission gate turns a tool left
+///   to finish into one of these, so a cancel withdraws its ask at once.
 pub trait Tool: Send + Sync + 'static {
     /// The name the model calls it by, whether it asks a person, and what an abort does to it.
     fn spec(&self) -> ToolSpec;

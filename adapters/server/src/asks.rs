@@ -233,11 +233,7 @@ mod tests {
         Ask {
             session: SessionId::new("s"),
             tool: tool.to_owned(),
-            call: ToolCall {
-                session: SessionId::new("s"),
-                call: CallId::new("c1"),
-                input: r#"{"command":"ls"}"#.to_owned(),
-            },
+            call: ToolCall::new(SessionId::new("s"), CallId::new("c1"), r#"{"command":"ls"}"#),
             subject: Some("ls".to_owned()),
         }
     }

@@ -18,7 +18,7 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use turnstile_core::{SessionId, StopTurn, ToolOutput, ToolSpec};
+use turnstile_core::{OnAbort, SessionId, StopTurn, ToolOutput, ToolSpec};
 use turnstile_host::{BoxFuture, Tool, ToolCall, ToolSet};
 use turnstile_wire::ToolDef;
 
@@ -230,6 +230,12 @@ impl Gate {
 }
 
 /// A tool behind the gate.
+///
+/// The wait for the hooks and for a person's answer is droppable even where the tool's work
+/// is not (SPEC 4.9, 4.10): a tool left to finish is offered as left to finish *once started*,
+/// so until its work begins an abort drops the call at once, which withdraws its ask. Its work
+/// begins only when [`ToolCall::begin_work`] says so, which the engine decides in order with
+/// aborts: an answer that arrives after a cancel can never run the call.
 struct Gated {
     inner: Arc<dyn Tool>,
     gate: Arc<Gate>,
@@ -237,7 +243,11 @@ struct Gated {
 
 impl Tool for Gated {
     fn spec(&self) -> ToolSpec {
-        self.inner.spec()
+        let spec = self.inner.spec();
+        match spec.on_abort {
+            OnAbort::Finish => spec.left_to_finish_once_started(),
+            _ => spec,
+        }
     }
 
     fn definition(&self) -> ToolDef {
@@ -247,11 +257,17 @@ impl Tool for Gated {
     fn run(&self, call: ToolCall) -> BoxFuture<ToolOutput> {
         let (inner, gate) = (Arc::clone(&self.inner), Arc::clone(&self.gate));
         Box::pin(async move {
-            let tool = inner.spec().name;
-            match gate.check(&tool, &call).await {
-                Ok(()) => inner.run(call).await,
-                Err(result) => result,
+            let spec = inner.spec();
+            if let Err(result) = gate.check(&spec.name, &call).await {
+                return result;
             }
+            if spec.on_abort == OnAbort::Finish && !call.begin_work().await {
+                // Aborted while it waited: the core already gave the call its synthetic
+                // result and ignores this one.
+                tracing::info!(session = %call.session, call = %call.call, tool = spec.name, "the call was aborted before its work began");
+                return ToolOutput::error("the call was cancelled before its work began");
+            }
+            inner.run(call).await
         })
     }
 }

@@ -14,7 +14,7 @@ fn bash() -> (tempfile::TempDir, Bash) {
 }
 
 fn call(input: serde_json::Value) -> ToolCall {
-    ToolCall { session: SessionId::new("s"), call: CallId::new("c"), input: input.to_string() }
+    ToolCall::new(SessionId::new("s"), CallId::new("c"), input.to_string())
 }
 
 async fn run(b: &Bash, input: serde_json::Value) -> ToolOutput {

@@ -32,12 +32,7 @@ fn tools() -> Tools {
 }
 
 async fn call(tool: &dyn Tool, session: &str, input: serde_json::Value) -> ToolOutput {
-    tool.run(ToolCall {
-        session: SessionId::new(session),
-        call: CallId::new("c"),
-        input: input.to_string(),
-    })
-    .await
+    tool.run(ToolCall::new(SessionId::new(session), CallId::new("c"), input.to_string())).await
 }
 
 #[tokio::test]

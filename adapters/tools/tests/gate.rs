@@ -69,11 +69,7 @@ fn world(permissions: Permissions, hooks: Vec<Hook>, asker: Arc<dyn Asker>, yolo
 
 impl World {
     async fn call_in(&self, session: &str, tool: &str, input: serde_json::Value) -> ToolOutput {
-        let call = ToolCall {
-            session: SessionId::new(session),
-            call: CallId::new("call-1"),
-            input: input.to_string(),
-        };
+        let call = ToolCall::new(SessionId::new(session), CallId::new("call-1"), input.to_string());
         self.tools.get(tool).expect("a tool").run(call).await
     }
 

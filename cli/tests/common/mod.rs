@@ -277,6 +277,21 @@ pub fn tool_stream(id: &str, name: &str, input: &serde_json::Value) -> Vec<u8> {
     s.into_bytes()
 }
 
+/// The MCP test server binary, which `cargo test --workspace` builds beside `turnstile`.
+pub fn mcp_test_server() -> PathBuf {
+    let path = PathBuf::from(env!("CARGO_BIN_EXE_turnstile")).with_file_name(format!(
+        "turnstile-mcp-test-server{}",
+        std::env::consts::EXE_SUFFIX
+    ));
+    assert!(
+        path.exists(),
+        "{} is missing: build it with `cargo build -p turnstile-mcp --bin turnstile-mcp-test-server` \
+         (`cargo test --workspace` builds it)",
+        path.display()
+    );
+    path
+}
+
 /// A recorded response body of the repository's fixtures.
 pub fn recorded(case: &str, n: usize) -> Vec<u8> {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))

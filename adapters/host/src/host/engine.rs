@@ -229,6 +229,12 @@ impl EngineTask {
                 Command::IsBusy(session, reply) => {
                     let _ = reply.send(self.driver.engine().is_busy(&session));
                 }
+                Command::BeginWork(call, reply) => {
+                    self.feed(Input::ToolStarted { call: call.clone() }, Caller::None);
+                    let began = self.driver.engine().is_tool_started(&call);
+                    debug!(session = %call.session, call = call.call.as_str(), began, "tool work");
+                    let _ = reply.send(began);
+                }
                 Command::Shutdown(reply) => {
                     info!("shutdown requested");
                     self.stopping.push(reply);

@@ -153,6 +153,8 @@ pub(crate) enum Command {
     ClearQueue(SessionId),
     Summarize(SessionId, oneshot::Sender<Result<(), SubmitError>>),
     IsBusy(SessionId, oneshot::Sender<bool>),
+    /// A call's work is about to begin: report it to the core and answer whether it may.
+    BeginWork(turnstile_core::CallIo, oneshot::Sender<bool>),
     Shutdown(oneshot::Sender<Result<(), Stopped>>),
 }
 

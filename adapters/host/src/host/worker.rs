@@ -37,7 +37,7 @@ use crate::history;
 use crate::mutants::HostMutant;
 use crate::provider::{EngineTarget, EventSink, ModelRequest, Provider, RequestKind};
 use crate::store::{NewRun, Txn, Write};
-use crate::tool::{ToolCall, ToolSet};
+use crate::tool::{ToolCall, ToolSet, WorkGate};
 
 /// What the engine task hands a worker.
 pub(crate) enum Action {
@@ -442,6 +442,25 @@ async fn report(ctx: &Ctx, input: Input) {
     }
 }
 
+/// Where a call asks the engine whether its work may begin ([`ToolCall::begin_work`]): the
+/// engine task reports [`Input::ToolStarted`] and answers from the core, in order with any
+/// abort, so an answer to an ask that arrives after a cancel can never run the call. With the
+/// engine gone, no work begins.
+fn work_gate(ctx: &Arc<Ctx>, call: &CallIo) -> WorkGate {
+    let (inbox, call) = (ctx.inbox.clone(), call.clone());
+    WorkGate::new(move || {
+        let (inbox, call) = (inbox.clone(), call.clone());
+        Box::pin(async move {
+            let Some(inbox) = inbox.upgrade() else { return false };
+            let (tx, rx) = oneshot::channel();
+            if inbox.send(Msg::Command(super::Command::BeginWork(call, tx))).await.is_err() {
+                return false;
+            }
+            rx.await.unwrap_or(false)
+        })
+    })
+}
+
 /// The failure a stream reports when its provider panicked: not retryable (a provider error
 /// without a status), so the turn fails instead of panicking again.
 fn panicked(why: String) -> StepEvent {
@@ -546,7 +565,8 @@ async fn run_tool(ctx: Arc<Ctx>, call: CallIo, name: String, input: String) {
     let started = tokio::time::Instant::now();
     let result = match ctx.tools.get(&name) {
         Some(tool) => {
-            let c = ToolCall { session: call.session.clone(), call: call.call.clone(), input };
+            let c = ToolCall::new(call.session.clone(), call.call.clone(), input)
+                .with_work_gate(work_gate(&ctx, &call));
             tool.run(c).await
         }
         None => ToolOutput {

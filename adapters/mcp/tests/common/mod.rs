@@ -22,7 +22,7 @@ pub fn stdio(args: &[&str]) -> ServerConfig {
 
 /// A call with this input.
 pub fn call(input: serde_json::Value) -> ToolCall {
-    ToolCall { session: SessionId::new("s"), call: CallId::new("c"), input: input.to_string() }
+    ToolCall::new(SessionId::new("s"), CallId::new("c"), input.to_string())
 }
 
 /// The tool offered as `name`.
