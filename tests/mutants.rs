@@ -8,7 +8,7 @@
 
 use turnstile_core::{
     Acceptor, CallIo, Config, ErrorClass, ErrorKind, FinishReason, Input, Mode, Mutant, Outcome,
-    OutputKind, RunId, Seq, SessionId, StoreOp, Submit, ToolOutput,
+    OutputKind, RunId, Seq, SessionId, StoreOp, Submit, ToolOutput, ToolSpec,
 };
 use turnstile_tests::harness::{Host, short};
 
@@ -779,6 +779,32 @@ fn child_result_lost_while_aborting_makes_the_parent_wait_for_its_grace() {
     assert!(!out.iter().any(|k| k.starts_with("set_timer")), "nothing to wait for: {out:?}");
     assert_eq!((b.outcome(c), b.outcome(a)), (Some(Outcome::Cancelled), None));
     assert!(bad_out.iter().any(|k| k.starts_with("set_timer")), "SPEC 4.11: waits {bad_out:?}");
+}
+
+// ---- A tool left to finish once started (SPEC 4.9) ----
+
+#[test]
+fn started_ignored_drops_a_call_whose_work_began() {
+    let [(good, g), (bad, b)] = pair(Mutant::StartedIgnored, None, |h| {
+        // `ask` waits for a person's answer before its work begins.
+        h.setup.tools.push(ToolSpec::new("ask").left_to_finish_once_started());
+        let a = active(h, "s");
+        h.tool_call(a, "c1", "ask");
+        h.finish(a, FinishReason::ToolCalls);
+        let call = h.tools.iter().find(|t| t.0.seq == a).map(|t| t.0.clone()).expect("c1 runs");
+        assert!(h.send(Input::ToolStarted { call: call.clone() }).is_empty(), "no output");
+        assert!(h.engine.is_tool_started(&call), "the work begins");
+        (cancel(h, "s"), a)
+    });
+    let ((out, a), (bad_out, _)) = (good, bad);
+    assert_eq!(out, ["set_timer"], "the started call is left to finish");
+    assert_eq!(g.outcome(a), None, "the cancel waits for its result");
+    assert_eq!(bad_out[0], "abort_tool #1 c1", "SPEC 4.9: {bad_out:?}");
+    assert_eq!(b.outcome(a), Some(Outcome::Cancelled), "ended without waiting");
+    let synthetic = ("Error: user cancelled assistant tool calling".to_owned(), true);
+    assert_eq!(results(&b, "c1"), [synthetic], "recorded as cancelled while the tool runs");
+    // Only a host sees the difference: the core's own checkers find nothing wrong.
+    assert_eq!(b.violations, Vec::<String>::new());
 }
 
 #[test]

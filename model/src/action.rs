@@ -2,6 +2,8 @@
 //! pending IO, and stale replies, abstracted from the core's `Input` (the driver turns each into
 //! the concrete input a host would send).
 
+use crate::state::Tool;
+
 /// How a client submits (SPEC 3: the mode, and whether a RunId comes with it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Kind {
@@ -119,9 +121,10 @@ pub enum Action {
     ToolCall {
         /// The session.
         session: u8,
-        /// True for a call of the tool an abort must leave to finish; false for the one the
-        /// host drops on abort (SPEC 4.9).
-        finishes: bool,
+        /// Which of the setup's tools it calls, so what an abort does to it (SPEC 4.9): the
+        /// one the host drops, the one left to finish, or the one left to finish once started
+        /// (never `started` here).
+        tool: Tool,
     },
     /// The current step's stream delivers a complete call of the `agent` tool (SPEC 4.11):
     /// the step's only call, in a top-level session; the sub-agent starts when the stream
@@ -147,6 +150,15 @@ pub enum Action {
         session: u8,
         /// How.
         failure: Failure,
+    },
+    /// The host reports that the work of a running call of the tool left to finish once
+    /// started begins ([`Tool::Asks`]: a person answered its ask), while its step's tools run
+    /// and before its result. From then on an abort leaves it to finish. No output.
+    ToolStarted {
+        /// The session.
+        session: u8,
+        /// Which call of the step: 0 the first, 1 the second.
+        call: u8,
     },
     /// A running call reports.
     ToolResult {
@@ -212,6 +224,9 @@ pub enum Action {
     LateTool,
     /// A second result for a call that already has one.
     DuplicateTool,
+    /// A `ToolStarted` for a call of the tool left to finish once started that an abort
+    /// dropped before its work began: the person's answer came after the ask was withdrawn.
+    LateStarted,
     /// A timer firing after it was disarmed or fired.
     StaleTimer,
     /// A title answer after shutdown abandoned the request, or a second answer.
@@ -258,6 +273,7 @@ impl Action {
                 | Action::StaleStep
                 | Action::LateTool
                 | Action::DuplicateTool
+                | Action::LateStarted
                 | Action::StaleTimer
                 | Action::StaleTitle
         )

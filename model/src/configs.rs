@@ -40,6 +40,7 @@ const NONE: Budget = Budget {
     prep_failures: 0,
     tool_calls: 0,
     finishing: 0,
+    asking: 0,
     second_calls: 0,
     stops: 0,
     highs: 0,
@@ -281,6 +282,32 @@ pub fn all() -> Vec<Bounds> {
                 finishing: 2,
                 stops: 1,
                 stale: 1,
+                ..NONE
+            },
+        },
+        Bounds {
+            name: "asks",
+            about: "seconds: a tool left to finish once started (SPEC 4.9): 1 session, 2 \
+                    submissions (one with a RunId), two steps that may each call two tools, one \
+                    call of which may wait for a person's answer before its work begins \
+                    (dropped by an abort until the host reports the start, left to finish \
+                    after), a result without a start (the ask denied), a stop result, cancel, \
+                    cancel_run, shutdown, a start after the ask was withdrawn, late results",
+            config: Config::default(),
+            expected_states: 56_692,
+            budget: Budget {
+                sessions: 1,
+                submits: 2,
+                runs: 1,
+                cancels: 1,
+                cancel_runs: 1,
+                shutdowns: 1,
+                tool_calls: 2,
+                second_calls: 2,
+                finishing: 2,
+                asking: 1,
+                stops: 1,
+                stale: 2,
                 ..NONE
             },
         },

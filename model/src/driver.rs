@@ -15,8 +15,8 @@ use turnstile_core::{
 };
 
 use crate::spec::{
-    Action, CHILD, Call, Failure, Kind, Lane, SESSION_NAMES, Spec, Status, Timer, Title, call_id,
-    stop_reason,
+    Action, CHILD, Call, Failure, Kind, Lane, SESSION_NAMES, Spec, Status, Timer, Title, Tool,
+    call_id, stop_reason,
 };
 
 /// The context window every preparation resolves (SPEC 4.7: the threshold is a fifth of it).
@@ -51,6 +51,11 @@ struct View {
     stale_step: Option<StepIo>,
     late_tool: Option<CallIo>,
     dup_tool: Option<CallIo>,
+    /// The running calls of the tool left to finish once started ([`ASKING_TOOL`]), as the
+    /// core named them, until an abort drops one.
+    asking: Vec<CallIo>,
+    /// A call of that tool an abort dropped before its work began: a start is stale.
+    late_started: Option<CallIo>,
     stale_timer: Option<TimerId>,
     stale_summary: Option<SummaryIo>,
     stale_refresh: Option<AttemptIo>,
@@ -80,6 +85,8 @@ impl Clone for View {
             stale_step,
             late_tool,
             dup_tool,
+            asking,
+            late_started,
             stale_timer,
             stale_summary,
             stale_refresh,
@@ -97,6 +104,8 @@ impl Clone for View {
         stale_step.clone_from(&source.stale_step);
         late_tool.clone_from(&source.late_tool);
         dup_tool.clone_from(&source.dup_tool);
+        asking.clone_from(&source.asking);
+        late_started.clone_from(&source.late_started);
         stale_timer.clone_from(&source.stale_timer);
         stale_summary.clone_from(&source.stale_summary);
         stale_refresh.clone_from(&source.stale_refresh);
@@ -305,7 +314,8 @@ impl Lockstep {
     }
 
     /// A digest of what a host can observe of the core through its getters (unfinished
-    /// submissions, stopped, newest sequence; per session busy, queue length, active turn).
+    /// submissions, stopped, newest sequence; per session busy, queue length, active turn, and
+    /// how many of its running calls' work began).
     /// Two paths that reach the same specification state must leave equal digests; the checker
     /// compares them (the soundness condition of its deduplication).
     /// With `mirrored`, the sessions are read in the other order: the digest of the mirror
@@ -318,10 +328,13 @@ impl Lockstep {
         h.write_u64(e.unfinished());
         h.write_u64(u64::from(e.is_stopped()));
         h.write_u64(e.newest_seq().map_or(0, |q| q.0));
+        let tools = &self.view.tool;
         let mut write = |id: &SessionId| {
             h.write_u64(u64::from(e.is_busy(id)));
             h.write_u64(e.queue_len(id) as u64);
             h.write_u64(u64::from(e.has_active_turn(id)));
+            let calls = tools[index(id)].iter();
+            h.write_u64(calls.filter(|c| e.is_tool_started(c)).count() as u64);
         };
         if mirrored {
             self.sessions.iter().rev().for_each(&mut write);
@@ -429,13 +442,18 @@ impl Lockstep {
                     error: "no model".into(),
                 }
             }
-            Action::ToolCall { session: s, finishes } => {
+            Action::ToolCall { session: s, tool } => {
                 let step = v.step[s as usize].clone().ok_or_else(|| missing("step"))?;
                 // The step's first call, or its second once the first was streamed.
                 let second =
                     matches!(spec.lanes[s as usize], Lane::Turn(t) if t.calls[0] != Call::None);
                 let id = CallId::new(call_id(step_of(spec, s), u8::from(second)));
-                let name = if finishes { FINISHING_TOOL } else { DROPPED_TOOL }.into();
+                let name = match tool {
+                    Tool::Dropped => DROPPED_TOOL,
+                    Tool::Finishes => FINISHING_TOOL,
+                    Tool::Asks { .. } => ASKING_TOOL,
+                };
+                let name = name.into();
                 let event = StepEvent::ToolCall { id, name, input: "{}".into() };
                 Input::Step { step, event }
             }
@@ -455,6 +473,15 @@ impl Lockstep {
             Action::StepFail { session: s, failure } => {
                 let step = v.step[s as usize].clone().ok_or_else(|| missing("step"))?;
                 Input::Step { step, event: StepEvent::Failed { error: provider_error(failure) } }
+            }
+            Action::ToolStarted { session: s, call: i } => {
+                let id = call_id(step_of(spec, s), i);
+                let call = v.tool[s as usize].iter().find(|c| c.call.as_str() == id);
+                Input::ToolStarted { call: call.cloned().ok_or_else(|| missing("tool"))? }
+            }
+            Action::LateStarted => {
+                let call = v.late_started.clone().ok_or_else(|| missing("withdrawn ask"))?;
+                Input::ToolStarted { call }
             }
             Action::ToolResult { session: s, call: i, stop } => {
                 let id = call_id(step_of(spec, s), i);
@@ -589,17 +616,29 @@ impl View {
                 self.title[index(session)] = None;
                 self.stale_title = Some((session.clone(), *seq));
             }
-            OutputKind::RunTool { call, .. } => {
+            OutputKind::RunTool { call, name, .. } => {
                 let s = index(&call.session);
                 // A new step's calls replace whatever an earlier step left (abandoned calls).
                 self.tool[s].retain(|c| c.step == call.step && c.turn == call.turn);
                 self.tool[s].push(call.clone());
+                if name == ASKING_TOOL {
+                    // As above: a session's new step forgets its earlier steps' calls.
+                    let earlier = |c: &CallIo| {
+                        c.session == call.session && (c.step != call.step || c.turn != call.turn)
+                    };
+                    self.asking.retain(|c| !earlier(c));
+                    self.asking.push(call.clone());
+                }
             }
             OutputKind::AbortTool { call } => {
                 // A dropped call can never report: its result would be stale (SPEC 4.9, I13).
                 let s = index(&call.session);
                 if let Some(i) = self.tool[s].iter().position(|c| c == call) {
                     self.late_tool = Some(self.tool[s].remove(i));
+                }
+                // An asking call dropped before its work began: its start would be stale.
+                if let Some(i) = self.asking.iter().position(|c| c == call) {
+                    self.late_started = Some(self.asking.remove(i));
                 }
             }
             OutputKind::RefreshCredentials { attempt } => {
@@ -694,14 +733,20 @@ fn run_prompt(r: u8) -> String {
 pub const DROPPED_TOOL: &str = "ls";
 /// The setup's tool whose calls an abort must leave to finish.
 pub const FINISHING_TOOL: &str = "make";
+/// The setup's tool whose calls an abort leaves to finish once their work began, and drops
+/// before (a permission ask is withdrawn): [`Tool::Asks`].
+pub const ASKING_TOOL: &str = "write";
 
-/// The setup every preparation resolves: the two tools (and the `agent` tool when `agent`),
+/// The setup every preparation resolves: the three tools (and the `agent` tool when `agent`),
 /// a known context window, a titled session (the driver says whether the session has its
 /// title yet, SPEC 4.11).
 #[must_use]
 pub fn setup(agent: bool) -> Setup {
-    let mut tools =
-        vec![ToolSpec::new(DROPPED_TOOL), ToolSpec::new(FINISHING_TOOL).left_to_finish()];
+    let mut tools = vec![
+        ToolSpec::new(DROPPED_TOOL),
+        ToolSpec::new(FINISHING_TOOL).left_to_finish(),
+        ToolSpec::new(ASKING_TOOL).left_to_finish_once_started(),
+    ];
     if agent {
         tools.push(ToolSpec::new(AGENT_TOOL));
     }
@@ -804,11 +849,12 @@ mod tests {
     }
 
     /// `fork_into` over a core of another state gives exactly what `fork` gives, for the
-    /// first states of configurations with turns, calls, summaries, titles and sub-agents.
+    /// first states of configurations with turns, calls, summaries, titles, sub-agents and
+    /// calls of the tool left to finish once started.
     #[test]
     fn a_copy_into_a_used_core_equals_a_fresh_copy() {
         let mut compared = 0;
-        for name in ["default", "calls-two", "titles", "agents", "acceptor", "watchdog"] {
+        for name in ["default", "calls-two", "titles", "agents", "acceptor", "watchdog", "asks"] {
             let states = first_states(name, 600);
             let n = states.len();
             for i in 0..n {

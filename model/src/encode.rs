@@ -10,7 +10,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 use turnstile_core::{Mode, Outcome};
 
 use crate::spec::{
-    Attempt, AttemptPhase, Budget, Call, Cause, Closing, Lane, Spec, Status, Title, TurnPhase,
+    Attempt, AttemptPhase, Budget, Call, Cause, Closing, Lane, Spec, Status, Title, Tool, TurnPhase,
 };
 
 /// A packed state: 32 bytes.
@@ -60,14 +60,18 @@ pub fn encode(s: &Spec) -> Key {
         Closing::Closed => 3,
     };
     let stale = s.stale.iter().enumerate().fold(0u8, |acc, (i, f)| acc | u8::from(*f) << i);
-    // accepted 4 bits, closing 2, then shutdown's budget (0 or 1) in bit 6.
+    // accepted 4 bits, closing 2, then shutdown's budget (0 or 1) in bit 6 and the budget of
+    // calls of the tool left to finish once started (0 or 1) in bit 7.
     if s.accepted > 15 {
         too_wide("accepted", u64::from(s.accepted), 4);
     }
     if s.budget.shutdowns > 1 {
         too_wide("shutdowns", u64::from(s.budget.shutdowns), 1);
     }
-    let shutdowns = u64::from(s.budget.shutdowns) << 6;
+    if s.budget.asking > 1 {
+        too_wide("asking", u64::from(s.budget.asking), 1);
+    }
+    let shutdowns = u64::from(s.budget.shutdowns) << 6 | u64::from(s.budget.asking) << 7;
     p.byte(u64::from(s.accepted) | closing << 4 | shutdowns, "accepted");
     p.byte(u64::from(stale), "stale flags");
     for sub in s.subs.iter().take(s.accepted as usize) {
@@ -87,10 +91,11 @@ pub fn encode(s: &Spec) -> Key {
     for lane in &s.lanes[..2] {
         encode_lane(&mut p, lane);
     }
-    // Each lane's first call: its state is in the lane's bytes, its bit here (which tool it
-    // names, SPEC 4.9, or whether its result stops the turn); then whether the lane's
-    // streaming attempt had content since its watchdog was armed (SPEC 4.5): one bit per lane;
-    // then each lane's second call's state, 2 bits per lane.
+    // Each lane's first call: its state is in the lane's bytes, its bit here (`call_bits`:
+    // which tool it names, SPEC 4.9, whether its work began, or whether its result stops the
+    // turn); then whether the lane's streaming attempt had content since its watchdog was
+    // armed (SPEC 4.5): one bit per lane; then each lane's second call's state, 2 bits per
+    // lane.
     let call = |l: &Lane, i: usize| match l {
         Lane::Turn(t) => call_bits(t.calls[i]),
         _ => (0, 0),
@@ -178,22 +183,36 @@ fn encode_sub_agent(p: &mut Pack, s: &Spec) {
     }
 }
 
-/// A call's state (2 bits) and its one bit: which tool it names while streamed or running,
-/// whether its result asked to stop once it has one.
+/// A call's code (2 bits) and its one bit: which tool it names while streamed or running (and
+/// whether an asking call's work began), whether its result asked to stop once it has one.
+///
+/// Read with its turn's phase, which the lane's bytes hold: while the step streams (backing
+/// off or refreshing included) a call is none or streamed, never running or done; once the
+/// stream finished (the tools run, or the turn aborts) it is none, running or done, never
+/// streamed. So a streamed call of the tool left to finish once started takes a running
+/// call's code, and a running one a streamed call's: distinct states keep distinct keys (the
+/// test `the_state_encoding_is_injective` checks it over whole explored spaces).
 fn call_bits(c: Call) -> (u64, u64) {
     match c {
         Call::None => (0, 0),
-        Call::Streamed { finishes } => (1, u64::from(finishes)),
-        Call::Running { finishes } => (2, u64::from(finishes)),
+        Call::Streamed { tool: Tool::Dropped } => (1, 0),
+        Call::Streamed { tool: Tool::Finishes } => (1, 1),
+        // Running's code: nothing runs while the step streams.
+        Call::Streamed { tool: Tool::Asks { started } } => (2, u64::from(started)),
+        Call::Running { tool: Tool::Dropped } => (2, 0),
+        Call::Running { tool: Tool::Finishes } => (2, 1),
+        // Streamed's code: nothing streams once the stream finished.
+        Call::Running { tool: Tool::Asks { started } } => (1, u64::from(started)),
         Call::Done { stop } => (3, u64::from(stop)),
-        // The sub-agent's bytes say the first call is an `agent` call.
+        // The sub-agent's bytes say the first call is an `agent` call: streamed only while
+        // the step streams, running only after.
         Call::Agent { running } => (1 + u64::from(running), 0),
     }
 }
 
 /// What is left to spend. The constants of a configuration (`sessions`, `external`,
 /// `untitled`, `step_limit`) are the same in every state of one exploration, so they are not
-/// in the key; `shutdowns` (one bit) goes with `accepted`.
+/// in the key; `shutdowns` and `asking` (one bit each) go with `accepted`.
 fn budget(b: &Budget) -> [u8; 20] {
     [
         b.stalls,

@@ -9,11 +9,11 @@ use crate::checker::describe;
 use crate::{Bounds, Options, check, configs};
 
 /// The configurations tried, in order, until one finds the mutant: the cheapest first. The
-/// step limit's, the titles', the several calls' and the sub-agents' come after the five that
-/// find the older mutants; the external acceptor's after the core-acceptor ones that find
-/// every other mutant, but before `default`, the slowest (a mutant that needs an external acceptor
-/// exhausts every configuration before its own).
-pub const HUNT: [&str; 15] = [
+/// step limit's, the titles', the several calls', the sub-agents' and the asking tool's come
+/// after the five that find the older mutants; the external acceptor's after the
+/// core-acceptor ones that find every other mutant, but before `default`, the slowest (a
+/// mutant that needs an external acceptor exhausts every configuration before its own).
+pub const HUNT: [&str; 16] = [
     "small",
     "faults",
     "retries",
@@ -24,6 +24,7 @@ pub const HUNT: [&str; 15] = [
     "calls",
     "calls-two",
     "agents",
+    "asks",
     "acceptor",
     "acceptor-lookup",
     "acceptor-turn",
@@ -55,7 +56,7 @@ pub struct Hunt {
 /// live in code that only an external acceptor reaches (watermarks ahead of the core), the
 /// titles' only where a session has no title, the step limit's only under a limit, those of
 /// several calls per step only where a step can call two tools, the sub-agents' only where a
-/// step can call the `agent` tool. Elsewhere
+/// step can call the `agent` tool, the asking tool's only where a step can call it. Elsewhere
 /// the mutated core is the correct one, so exploring it again would only cost time.
 #[must_use]
 pub fn can_show(mutant: Mutant, bounds: &Bounds) -> bool {
@@ -75,6 +76,7 @@ pub fn can_show(mutant: Mutant, bounds: &Bounds) -> bool {
         | Mutant::CascadeMissesChild
         | Mutant::ChildCancelCancelsParent
         | Mutant::ChildResultLostWhileAborting => b.agents > 0,
+        Mutant::StartedIgnored => b.asking > 0,
         _ => true,
     }
 }

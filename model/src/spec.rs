@@ -11,7 +11,7 @@
 //! | 4.1 preparation and its failure | `Prepared` / `PrepFailed` in `Spec::apply` |
 //! | 4.2 admission in acceptance order | `Spec::admit`: only the queue's head, only when prepared and the lane is idle |
 //! | 4.3 folding at every step start | `Spec::start_step` |
-//! | 4.4 steps, any finish reason; up to two tool calls per step (`Budget::second_calls`), ids `c<step>` and `c<step>b`, each its own tool (dropped on abort or left to finish); all start when the stream finishes, report in any order, and the step ends with its last result | [`Turn::calls`], `ToolCall`, `StepDone`, `Spec::tool_result` |
+//! | 4.4 steps, any finish reason; up to two tool calls per step (`Budget::second_calls`), ids `c<step>` and `c<step>b`, each its own tool ([`Tool`]: dropped on abort, left to finish, or left to finish once started); all start when the stream finishes, report in any order, and the step ends with its last result | [`Turn::calls`], `ToolCall`, `StepDone`, `Spec::tool_result` |
 //! | 4.6 case 1 with several stop results (the first call's a permission denial, the second's a hook halt): the first of the step's calls in streaming order that asked to stop names the reason, whatever order the results came in | `Spec::tool_result`, [`stop_reason`] |
 //! | 4.5 retries (4 attempts) and one refresh per step | [`Attempt`], `StepFail`, `Refreshed`, the retry timer |
 //! | 4.5 the stream watchdog: one timer per attempt of a step or summary, armed at its start, disarmed at its end; content moves it without an output; a firing without content since it was armed aborts the attempt and fails it as a retryable transport error (the 4th: `failed`, `transport`) | `Timer::Watchdog`, `Attempt::content`, `Spec::watchdog_fired`, the `stalls` budget |
@@ -19,12 +19,13 @@
 //! | 4.6 the step limit (`Budget::step_limit`, the core's `Config::step_limit`): counted per submission across its resumed turns ([`Sub::steps`]), after a stop result and before every other end; a failure that replaces only a finish that was not final, then housekeeping at the threshold | `Spec::step_ended` |
 //! | 4.7 summarization, pause, resume, manual | `Spec::summary_done`, `Spec::summary_failed`, `Summarize` |
 //! | 4.9 clean-up and the cancel grace: every droppable running call is aborted (each call by its own tool's policy), the calls left to finish are waited for until the last reports or the grace (the deadline) fires; at clean-up every call without a result gets its synthetic result, after the real ones, in streaming order; a result for an aborted or abandoned call is stale | `Spec::abort_turn`, `Spec::cleanup`, `Spec::synthesize`, `LateTool` |
+//! | 4.9 a tool left to finish once started (`Budget::asking`, [`Tool::Asks`]): its running call may wait before its work begins (a permission ask); the host reports the start (`ToolStarted`, no output) only while the step's tools run and the call runs unstarted, and its result may come without one (the ask denied); until then an abort drops the call like a droppable one (`AbortTool`, nothing waits, a start that still comes is stale), after it the abort leaves it to finish | `Call::left_to_finish`, `Call::dropped_by_abort`, `ToolStarted`, `Spec::abort_turn`, `LateStarted` |
 //! | 4.10 cancel, cancel_run, clear_queue, shutdown | `Spec::cancel_sub`, `Clear`, `Spec::shutdown` |
 //! | 4.1 and 4.10 an external acceptor (`Budget::external`): it numbers every call (`Accept`, and `LookUp` for a used RunId, which leaves a gap in what the core sees), the calls reach the core in order (`Arrive`, a pending host reply for I6); a cancel reaches it at once, naming the acceptor's newest sequence, and covers the session's calls still in flight, which end `cancelled` on entry; nothing numbered after it is covered, and a watermark is never dropped while something it covers can arrive | [`Status::InFlight`], `Spec::accept`, `Spec::arrive`, `Spec::cancel` |
 //! | 4.11 titles (`Budget::untitled`): requested at a session's first activation when it has none and none is pending, answered whenever the host likes (generated or not: the same write), never waited for and never cancelled with the turn; shutdown abandons a pending request and writes the prompt's title | [`Title`], `Spec::admit`, `Titled`, `Spec::abandon_title` |
 //! | 4.11 sub-agents (`Budget::agents`): an `agent` call (a top-level step's only call) starts, when the stream finishes, a turn in the child session ([`CHILD`]): the child submission takes the next sequence, no RunId, no preparation, never queued, no title; its steps are any turn's (tools, retries, failures, the watchdog), but make one call each and never summarize; each step's usage write adds its cost to the parent in the same write (a [`Rec::Cost`] naming the parent); the child's end, whatever its outcome, is the parent's call's result, written as reported; cancel(child) ends only the child and the parent goes on; an abort of the parent (cancel, cancel_run, shutdown) aborts the child, and waits for its end up to the grace or the deadline, where the parent goes first and the child's end is stale; a submission to the child is refused | [`Child`], `Call::Agent`, `Spec::delegate`, `Spec::child_ended`, `Spec::abort_turn` |
 //! | 5 the completion contract | `Spec::decide` and `publish`, the only places an outcome is set (`publish` panics on a second decision) |
-//! | I13 stale replies | the `Stale*` actions: allowed when such IO exists, and change nothing (a watchdog firing after its attempt ended, a late event of an attempt it aborted) |
+//! | I13 stale replies | the `Stale*` actions, `LateTool`, `DuplicateTool` and `LateStarted`: allowed when such IO exists, and change nothing (a watchdog firing after its attempt ended, a late event of an attempt it aborted, a start of a call whose ask an abort withdrew) |
 //!
 //! Not modelled (the core's own tests and traces cover them): a sub-agent's text (which result
 //! text its end gives) and an `agent` call without a prompt or beside another call, more than
@@ -50,7 +51,7 @@ use turnstile_core::{ErrorKind, Mode, Outcome, Seq, StopReason};
 pub use crate::action::{Action, Failure, Kind, Timer};
 pub use crate::state::{
     Attempt, AttemptPhase, Budget, Call, Cause, Child, Closing, Lane, Status, Sub, Summary, Title,
-    Turn, TurnPhase,
+    Tool, Turn, TurnPhase,
 };
 
 /// Sessions the model knows, by index; their ids are these names.
@@ -85,8 +86,8 @@ pub struct Spec {
     /// What is left to choose.
     pub budget: Budget,
     /// Whether a stale reply of each kind could be sent: step, late tool, duplicate tool, timer,
-    /// summary, refresh, title.
-    pub stale: [bool; 7],
+    /// summary, refresh, title, late start.
+    pub stale: [bool; 8],
     /// The sessions' titles (SPEC 4.11).
     pub titles: [Title; 2],
     /// The sub-agent, once the `agent` call started it (at most one per exploration).
@@ -100,6 +101,7 @@ const STALE_TIMER: usize = 3;
 const STALE_SUMMARY: usize = 4;
 const STALE_REFRESH: usize = 5;
 const STALE_TITLE: usize = 6;
+const LATE_STARTED: usize = 7;
 
 /// The call id of the model's step `step`'s first call (`call` 0) or second (`call` 1).
 #[must_use]
@@ -181,10 +183,11 @@ fn name(child: Option<Child>, session: u8) -> String {
     }
 }
 
-/// True for a call an aborted turn waits for: one left to finish, or a sub-agent, whose end
+/// True for a call an aborted turn waits for: one left to finish (of the tool left to finish,
+/// or of the one left to finish once started, after its work began), or a sub-agent, whose end
 /// (aborted with its parent) is the call's result (SPEC 4.9, 4.11).
 fn holds(c: Call) -> bool {
-    matches!(c, Call::Running { finishes: true } | Call::Agent { running: true })
+    c.left_to_finish() || c == Call::Agent { running: true }
 }
 
 /// True for a call that has no result yet while its step's tools run.
@@ -216,7 +219,7 @@ impl Spec {
             lanes: [Lane::Idle; 3],
             closing: Closing::Open,
             budget,
-            stale: [false; 7],
+            stale: [false; 8],
             titles: [title; 2],
             child: None,
         }
@@ -298,7 +301,7 @@ impl Spec {
     /// own, and what that makes it forget (the session of the newest ended submission, once
     /// no stale reply is left).
     #[must_use]
-    pub fn spent(&self, budget: Budget, stale: [bool; 7]) -> Spec {
+    pub fn spent(&self, budget: Budget, stale: [bool; 8]) -> Spec {
         let mut less = *self;
         less.budget = budget;
         less.stale = stale;
@@ -490,9 +493,13 @@ impl Spec {
                     && b.second_calls > 0
                     && session != CHILD;
                 if first || second {
-                    out.push(Action::ToolCall { session, finishes: false });
+                    out.push(Action::ToolCall { session, tool: Tool::Dropped });
                     if b.finishing > 0 {
-                        out.push(Action::ToolCall { session, finishes: true });
+                        out.push(Action::ToolCall { session, tool: Tool::Finishes });
+                    }
+                    if b.asking > 0 {
+                        let tool = Tool::Asks { started: false };
+                        out.push(Action::ToolCall { session, tool });
                     }
                 }
                 // An `agent` call, a top-level step's only one (sub-agents are not offered the
@@ -515,9 +522,13 @@ impl Spec {
                 );
             }),
             TurnPhase::Tool => {
-                // The running calls report in any order.
+                // The running calls report in any order; an asking call's work may begin
+                // first, or never (its ask denied, its result comes without work).
                 for call in 0..2u8 {
-                    if let Call::Running { .. } = t.calls[call as usize] {
+                    if let Call::Running { tool } = t.calls[call as usize] {
+                        if tool == (Tool::Asks { started: false }) {
+                            out.push(Action::ToolStarted { session, call });
+                        }
                         out.push(Action::ToolResult { session, call, stop: false });
                         if b.stops > 0 {
                             out.push(Action::ToolResult { session, call, stop: true });
@@ -529,7 +540,7 @@ impl Spec {
                 // Only calls left to finish still report (a dropped one is stale, I13); what
                 // they say no longer decides anything.
                 for call in 0..2u8 {
-                    if t.calls[call as usize] == (Call::Running { finishes: true }) {
+                    if t.calls[call as usize].left_to_finish() {
                         out.push(Action::ToolResult { session, call, stop: false });
                     }
                 }
@@ -614,6 +625,7 @@ impl Spec {
             Action::StaleSummary,
             Action::StaleRefresh,
             Action::StaleTitle,
+            Action::LateStarted,
         ];
         for (i, a) in kinds.into_iter().enumerate() {
             if self.stale[i] {
@@ -699,18 +711,20 @@ impl Spec {
                 self.decide(n, Outcome::Failed, Some(ErrorKind::Preparation), None, e);
                 self.admit(self.sub(n).session, e);
             }
-            Action::ToolCall { session, finishes } => {
+            Action::ToolCall { session, tool } => {
                 let t = *self.turn_mut(session);
                 let call = u8::from(t.calls[0] != Call::None);
                 match call {
                     0 => self.budget.tool_calls -= 1,
                     _ => self.budget.second_calls -= 1,
                 }
-                if finishes {
-                    self.budget.finishing -= 1;
+                match tool {
+                    Tool::Dropped => {}
+                    Tool::Finishes => self.budget.finishing -= 1,
+                    Tool::Asks { .. } => self.budget.asking -= 1,
                 }
                 let t = self.turn_mut(session);
-                t.calls[call as usize] = Call::Streamed { finishes };
+                t.calls[call as usize] = Call::Streamed { tool };
                 // Content: the watchdog's deadline moves, with no output (SPEC 4.5).
                 if let TurnPhase::Step(a) = &mut t.phase {
                     a.content = true;
@@ -720,6 +734,13 @@ impl Spec {
             }
             Action::StepDone { session, high, odd } => self.step_done(session, high, odd, e),
             Action::StepFail { session, failure } => self.step_failed(session, failure, e),
+            Action::ToolStarted { session, call } => {
+                // The work begins: from now on an abort leaves the call to finish. The core
+                // writes nothing and starts nothing (the host runs the work it held).
+                let c = &mut self.turn_mut(session).calls[call as usize];
+                debug_assert_eq!(*c, Call::Running { tool: Tool::Asks { started: false } });
+                *c = Call::Running { tool: Tool::Asks { started: true } };
+            }
             Action::ToolResult { session, call, stop } => self.tool_result(session, call, stop, e),
             Action::Refreshed { session, ok } => self.refreshed(session, ok, e),
             Action::SummaryDone { session } => self.summary_done(session, e),
@@ -738,6 +759,7 @@ impl Spec {
             | Action::StaleStep
             | Action::LateTool
             | Action::DuplicateTool
+            | Action::LateStarted
             | Action::StaleTimer
             | Action::StaleTitle => self.budget.stale -= 1,
         }
@@ -1005,8 +1027,8 @@ impl Spec {
             let mut delegates = false;
             for (i, c) in t.calls.iter_mut().enumerate() {
                 match *c {
-                    Call::Streamed { finishes } => {
-                        *c = Call::Running { finishes };
+                    Call::Streamed { tool } => {
+                        *c = Call::Running { tool };
                         e.io(Io::RunTool { seq: seq(owner), call: call_id(step, i as u8) });
                     }
                     Call::Agent { running: false } => {
@@ -1569,11 +1591,14 @@ impl Spec {
     }
 
     /// Aborts the session's turn: its IO stops. Every running call of the tool the host drops
-    /// is aborted and can never report; each call decides by its own tool's policy. When no
-    /// call left to finish runs, clean-up runs now, as it does with no call running; otherwise
-    /// the calls left to finish (not aborted: they run to their end) hold clean-up back, until
-    /// the last of them reports or the grace timer (cancel) or the shutdown deadline fires
-    /// (SPEC 4.9). The dropped calls get their synthetic results at clean-up, with the others.
+    /// is aborted and can never report, and so is every running call of the tool left to
+    /// finish once started whose work has not begun (its ask is withdrawn; it is dropped from
+    /// then on); each call decides by its own tool's policy. When no call left to finish runs,
+    /// clean-up runs now, as it does with no call running; otherwise the calls left to finish
+    /// (not aborted: they run to their end; an asking call's once its work began) hold
+    /// clean-up back, until the last of them reports or the grace timer (cancel) or the
+    /// shutdown deadline fires (SPEC 4.9). The dropped calls get their synthetic results at
+    /// clean-up, with the others.
     fn abort_turn(&mut self, s: u8, cause: Cause, e: &mut Emit) {
         let t = *self.turn_mut(s);
         let owner = seq(t.owner);
@@ -1583,9 +1608,15 @@ impl Spec {
             TurnPhase::Tool => {}
         }
         for (i, c) in t.calls.iter().enumerate() {
-            if *c == (Call::Running { finishes: false }) {
+            if c.dropped_by_abort() {
                 self.stale[LATE_TOOL] = true;
                 e.io(Io::AbortTool { seq: owner, call: call_id(t.step, i as u8) });
+            }
+            if *c == (Call::Running { tool: Tool::Asks { started: false } }) {
+                // Its ask is withdrawn: an answer that still comes is stale (I13), and the
+                // call is dropped like any other.
+                self.stale[LATE_STARTED] = true;
+                self.turn_mut(s).calls[i] = Call::Running { tool: Tool::Dropped };
             }
         }
         if !t.calls.iter().any(|c| holds(*c)) {

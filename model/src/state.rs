@@ -89,22 +89,44 @@ pub enum Title {
     Titled,
 }
 
-/// One tool call of the current step (a step makes at most two: [`Turn::calls`]). `finishes`
-/// says which of the setup's two tools it calls: one the host drops on abort, or one an abort
-/// must leave to finish (SPEC 4.9). Each call of a step has its own tool, so its own policy.
+/// Which of the setup's three tools a call calls, so what an abort does to it (SPEC 4.9): each
+/// call of a step has its own tool, so its own policy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Tool {
+    /// The tool the host drops on abort: an abort aborts its running call (`AbortTool`), which
+    /// can then never report. While a turn aborts, every call an abort dropped is
+    /// `Running { tool: Dropped }`, a call of [`Tool::Asks`] whose work had not begun too.
+    Dropped,
+    /// The tool an abort must leave to finish: its running call is not aborted, and clean-up
+    /// waits for its result up to the cancel grace or the shutdown deadline.
+    Finishes,
+    /// The tool left to finish once started: its call may wait before its work begins (a
+    /// person's answer to a permission ask), and that wait is droppable. Until the host reports
+    /// that the work began (`ToolStarted`), an abort drops the call as it drops
+    /// [`Tool::Dropped`]'s; once `started`, an abort leaves it to finish as [`Tool::Finishes`]'s.
+    /// Its result may also come without a start (the ask was denied: no work).
+    Asks {
+        /// True once the host reported that the call's work began (only while it runs).
+        started: bool,
+    },
+}
+
+/// One tool call of the current step (a step makes at most two: [`Turn::calls`]), of one of
+/// the setup's tools ([`Tool`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Call {
     /// None streamed.
     None,
-    /// Streamed, not running (the stream has not finished).
+    /// Streamed, not running (the stream has not finished; a call of [`Tool::Asks`] is never
+    /// `started` here).
     Streamed {
-        /// True for the tool left to finish.
-        finishes: bool,
+        /// Its tool.
+        tool: Tool,
     },
     /// Running.
     Running {
-        /// True for the tool left to finish.
-        finishes: bool,
+        /// Its tool (and, for [`Tool::Asks`], whether its work began).
+        tool: Tool,
     },
     /// A call of the `agent` tool (SPEC 4.11; only a top-level step's only call): streamed
     /// (`running` false), then, once the stream finished, its sub-agent runs in the child
@@ -113,13 +135,29 @@ pub enum Call {
         /// True while the sub-agent runs.
         running: bool,
     },
-    /// It has its result (while aborting, a dropped call stays `Running { finishes: false }`:
+    /// It has its result (while aborting, a dropped call stays `Running { tool: Dropped }`:
     /// aborted, it can never report, and clean-up gives it the synthetic result).
     Done {
         /// True when the result asked to stop the turn; kept until the step's last result,
         /// which judges the step (SPEC 4.6 case 1). Always false while the turn aborts.
         stop: bool,
     },
+}
+
+impl Call {
+    /// True for a running call an abort leaves to finish (SPEC 4.9): one of
+    /// [`Tool::Finishes`], or of [`Tool::Asks`] once its work began.
+    #[must_use]
+    pub fn left_to_finish(self) -> bool {
+        matches!(self, Call::Running { tool: Tool::Finishes | Tool::Asks { started: true } })
+    }
+
+    /// True for a running call an abort drops (SPEC 4.9): one of [`Tool::Dropped`], or of
+    /// [`Tool::Asks`] whose work has not begun (its ask is withdrawn).
+    #[must_use]
+    pub fn dropped_by_abort(self) -> bool {
+        matches!(self, Call::Running { tool: Tool::Dropped | Tool::Asks { started: false } })
+    }
 }
 
 /// Retries and the refresh of one step or summary (SPEC 4.5).
@@ -285,9 +323,12 @@ pub struct Budget {
     pub prep_failures: u8,
     /// Steps' first tool calls streamed.
     pub tool_calls: u8,
-    /// Among them and the second calls, calls of the tool an abort must leave to finish (the
-    /// others are dropped).
+    /// Among them and the second calls, calls of the tool an abort must leave to finish
+    /// ([`Tool::Finishes`]; the others are dropped, or ask).
     pub finishing: u8,
+    /// Among them and the second calls, calls of the tool left to finish once started
+    /// ([`Tool::Asks`]: dropped by an abort until the host reports that its work began).
+    pub asking: u8,
     /// Steps that stream a second tool call after their first (SPEC 4.4: several calls per
     /// step, each with its own result).
     pub second_calls: u8,
@@ -339,6 +380,7 @@ impl Budget {
             prep_failures,
             tool_calls,
             finishing,
+            asking,
             second_calls,
             stops,
             highs,
@@ -365,6 +407,7 @@ impl Budget {
             (prep_failures, other.prep_failures),
             (tool_calls, other.tool_calls),
             (finishing, other.finishing),
+            (asking, other.asking),
             (second_calls, other.second_calls),
             (stops, other.stops),
             (highs, other.highs),

@@ -261,7 +261,7 @@ fn a_state_with_less_left_to_choose_has_no_other_future() {
 /// Checks `a_state_with_less_left_to_choose_has_no_other_future` at `s`: every state with
 /// one thing less left to choose. Returns the transitions compared.
 fn has_no_other_future(name: &str, s: &Spec) -> usize {
-    let spend: [fn(&mut Budget) -> &mut u8; 22] = [
+    let spend: [fn(&mut Budget) -> &mut u8; 23] = [
         |b| &mut b.submits,
         |b| &mut b.runs,
         |b| &mut b.replays,
@@ -273,6 +273,7 @@ fn has_no_other_future(name: &str, s: &Spec) -> usize {
         |b| &mut b.prep_failures,
         |b| &mut b.tool_calls,
         |b| &mut b.finishing,
+        |b| &mut b.asking,
         |b| &mut b.second_calls,
         |b| &mut b.stops,
         |b| &mut b.highs,
@@ -341,6 +342,67 @@ fn the_titles_and_step_limit_configurations_conform_everywhere() {
 fn the_calls_configurations_conform_everywhere() {
     assert_passes("calls", 15_000);
     assert_passes("calls-two", 40_000);
+}
+
+/// A tool left to finish once started (SPEC 4.9): an abort drops its call until the host
+/// reports that the work began, and leaves it to finish after; a start after the abort is
+/// stale; beside calls of the other tools, results in any order, one without a start.
+#[test]
+fn the_asks_configuration_conforms_everywhere() {
+    assert_passes("asks", 50_000);
+}
+
+/// SPEC 4.9 for a call left to finish once started, in the specification and the core in
+/// lockstep: a cancel before the host reported the start withdraws the ask (`AbortTool`) and
+/// ends the turn at once, and a start that comes after it changes nothing; a cancel after the
+/// start leaves the call to finish, waiting up to the grace, and its result ends the turn.
+#[test]
+fn a_cancel_drops_an_asking_call_until_its_work_began_and_waits_for_it_after() {
+    use turnstile_core::projection::Io;
+    use turnstile_model::driver::Lockstep;
+    use turnstile_model::spec::Tool;
+    let b = bounds("asks");
+    let asks = Tool::Asks { started: false };
+    let start = [
+        Action::Submit { session: 0, kind: Kind::Own },
+        Action::Prepared { seq: 1 },
+        Action::ToolCall { session: 0, tool: asks },
+        Action::StepDone { session: 0, high: false, odd: false },
+    ];
+    // The projections of `rest` after `start`, each checked against the core's.
+    let run = |rest: &[Action]| {
+        let (mut spec, mut core) = (Spec::new(b.budget), Lockstep::new(&b.config));
+        let mut projections = Vec::new();
+        for &a in start.iter().chain(rest) {
+            let mut offered = Vec::new();
+            spec.actions(&mut offered);
+            assert!(offered.contains(&a), "{a:?} is offered in {spec:?}");
+            let (_, _, actual) = core.step(&spec, a).unwrap_or_else(|f| panic!("{a:?}: {f:?}"));
+            let mut e = Emit::new(true);
+            spec.apply(a, &mut e);
+            let p = e.finish();
+            assert_eq!(p, actual, "the core agrees after {a:?}");
+            projections.push(p);
+        }
+        projections.split_off(start.len())
+    };
+    let aborts = |p: &turnstile_core::projection::Projection| {
+        p.io.iter().filter(|io| matches!(io, Io::AbortTool { .. })).count()
+    };
+    let withdrawn = run(&[Action::Cancel { session: 0 }, Action::LateStarted]);
+    assert_eq!(aborts(&withdrawn[0]), 1, "the ask is withdrawn: {:?}", withdrawn[0]);
+    assert_eq!(completions(withdrawn[0].clone()), [(1, Outcome::Cancelled)], "at once");
+    assert_eq!(withdrawn[1], Default::default(), "a late start is stale (I13)");
+    let started = run(&[
+        Action::ToolStarted { session: 0, call: 0 },
+        Action::Cancel { session: 0 },
+        Action::ToolResult { session: 0, call: 0, stop: false },
+    ]);
+    assert_eq!(started[0], Default::default(), "a start has no output");
+    assert_eq!(aborts(&started[1]), 0, "the work began: left to finish");
+    assert!(started[1].io.iter().any(|io| matches!(io, Io::SetTimer { .. })), "the grace");
+    assert_eq!(completions(started[1].clone()), [], "the cancel waits for the call");
+    assert_eq!(completions(started[2].clone()), [(1, Outcome::Cancelled)], "its result ends it");
 }
 
 /// Sub-agents (SPEC 4.11): the child's turn, its end as the parent's tool result, cancel(child)
@@ -495,6 +557,9 @@ fn the_state_encoding_is_injective() {
     assert_injective("calls-two", 100_000);
     // A sub-agent: the parent's `agent` call, the child's lane and submission, after its end.
     assert_injective("agents", 70_000);
+    // A call left to finish once started, streamed and running (started or not), whose codes
+    // are read with its turn's phase.
+    assert_injective("asks", 50_000);
 }
 
 fn assert_injective(name: &str, at_least: usize) {

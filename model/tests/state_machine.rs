@@ -31,6 +31,8 @@ const WIDE: Budget = Budget {
     prep_failures: 2,
     tool_calls: 8,
     finishing: 4,
+    // Calls left to finish once started: a start reported or not, an abort before or after.
+    asking: 4,
     // Steps with two calls, results in any order, two stops (SPEC 4.6's precedence).
     second_calls: 4,
     stops: 2,

@@ -139,6 +139,11 @@ pub enum Mutant {
     /// waits for its grace (or the deadline) and gives the call a synthetic result although
     /// the child ended (breaks SPEC 4.11, 4.9).
     ChildResultLostWhileAborting,
+    /// An abort ignores that the work of a call left to finish once started began
+    /// ([`crate::Input::ToolStarted`]): the call is dropped although its tool really runs,
+    /// so its result is recorded as cancelled and the cancel ends at once instead of waiting
+    /// for it (breaks SPEC 4.9).
+    StartedIgnored,
 }
 
 impl Mutant {
@@ -182,6 +187,7 @@ impl Mutant {
         Mutant::CascadeMissesChild,
         Mutant::ChildCancelCancelsParent,
         Mutant::ChildResultLostWhileAborting,
+        Mutant::StartedIgnored,
     ];
 
     /// The tools whose scope contains the mutant (SPEC 10). Every mutant here is a core-level
@@ -202,6 +208,8 @@ impl Mutant {
             | Mutant::TitleRequestedAgain
             | Mutant::StepLimitPerTurn
             | Mutant::StepLimitAfterEnd => &["model"],
+            // The simulator's tools never wait for a person before their work begins.
+            Mutant::StartedIgnored => &["model"],
             _ => &["model", "sim"],
         }
     }
@@ -248,6 +256,7 @@ impl Mutant {
             Mutant::CascadeMissesChild => "cascade_misses_child",
             Mutant::ChildCancelCancelsParent => "child_cancel_cancels_parent",
             Mutant::ChildResultLostWhileAborting => "child_result_lost_while_aborting",
+            Mutant::StartedIgnored => "started_ignored",
         }
     }
 
@@ -323,7 +332,8 @@ impl Mutant {
     }
 
     /// [`Mutant::explain`] for the newest mutants: the stream watchdog's second, the external
-    /// acceptor's, the titles', the step limit's and those of several calls per step.
+    /// acceptor's, the titles', the step limit's, those of several calls per step, the
+    /// sub-agents' and that of a tool left to finish once started.
     fn explain_later(self) -> &'static str {
         match self {
             Mutant::WatchdogNeverDisarmed => {
@@ -376,6 +386,9 @@ impl Mutant {
             }
             Mutant::ChildResultLostWhileAborting => {
                 "the end of a sub-agent whose parent is aborting is dropped, so the parent waits for its grace and synthesizes the call's result (breaks SPEC 4.11, 4.9)"
+            }
+            Mutant::StartedIgnored => {
+                "an abort ignores ToolStarted: a call left to finish once started is dropped even after its work began, so its result is recorded as cancelled while the tool really ran (breaks SPEC 4.9)"
             }
             // Every other mutant has its own arm in `explain`.
             _ => unreachable!("explained by Mutant::explain"),

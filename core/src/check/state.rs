@@ -155,7 +155,10 @@ fn check_turn(st: &State, id: &SessionId, t: &Turn) -> Result<(), Violation> {
     if t.calls.iter().any(|c| {
         c.state == CallState::Started && t.setup.abort_policy(&c.name) != OnAbort::FinishOnceStarted
     }) {
-        return fail("I13", format!("session {id}: the work of a call began for a tool that never waits"));
+        return fail(
+            "I13",
+            format!("session {id}: the work of a call began for a tool that never waits"),
+        );
     }
     if st.closing != Closing::Open && !matches!(t.phase, Phase::Aborting { .. }) {
         return fail("I6", format!("session {id}: a turn still runs during shutdown"));

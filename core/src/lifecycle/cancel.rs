@@ -15,7 +15,7 @@ use crate::lifecycle::outcome::{self, Verdict};
 use crate::lifecycle::summary;
 use crate::state::Tx;
 use crate::state::{
-    Abort, CallState, Crossing, Lane, Phase, Prep, Purpose, Session, Sessions, State, Turn,
+    Abort, Call, CallState, Crossing, Lane, Phase, Prep, Purpose, Session, Sessions, State, Turn,
 };
 
 /// `Cancel`: covers the session's unfinished submissions at or below the watermark.
@@ -241,8 +241,15 @@ pub(crate) fn abort_turn(st: &mut State, tx: &mut Tx, now: Millis, s: &mut Sessi
 /// its parent (SPEC 4.11, I4); a call left to finish is not told anything and keeps running.
 fn abort_calls(st: &mut State, tx: &mut Tx, session: &SessionId, t: &mut Turn, cause: Abort) {
     let seq = t.owner.seq;
+    // The bug `started_ignored`: an abort reads only the tool's policy, as if no call had ever
+    // started, so a call left to finish once started is dropped after its work began too.
+    let started_ignored = mutant!(st.config, StartedIgnored);
+    let policy = |t: &Turn, c: &Call| match t.setup.abort_policy(&c.name) {
+        OnAbort::FinishOnceStarted if started_ignored => OnAbort::Drop,
+        _ => t.abort_policy(c),
+    };
     // The bug `first_call_abort_policy`: every call gets the first call's policy.
-    let first = t.calls.first().map(|c| t.abort_policy(c));
+    let first = t.calls.first().map(|c| policy(t, c));
     let first = first.filter(|_| mutant!(st.config, FirstCallAbortPolicy));
     for i in 0..t.calls.len() {
         let c = &t.calls[i];
@@ -252,7 +259,7 @@ fn abort_calls(st: &mut State, tx: &mut Tx, session: &SessionId, t: &mut Turn, c
                 st.crossings.push_back(Crossing::AbortChild { child: child.clone(), cause });
             }
             CallState::Running | CallState::Started => {
-                if first.unwrap_or_else(|| t.abort_policy(c)) == OnAbort::Finish {
+                if first.unwrap_or_else(|| policy(t, c)) == OnAbort::Finish {
                     // The bug `abort_stops_at_finishing_call`: the calls after it are left.
                     if mutant!(st.config, AbortStopsAtFinishingCall) {
                         break;

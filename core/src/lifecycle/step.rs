@@ -7,7 +7,8 @@
 use crate::alphabet::mutants::mutant;
 use crate::alphabet::{
     CallIo, ErrorInfo, ErrorKind, FinishReason, LOOP_MESSAGE, LOOP_TITLE, MessageFinish, MessageId,
-    OnAbort, OutputKind, STEP_LIMIT_TITLE, SessionId, StopReason, StopTurn, StoreOp, ToolOutput, Usage,
+    OnAbort, OutputKind, STEP_LIMIT_TITLE, SessionId, StopReason, StopTurn, StoreOp, ToolOutput,
+    Usage,
 };
 use crate::lifecycle::admission;
 use crate::lifecycle::cleanup::{self, After, TurnEnd};
