@@ -241,6 +241,31 @@ impl View {
         self.line(text);
     }
 
+    /// A permission ask of a followed session (`turnstile run --server`): its JSON Line, and
+    /// on the terminal what it asks.
+    pub fn ask(&mut self, ask: &Value) {
+        self.emit_json(json!({
+            "type": "ask", "id": ask["id"], "session": ask["session"], "tool": ask["tool"],
+            "call_id": ask["call_id"], "input": ask["input"], "subject": ask["subject"],
+        }));
+        let on = ask["subject"]
+            .as_str()
+            .map(|s| format!(" on `{s}`"))
+            .unwrap_or_default();
+        self.line(&format!(
+            "[the server asks whether `{}` may run{on}]",
+            ask["tool"].as_str().unwrap_or_default()
+        ));
+    }
+
+    /// What this client answered to an ask (`once`, `session` or `deny`), and why.
+    pub fn answered(&mut self, id: &str, answer: &str, why: &str) {
+        self.emit_json(json!({"type": "ask_answered", "id": id, "answer": answer, "why": why}));
+        if answer == "deny" {
+            self.line(&format!("[denied: {why}]"));
+        }
+    }
+
     /// Shows what is new in a followed session's stored message (assistant messages only).
     pub fn message(&mut self, session: &SessionId, m: &StoredMessage) {
         if m.role != StoredRole::Assistant {

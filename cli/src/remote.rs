@@ -4,10 +4,16 @@
 //! the prompt with its own RunId, and waits for exactly that run's RunComplete on the stream.
 //! A lost connection is resumed with `Last-Event-ID` from the last event received, also when
 //! the server was killed and restarted: the server then delivers the RunComplete it missed
-//! (`interrupted` for a turn the restart cut short, status 2). The first Ctrl-C cancels the
-//! run on the server with `cancel_run` (unlike Crush, which leaves it running: G-12) and keeps
-//! waiting for its RunComplete; a second exits at once.
+//! (`interrupted` for a turn the restart cut short, status 2). The first Ctrl-C (or SIGTERM)
+//! cancels the run on the server with `cancel_run` (unlike Crush, which leaves it running:
+//! G-12) and keeps waiting for its RunComplete; a second exits at once.
+//!
+//! The server's permission asks for the run's sessions are shown (a `--json` line of type
+//! `ask`); on a terminal (stdin and stderr) the client asks the question and sends the answer,
+//! and anywhere else it answers `deny` at once, as a local `run` treats an ask (SPEC 9).
 
+use std::collections::VecDeque;
+use std::io::IsTerminal as _;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -102,6 +108,7 @@ pub async fn run(_global: &Global, a: Run, url: &str, prompt: String) -> Result<
         );
     }
     let mut view = View::new(session.clone(), show);
+    let mut asking = Asking::new(client.clone());
     // An existing run may have finished before the stream opened: then only the ledger has
     // its RunComplete. (One that finishes later comes on the stream.)
     if accepted["existing"] == true {
@@ -120,6 +127,10 @@ pub async fn run(_global: &Global, a: Run, url: &str, prompt: String) -> Result<
         let feed = tokio::select! {
             biased;
             f = frames.recv() => f,
+            Some(line) = asking.typed() => {
+                asking.answer_typed(&mut view, &line).await;
+                continue;
+            }
             () = interrupts.next() => {
                 if cancelled {
                     eprintln!("\nexiting without waiting; the run goes on being cancelled on the server");
@@ -141,7 +152,7 @@ pub async fn run(_global: &Global, a: Run, url: &str, prompt: String) -> Result<
         };
         match feed {
             Some(Feed::Frame(frame)) => {
-                if let Some(record) = on_frame(&mut view, &frame, &run_id) {
+                if let Some(record) = on_frame(&mut view, &mut asking, &frame, &run_id).await {
                     break record;
                 }
             }
@@ -162,8 +173,13 @@ pub async fn run(_global: &Global, a: Run, url: &str, prompt: String) -> Result<
     Ok(crate::run::report(&record, show))
 }
 
-/// Applies one event to the view; the RunComplete when it is ours.
-fn on_frame(view: &mut View, frame: &Frame, run_id: &RunId) -> Option<CompletionRecord> {
+/// Applies one event to the view (and to the asks); the RunComplete when it is ours.
+async fn on_frame(
+    view: &mut View,
+    asking: &mut Asking,
+    frame: &Frame,
+    run_id: &RunId,
+) -> Option<CompletionRecord> {
     let Ok(data) = serde_json::from_str::<Value>(&frame.data) else {
         return None;
     };
@@ -195,20 +211,23 @@ fn on_frame(view: &mut View, frame: &Frame, run_id: &RunId) -> Option<Completion
                 );
             }
         }
+        // The `asks` frame that opens every connection lists what is pending, ours included
+        // after a reconnection; each ask is taken once.
+        "asks" => {
+            for ask in data.as_array().into_iter().flatten() {
+                let session = SessionId::new(ask["session"].as_str().unwrap_or_default());
+                if follows(view, &session) {
+                    asking.opened(view, ask).await;
+                }
+            }
+        }
         "ask" => {
             let session = SessionId::new(data["session"].as_str().unwrap_or_default());
             if follows(view, &session) {
-                view.note(&format!(
-                    "[the server asks whether `{}` may run{}; answer with POST /v1/asks/{}]",
-                    data["tool"].as_str().unwrap_or_default(),
-                    data["subject"]
-                        .as_str()
-                        .map(|s| format!(" on `{s}`"))
-                        .unwrap_or_default(),
-                    data["id"].as_str().unwrap_or_default(),
-                ));
+                asking.opened(view, &data).await;
             }
         }
+        "ask_closed" => asking.closed(view, data["id"].as_str().unwrap_or_default()),
         "run_complete" if data["run_id"].as_str() == Some(run_id.as_str()) => {
             return serde_json::from_value(data).ok();
         }
@@ -361,20 +380,173 @@ impl Client {
     }
 }
 
-/// SIGINT as a stream, installed once before the prompt is sent: a Ctrl-C between two waits
-/// is kept for the next one, never lost.
+/// The permission asks of the run's sessions (SPEC 9 "Tools"): on a terminal each is a
+/// question, answered in turn; without one, nobody can answer, so each is denied at once, as a
+/// local `run` denies an ask.
+struct Asking {
+    client: Client,
+    /// Lines typed on the terminal; `None` when stdin or stderr is not a terminal.
+    typed: Option<mpsc::Receiver<String>>,
+    /// The asks waiting for an answer, oldest first: the first is the question shown.
+    queue: VecDeque<Value>,
+    /// Every ask taken (an ask is listed again by a reconnection's `asks` frame).
+    seen: Vec<String>,
+}
+
+/// What a denial says when nobody can answer (the server's gate writes it into the result).
+const NOBODY_TO_ASK: &str = "nobody can answer here: `turnstile run --server` has no terminal \
+                             to ask on; allow the tool in the server's [permissions]";
+
+impl Asking {
+    fn new(client: Client) -> Asking {
+        let terminal = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
+        let typed = terminal.then(|| {
+            let (tx, rx) = mpsc::channel(16);
+            tokio::spawn(async move {
+                use tokio::io::AsyncBufReadExt as _;
+                let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+                while let Ok(Some(line)) = lines.next_line().await {
+                    if tx.send(line).await.is_err() {
+                        return;
+                    }
+                }
+            });
+            rx
+        });
+        Asking {
+            client,
+            typed,
+            queue: VecDeque::new(),
+            seen: Vec::new(),
+        }
+    }
+
+    /// The next line typed while a question is shown; never, when none is.
+    async fn typed(&mut self) -> Option<String> {
+        match &mut self.typed {
+            Some(rx) if !self.queue.is_empty() => rx.recv().await,
+            _ => std::future::pending().await,
+        }
+    }
+
+    /// A new ask of ours: shown, then asked (or denied when nobody can answer).
+    async fn opened(&mut self, view: &mut View, ask: &Value) {
+        let id = ask["id"].as_str().unwrap_or_default().to_owned();
+        if self.seen.contains(&id) {
+            return;
+        }
+        self.seen.push(id.clone());
+        view.ask(ask);
+        if self.typed.is_none() {
+            self.send(view, &id, "deny", NOBODY_TO_ASK).await;
+            return;
+        }
+        self.queue.push_back(ask.clone());
+        if self.queue.len() == 1 {
+            question(ask);
+        }
+    }
+
+    /// An ask closed on the server (answered elsewhere, or withdrawn by a cancel).
+    fn closed(&mut self, view: &mut View, id: &str) {
+        let Some(at) = self.queue.iter().position(|a| a["id"] == id) else {
+            return;
+        };
+        self.queue.remove(at);
+        if at == 0 {
+            view.note("[the question was withdrawn]");
+            if let Some(next) = self.queue.front() {
+                question(next);
+            }
+        }
+    }
+
+    /// A line typed as the answer to the question shown.
+    async fn answer_typed(&mut self, view: &mut View, line: &str) {
+        let Some(ask) = self.queue.front() else {
+            return;
+        };
+        let id = ask["id"].as_str().unwrap_or_default().to_owned();
+        let Some((answer, why)) = parse_answer(line) else {
+            eprint!("answer y (yes, once), a (yes, for this session) or n (no): ");
+            return;
+        };
+        self.queue.pop_front();
+        self.send(view, &id, answer, why).await;
+        if let Some(next) = self.queue.front() {
+            question(next);
+        }
+    }
+
+    async fn send(&self, view: &mut View, id: &str, answer: &str, why: &str) {
+        let mut body = json!({"answer": answer});
+        if answer == "deny" {
+            body["message"] = json!(why);
+        }
+        match self
+            .client
+            .post(&format!("/v1/asks/{}", encode(id)), &body)
+            .await
+        {
+            Ok((200, _)) => view.answered(id, answer, why),
+            Ok((409, _)) => view.note("[the question was withdrawn before the answer]"),
+            Ok((status, v)) => {
+                eprintln!(
+                    "warning: the answer was refused ({status}): {}",
+                    error_message(&v)
+                )
+            }
+            Err(f) => eprintln!("warning: {}", f.message),
+        }
+    }
+}
+
+/// The question for an ask, on stderr.
+fn question(ask: &Value) {
+    let on = ask["subject"]
+        .as_str()
+        .map(|s| format!(" on `{s}`"))
+        .unwrap_or_default();
+    eprint!(
+        "May `{}` run{on}? [y] yes, once / [a] yes, for this session / [n] no: ",
+        ask["tool"].as_str().unwrap_or_default()
+    );
+}
+
+/// A typed answer: the server's answer and why; `None` for anything else.
+fn parse_answer(line: &str) -> Option<(&'static str, &'static str)> {
+    match line.trim().to_ascii_lowercase().as_str() {
+        "y" | "yes" | "once" => Some(("once", "the user allowed this call")),
+        "a" | "always" | "session" => {
+            Some(("session", "the user allowed the tool for the session"))
+        }
+        "n" | "no" | "deny" => Some(("deny", "the user denied this call")),
+        _ => None,
+    }
+}
+
+/// SIGINT and SIGTERM as a stream, installed once before the prompt is sent: a signal between
+/// two waits is kept for the next one, never lost. SIGTERM is a Ctrl-C: it cancels the run on
+/// the server too (G-12).
 struct Interrupts {
     #[cfg(unix)]
     signal: tokio::signal::unix::Signal,
+    #[cfg(unix)]
+    terminate: tokio::signal::unix::Signal,
 }
 
 impl Interrupts {
     fn new() -> Result<Interrupts, Failure> {
         #[cfg(unix)]
         {
-            let signal = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
-                .map_err(|e| Failure::setup(format!("cannot listen for Ctrl-C: {e}")))?;
-            Ok(Interrupts { signal })
+            use tokio::signal::unix::{SignalKind, signal};
+            let listen = |kind| {
+                signal(kind).map_err(|e| Failure::setup(format!("cannot listen for signals: {e}")))
+            };
+            Ok(Interrupts {
+                signal: listen(SignalKind::interrupt())?,
+                terminate: listen(SignalKind::terminate())?,
+            })
         }
         #[cfg(not(unix))]
         {
@@ -385,7 +557,11 @@ impl Interrupts {
     async fn next(&mut self) {
         #[cfg(unix)]
         {
-            self.signal.recv().await;
+            tokio::select! {
+                biased;
+                _ = self.signal.recv() => {}
+                _ = self.terminate.recv() => {}
+            }
         }
         #[cfg(not(unix))]
         {
@@ -489,6 +665,15 @@ fn follow(client: Client) -> mpsc::Receiver<Feed> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn typed_answers_are_read_leniently_and_anything_else_is_asked_again() {
+        assert_eq!(parse_answer(" Y\n").map(|a| a.0), Some("once"));
+        assert_eq!(parse_answer("always").map(|a| a.0), Some("session"));
+        assert_eq!(parse_answer("n").map(|a| a.0), Some("deny"));
+        assert_eq!(parse_answer("maybe"), None);
+        assert_eq!(parse_answer(""), None);
+    }
 
     #[test]
     fn path_segments_are_encoded() {

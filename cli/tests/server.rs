@@ -455,29 +455,32 @@ async fn sigterm_ends_the_unfinished_runs_interrupted_and_tells_the_clients() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn ctrl_c_of_run_server_cancels_the_run_on_the_server() {
+async fn ctrl_c_or_sigterm_of_run_server_cancels_the_run_on_the_server() {
     let provider = Provider::start(vec![Reply::Hang]).await;
     let project = Project::new(&provider.base_url, "");
     let served = Served::start(&project, free_port(), Some(TOKEN)).await;
-    let client = run_server(&project, &served.base, &["--run-id", "c1", "Think"]);
-    steps(&provider, 1).await;
-    common::signal(client.id(), Signal::SIGINT);
-    let done = common::finish(client).await;
-    assert_eq!(done.code, Some(130), "{done:?}");
-    assert!(
-        done.stderr.contains("cancelling the run on the server"),
-        "{}",
-        done.stderr
-    );
-    let (_, run) = get(&served.base, "/v1/runs/c1").await;
-    assert_eq!(
-        (
-            run["state"].as_str(),
-            run["run_complete"]["outcome"].as_str()
-        ),
-        (Some("finished"), Some("cancelled")),
-        "{run}"
-    );
+    for (n, signal) in [Signal::SIGINT, Signal::SIGTERM].into_iter().enumerate() {
+        let run_id = format!("c{n}");
+        let client = run_server(&project, &served.base, &["--run-id", &run_id, "Think"]);
+        steps(&provider, n + 1).await;
+        common::signal(client.id(), signal);
+        let done = common::finish(client).await;
+        assert_eq!(done.code, Some(130), "{signal}: {done:?}");
+        assert!(
+            done.stderr.contains("cancelling the run on the server"),
+            "{signal}: {}",
+            done.stderr
+        );
+        let (_, run) = get(&served.base, &format!("/v1/runs/{run_id}")).await;
+        assert_eq!(
+            (
+                run["state"].as_str(),
+                run["run_complete"]["outcome"].as_str()
+            ),
+            (Some("finished"), Some("cancelled")),
+            "{signal}: {run}"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -662,5 +665,119 @@ async fn a_cancel_withdraws_every_ask_and_a_late_answer_is_refused_and_runs_noth
     assert_eq!(
         std::fs::read_to_string(p.join("notes.txt")).unwrap(),
         "old text\n"
+    );
+}
+
+/// SPEC 9: `run --server` shows the server's ask (a JSON Line) and, with no terminal to ask
+/// on, denies it at once, as a local `run` does: the run completes stopped by the denial
+/// (status 3) instead of hanging.
+#[tokio::test(flavor = "multi_thread")]
+async fn run_server_without_a_terminal_shows_the_ask_and_denies_it() {
+    let provider = Provider::start(vec![Reply::Sse(common::tool_stream(
+        "toolu_1",
+        "write",
+        &json!({"path": "t.txt", "content": "hi"}),
+    ))])
+    .await;
+    let project = Project::new(&provider.base_url, "");
+    let served = Served::start(&project, free_port(), Some(TOKEN)).await;
+    let client = run_server(&project, &served.base, &["--json", "Write t.txt"]);
+    let done = common::finish(client).await;
+    assert_eq!(done.code, Some(3), "{done:?}");
+    let lines: Vec<Value> = done
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let ask = lines
+        .iter()
+        .find(|l| l["type"] == "ask")
+        .expect("an ask line");
+    assert_eq!(
+        (ask["tool"].as_str(), ask["subject"].as_str()),
+        (Some("write"), Some("t.txt"))
+    );
+    let answered = lines
+        .iter()
+        .find(|l| l["type"] == "ask_answered")
+        .expect("the answer");
+    assert_eq!(
+        (answered["id"].clone(), answered["answer"].as_str()),
+        (ask["id"].clone(), Some("deny"))
+    );
+    let last = lines.last().unwrap();
+    assert_eq!(
+        (last["outcome"].as_str(), last["stop_reason"].as_str()),
+        (Some("completed"), Some("permission_denied")),
+        "{last}"
+    );
+    assert!(!project.path().join("t.txt").exists());
+}
+
+/// SPEC 9: on a terminal, `run --server` asks the server's question and sends the answer
+/// typed: `y` runs the call once, and the run goes on to its answer.
+#[tokio::test(flavor = "multi_thread")]
+async fn run_server_on_a_terminal_asks_and_a_yes_runs_the_call() {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let provider = Provider::start(vec![
+        Reply::Sse(common::tool_stream(
+            "toolu_1",
+            "write",
+            &json!({"path": "t.txt", "content": "hi"}),
+        )),
+        Reply::Sse(text_stream("Wrote it.")),
+    ])
+    .await;
+    let project = Project::new(&provider.base_url, "");
+    let served = Served::start(&project, free_port(), Some(TOKEN)).await;
+    // `script` gives the client a pseudo-terminal and passes what the test types to it.
+    let command = format!(
+        "{} run --server {} 'Write t.txt'",
+        env!("CARGO_BIN_EXE_turnstile"),
+        served.base
+    );
+    let mut child = tokio::process::Command::new("script")
+        .args(["-q", "-e", "-c", &command, "/dev/null"])
+        .current_dir(project.path())
+        .env("TURNSTILE_SERVER_TOKEN", TOKEN)
+        .env("HOME", project.path())
+        .env_remove("RUST_LOG")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("script (util-linux) runs");
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let mut screen = String::new();
+    let mut buf = [0u8; 4096];
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !screen.contains("May `write` run on `t.txt`?") {
+        assert!(
+            Instant::now() < deadline,
+            "no question on the terminal: {screen}"
+        );
+        let n = tokio::time::timeout(Duration::from_secs(30), stdout.read(&mut buf))
+            .await
+            .expect("terminal output")
+            .unwrap();
+        assert!(n > 0, "the terminal closed: {screen}");
+        screen.push_str(&String::from_utf8_lossy(&buf[..n]));
+    }
+    stdin.write_all(b"y\n").await.unwrap();
+    stdin.flush().await.unwrap();
+    let mut rest = String::new();
+    tokio::time::timeout(Duration::from_secs(30), stdout.read_to_string(&mut rest))
+        .await
+        .expect("the run ends")
+        .unwrap();
+    let status = child.wait().await.unwrap();
+    screen.push_str(&rest);
+    assert_eq!(status.code(), Some(0), "{screen}");
+    assert!(screen.contains("Wrote it."), "{screen}");
+    assert_eq!(
+        std::fs::read_to_string(project.path().join("t.txt")).unwrap(),
+        "hi"
     );
 }

@@ -62,7 +62,10 @@ async fn a_second_ctrl_c_exits_at_once() {
     .await;
     let project = Project::new(&provider.base_url, "[permissions]\nallow = [\"write\"]\n");
     let pipe = project.path().join("pipe");
-    let made = std::process::Command::new("mkfifo").arg(&pipe).status().unwrap();
+    let made = std::process::Command::new("mkfifo")
+        .arg(&pipe)
+        .status()
+        .unwrap();
     assert!(made.success(), "mkfifo");
     let child = project.spawn(&["run", "Write the pipe"]);
     let pid = child.id();
@@ -77,7 +80,10 @@ async fn a_second_ctrl_c_exits_at_once() {
         if let Ok(f) = open {
             break f;
         }
-        assert!(std::time::Instant::now() < deadline, "the write never began");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the write never began"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
     common::signal(pid, Signal::SIGINT);
