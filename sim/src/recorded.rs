@@ -3,7 +3,9 @@
 //! the wire path production runs. Each answer takes a recorded body and sends it in seeded
 //! pieces with seeded gaps, sometimes cut short (the stream ends without its terminal event),
 //! stalled (nothing more arrives: only the core's watchdog, a cancel or a shutdown ends it),
-//! or with a byte changed (a decoding error, reported as the HTTP provider reports it).
+//! or with a byte changed (a decoding error, reported as the HTTP provider reports it; or,
+//! inside a text, another text that still decodes: the world's checks hold the store to what
+//! was decoded, not to the recording).
 
 use turnstile_core::{CallId, StepEvent};
 use turnstile_wire::{Api, Decoder};

@@ -6,13 +6,16 @@ use std::collections::BTreeMap;
 
 use sha2::{Digest, Sha256};
 use turnstile_core::{
-    CANCELLED_TOOL_RESULT, NEW_AGENT_TITLE, NO_TEXT_OUTPUT, Outcome, SessionId, Trace,
+    CANCELLED_TOOL_RESULT, NEW_AGENT_TITLE, NO_TEXT_OUTPUT, Outcome, SessionId, StepEvent, Trace,
 };
-use turnstile_host::store::{Location, Reader, RunRow, RunState, Store, StoreConfig};
-use turnstile_host::{CompletionRecord, Cursor, FlightBuffer};
+use turnstile_host::store::{
+    Location, Reader, RunRow, RunState, Store, StoreConfig, StoredMessage, StoredRole,
+};
+use turnstile_host::{CompletionRecord, Cursor, FlightBuffer, RequestKind};
 
 use crate::world::SeedReport;
 use crate::world::clients::Observed;
+use crate::world::provider::Streamed;
 use crate::world::tools::LEFT_TO_FINISH;
 
 /// What a check of the user's sees after a seed ran and the host shut down.
@@ -64,6 +67,7 @@ pub(crate) fn user_checks(
 pub(crate) fn check_store(
     location: &Location,
     observed: &Observed,
+    streamed: &[Streamed],
     prep_failures: &BTreeMap<SessionId, u64>,
     followed: &[(Cursor, CompletionRecord)],
     report: &mut SeedReport,
@@ -126,18 +130,23 @@ pub(crate) fn check_store(
             v.push(format!("session {session}: {n} submissions failed preparation, the provider failed {failed}"));
         }
     }
-    // A completed message holds one attempt's text only (a retry resets the content first).
-    for row in &runs {
-        let Some((_, record)) = &row.completion else { continue };
-        let tags: std::collections::BTreeSet<&str> = record
-            .text
-            .as_deref()
-            .unwrap_or("")
-            .split_whitespace()
-            .filter_map(|w| w.split_once('w').map(|(q, _)| q))
-            .collect();
-        if tags.len() > 1 {
-            v.push(format!("seq {}: its text mixes requests {tags:?}", row.seq));
+    // A finished message holds the text of one attempt as the provider sent it (a retry resets
+    // the content first), and the ledger reports the text its message holds.
+    for s in reader.sessions().unwrap_or_default() {
+        let messages = reader.messages(&s.id).unwrap_or_default();
+        v.extend(texts_not_sent(&s.id, &messages, streamed));
+        for row in runs.iter().filter(|r| r.session == s.id) {
+            let Some((_, record)) = &row.completion else { continue };
+            let (Some(id), Some(text)) = (record.message_id, &record.text) else { continue };
+            let stored = messages.iter().find(|m| m.id == id).map(|m| m.text.as_str());
+            if stored != Some(text.as_str()) {
+                v.push(format!(
+                    "seq {}: the ledger's text is {:?}, its message {id:?} holds {:?}",
+                    row.seq,
+                    short(text),
+                    stored.map(short)
+                ));
+            }
         }
     }
     for (run, seq) in &observed.accepted {
@@ -171,6 +180,123 @@ pub(crate) fn check_store(
             let _ = opened.store.close();
         }
         Err(e) => v.push(format!("the store did not reopen: {e}")),
+    }
+}
+
+/// SPEC 4.4, 4.5 and 4.7 against what the provider sent: every finished assistant message of
+/// `session` holds the text of one attempt of a step that the provider streamed for the
+/// session, as the host took it from the provider (the decoded text of the bytes sent,
+/// whatever a fault changed in them), after SPEC 4.4's rule for a leading "\n"; every finished
+/// summary the text of one summary attempt. Only a message that ended cancelled or with an
+/// error (a cancel, a failure, a crash) may hold a prefix of it (empty also when no request
+/// went out). A message mixing attempts (a retry appended to the failed attempt, or a stale
+/// stream's text) holds neither.
+///
+/// The provider cannot tell which step a request is for (the request does not say), so the
+/// candidates are every attempt of the session: a mix passes only if it equals (or, where a
+/// prefix is allowed, starts) another whole attempt of the same session, which the seeded
+/// texts, tagged with their request, never do.
+pub(crate) fn texts_not_sent(
+    session: &SessionId,
+    messages: &[StoredMessage],
+    streamed: &[Streamed],
+) -> Vec<String> {
+    let attempts = |kind: RequestKind| {
+        streamed.iter().filter(move |a| &a.session == session && a.kind == kind)
+    };
+    let steps: Vec<String> =
+        attempts(RequestKind::Step).flat_map(|a| step_texts(&a.events)).collect();
+    let summaries: Vec<String> =
+        attempts(RequestKind::Summary).map(|a| summary_text(&a.events)).collect();
+    let mut problems = Vec::new();
+    for m in messages {
+        let Some(finish) = &m.finish else { continue };
+        let reason = finish.get("reason").and_then(serde_json::Value::as_str).unwrap_or("");
+        let (kind, texts, partial) = match m.role {
+            StoredRole::Assistant => {
+                (RequestKind::Step, &steps, matches!(reason, "canceled" | "error"))
+            }
+            StoredRole::Summary => (RequestKind::Summary, &summaries, reason == "error"),
+            StoredRole::User => continue,
+        };
+        // Empty is the start of every attempt, also of one never sent (a cancel before the
+        // request went out).
+        let nothing = partial && m.text.is_empty();
+        if nothing || texts.iter().any(|t| *t == m.text || (partial && t.starts_with(&m.text))) {
+            continue;
+        }
+        let whole = if partial { "the start of" } else { "the text of" };
+        problems.push(format!(
+            "session {session}: message {:?} (seq {:?}, {reason}) holds {:?}, not {whole} any of \
+             the {} attempts the provider streamed for the session: its text mixes attempts or \
+             was never sent",
+            m.id,
+            m.seq.map(|s| s.0),
+            short(&m.text),
+            attempts(kind).count()
+        ));
+    }
+    problems
+}
+
+/// The texts an assistant message may hold after one attempt's events (SPEC 4.4): the text
+/// deltas in order, one leading "\n" removed from each while the message has no content part
+/// yet (no text, no reasoning section, no tool call). A tool call new in the attempt is a
+/// content part unless an earlier step of the turn used its id (or the step is at its call
+/// limit), which the provider cannot see: both readings are kept, so more than one text may
+/// come out (they differ only in such a newline).
+pub(crate) fn step_texts(events: &[StepEvent]) -> Vec<String> {
+    // Each reading: whether the message has a content part yet, and its text.
+    let mut readings: Vec<(bool, String)> = vec![(false, String::new())];
+    let mut reasoning = false;
+    let mut calls = std::collections::BTreeSet::new();
+    for event in events {
+        match event {
+            StepEvent::ReasoningStart if !reasoning => {
+                reasoning = true;
+                readings.iter_mut().for_each(|r| r.0 = true);
+            }
+            StepEvent::TextDelta { text } => {
+                for (any, stored) in &mut readings {
+                    let text =
+                        if *any { text.as_str() } else { text.strip_prefix('\n').unwrap_or(text) };
+                    if !text.is_empty() {
+                        *any = true;
+                        stored.push_str(text);
+                    }
+                }
+            }
+            StepEvent::ToolInputStart { id, .. } | StepEvent::ToolCall { id, .. }
+                if calls.insert(id.clone()) =>
+            {
+                let without: Vec<(bool, String)> =
+                    readings.iter().filter(|r| !r.0).map(|r| (true, r.1.clone())).collect();
+                readings.extend(without);
+            }
+            _ => {}
+        }
+        readings.sort();
+        readings.dedup();
+    }
+    readings.into_iter().map(|(_, text)| text).collect()
+}
+
+/// The text a summary holds after one attempt's events (SPEC 4.7): every text delta, in order.
+pub(crate) fn summary_text(events: &[StepEvent]) -> String {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            StepEvent::TextDelta { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A text cut to its first 120 characters, for a violation's line.
+fn short(text: &str) -> String {
+    match text.char_indices().nth(120) {
+        Some((end, _)) => format!("{}...", &text[..end]),
+        None => text.to_owned(),
     }
 }
 
@@ -330,5 +456,202 @@ fn check_trace(text: &str, report: &mut SeedReport, all: &mut String) -> (bool, 
             report.violations.push(format!("the flight trace does not parse: {e}"));
             (false, None)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use turnstile_core::{ErrorClass, FinishReason, MessageId, ProviderError, Seq};
+    use turnstile_wire::{Api, Decoder};
+
+    use super::*;
+
+    /// The recorded Anthropic answer the world served in seeds 402396 and 495722.
+    const HELLO: &[u8] = include_bytes!(
+        "../../../tests/fixtures/providers/anthropic-messages/\
+         TestAnthropicCommon__claude-sonnet-4__simple_streaming/00.response.body"
+    );
+
+    fn s0() -> SessionId {
+        SessionId::new("s0")
+    }
+
+    fn step(events: Vec<StepEvent>) -> Streamed {
+        Streamed { session: s0(), kind: RequestKind::Step, events }
+    }
+
+    fn text(t: &str) -> StepEvent {
+        StepEvent::TextDelta { text: t.to_owned() }
+    }
+
+    fn finished() -> StepEvent {
+        StepEvent::Finished { reason: FinishReason::Stop, usage: None }
+    }
+
+    fn failed(status: u16) -> StepEvent {
+        let error = ProviderError {
+            class: ErrorClass::Provider,
+            status: Some(status),
+            ..ProviderError::default()
+        };
+        StepEvent::Failed { error }
+    }
+
+    /// A finished message of `role` in session s0 holding `text`, finished as `finish` says.
+    fn message(role: StoredRole, text: &str, finish: serde_json::Value) -> StoredMessage {
+        StoredMessage {
+            id: MessageId(8),
+            seq: Some(Seq(4)),
+            role,
+            text: text.to_owned(),
+            attachments: Vec::new(),
+            synthetic: false,
+            reasoning: None,
+            reasoning_signature: None,
+            reasoning_done: false,
+            finish: Some(finish),
+            calls: Vec::new(),
+            results: Vec::new(),
+        }
+    }
+
+    fn assistant(text: &str, reason: &str) -> StoredMessage {
+        message(StoredRole::Assistant, text, serde_json::json!({ "reason": reason }))
+    }
+
+    fn problems(stored: &StoredMessage, streamed: &[Streamed]) -> Vec<String> {
+        texts_not_sent(&s0(), std::slice::from_ref(stored), streamed)
+    }
+
+    /// What the client decodes from `body` with the byte at the first `find` (plus `at`) XORed
+    /// with `flip`: the recorded answer with one byte changed, as the world's provider sends it.
+    fn decoded_with_a_byte_changed(find: &str, at: usize, flip: u8) -> Vec<StepEvent> {
+        let mut body = HELLO.to_vec();
+        let i = body.windows(find.len()).position(|w| w == find.as_bytes()).expect("in the body");
+        body[i + at] ^= flip;
+        let mut decoder = Decoder::new(Api::AnthropicMessages);
+        let mut events = Vec::new();
+        decoder.feed(&body, &mut events).expect("the changed byte is inside a text delta");
+        decoder.finish(&mut events).expect("the stream ends");
+        events
+    }
+
+    #[test]
+    fn a_recorded_answer_with_a_byte_changed_inside_a_text_delta_is_the_text_it_sent() {
+        // Seed 402396: "You" arrived as "Yow" (the old word heuristic read "Yow", "which" and
+        // "way" as the text of two requests); seed 495722: "casual" arrived as "cawual".
+        for (find, at, flip, stored) in [
+            (
+                "\\n\\nYou\"",
+                6,
+                0b10,
+                "Olá! (That's \"hi\" in Portuguese)\n\nYow could also say \"Oi!\" which is a more \
+                 casual way to say hi in Portuguese.",
+            ),
+            (
+                " casual way",
+                3,
+                0b100,
+                "Olá! (That's \"hi\" in Portuguese)\n\nYou could also say \"Oi!\" which is a more \
+                 cawual way to say hi in Portuguese.",
+            ),
+        ] {
+            let sent = step(decoded_with_a_byte_changed(find, at, flip));
+            assert_eq!(
+                problems(&assistant(stored, "end_turn"), std::slice::from_ref(&sent)),
+                Vec::<String>::new()
+            );
+            // The unchanged text is not what was sent.
+            let recorded = step(decoded_with_a_byte_changed(find, at, 0));
+            let whole = summary_text(&recorded.events);
+            assert_eq!(problems(&assistant(&whole, "end_turn"), &[sent]).len(), 1, "{find}");
+        }
+    }
+
+    #[test]
+    fn a_message_mixing_two_attempts_is_reported() {
+        // A 429 after some text, then a retry without its reset: the text of both attempts.
+        let first = step(vec![text("q1w0 "), text("q1w1 "), failed(429)]);
+        let second = step(vec![text("q2w0 "), finished()]);
+        let sent = [first, second];
+        assert_eq!(problems(&assistant("q2w0 ", "end_turn"), &sent), Vec::<String>::new());
+        let mixed = problems(&assistant("q1w0 q1w1 q2w0 ", "end_turn"), &sent);
+        assert_eq!(mixed.len(), 1, "{mixed:?}");
+        assert!(mixed[0].contains("mixes attempts"), "{mixed:?}");
+        // A mix is no prefix of either attempt, so a failed message holding it is reported too.
+        assert_eq!(problems(&assistant("q1w0 q1w1 q2w0 ", "error"), &sent).len(), 1);
+        // The same with recorded answers, where nothing tags the text: a stream cut short and
+        // its retry, the same body whole.
+        let cut = step(decoded_with_a_byte_changed(" casual way", 0, 0)[..8].to_vec());
+        let whole = step(decoded_with_a_byte_changed(" casual way", 0, 0));
+        let (a, b) = (summary_text(&cut.events), summary_text(&whole.events));
+        assert!(!a.is_empty() && a.len() < b.len(), "{a:?} {b:?}");
+        let sent = [cut, whole];
+        assert_eq!(problems(&assistant(&b, "end_turn"), &sent), Vec::<String>::new());
+        assert_eq!(problems(&assistant(&format!("{a}{b}"), "end_turn"), &sent).len(), 1);
+    }
+
+    #[test]
+    fn only_a_cancelled_or_failed_message_may_hold_the_start_of_an_attempt() {
+        let sent = [step(vec![text("q1w0 "), text("q1w1 "), finished()])];
+        for reason in ["canceled", "error"] {
+            assert_eq!(problems(&assistant("q1w0 ", reason), &sent), Vec::<String>::new());
+            assert_eq!(problems(&assistant("", reason), &sent), Vec::<String>::new());
+        }
+        for reason in ["end_turn", "tool_use", "max_tokens"] {
+            assert_eq!(problems(&assistant("q1w0 ", reason), &sent).len(), 1, "{reason}");
+        }
+        // A cancel before the request went out: nothing was sent, and nothing is held.
+        assert_eq!(problems(&assistant("", "canceled"), &[]), Vec::<String>::new());
+        assert_eq!(problems(&assistant("", "end_turn"), &[]).len(), 1);
+        // Another session's attempt is not this message's.
+        let elsewhere = Streamed { session: SessionId::new("s1"), ..sent[0].clone() };
+        assert_eq!(problems(&assistant("q1w0 q1w1 ", "end_turn"), &[elsewhere]).len(), 1);
+        // An unfinished message is not checked (the store's protocol check reports it).
+        let mut open = assistant("q9w0 ", "end_turn");
+        open.finish = None;
+        assert_eq!(problems(&open, &sent), Vec::<String>::new());
+    }
+
+    #[test]
+    fn a_leading_newline_goes_while_the_message_has_no_content_part() {
+        // SPEC 4.4: one "\n" from each delta until a content part exists.
+        let events = vec![text("\n"), text("\n\nHi"), text("\nthere"), finished()];
+        assert_eq!(step_texts(&events), vec!["\nHi\nthere".to_owned()]);
+        let sent = [step(events)];
+        assert_eq!(problems(&assistant("\nHi\nthere", "end_turn"), &sent), Vec::<String>::new());
+        assert_eq!(problems(&assistant("\n\nHi\nthere", "end_turn"), &sent).len(), 1);
+        // A reasoning section is a content part: the newline stays.
+        let reasoned = vec![StepEvent::ReasoningStart, StepEvent::ReasoningEnd { signature: None }];
+        let events = [reasoned, vec![text("\nHi"), finished()]].concat();
+        assert_eq!(step_texts(&events), vec!["\nHi".to_owned()]);
+        // A reasoning delta without its start is ignored, and is none.
+        let events = vec![StepEvent::ReasoningDelta { text: "x".into() }, text("\nHi")];
+        assert_eq!(step_texts(&events), vec!["Hi".to_owned()]);
+        // A tool call is one unless an earlier step of the turn used its id, which the provider
+        // cannot see: both texts are the attempt's.
+        let id = turnstile_core::CallId::new("c1");
+        let start = StepEvent::ToolInputStart { id: id.clone(), name: "view".into() };
+        let call = StepEvent::ToolCall { id, name: "view".into(), input: "{}".into() };
+        let events = vec![start, call, text("\nHi"), text("\nyou")];
+        assert_eq!(step_texts(&events), vec!["\nHi\nyou".to_owned(), "Hi\nyou".to_owned()]);
+    }
+
+    #[test]
+    fn a_summary_holds_one_summary_attempt_and_no_newline_goes() {
+        let summary = |events| Streamed { session: s0(), kind: RequestKind::Summary, events };
+        let sent = [
+            summary(vec![text("\nq3w0 "), failed(503)]),
+            summary(vec![text("\nq4w0 "), text("q4w1 "), finished()]),
+            step(vec![text("q5w0 "), finished()]),
+        ];
+        let done = |t: &str| message(StoredRole::Summary, t, serde_json::json!({"reason": "done"}));
+        assert_eq!(problems(&done("\nq4w0 q4w1 "), &sent), Vec::<String>::new());
+        assert_eq!(problems(&done("\nq3w0 \nq4w0 q4w1 "), &sent).len(), 1);
+        // A step's text is no summary's.
+        assert_eq!(problems(&done("q5w0 "), &sent).len(), 1);
+        let error = serde_json::json!({"reason": "error", "title": "t", "message": "m"});
+        let failed = message(StoredRole::Summary, "\nq4w0 ", error);
+        assert_eq!(problems(&failed, &sent), Vec::<String>::new());
     }
 }

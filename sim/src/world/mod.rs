@@ -308,7 +308,7 @@ pub(crate) async fn world(
         rng: shared.clone(),
         answers,
         prep_failures: Arc::default(),
-        requests: Arc::default(),
+        streamed: Arc::default(),
         agent_offered_to_child: Arc::default(),
     });
     let launcher = Launcher {
@@ -401,7 +401,10 @@ impl Ended<'_> {
                 .unwrap_or_else(std::sync::PoisonError::into_inner),
         );
         let location = &config.store.location;
-        check_store(location, &self.observed, &prep_failures, &self.followed, report);
+        let streamed = std::mem::take(
+            &mut *self.provider.streamed.lock().unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
+        check_store(location, &self.observed, &streamed, &prep_failures, &self.followed, report);
         let offered: Vec<SessionId> = std::mem::take(
             &mut *self
                 .provider

@@ -79,6 +79,30 @@ pub(crate) struct Answers {
     pub(crate) stalls: bool,
 }
 
+/// One request the provider answered (one attempt of a step or of a summary): its session,
+/// its kind, and the events it sent that the host took, in order. The provider cannot tell
+/// which step of which submission a request is for: the host's request does not say.
+#[derive(Clone, Debug)]
+pub(crate) struct Streamed {
+    pub(crate) session: SessionId,
+    pub(crate) kind: RequestKind,
+    pub(crate) events: Vec<StepEvent>,
+}
+
+impl Streamed {
+    /// Adds `event` to request `tag`'s events, or takes its last one back (`None`).
+    fn note(all: &Mutex<Vec<Streamed>>, tag: u64, event: Option<StepEvent>) {
+        let mut all = all.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let Some(one) = usize::try_from(tag - 1).ok().and_then(|i| all.get_mut(i)) else { return };
+        match event {
+            Some(e) => one.events.push(e),
+            None => {
+                one.events.pop();
+            }
+        }
+    }
+}
+
 /// A shared generator for the actors that draw in the order the runtime schedules them.
 pub(crate) type Shared = Arc<Mutex<Rng>>;
 
@@ -96,9 +120,11 @@ pub(crate) struct SimProvider {
     /// Preparations this provider failed, per session (a failed preparation must fail only its
     /// own submission: G-24).
     pub(crate) prep_failures: Arc<Mutex<BTreeMap<SessionId, u64>>>,
-    /// Requests streamed so far: each request's text is tagged with its number, so a client
-    /// can tell when a message mixes two attempts (a retry without its reset).
-    pub(crate) requests: Arc<Mutex<u64>>,
+    /// Every request streamed so far, in order, with the events the host took from it: what
+    /// the provider sent, which the store's texts are checked against. The seeded texts are
+    /// also tagged with the request's number (its place here, from 1), so a trace shows which
+    /// request a text came from.
+    pub(crate) streamed: Arc<Mutex<Vec<Streamed>>>,
     /// Requests of sub-agents that offered the `agent` tool (SPEC 4.11 allows none).
     pub(crate) agent_offered_to_child: Arc<Mutex<Vec<SessionId>>>,
 }
@@ -130,17 +156,28 @@ impl Provider for SimProvider {
         }
         let mut rng = draw(&self.rng, Rng::fork);
         let tag = {
-            let mut n = self.requests.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            *n += 1;
-            *n
+            let mut all = self.streamed.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let (session, kind) = (request.session.clone(), request.kind);
+            all.push(Streamed { session, kind, events: Vec::new() });
+            all.len() as u64
         };
         let acts = self.answers.answer(&mut rng, &request, tag);
+        let streamed = self.streamed.clone();
         Box::pin(async move {
             for act in acts {
                 match act {
                     Act::Wait(ms) => tokio::time::sleep(Duration::from_millis(ms)).await,
                     Act::Send(e) => {
+                        // Noted before it is sent (a crash may end the send half-way) and
+                        // taken back when the host did not take it: a `false` for anything
+                        // but the stream's end means the event never reached the engine.
+                        let ends =
+                            matches!(e, StepEvent::Finished { .. } | StepEvent::Failed { .. });
+                        Streamed::note(&streamed, tag, Some(e.clone()));
                         if !sink.send(e).await {
+                            if !ends {
+                                Streamed::note(&streamed, tag, None);
+                            }
                             return;
                         }
                     }
