@@ -10,6 +10,8 @@
 //!   checks after every seed (SPEC 10 "Sim").
 //! - [`recorded`]: real recorded provider streams served through the real decoders.
 //! - [`shrink`]: delta debugging of a failing core trace down to a minimal one.
+//! - [`regression`]: a recorded trace (a live run's flight trace) made into a regression trace
+//!   for `tests/traces/`.
 //! - [`rng`]: the world's seeded randomness.
 //!
 //! A sweep in a test of your own (a file that starts `#![cfg(madsim)]`, run with
@@ -27,7 +29,9 @@
 //! `examples/sweep-your-tool` show a tool of your own with a check of its own.
 //!
 //! The command `turnstile-sim` exposes `sweep`, `seed`, `mutants`, `determinism`, `shrink`,
-//! `replay`, `bless` and `decode` (recorded provider bodies into the core events they become).
+//! `replay` (also of a live run's recording, `turnstile run --record DIR`, and `--save` to make
+//! it a regression trace), `bless`, `view` and `decode` (recorded provider bodies into the core
+//! events they become).
 //!
 //! "SPEC n" cites section n of the contract, `docs/spec.md` in the repository; "G-nn" a flaw of
 //! the reference design from its appendix.
@@ -50,6 +54,7 @@ pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
 }
 
 pub mod recorded;
+pub mod regression;
 pub mod shrink;
 pub mod sweep;
 pub mod view;

@@ -8,7 +8,7 @@ use clap::{Parser, Subcommand};
 
 mod simulate;
 use turnstile_core::trace::Trace;
-use turnstile_core::{ReplayFailure, bless, replay};
+use turnstile_core::{ReplayFailure, ReplayReport, bless, replay};
 
 /// Deterministic replay of turnstile trace files.
 #[derive(Parser)]
@@ -111,16 +111,30 @@ enum Command {
     },
     /// Re-run trace files through the core, checking every invariant after every input and
     /// comparing outputs where the trace states them. Directories are searched for `*.jsonl`
-    /// (recursively); one with no trace is an error. A trace must match the trace schema
+    /// (recursively); one with no trace is an error. A recording of a live run (`turnstile run
+    /// --record DIR`, `turnstile serve --record DIR`) is such a directory: its flight traces
+    /// (`flight.jsonl`, `flight-2.jsonl`, ...) are its only `*.jsonl` files, recorded with
+    /// their outputs, so each replays output for output. A trace must match the trace schema
     /// exactly: an unknown field anywhere is refused with its line and path.
     /// Exit status: 0 all passed, 1 an invariant or an output differed, 2 a file could not be
-    /// read (or a directory holds no trace).
+    /// read (or a directory holds no trace, or `--save` could not write).
     ///
-    /// Example: `turnstile-sim replay tests/traces`
+    /// Examples: `turnstile-sim replay tests/traces`, `turnstile-sim replay bug-42`,
+    /// `turnstile-sim replay bug-42 --save tests/traces/regressions/cancel-during-retry.jsonl
+    /// --rule "SPEC 4.10: a cancel during a backoff ends the run cancelled"`
     Replay {
         /// Trace files or directories.
         #[arg(required = true)]
         paths: Vec<PathBuf>,
+        /// Also save the one trace replayed (a recording with one flight trace, or a file) as a
+        /// regression trace: named after the file, with `--rule`, and every line's expected
+        /// outputs. An existing file is never overwritten. A trace that fails now is saved as
+        /// recorded (exit status 1): fix the bug, then `bless` it.
+        #[arg(long, value_name = "FILE.jsonl", requires = "rule")]
+        save: Option<PathBuf>,
+        /// With `--save`: the rule the regression trace pins down, in a sentence.
+        #[arg(long, value_name = "TEXT", requires = "save")]
+        rule: Option<String>,
     },
     /// Rewrite trace files with the outputs the core produces now (after review of a deliberate
     /// behaviour change). Invariants are still checked; a violation leaves the file untouched.
@@ -137,14 +151,18 @@ enum Command {
     /// disk in any browser): one lane per session, each submission's phases, attempts and tool
     /// calls, cancels, clears, shutdown, timers, commits and RunCompletes. A click shows the
     /// input, its outputs, its line and the core's state there; a trace whose replay fails
-    /// opens at the failing line with replay's text. Exit status: 0 written (also for a trace
-    /// that fails: the page shows why), 2 the trace could not be read or the page written.
+    /// opens at the failing line with replay's text. A directory is a recording of a live run
+    /// (`turnstile run --record DIR`): its one flight trace is drawn (a folder with several
+    /// names them; view one by its file). Exit status: 0 written (also for a trace that fails:
+    /// the page shows why), 2 the trace could not be read or the page written.
     ///
-    /// Example: `turnstile-sim view tests/traces/fold-at-step-zero.jsonl -o fold.html`
+    /// Examples: `turnstile-sim view tests/traces/fold-at-step-zero.jsonl -o fold.html`,
+    /// `turnstile-sim view bug-42` (writes `bug-42.html`)
     View {
-        /// The trace file.
+        /// The trace file, or a recording's directory.
         trace: PathBuf,
-        /// Where to write the page [default: the trace's name with `.html`, here].
+        /// Where to write the page [default: the trace's (or the directory's) name with
+        /// `.html`, here].
         #[arg(short, long)]
         out: Option<PathBuf>,
     },
@@ -167,7 +185,10 @@ enum Command {
 
 fn main() -> ExitCode {
     match Cli::parse().command {
-        Command::Replay { paths } => replay_all(&paths),
+        Command::Replay { paths, save, rule } => match (save, rule) {
+            (Some(save), Some(rule)) => replay_and_save(&paths, &save, &rule),
+            _ => replay_all(&paths),
+        },
         Command::View { trace, out } => view_file(&trace, out),
         Command::Bless { paths } => bless_all(&paths),
         Command::Sweep { seeds, first, jobs, faults, out, mutant } => {
@@ -321,13 +342,10 @@ fn over_traces(
     Ok(tally)
 }
 
-fn replay_all(paths: &[PathBuf]) -> ExitCode {
-    let (mut inputs, mut outputs, mut completions) = (0usize, 0usize, 0usize);
-    let tally = over_traces(paths, |path, trace| match replay(&trace) {
+/// Prints one trace's line of `replay`'s report.
+fn print_replay(path: &Path, replayed: &Result<ReplayReport, ReplayFailure>) -> Done {
+    match replayed {
         Ok(r) => {
-            inputs += r.inputs;
-            outputs += r.outputs;
-            completions += r.outcomes.values().sum::<usize>();
             println!(
                 "ok    {}  ({} inputs, {} outputs, {} compared, hash {})",
                 path.display(),
@@ -339,9 +357,22 @@ fn replay_all(paths: &[PathBuf]) -> ExitCode {
             Done::Passed
         }
         Err(e) => {
-            println!("FAIL  {}\n      {}", path.display(), indent(&e));
+            println!("FAIL  {}\n      {}", path.display(), indent(e));
             Done::Failed
         }
+    }
+}
+
+fn replay_all(paths: &[PathBuf]) -> ExitCode {
+    let (mut inputs, mut outputs, mut completions) = (0usize, 0usize, 0usize);
+    let tally = over_traces(paths, |path, trace| {
+        let replayed = replay(&trace);
+        if let Ok(r) = &replayed {
+            inputs += r.inputs;
+            outputs += r.outputs;
+            completions += r.outcomes.values().sum::<usize>();
+        }
+        print_replay(path, &replayed)
     });
     let tally = match tally {
         Ok(t) => t,
@@ -359,6 +390,14 @@ fn replay_all(paths: &[PathBuf]) -> ExitCode {
 }
 
 fn view_file(path: &Path, out: Option<PathBuf>) -> ExitCode {
+    let (path, stem) = match view_target(path) {
+        Ok(target) => target,
+        Err(e) => {
+            eprintln!("turnstile-sim: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let path = path.as_path();
     let trace = match load(path) {
         Ok(t) => t,
         Err(e) => {
@@ -366,8 +405,6 @@ fn view_file(path: &Path, out: Option<PathBuf>) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let stem =
-        path.file_stem().map_or_else(|| "trace".into(), |s| s.to_string_lossy().into_owned());
     let out = out.unwrap_or_else(|| PathBuf::from(format!("{stem}.html")));
     let model = turnstile_sim::view::build(&trace);
     let page = turnstile_sim::view::render(&model, &stem);
@@ -391,6 +428,79 @@ fn view_file(path: &Path, out: Option<PathBuf>) -> ExitCode {
         );
     }
     ExitCode::SUCCESS
+}
+
+/// The trace `view` draws and the name of its page: a file and its stem, or a recording's one
+/// flight trace and the directory's name.
+fn view_target(path: &Path) -> Result<(PathBuf, String), String> {
+    let name = |p: &Path| p.file_stem().map(|s| s.to_string_lossy().into_owned());
+    if !path.is_dir() {
+        return Ok((path.to_owned(), name(path).unwrap_or_else(|| "trace".into())));
+    }
+    let mut found = traces_under(path)?;
+    match found.len() {
+        0 => Err(format!("no trace files (*.jsonl) under {}", path.display())),
+        1 => {
+            let dir = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned());
+            Ok((found.remove(0), name(&dir).unwrap_or_else(|| "recording".into())))
+        }
+        n => Err(format!(
+            "{} holds {n} traces; view one of them by its file:\n  {}",
+            path.display(),
+            found.iter().map(|f| f.display().to_string()).collect::<Vec<_>>().join("\n  ")
+        )),
+    }
+}
+
+/// `replay --save`: replays the one trace `paths` name, then writes it as a regression trace.
+/// Exit status: replay's (0 passed, 1 failed: saved as recorded), 2 when nothing was saved.
+fn replay_and_save(paths: &[PathBuf], out: &Path, rule: &str) -> ExitCode {
+    let files = match files_or_exit(paths) {
+        Ok(f) => f,
+        Err(code) => return code,
+    };
+    let [path] = files.as_slice() else {
+        eprintln!(
+            "turnstile-sim: --save takes one trace, and {} hold {}:\n  {}\nreplay one of them \
+             by its file",
+            paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "),
+            files.len(),
+            files.iter().map(|f| f.display().to_string()).collect::<Vec<_>>().join("\n  ")
+        );
+        return ExitCode::from(2);
+    };
+    let trace = match load(path) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("turnstile-sim: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let done = print_replay(path, &replay(&trace));
+    let saved = match turnstile_sim::regression::save(&trace, path, out, rule) {
+        Ok(saved) => saved,
+        Err(e) => {
+            eprintln!("turnstile-sim: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if done == Done::Passed {
+        println!(
+            "saved {} ({} inputs, each with its expected outputs); `cargo test -p \
+             turnstile-tests --test traces` replays it with the others",
+            out.display(),
+            saved.lines.len()
+        );
+        ExitCode::SUCCESS
+    } else {
+        println!(
+            "saved {} as recorded; it fails now (above). Once the bug is fixed: turnstile-sim \
+             bless {}, and review its outputs",
+            out.display(),
+            out.display()
+        );
+        ExitCode::from(1)
+    }
 }
 
 fn shrink_file(path: &Path, out: Option<PathBuf>) -> ExitCode {

@@ -1,5 +1,6 @@
-//! The trace commands as a user runs them: `replay`, `bless` and `shrink` on good, bad and
-//! missing input, with their exit codes and messages.
+//! The trace commands as a user runs them: `replay`, `bless`, `shrink` and `view` on good, bad
+//! and missing input, and on a live run's recording folder (`replay --save` to make it a
+//! regression trace), with their exit codes and messages.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -149,4 +150,99 @@ fn decode_names_the_byte_offset_of_a_broken_body_and_exits_1() {
     assert_eq!(out.status.code(), Some(2));
     let out = sim(&["decode", "grpc", bad.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2), "an unknown API is a usage error");
+}
+
+/// A recording's folder as `turnstile run --record` leaves it: flight traces and the
+/// providers' exchanges (which hold no `*.jsonl`).
+fn recording(dir: &Path, names: &[&str]) -> PathBuf {
+    let rec = dir.join("bug-42");
+    let case = rec.join("providers/anthropic-messages/flight-s");
+    std::fs::create_dir_all(&case).unwrap();
+    std::fs::write(case.join("case.json"), "{}").unwrap();
+    std::fs::write(case.join("00.response.body"), "event: ping\n\n").unwrap();
+    for (i, name) in names.iter().enumerate() {
+        let trace = if i == 0 { "fold-at-step-zero.jsonl" } else { "cancel-run-exactly-one.jsonl" };
+        std::fs::copy(traces().join(trace), rec.join(name)).unwrap();
+    }
+    rec
+}
+
+#[test]
+fn view_of_a_recording_draws_its_one_trace_and_names_them_when_there_are_several() {
+    let dir = tempfile::tempdir().unwrap();
+    let rec = recording(dir.path(), &["flight.jsonl"]);
+    let o = Command::new(env!("CARGO_BIN_EXE_turnstile-sim"))
+        .args(["view", "bug-42"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}{err}");
+    assert!(out.starts_with("wrote bug-42.html ("), "{out}");
+    let page = std::fs::read_to_string(dir.path().join("bug-42.html")).unwrap();
+    assert!(page.contains("fold-at-step-zero"), "the trace's own name titles the page");
+
+    std::fs::copy(traces().join("cancel-run-exactly-one.jsonl"), rec.join("flight-2.jsonl"))
+        .unwrap();
+    let o = sim(&["view", rec.to_str().unwrap()]);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("holds 2 traces; view one of them by its file:"), "{err}");
+    assert!(err.contains("flight-2.jsonl") && err.contains("flight.jsonl"), "{err}");
+
+    let empty = dir.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let o = sim(&["view", empty.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o).1.contains("no trace files (*.jsonl) under"), "{:?}", text(&o));
+}
+
+#[test]
+fn replay_save_takes_exactly_one_trace_and_a_rule() {
+    let dir = tempfile::tempdir().unwrap();
+    let rec = recording(dir.path(), &["flight.jsonl", "flight-2.jsonl"]);
+    let r = rec.to_str().unwrap();
+    let out = dir.path().join("saved.jsonl");
+    let o = sim(&["replay", r, "--save", out.to_str().unwrap(), "--rule", "a rule"]);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("--save takes one trace, and"), "{err}");
+    assert!(!out.exists(), "nothing saved");
+    let o = sim(&["replay", r, "--save", out.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "--save without --rule is a usage error");
+    assert!(text(&o).1.contains("--rule"), "{:?}", text(&o));
+
+    // One trace of the folder, by its file: saved with its name and rule.
+    let one = rec.join("flight.jsonl");
+    let o = sim(&["replay", one.to_str().unwrap(), "--save", out.to_str().unwrap(), "--rule", "R"]);
+    let (stdout, err) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{stdout}{err}");
+    assert!(stdout.contains("saved ") && stdout.contains("each with its expected outputs"));
+    let saved =
+        turnstile_core::trace::Trace::parse(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(saved.header.name.as_deref(), Some("saved"));
+    assert_eq!(saved.header.rule.as_deref(), Some("R"));
+}
+
+#[test]
+fn a_recording_that_fails_now_is_saved_as_recorded_and_exits_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let rec = recording(dir.path(), &["flight.jsonl"]);
+    let path = rec.join("flight.jsonl");
+    let good = std::fs::read_to_string(&path).unwrap();
+    let bad = good.replacen(
+        "\"expect\":[{\"kind\":{\"mode\":\"own_turn\"",
+        "\"expect\":[{\"kind\":{\"mode\":\"fold\"",
+        1,
+    );
+    assert_ne!(bad, good);
+    std::fs::write(&path, &bad).unwrap();
+    let out = dir.path().join("regression.jsonl");
+    let o = sim(&["replay", rec.to_str().unwrap(), "--save", out.to_str().unwrap(), "--rule", "R"]);
+    let (stdout, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{stdout}{err}");
+    assert!(stdout.contains("FAIL") && stdout.contains("saved ") && stdout.contains("as recorded"));
+    assert!(stdout.contains("turnstile-sim bless"), "{stdout}");
+    let saved = std::fs::read_to_string(&out).unwrap();
+    assert_eq!(saved.lines().skip(1).collect::<Vec<_>>(), bad.lines().skip(1).collect::<Vec<_>>());
 }
