@@ -2,7 +2,8 @@
 //! `cargo bench -p turnstile-server --bench load`.
 //!
 //! One real server on 127.0.0.1 (the router of `turnstile serve`, with its token check and
-//! middleware, served by `axum::serve` as the CLI does) over a real host and a durable SQLite
+//! middleware, served by `Server::serve` as the CLI does: the connection cap, the header
+//! timeout, `TCP_NODELAY`) over a real host and a durable SQLite
 //! store in a scratch directory, and the scripted provider answering every turn with a short
 //! text at once. In one run it prints:
 //!
@@ -29,9 +30,9 @@
 //! `TURNSTILE_LOAD_PROMPTS` (most prompts in phase 1, 20000), `TURNSTILE_LOAD_SUBSCRIBERS`
 //! (N, 1000), `TURNSTILE_LOAD_RUNS` (M, 50), `TURNSTILE_LOAD_PACE_MS` (20),
 //! `TURNSTILE_LOAD_BURST` (B, 200). Server settings: `TURNSTILE_LOAD_FEED_CAPACITY` (the
-//! feed's broadcast, in frames; the default of `ServerConfig`), `TURNSTILE_LOAD_NODELAY=1`
-//! (`TCP_NODELAY` on the server's connections; `axum::serve`, and so the CLI, leaves Nagle's
-//! algorithm on).
+//! feed's broadcast, in frames; the default of `ServerConfig`), `TURNSTILE_LOAD_AXUM=1`
+//! (served by plain `axum::serve` instead, as the CLI was before round 3: no cap, no header
+//! timeout, Nagle's algorithm on).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a benchmark: a failure is a panic
 
@@ -40,7 +41,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use axum::serve::ListenerExt;
 use serde::Deserialize;
 use turnstile_core::Usage;
 use turnstile_host::{Answer, Cursor, Host, HostConfig, ScriptedProvider, ToolSet};
@@ -61,7 +61,7 @@ struct Sizes {
     runs: usize,
     burst: usize,
     pace: Duration,
-    nodelay: bool,
+    axum: bool,
     feed_capacity: Option<usize>,
 }
 
@@ -74,7 +74,7 @@ fn main() {
         runs: env("TURNSTILE_LOAD_RUNS", 50).max(1),
         burst: env("TURNSTILE_LOAD_BURST", 200).max(1),
         pace: Duration::from_millis(env("TURNSTILE_LOAD_PACE_MS", 20).max(1) as u64),
-        nodelay: env("TURNSTILE_LOAD_NODELAY", 0) == 1,
+        axum: env("TURNSTILE_LOAD_AXUM", 0) == 1,
         feed_capacity: std::env::var("TURNSTILE_LOAD_FEED_CAPACITY")
             .ok()
             .and_then(|v| v.parse().ok()),
@@ -89,7 +89,7 @@ fn main() {
     println!(
         "# turnstile-server load benchmark: {threads} cores, {threads} runtime threads shared by \
          server and clients; K={} clients, {} s phases, N={} streams, M={} paced runs, B={} \
-         burst runs; feed capacity {} frames; TCP_NODELAY {}",
+         burst runs; feed capacity {} frames; served by {}",
         sizes.clients,
         sizes.secs,
         sizes.subscribers,
@@ -98,7 +98,7 @@ fn main() {
         sizes
             .feed_capacity
             .unwrap_or(ServerConfig::new(Token::new(TOKEN).expect("a token")).feed_capacity),
-        if sizes.nodelay { "on" } else { "off (as axum::serve)" },
+        if sizes.axum { "axum::serve (Nagle on)" } else { "Server::serve (as the CLI)" },
     );
     let started = Instant::now();
     rt.block_on(bench(&sizes));
@@ -138,6 +138,8 @@ async fn start(sizes: &Sizes) -> Running {
     let host = Host::open(config, Arc::new(provider), ToolSet::new()).await.expect("open the host");
     let mut config = ServerConfig::new(Token::new(TOKEN).expect("a token"));
     config.limits.streams = config.limits.streams.max(sizes.subscribers + 64);
+    // The N streams and the N concurrent health requests beside them, and the K clients.
+    config.connections.max = 2 * sizes.subscribers + sizes.clients + 64;
     if let Some(c) = sizes.feed_capacity {
         config.feed_capacity = c;
     }
@@ -145,14 +147,14 @@ async fn start(sizes: &Sizes) -> Running {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let base = format!("http://{}", listener.local_addr().expect("address"));
     let router = server.router();
-    let nodelay = sizes.nodelay;
+    let serving = server.clone();
+    let plain_axum = sizes.axum;
     let task = tokio::spawn(async move {
-        let listener = listener.tap_io(move |tcp| {
-            if nodelay {
-                let _ = tcp.set_nodelay(true);
-            }
-        });
-        axum::serve(listener, router).await.expect("serve");
+        if plain_axum {
+            axum::serve(listener, router).await.expect("serve");
+        } else {
+            serving.serve(listener, std::future::pending()).await.expect("serve");
+        }
     });
     Running { server, base, _dir: dir, task }
 }

@@ -6,6 +6,12 @@
 //!   browser adds `Origin` to every cross-site request, so a web page the user visits cannot
 //!   drive a local agent through the browser, even if it guessed the token. Clients that are
 //!   not browsers send no `Origin`.
+//! - An allowed origin is told so (CORS): its preflight (`OPTIONS` with
+//!   `Access-Control-Request-Method`) is answered `204` without a token, and every answer to it
+//!   carries `Access-Control-Allow-Origin`, so a page on that origin can use the API with the
+//!   token.
+//! - The scheme name `Bearer` is matched without regard to case (RFC 7235), and a `401`
+//!   carries `WWW-Authenticate: Bearer`.
 //!
 //! The token is configured, or generated at first start into a file only its owner can read
 //! (mode 0600) and reused by later starts.
@@ -15,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use subtle::ConstantTimeEq;
@@ -144,37 +150,77 @@ pub(crate) struct Guard {
     pub(crate) origins: Arc<[String]>,
 }
 
-/// The middleware in front of every route: the `Origin` check, then the token.
+/// What the browser may send and read across origins.
+const CORS_METHODS: &str = "GET, POST, OPTIONS";
+const CORS_HEADERS: &str = "authorization, content-type, last-event-id";
+
+/// The middleware in front of every route: the `Origin` check, a preflight's answer, then
+/// the token. Every answer to an allowed origin names it.
 pub(crate) async fn guard(State(guard): State<Guard>, request: Request, next: Next) -> Response {
-    if let Err(e) = check(&guard, request.headers()) {
-        tracing::info!(
-            method = %request.method(),
-            path = request.uri().path(),
-            code = e.code,
-            "request refused"
-        );
-        return e.into_response();
+    let origin = match allowed_origin(&guard, request.headers()) {
+        Ok(origin) => origin,
+        Err(e) => return refused(&request, e).into_response(),
+    };
+    let preflight = request.method() == Method::OPTIONS
+        && request.headers().contains_key(header::ACCESS_CONTROL_REQUEST_METHOD);
+    let mut response = if preflight && origin.is_some() {
+        preflight_answer()
+    } else {
+        match check_token(&guard, request.headers()) {
+            Ok(()) => next.run(request).await,
+            Err(e) => refused(&request, e).into_response(),
+        }
+    };
+    if let Some(origin) = origin {
+        let headers = response.headers_mut();
+        headers.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin);
+        headers.append(header::VARY, HeaderValue::from_static("origin"));
     }
-    next.run(request).await
+    response
 }
 
-fn check(guard: &Guard, headers: &HeaderMap) -> Result<(), ApiError> {
-    if let Some(origin) = headers.get(header::ORIGIN) {
-        let allowed =
-            origin.to_str().is_ok_and(|o| guard.origins.iter().any(|a| a.eq_ignore_ascii_case(o)));
-        if !allowed {
-            return Err(ApiError::new(
-                StatusCode::FORBIDDEN,
-                "origin_not_allowed",
-                "requests from a web page's origin are refused; allow the origin in the \
-                 server's configuration",
-            ));
-        }
+fn refused(request: &Request, e: ApiError) -> ApiError {
+    tracing::info!(
+        method = %request.method(),
+        path = request.uri().path(),
+        code = e.code,
+        "request refused"
+    );
+    e
+}
+
+/// `204` to a CORS preflight of an allowed origin: the methods and headers the API takes.
+fn preflight_answer() -> Response {
+    let mut response = StatusCode::NO_CONTENT.into_response();
+    let headers = response.headers_mut();
+    headers.insert(header::ACCESS_CONTROL_ALLOW_METHODS, HeaderValue::from_static(CORS_METHODS));
+    headers.insert(header::ACCESS_CONTROL_ALLOW_HEADERS, HeaderValue::from_static(CORS_HEADERS));
+    headers.insert(header::ACCESS_CONTROL_MAX_AGE, HeaderValue::from_static("600"));
+    response
+}
+
+/// The request's `Origin` when it is an allowed one; `None` without one; 403 otherwise.
+fn allowed_origin(guard: &Guard, headers: &HeaderMap) -> Result<Option<HeaderValue>, ApiError> {
+    let Some(origin) = headers.get(header::ORIGIN) else { return Ok(None) };
+    let allowed =
+        origin.to_str().is_ok_and(|o| guard.origins.iter().any(|a| a.eq_ignore_ascii_case(o)));
+    if !allowed {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "origin_not_allowed",
+            "requests from a web page's origin are refused; allow the origin in the \
+             server's configuration",
+        ));
     }
-    let presented = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")));
+    Ok(Some(origin.clone()))
+}
+
+fn check_token(guard: &Guard, headers: &HeaderMap) -> Result<(), ApiError> {
+    let presented =
+        headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| {
+            let (scheme, token) = v.trim_start().split_once(' ')?;
+            scheme.eq_ignore_ascii_case("bearer").then_some(token)
+        });
     match presented {
         Some(p) if guard.token.matches(p.trim()) => Ok(()),
         Some(_) => Err(unauthorized("the bearer token is wrong")),

@@ -29,9 +29,6 @@ use turnstile_host::{Cursor, Event, Host, Update};
 
 use crate::asks::{AskEvent, Asks};
 
-/// Completions read per store query (a resume from far back takes several).
-const BATCH: usize = 512;
-
 /// One event, serialised once for every client: only its `id` line is each stream's own.
 #[derive(Debug)]
 pub(crate) struct Frame {
@@ -41,11 +38,35 @@ pub(crate) struct Frame {
     claim: Option<Position>,
     /// The RunComplete's cursor, for a `run_complete` frame.
     cursor: Option<Cursor>,
+    /// The bytes the feed had broadcast once this frame was sent (set by [`Broadcast::send`]):
+    /// a stream that took it is that far into the feed.
+    end: u64,
 }
 
 impl Frame {
     fn new(event: &str, data: &Value, claim: Option<Position>, cursor: Option<Cursor>) -> Frame {
-        Frame { body: body(event, data), claim, cursor }
+        Frame { body: body(event, data), claim, cursor, end: 0 }
+    }
+}
+
+/// The broadcast of frames, counting the bytes sent, so that a stream can tell how far behind
+/// the feed it is in bytes as well as in frames.
+#[derive(Clone, Debug)]
+struct Broadcast {
+    tx: broadcast::Sender<Arc<Frame>>,
+    /// Bytes broadcast so far.
+    sent: Arc<tokio::sync::watch::Sender<u64>>,
+}
+
+impl Broadcast {
+    fn send(&self, mut frame: Frame) {
+        let mut end = 0;
+        self.sent.send_modify(|sent| {
+            *sent += frame.body.len() as u64;
+            end = *sent;
+        });
+        frame.end = end;
+        let _ = self.tx.send(Arc::new(frame));
     }
 }
 
@@ -126,7 +147,7 @@ pub fn parse_event_id(text: &str) -> Result<Position, String> {
 /// The feed: where streams subscribe.
 #[derive(Clone, Debug)]
 pub(crate) struct Feed {
-    tx: broadcast::Sender<Arc<Frame>>,
+    tx: Broadcast,
     /// Set once the feed sent its last frames (the host ended): streams end after them.
     ended: tokio::sync::watch::Receiver<bool>,
 }
@@ -135,6 +156,7 @@ impl Feed {
     /// Starts the feed task from the store's position now.
     pub(crate) async fn start(host: Host, asks: Asks, capacity: usize) -> Feed {
         let (tx, _) = broadcast::channel(capacity.max(16));
+        let tx = Broadcast { tx, sent: Arc::new(tokio::sync::watch::channel(0).0) };
         let (ended_tx, ended) = tokio::sync::watch::channel(false);
         let feed = Feed { tx: tx.clone(), ended };
         // Subscribed before the position is read: nothing committed after it is missed.
@@ -150,7 +172,12 @@ impl Feed {
     }
 
     pub(crate) fn subscribe(&self) -> broadcast::Receiver<Arc<Frame>> {
-        self.tx.subscribe()
+        self.tx.tx.subscribe()
+    }
+
+    /// The bytes broadcast so far, as they grow.
+    fn sent(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.tx.sent.subscribe()
     }
 
     fn ended(&self) -> tokio::sync::watch::Receiver<bool> {
@@ -160,7 +187,7 @@ impl Feed {
 
 async fn run(
     host: Host,
-    tx: broadcast::Sender<Arc<Frame>>,
+    tx: Broadcast,
     mut position: Position,
     mut revisions: tokio::sync::watch::Receiver<u64>,
     mut updates: turnstile_host::Updates,
@@ -173,9 +200,7 @@ async fn run(
         tokio::select! {
             biased;
             event = ask_events.recv(), if asks_open => match event {
-                Ok(e) => {
-                    let _ = tx.send(Arc::new(ask_frame(&e)));
-                }
+                Ok(e) => tx.send(ask_frame(&e)),
                 // A burst of asks beyond the channel: streams get the pending list when they
                 // connect or fall behind, and `GET /v1/asks` lists them.
                 Err(broadcast::error::RecvError::Lagged(_)) => {}
@@ -194,7 +219,7 @@ async fn run(
                         "session": session, "seq": seq, "attempt": attempt,
                         "delay_ms": delay_ms, "reason": reason,
                     });
-                    let _ = tx.send(Arc::new(Frame::new("retry", &data, None, None)));
+                    tx.send(Frame::new("retry", &data, None, None));
                 }
                 Some(_) => {}
             },
@@ -207,14 +232,10 @@ async fn run(
 }
 
 /// Broadcasts what changed after `position`; returns the new position.
-async fn publish(
-    host: &Host,
-    tx: &broadcast::Sender<Arc<Frame>>,
-    mut position: Position,
-) -> Position {
+async fn publish(host: &Host, tx: &Broadcast, mut position: Position) -> Position {
     loop {
         let from = position;
-        let read = host.read(move |r| r.changes(from, BATCH)).await;
+        let read = host.read(move |r| r.changes(from, CATCH_UP_PAGE)).await;
         let changes = match read {
             Ok(c) => c,
             Err(e) => {
@@ -224,7 +245,7 @@ async fn publish(
             }
         };
         for frame in frames(&changes, from) {
-            let _ = tx.send(Arc::new(frame));
+            tx.send(frame);
         }
         position = changes.now;
         if !changes.more {
@@ -249,11 +270,13 @@ pub(crate) async fn open(
     host: Host,
     asks: Asks,
     resume: Option<Position>,
-    heartbeat: Duration,
+    config: StreamConfig,
     permit: tokio::sync::OwnedSemaphorePermit,
 ) -> Result<mpsc::Receiver<Bytes>, StartError> {
     // Subscribed before reading the store, so nothing falls between the two.
     let frames = feed.subscribe();
+    let sent = feed.sent();
+    let taken = *sent.borrow();
     let ended = feed.ended();
     let now = host.read(|r| r.position()).await.map_err(StartError::Store)?;
     if let Some(p) = resume
@@ -261,19 +284,59 @@ pub(crate) async fn open(
     {
         return Err(StartError::Ahead(p, now));
     }
-    let (out, rx) = mpsc::channel(64);
+    let (out, rx) = mpsc::channel(16);
     tokio::spawn(async move {
         let _permit = permit;
-        let stream = Stream { host, out, delivered: resume.unwrap_or(now) };
-        stream.run(frames, ended, asks, resume.is_some(), heartbeat).await;
+        let backlog = Backlog { sent, taken, max: config.backlog_bytes };
+        let stream =
+            Stream { host, out, delivered: resume.unwrap_or(now), backlog, page: config.page };
+        stream.run(frames, ended, asks, resume.is_some(), config.heartbeat).await;
     });
     Ok(rx)
+}
+
+/// Rows (or RunCompletes) read per store query by default ([`crate::ServerConfig`]): a resume
+/// from far back reads the store a page at a time.
+pub const CATCH_UP_PAGE: usize = 512;
+
+/// What a stream is configured with.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct StreamConfig {
+    /// How often an idle stream gets a heartbeat.
+    pub(crate) heartbeat: Duration,
+    /// How many bytes of the feed a stream may leave unread before it is ended.
+    pub(crate) backlog_bytes: u64,
+    /// Rows or RunCompletes per store read of a catch-up.
+    pub(crate) page: usize,
 }
 
 struct Stream {
     host: Host,
     out: mpsc::Sender<Bytes>,
     delivered: Position,
+    backlog: Backlog,
+    page: usize,
+}
+
+/// How far behind the feed a stream is, in bytes: what it pins in the broadcast.
+struct Backlog {
+    /// The bytes the feed broadcast so far.
+    sent: tokio::sync::watch::Receiver<u64>,
+    /// The bytes of the feed this stream took (the `end` of its last frame).
+    taken: u64,
+    /// Past this many bytes behind, the stream ends and its client resumes from the store.
+    max: u64,
+}
+
+impl Backlog {
+    /// Completes once the stream is more than `max` bytes behind the feed.
+    async fn exceeded(&mut self) {
+        let (taken, max) = (self.taken, self.max);
+        if self.sent.wait_for(|sent| sent.saturating_sub(taken) > max).await.is_err() {
+            // The feed is gone: the stream ends with it, not for its backlog.
+            std::future::pending::<()>().await;
+        }
+    }
 }
 
 /// The stream ends: the client went away, or it must resume from its position.
@@ -295,11 +358,13 @@ impl Stream {
         resume: bool,
         heartbeat: Duration,
     ) {
-        if resume && self.catch_up().await.is_err() {
-            return;
-        }
+        // The pending asks first on every connection (a person may be waiting on one), then
+        // what a resumed client missed.
         let pending = json!({"asks": asks.pending()});
         if self.send(&body("asks", &pending)).await.is_err() {
+            return;
+        }
+        if resume && self.catch_up().await.is_err() {
             return;
         }
         let mut beat = tokio::time::interval_at(tokio::time::Instant::now() + heartbeat, heartbeat);
@@ -308,6 +373,9 @@ impl Stream {
             // Frames first: the feed sent its last ones before it said it ended.
             let next = tokio::select! {
                 biased;
+                // The client went away: the stream's slot is free at once, not at the next
+                // heartbeat.
+                () = self.out.closed() => return,
                 r = frames.recv() => Next::Frame(r),
                 _ = beat.tick() => Next::Beat,
                 _ = ended.wait_for(|e| *e) => Next::Ended,
@@ -315,7 +383,7 @@ impl Stream {
             let received = match next {
                 Next::Frame(r) => r,
                 Next::Beat => {
-                    if self.out.send(Bytes::from_static(HEARTBEAT)).await.is_err() {
+                    if self.push(Bytes::from_static(HEARTBEAT)).await.is_err() {
                         return;
                     }
                     continue;
@@ -351,7 +419,8 @@ impl Stream {
     async fn catch_up(&mut self) -> Result<(), Gone> {
         loop {
             let from = self.delivered;
-            let changes = match self.host.read(move |r| r.changes(from, BATCH)).await {
+            let page = self.page;
+            let changes = match self.host.read(move |r| r.changes(from, page)).await {
                 Ok(c) => c,
                 Err(e) => {
                     // Going on would let a later frame's claim jump past what was never sent;
@@ -371,6 +440,7 @@ impl Stream {
     }
 
     async fn forward(&mut self, frame: &Frame) -> Result<(), Gone> {
+        self.backlog.taken = self.backlog.taken.max(frame.end);
         if let Some(c) = frame.cursor
             && c <= self.delivered.cursor
         {
@@ -384,14 +454,33 @@ impl Stream {
     }
 
     /// Sends one event: its `id` line (this stream's position), then its shared lines.
-    async fn send(&self, body: &[u8]) -> Result<(), Gone> {
+    async fn send(&mut self, body: &[u8]) -> Result<(), Gone> {
         let id = event_id(self.delivered);
         let mut bytes = Vec::with_capacity(id.len() + 5 + body.len());
         bytes.extend_from_slice(b"id: ");
         bytes.extend_from_slice(id.as_bytes());
         bytes.push(b'\n');
         bytes.extend_from_slice(body);
-        self.out.send(Bytes::from(bytes)).await.map_err(|_| Gone)
+        self.push(Bytes::from(bytes)).await
+    }
+
+    /// Hands bytes to the connection, unless the client stopped reading for so long that the
+    /// stream fell more than its backlog behind the feed: then the stream ends, and the client
+    /// resumes from its `Last-Event-ID`, reading what it missed from the store.
+    async fn push(&mut self, bytes: Bytes) -> Result<(), Gone> {
+        let permit = tokio::select! {
+            biased;
+            permit = self.out.reserve() => permit.map_err(|_| Gone)?,
+            () = self.backlog.exceeded() => {
+                tracing::info!(
+                    max_bytes = self.backlog.max,
+                    "event stream: the client fell too far behind; ending it (it resumes from the store)"
+                );
+                return Err(Gone);
+            }
+        };
+        permit.send(bytes);
+        Ok(())
     }
 }
 

@@ -39,6 +39,7 @@ pub mod asks;
 pub mod auth;
 pub mod error;
 pub mod feed;
+pub mod listen;
 mod routes;
 
 use std::sync::Arc;
@@ -47,6 +48,7 @@ use std::time::Duration;
 pub use asks::{Asks, PendingAsk};
 pub use auth::{Token, TokenError, TokenSource};
 pub use error::ApiError;
+pub use listen::{ConnectionLimits, FileLimitTooLow, connection_budget};
 use turnstile_host::Host;
 
 /// The OpenAPI 3.1 document of this API (served at `GET /v1/openapi.json`).
@@ -96,6 +98,14 @@ pub struct ServerConfig {
     pub heartbeat: Duration,
     /// Frames the feed keeps for streams that fall behind before they read the store.
     pub feed_capacity: usize,
+    /// The bytes of frames one stream may leave unread before it is ended; its client resumes
+    /// from its `Last-Event-ID`, reading what it missed from the store.
+    pub stream_backlog_bytes: u64,
+    /// What a connection may hold ([`Server::serve`]).
+    pub connections: ConnectionLimits,
+    /// Rows (messages and sessions, whole revisions) or RunCompletes a resumed stream reads
+    /// from the store at a time ([`feed::CATCH_UP_PAGE`]): what a catch-up from far back holds.
+    pub catch_up_page: usize,
 }
 
 impl ServerConfig {
@@ -108,6 +118,9 @@ impl ServerConfig {
             limits: Limits::default(),
             heartbeat: Duration::from_secs(15),
             feed_capacity: 4096,
+            stream_backlog_bytes: 16 << 20,
+            connections: ConnectionLimits::default(),
+            catch_up_page: feed::CATCH_UP_PAGE,
         }
     }
 }
@@ -148,6 +161,21 @@ impl Server {
     /// The routes, behind the `Origin` check and the token.
     pub fn router(&self) -> axum::Router {
         routes::router(self.clone())
+    }
+
+    /// Serves the routes on `listener` with the configuration's connection limits
+    /// ([`listen`]) until `shutdown` completes, then waits for the open connections to end
+    /// (bound that wait: a client that stops reading keeps its connection).
+    ///
+    /// # Errors
+    /// Accepting connections failed for good.
+    pub async fn serve(
+        &self,
+        listener: tokio::net::TcpListener,
+        shutdown: impl std::future::Future<Output = ()>,
+    ) -> std::io::Result<()> {
+        let limits = self.inner.config.connections.clone();
+        listen::serve(listener, self.router(), limits, shutdown).await
     }
 
     /// Shuts the host down (SPEC 4.10): new prompts get `503 shutting_down`, every unfinished

@@ -54,6 +54,7 @@ pub(crate) fn router(server: Server) -> Router {
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(limits.body_bytes))
         .layer(middleware::from_fn_with_state(guard_state, guard))
+        .layer(middleware::from_fn(head_limits))
         .layer(middleware::from_fn(log))
         .with_state(server)
 }
@@ -79,6 +80,20 @@ async fn method_not_allowed() -> ApiError {
     )
 }
 
+/// The limits of a request head, for requests after a connection's first (which
+/// [`crate::listen`] checked before hyper read it): the same JSON errors.
+async fn head_limits(request: Request, next: Next) -> Response {
+    let uri = request.uri().path_and_query().map_or(0, |p| p.as_str().len());
+    if uri > crate::listen::URI_BYTES_MAX {
+        return crate::listen::uri_too_long().into_response();
+    }
+    let head: usize = request.headers().iter().map(|(k, v)| k.as_str().len() + v.len() + 4).sum();
+    if head + uri > crate::listen::HEAD_BYTES_MAX {
+        return crate::listen::headers_too_large().into_response();
+    }
+    next.run(request).await
+}
+
 // ---- input checks ------------------------------------------------------------------------------
 
 /// A session id or RunId from the path: UTF-8, not empty, not too long, no control characters.
@@ -97,6 +112,9 @@ fn id(
 fn check_id(text: &str, what: &str, limits: &Limits) -> Result<(), String> {
     if text.is_empty() {
         return Err(format!("the {what} is empty"));
+    }
+    if text.trim().is_empty() {
+        return Err(format!("the {what} is only whitespace"));
     }
     if text.len() > limits.id_bytes {
         return Err(format!(
@@ -227,7 +245,7 @@ async fn session(
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct PageQuery {
-    /// The id of the last message of the previous page.
+    /// The id of the last message of the previous page (0, or none: from the first).
     after: Option<u64>,
     /// Messages per page (1 to 1000; 100 by default).
     limit: Option<usize>,
@@ -261,7 +279,7 @@ async fn messages(
     if q.after.is_some_and(|a| i64::try_from(a).is_err()) {
         return Err(no_message());
     }
-    let after = q.after.map(MessageId);
+    let after = q.after.filter(|a| *a != 0).map(MessageId);
     let s = session.clone();
     let page = server
         .inner
@@ -292,6 +310,16 @@ async fn prompt(
     let limits = &server.inner.config.limits;
     let session = id(path, "session id", limits)?;
     let req: PromptRequest = body(bytes)?;
+    // The core takes whitespace as text (SPEC 4.1); over HTTP a prompt of only whitespace is
+    // a client's mistake, refused like an empty one.
+    let text_attached = req.attachments.iter().any(Attachment::is_text);
+    if !req.prompt.is_empty() && req.prompt.trim().is_empty() && !text_attached {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "blank_prompt",
+            "the prompt is only whitespace",
+        ));
+    }
     if req.prompt.len() > limits.prompt_bytes {
         return Err(ApiError::new(
             StatusCode::BAD_REQUEST,
@@ -513,13 +541,17 @@ async fn events(
             ),
         )
     })?;
-    let heartbeat = server.inner.config.heartbeat;
+    let config = feed::StreamConfig {
+        heartbeat: server.inner.config.heartbeat,
+        backlog_bytes: server.inner.config.stream_backlog_bytes,
+        page: server.inner.config.catch_up_page.max(1),
+    };
     let rx = feed::open(
         &server.inner.feed,
         server.inner.host.clone(),
         server.inner.asks.clone(),
         resume,
-        heartbeat,
+        config,
         permit,
     )
     .await

@@ -526,8 +526,11 @@ async fn the_answers_and_events_of_a_run_with_a_permission_ask_are_as_documented
     let page = get("/v1/sessions/s/messages", "/v1/sessions/{session}/messages").await;
     assert!(page["messages"].as_array().unwrap().len() >= 2, "{page}");
     get("/v1/sessions/s/messages?limit=1", "/v1/sessions/{session}/messages").await;
+    // `after=0` pages from the first message, as no `after` does.
+    let first = get("/v1/sessions/s/messages?after=0", "/v1/sessions/{session}/messages").await;
+    assert_eq!(first["messages"], page["messages"]);
     // An `after` that is no message: 400, also above the store's integers (once a 500).
-    for after in ["99999999999999999999", "18446744073709551615", "9223372036854775808", "0"] {
+    for after in ["99999999999999999999", "18446744073709551615", "9223372036854775808"] {
         let path = format!("/v1/sessions/s/messages?after={after}");
         let (status, v) = s.get(&path).await;
         schemas.check("get", "/v1/sessions/{session}/messages", status, &v);

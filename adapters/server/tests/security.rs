@@ -149,7 +149,8 @@ async fn odd_ids_in_the_path_are_a_clean_400_or_404() {
         ("GET", "/v1/runs/..%2F..%2Fetc", 404),
         ("GET", "/v1/runs/$$", 404),
         ("POST", "/v1/runs/%C3%28/cancel", 400),
-        ("GET", "/v1/sessions/%20", 404),
+        // An id of only whitespace is refused, like an empty one.
+        ("GET", "/v1/sessions/%20", 400),
     ];
     for (method, path, want) in cases {
         let req = s

@@ -102,11 +102,13 @@ impl Change {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Changes {
     /// The rows changed at or after the position's revision, by revision (a message's state
-    /// before its session's within one revision).
+    /// before its session's within one revision): all of them, or a page of whole revisions.
     pub rows: Vec<Change>,
-    /// The completions after the position's cursor, in cursor order (at most the limit).
+    /// The completions after the position's cursor, in cursor order (at most the limit; none
+    /// while the rows are paged, so that a completion never comes before its message's final
+    /// state).
     pub completions: Vec<(Cursor, CompletionRecord)>,
-    /// True when more completions follow than the limit let through.
+    /// True when more rows or completions follow than the limit let through.
     pub more: bool,
     /// The position after everything above: where the next call resumes.
     pub now: Position,
@@ -133,10 +135,14 @@ impl Reader {
     }
 
     /// What changed after `after`: every completion after its cursor (up to `limit`), and the
-    /// current state of every message and session changed at or after its revision.
+    /// current state of every message and session changed at or after its revision (up to
+    /// about `limit` rows: whole revisions, so one revision larger than `limit` comes whole).
     ///
     /// Read in one transaction, so the rows and completions are one snapshot: a completion is
-    /// never reported without the final state of its message.
+    /// never reported without the final state of its message. While the rows are paged
+    /// ([`Changes::more`] with no completions), [`Changes::now`] is the revision the page ends
+    /// before, and the next call goes on from there; a catch-up from far back so reads a
+    /// bounded amount at a time.
     ///
     /// # Errors
     /// SQLite errors; [`StoreError::Corrupt`] for a row that does not parse.
@@ -144,8 +150,13 @@ impl Reader {
         let tx = self.conn.unchecked_transaction()?;
         let snapshot = revision(&tx)?;
         let from = int(after.revision, "revision")?;
+        let cut = self.page_end(from, limit)?;
+        let until = cut.unwrap_or(i64::MAX);
         let mut rows: Vec<Change> = self
-            .load_messages("SELECT id FROM messages WHERE rev >= ?1", &[&from])?
+            .load_messages(
+                "SELECT id FROM messages WHERE rev >= ?1 AND rev < ?2",
+                &[&from, &until],
+            )?
             .into_iter()
             .map(|m| Change::Message {
                 session: m.session,
@@ -154,17 +165,28 @@ impl Reader {
             })
             .collect();
         let sql = format!(
-            "SELECT {}, {STATE_COLUMNS} FROM sessions s WHERE s.rev >= ?1",
+            "SELECT {}, {STATE_COLUMNS} FROM sessions s WHERE s.rev >= ?1 AND s.rev < ?2",
             prefixed(SESSION_COLUMNS)
         );
         let mut stmt = self.conn.prepare_cached(&sql)?;
-        let raws = stmt.query_map([from], raw_state)?.collect::<Result<Vec<_>, _>>()?;
+        let raws = stmt.query_map([from, until], raw_state)?.collect::<Result<Vec<_>, _>>()?;
         drop(stmt);
         for raw in raws {
             rows.push(Change::Session(raw.parse()?));
         }
         // Stable: within a revision, messages (in write order) come before sessions.
         rows.sort_by_key(Change::revision);
+        if let Some(cut) = cut {
+            // A page of rows: the completions wait for the page that ends at the snapshot.
+            tx.commit()?;
+            let revision = uint(cut, "revision")?;
+            return Ok(Changes {
+                rows,
+                completions: Vec::new(),
+                more: true,
+                now: Position { cursor: after.cursor, revision },
+            });
+        }
         let mut completions = self.completions_after(after.cursor, limit.saturating_add(1))?;
         let more = completions.len() > limit;
         completions.truncate(limit);
@@ -180,6 +202,29 @@ impl Reader {
             more,
             now: Position { cursor: newest, revision: (snapshot + 1).max(after.revision) },
         })
+    }
+
+    /// The revision a page of at most `limit` changed rows from revision `from` ends before
+    /// (whole revisions; at least one); `None` when every changed row fits.
+    fn page_end(&self, from: i64, limit: usize) -> Result<Option<i64>, StoreError> {
+        let revs = "SELECT rev FROM messages WHERE rev >= ?1 \
+                    UNION ALL SELECT rev FROM sessions WHERE rev >= ?1";
+        let offset = i64::try_from(limit).unwrap_or(i64::MAX);
+        let beyond: Option<i64> = self
+            .conn
+            .prepare_cached(&format!("SELECT rev FROM ({revs}) ORDER BY rev LIMIT 1 OFFSET ?2"))?
+            .query_row(params![from, offset], |r| r.get(0))
+            .optional()?;
+        let Some(beyond) = beyond else { return Ok(None) };
+        if beyond > from {
+            return Ok(Some(beyond));
+        }
+        // The first revision alone is over the limit: it comes whole, up to the next one.
+        let next: Option<i64> = self
+            .conn
+            .prepare_cached(&format!("SELECT min(rev) FROM ({revs}) WHERE rev > ?1"))?
+            .query_row(params![from], |r| r.get(0))?;
+        Ok(next)
     }
 
     /// One session's current state, if the store holds it.

@@ -52,9 +52,10 @@ pub async fn start_in(
     let server = Server::start(host, asks, config).await;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
-    let router = server.router();
+    // Through the server's own connection layer (timeouts, the cap, errors before the router).
+    let serving = server.clone();
     let task = tokio::spawn(async move {
-        axum::serve(listener, router).await.unwrap();
+        serving.serve(listener, std::future::pending()).await.unwrap();
     });
     Running { dir, server, base, http: reqwest::Client::new(), task }
 }
