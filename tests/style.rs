@@ -344,3 +344,117 @@ fn every_allowed_panic_names_its_invariant() {
         }
     }
 }
+
+fn repo_file(path: &str) -> String {
+    let full = Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(path);
+    fs::read_to_string(&full).unwrap_or_else(|e| panic!("{}: {e}", full.display()))
+}
+
+/// The entries of `const ALL: ... = &[ ... ];` in a mutant catalogue's source, counted by
+/// their `Type::` prefix.
+fn catalogue_len(source: &str, ty: &str) -> usize {
+    let start = source.find("pub const ALL").expect("a catalogue");
+    let end = start + source[start..].find("];").expect("its end");
+    source[start..end].matches(&format!("{ty}::")).count()
+}
+
+/// Every number in `text` (whitespace collapsed, so a phrase may wrap) that stands where `{}`
+/// stands in `phrase`.
+fn numbers_in(text: &str, phrase: &str) -> Vec<usize> {
+    let flat: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let (before, after) = phrase.split_once("{}").expect("a {} in the phrase");
+    let mut found = Vec::new();
+    let mut rest = flat.as_str();
+    while let Some(i) = rest.find(before) {
+        let tail = &rest[i + before.len()..];
+        let digits: String = tail.chars().take_while(char::is_ascii_digit).collect();
+        if !digits.is_empty() && tail[digits.len()..].starts_with(after) {
+            found.push(digits.parse().expect("a number"));
+        }
+        rest = &rest[i + before.len()..];
+    }
+    found
+}
+
+/// The docs count the mutant catalogues as the code does (they drifted: 34, 38 and 39 for one
+/// catalogue of 39).
+#[test]
+fn the_docs_count_the_mutants_the_catalogues_hold() {
+    let core = catalogue_len(&repo_file("core/src/alphabet/mutants.rs"), "Mutant");
+    let host = catalogue_len(&repo_file("adapters/host/src/mutants.rs"), "HostMutant");
+    assert!(core >= 39 && host >= 6, "{core} {host}");
+    let mut checked = 0;
+    for (file, phrase, expected) in [
+        ("README.md", "and {} mutants it finds", core),
+        ("docs/architecture.md", "each of the {} mutants", core),
+        ("docs/spec.md", "The catalogue has {} core mutants", core),
+        ("docs/spec.md", "and {} host mutants", host),
+        ("docs/verification.md", "of the core's {} (", core),
+        ("docs/verification.md", "and the host's {}.", host),
+        ("docs/verification.md", "of the {} hunts", core),
+    ] {
+        let found = numbers_in(&repo_file(file), phrase);
+        assert!(!found.is_empty(), "{file}: no `{phrase}` any more: update this test");
+        for n in found {
+            assert_eq!(n, expected, "{file}: `{phrase}` says {n}, the code has {expected}");
+            checked += 1;
+        }
+    }
+    assert!(checked >= 7);
+    #[cfg(feature = "mutants")]
+    {
+        let sim = turnstile_core::Mutant::ALL.iter().filter(|m| m.scope().contains(&"sim")).count();
+        let text = repo_file("docs/verification.md");
+        assert_eq!(numbers_in(&text, "finds all {} mutants in its scope"), [sim + host]);
+        assert_eq!(numbers_in(&text, "its scope: {} of the core's"), [sim]);
+    }
+}
+
+/// Every range of invariants the docs and the rustdoc name ("I1 to I14", "I1–I14") ends at
+/// the last invariant the checkers report, which is the last one `docs/spec.md` defines.
+#[test]
+fn the_docs_name_the_invariants_the_checkers_report() {
+    let reported = core_sources()
+        .iter()
+        .filter(|(p, _)| p.to_string_lossy().contains("/check/"))
+        .flat_map(|(_, text)| {
+            text.match_indices("\"I")
+                .filter_map(|(i, _)| {
+                    let digits: String =
+                        text[i + 2..].chars().take_while(char::is_ascii_digit).collect();
+                    (text[i + 2 + digits.len()..].starts_with('"'))
+                        .then(|| digits.parse::<usize>().ok())
+                        .flatten()
+                })
+                .collect::<Vec<_>>()
+        })
+        .max()
+        .expect("the checkers name invariants");
+    let spec = repo_file("docs/spec.md");
+    let defined = (1..=reported + 1).filter(|n| spec.contains(&format!("- **I{n} "))).max();
+    assert_eq!(defined, Some(reported), "docs/spec.md section 6 defines I1 to I{reported}");
+    let mut texts: Vec<(String, String)> = ["README.md", "docs/architecture.md", "docs/spec.md"]
+        .iter()
+        .map(|f| ((*f).to_owned(), repo_file(f)))
+        .collect();
+    for entry in fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "md") {
+            texts.push((path.display().to_string(), fs::read_to_string(&path).unwrap()));
+        }
+    }
+    texts.extend(core_sources().into_iter().map(|(p, t)| (p.display().to_string(), t)));
+    let mut ranges = 0;
+    for (file, text) in &texts {
+        for phrase in ["I1 to I{}", "I1–I{}", "I1-I{}", "`\"I1\"` ... `\"I{}\"`"] {
+            for n in numbers_in(text, phrase) {
+                assert_eq!(
+                    n, reported,
+                    "{file}: `{phrase}` ends at I{n}, the checkers at I{reported}"
+                );
+                ranges += 1;
+            }
+        }
+    }
+    assert!(ranges >= 3, "the ranges were found ({ranges})");
+}

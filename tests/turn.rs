@@ -269,6 +269,41 @@ fn a_step_gets_four_attempts_each_after_a_reset_then_fails() {
 }
 
 #[test]
+fn the_attempts_and_the_backoff_are_configurable() {
+    let config = Config { attempts_max: 2, retry_backoff_ms: vec![1_000], ..no_watchdog() };
+    let mut h = Host::new(config);
+    let a = active(&mut h, "s");
+    let out = fail(&mut h, a, error(Some(503), ErrorClass::Provider));
+    assert_eq!(kinds(&out), ["set_timer"]);
+    let before = h.now;
+    h.fire_next_timer();
+    assert_eq!(h.now.0 - before.0, 1_000, "the configured backoff");
+    let out = fail(&mut h, a, error(Some(503), ErrorClass::Provider));
+    assert!(kinds(&out).contains(&"finished #1 Failed".to_owned()), "two attempts, not four");
+    let once = Config { attempts_max: 1, retry_backoff_ms: vec![], ..no_watchdog() };
+    let mut h = Host::new(once);
+    let a = active(&mut h, "s");
+    let out = fail(&mut h, a, error(Some(503), ErrorClass::Provider));
+    assert!(kinds(&out).contains(&"finished #1 Failed".to_owned()), "1: never retried");
+    let more = Config { attempts_max: 6, ..no_watchdog() };
+    assert_eq!(more.backoff_ms(4), 20_000, "beyond the list: its last delay");
+    for (bad, field) in [
+        (Config { attempts_max: 0, ..Config::default() }, "attempts_max"),
+        (Config { retry_backoff_ms: vec![], ..Config::default() }, "retry_backoff_ms"),
+    ] {
+        assert!(matches!(
+            turnstile_core::Engine::new(bad, turnstile_core::Start::default()),
+            Err(turnstile_core::HostError::InvalidConfig { field: f, .. }) if f == field
+        ));
+    }
+    // The defaults are SPEC's and are not written to a trace (old traces stay as they were).
+    let text = serde_json::to_string(&Config::default()).unwrap();
+    assert!(!text.contains("attempts_max") && !text.contains("retry_backoff_ms"), "{text}");
+    let read: Config = serde_json::from_str("{}").unwrap();
+    assert_eq!((read.attempts_max, read.backoff_ms(0)), (4, 5_000));
+}
+
+#[test]
 fn a_cancel_during_backoff_ends_the_turn_at_once() {
     let mut h = Host::new(no_watchdog());
     let a = active(&mut h, "s");
@@ -317,7 +352,12 @@ fn a_failed_refresh_fails_and_a_cancel_during_the_wait_takes_effect_at_once() {
     fail(&mut h, a, error(Some(401), ErrorClass::Provider));
     let step = h.refreshes[0].clone();
     h.send(Input::CredentialsRefreshed { attempt: step, ok: false });
-    assert_eq!(h.finished[&a].error().map(|e| e.kind), Some(ErrorKind::Unauthorized));
+    let e = h.finished[&a].error().cloned().expect("error");
+    assert_eq!(e.kind, ErrorKind::Unauthorized);
+    assert_eq!(
+        e.message, "The credential refresh failed. The provider said: failed",
+        "the refused attempt's message is kept"
+    );
     let b = active(&mut h, "s");
     fail(&mut h, b, error(Some(401), ErrorClass::Provider));
     let step = h.refreshes[0].clone();

@@ -8,10 +8,12 @@ const ABOUT: &str = "An agent whose session lifecycle is checked: run prompts ag
 with tools, and read back sessions and their history.";
 
 const AFTER_HELP: &str = "\
-Configuration: --config, else $TURNSTILE_CONFIG, else ./turnstile.toml, else
-~/.config/turnstile/config.toml; the built-in catalogue knows OpenAI, Anthropic and
+Configuration: --config, else $TURNSTILE_CONFIG, else turnstile.toml in the project's root,
+else ~/.config/turnstile/config.toml; the built-in catalogue knows OpenAI, Anthropic and
 compatible providers. Keys come from the environment (OPENAI_API_KEY, ANTHROPIC_API_KEY, ...).
-The store (sessions, history, the run ledger) is .turnstile/store.db in the working directory.
+The store (sessions, history, the run ledger) is .turnstile/store.db in the project's root:
+the nearest folder upward with .turnstile/ or turnstile.toml, else the repository's root (.git),
+else the current directory. A session is named by its id or a unique prefix of it.
 
 Examples:
   turnstile run \"Explain what src/main.rs does\"
@@ -39,7 +41,7 @@ pub struct Global {
     /// The configuration file (TOML).
     #[arg(long, global = true, value_name = "FILE", env = "TURNSTILE_CONFIG")]
     pub config: Option<PathBuf>,
-    /// The store file [default: .turnstile/store.db in the working directory].
+    /// The store file [default: .turnstile/store.db in the project's root].
     #[arg(long, global = true, value_name = "FILE", env = "TURNSTILE_STORE")]
     pub store: Option<PathBuf>,
     /// Log to stderr: -v info, -vv debug, -vvv trace (RUST_LOG refines it).
@@ -77,9 +79,15 @@ Permission asks become events on /v1/events that a client answers (POST /v1/asks
 cancel withdraws them. SIGTERM or Ctrl-C shuts down: unfinished runs end interrupted and
 their clients are told, then the server stops. A second signal exits at once.
 
+--record DIR (or `[record] dir`) writes one flight trace of the server process, every session
+in it, and every provider exchange into DIR; a restart takes the next free name
+(flight-2.jsonl, ...) and never overwrites a recording. Read it with `turnstile-sim replay DIR`
+and `turnstile-sim view DIR`.
+
 Examples:
   turnstile serve
   turnstile serve --listen 127.0.0.1:9000 --model anthropic/claude-sonnet-4
+  turnstile serve --record recordings/today
   TOKEN=$(cat .turnstile/server-token)
   curl -H \"Authorization: Bearer $TOKEN\" -d '{\"prompt\":\"hi\"}' \\
        http://127.0.0.1:8700/v1/sessions/s1/prompts
@@ -106,6 +114,10 @@ pub struct Serve {
     /// The working directory the tools are confined to [default: the current directory].
     #[arg(long, value_name = "DIR")]
     pub cwd: Option<PathBuf>,
+    /// Record this server process into this folder: one flight trace of every session and
+    /// every provider exchange [default: `[record] dir`].
+    #[arg(long, value_name = "DIR")]
+    pub record: Option<PathBuf>,
 }
 
 const RUN_HELP: &str = "\
@@ -133,6 +145,14 @@ Examples:
   turnstile run --json \"List the TODOs\" | jq -c 'select(.type == \"tool_call\")'
   turnstile run --run-id nightly-42 \"...\"   # rerun after a crash: attaches to the same run
   turnstile run --server http://127.0.0.1:8700 \"...\"   # on a running `turnstile serve`
+  turnstile run --record bug-42 \"...\"      # then: turnstile-sim replay bug-42
+
+--record DIR writes the core's flight trace (DIR/flight.jsonl; a later process takes
+flight-2.jsonl, ... and never overwrites one) and every provider exchange (DIR/providers/),
+never an API key. `turnstile-sim replay DIR` replays it output for output, `turnstile-sim
+view DIR` draws it, and `turnstile-sim replay DIR --save tests/traces/regressions/NAME.jsonl
+--rule \"...\"` turns it into a regression trace. `[record] dir` in the configuration records
+every run. Not with --server: a server records its runs itself (`turnstile serve --record`).
 
 With --server, the run is the server's: Ctrl-C cancels it there (cancel_run), a lost
 connection is resumed from the last event received, and the exit statuses are the same.
@@ -152,7 +172,7 @@ pub struct Run {
     /// The run's id: a rerun with the same id and prompt attaches to the same run.
     #[arg(long, value_name = "ID")]
     pub run_id: Option<String>,
-    /// Continue this session.
+    /// Continue this session (its id, or a unique prefix of it); it must exist.
     #[arg(long, value_name = "ID", conflicts_with = "continue_")]
     pub session: Option<String>,
     /// Continue the most recent session.
@@ -171,6 +191,10 @@ pub struct Run {
     /// .turnstile/server-token when it exists].
     #[arg(long, value_name = "FILE", requires = "server")]
     pub token_file: Option<PathBuf>,
+    /// Record the run into this folder: the core's flight trace and every provider exchange,
+    /// for `turnstile-sim replay DIR` and `turnstile-sim view DIR` [default: `[record] dir`].
+    #[arg(long, value_name = "DIR", conflicts_with = "server")]
+    pub record: Option<PathBuf>,
 }
 
 /// `turnstile sessions`.
@@ -187,7 +211,7 @@ pub struct Sessions {
 /// `turnstile history`.
 #[derive(Debug, Args)]
 pub struct History {
-    /// The session.
+    /// The session: its id, or a unique prefix of it.
     pub session: String,
     /// Print JSON instead of text.
     #[arg(long)]

@@ -3,7 +3,12 @@
 //!
 //! The live updates are lossy (a slow reader gets `lagged`); what they point at is re-read
 //! from the store, so what is shown is what is stored. A retry's reset (the failed attempt's
-//! text is replaced, G-11) restarts the shown text instead of appending to it.
+//! text is replaced, G-11) restarts the shown text instead of appending to it. A retry is
+//! shown after the failed attempt's text (the host announces it after that text's writes,
+//! which the follower flushes and reads first),
+//! and is always said on stderr: the live line on a terminal, else a log line
+//! (`turnstile: retrying in 5 s (attempt 2): Overloaded`), so a wait of half a minute is
+//! never silent.
 //!
 //! JSON Lines, one object per line with a `type` (the schema is in `docs/cli.md`):
 //! `accepted`, `text`, `reset`, `retry`, `tool_call`, `tool_result`, `lagged`, and last
@@ -44,9 +49,6 @@ impl Follower {
                 host,
                 view: View::new(session, show),
             };
-            if show == Show::Nothing {
-                return;
-            }
             loop {
                 let event = tokio::select! {
                     biased;
@@ -54,7 +56,15 @@ impl Follower {
                     _ = &mut stopped => None,
                 };
                 let Some(event) = event else { break };
+                if show == Show::Nothing && !matches!(event, Event::Update(Update::Retrying { .. }))
+                {
+                    // Nothing live is shown but the retries' log lines.
+                    continue;
+                }
                 view.on(event).await;
+            }
+            if show == Show::Nothing {
+                return;
             }
             // What the last updates wrote, in case they were not all received.
             view.refresh_all().await;
@@ -123,6 +133,13 @@ impl Local {
                 reason,
             }) => {
                 if self.follows(&session).await {
+                    if self.view.show != Show::Nothing {
+                        // The failed attempt's last text may still be held by the store's
+                        // debounce: written and shown first, so that the retry line comes
+                        // after the text it retries, not in the middle of it.
+                        let _ = self.host.flush().await;
+                        self.refresh(&session, None).await;
+                    }
                     self.view.retry(&session, seq.0, attempt, delay_ms, &reason);
                 }
             }
@@ -230,10 +247,16 @@ impl View {
             "type": "retry", "session": session, "seq": seq, "attempt": attempt,
             "delay_ms": delay_ms, "reason": reason,
         }));
-        self.line(&format!(
-            "[retrying in {:.1} s (attempt {attempt}): {reason}]",
-            delay_ms as f64 / 1000.0
-        ));
+        let wait = seconds(delay_ms);
+        if self.show == Show::Terminal {
+            self.line(&format!(
+                "[retrying in {wait} (attempt {attempt}): {reason}]"
+            ));
+        } else if !crate::out::is_closed() {
+            // Not a terminal (a log, CI), or stdout has the JSON: one line on stderr (none
+            // once stdout's reader went away: the run is being ended quietly).
+            eprintln!("turnstile: retrying in {wait} (attempt {attempt}): {reason}");
+        }
     }
 
     /// A note on the terminal (and nothing in JSON).
@@ -369,7 +392,7 @@ impl View {
 
     fn emit_json(&self, v: Value) {
         if self.show == Show::Json {
-            println!("{v}");
+            crate::out::line(&v.to_string());
         }
     }
 
@@ -398,6 +421,15 @@ enum Out {
     Reset,
     Call(String, String, Option<String>),
     Result(Option<String>, String, bool, String),
+}
+
+/// Milliseconds as seconds for a person: "5 s", "1.5 s".
+fn seconds(ms: u64) -> String {
+    if ms.is_multiple_of(1_000) {
+        format!("{} s", ms / 1_000)
+    } else {
+        format!("{:.1} s", ms as f64 / 1_000.0)
+    }
 }
 
 /// A call's input or a result on one short line.

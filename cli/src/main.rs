@@ -13,12 +13,16 @@
 //! | `live` | what a run shows while it works: stderr lines or JSON Lines |
 //! | `serve` | `turnstile serve`: the host over HTTP until a signal |
 //! | `remote` | `turnstile run --server URL`: the same run against a server |
+//! | `record` | `--record DIR`: the flight trace and the provider exchanges of a process |
 //! | `show` | `turnstile sessions` and `turnstile history` |
+//! | `out` | stdout, whose reader may go away (`turnstile sessions \| head -1`) |
 
 #![forbid(unsafe_code)]
 
 mod args;
 mod live;
+mod out;
+mod record;
 mod remote;
 mod run;
 mod serve;

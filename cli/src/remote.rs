@@ -82,7 +82,7 @@ pub async fn run(_global: &Global, a: Run, url: &str, prompt: String) -> Result<
         (status, v) => {
             let message = error_message(&v);
             if show == Show::Json {
-                println!("{}", json!({"type": "rejected", "message": message}));
+                crate::out::line(&json!({"type": "rejected", "message": message}).to_string());
             }
             let stopped = v["error"]["code"] == "engine_stopped";
             let failure = if matches!(status, 400 | 409 | 413 | 503) && !stopped {
@@ -99,13 +99,11 @@ pub async fn run(_global: &Global, a: Run, url: &str, prompt: String) -> Result<
         }
     };
     if show == Show::Json {
-        println!(
-            "{}",
-            json!({
-                "type": "accepted", "session": accepted["session"], "seq": accepted["seq"],
-                "run_id": run_id, "existing": accepted["existing"],
-            })
-        );
+        let line = json!({
+            "type": "accepted", "session": accepted["session"], "seq": accepted["seq"],
+            "run_id": run_id, "existing": accepted["existing"],
+        });
+        crate::out::line(&line.to_string());
     }
     let mut view = View::new(session.clone(), show);
     let mut asking = Asking::new(client.clone());
@@ -129,6 +127,15 @@ pub async fn run(_global: &Global, a: Run, url: &str, prompt: String) -> Result<
             f = frames.recv() => f,
             Some(line) = asking.typed() => {
                 asking.answer_typed(&mut view, &line).await;
+                continue;
+            }
+            () = crate::out::closed(), if !cancelled => {
+                // Nobody reads what the run prints: cancelled on the server, quietly.
+                cancelled = true;
+                let path = format!("/v1/runs/{}/cancel", encode(run_id.as_str()));
+                if let Err(f) = client.post(&path, &json!({})).await {
+                    tracing::warn!("cannot cancel the run: {}", f.message);
+                }
                 continue;
             }
             () = interrupts.next() => {
@@ -286,7 +293,13 @@ fn token(file: Option<PathBuf>) -> Result<String, Failure> {
     {
         return Ok(t.trim().to_owned());
     }
-    let path = file.unwrap_or_else(|| PathBuf::from(".turnstile").join("server-token"));
+    let path = file.unwrap_or_else(|| {
+        // The project's token, found from any of its subfolders as the store is.
+        let cwd = std::env::current_dir().unwrap_or_default();
+        crate::setup::project_root(&cwd)
+            .join(".turnstile")
+            .join("server-token")
+    });
     std::fs::read_to_string(&path)
         .map(|t| t.trim().to_owned())
         .map_err(|e| {

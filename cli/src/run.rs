@@ -10,13 +10,13 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use serde_json::json;
-use turnstile_core::{Outcome, RunId, SessionId, StopReason, Submit};
+use turnstile_core::{Outcome, Rejection, RunId, SessionId, StopReason, Submit};
 use turnstile_host::{CompletionRecord, Host, SubmitError};
 use turnstile_tools::DenyAsks;
 
 use crate::args::{Global, Run};
 use crate::live::{Follower, Show};
-use crate::{EXIT_USAGE, Failure, setup};
+use crate::{EXIT_USAGE, Failure, out, setup};
 
 /// The exit status of a run's end (SPEC 9).
 #[must_use]
@@ -38,6 +38,11 @@ pub fn status(record: &CompletionRecord) -> u8 {
 /// What kept the run from starting, or from being waited for.
 pub async fn run(global: &Global, a: Run) -> Result<u8, Failure> {
     let prompt = read_prompt(&a.prompt)?;
+    if prompt.trim().is_empty() {
+        // The core refuses only an empty prompt; one of blanks (`echo "" | turnstile run -`)
+        // says nothing either, and is refused the same way, before anything starts.
+        return Err(rejected(a.json, &Rejection::PromptEmpty.to_string()));
+    }
     if let Some(url) = a.server.clone() {
         return crate::remote::run(global, a, &url, prompt).await;
     }
@@ -49,7 +54,11 @@ pub async fn run(global: &Global, a: Run) -> Result<u8, Failure> {
     let (tools, gate) = loaded
         .tools(&cwd, a.yolo, reaper.clone(), Arc::new(DenyAsks))
         .await?;
-    let host = setup::open(&store, provider, tools).await?;
+    let recording = crate::record::claim(a.record.as_deref(), &loaded, &cwd)?;
+    let host = setup::open(&store, provider, tools, recording.as_ref(), loaded.engine()).await?;
+    if let Some(r) = recording.filter(|_| std::io::stderr().is_terminal()) {
+        eprintln!("{}", r.describe());
+    }
     // The store's lock is ours now: commands a killed run of this store left running are
     // killed before any of ours starts.
     setup::reap(reaper.as_ref());
@@ -61,7 +70,7 @@ pub async fn run(global: &Global, a: Run) -> Result<u8, Failure> {
     }
     let (record, show) = result?;
     let code = report(&record, show);
-    if code != 0 {
+    if code != 0 && !out::is_closed() {
         for d in gate.denials() {
             let on = d.subject.map(|s| format!(" on `{s}`")).unwrap_or_default();
             eprintln!("  denied: `{}`{on}: {}", d.tool, d.why);
@@ -101,20 +110,33 @@ fn read_prompt(arg: &str) -> Result<String, Failure> {
 }
 
 /// Prints the RunComplete (stdout: its text, or with `--json` its JSON Line) and says why a
-/// run did not simply complete on stderr; returns the exit status.
+/// run did not simply complete on stderr; returns the exit status. When stdout was closed
+/// (its reader went away, and the run was cancelled for it), nothing is said at all.
 pub fn report(record: &CompletionRecord, show: Show) -> u8 {
     if show == Show::Json {
         let mut v = serde_json::to_value(record).unwrap_or_default();
         v["type"] = json!("run_complete");
-        println!("{v}");
+        out::line(&v.to_string());
     } else {
-        println!("{}", record.text.as_deref().unwrap_or(""));
+        out::line(record.text.as_deref().unwrap_or(""));
     }
     let code = status(record);
-    if code != 0 {
+    if code != 0 && !out::is_closed() {
         eprintln!("{}", why(record));
     }
     code
+}
+
+/// A submission refused before it reached the engine, as the engine's refusals are reported:
+/// with `--json` a `rejected` line, and status 64.
+pub fn rejected(json: bool, message: &str) -> Failure {
+    if json {
+        out::line(&json!({"type": "rejected", "message": message}).to_string());
+    }
+    Failure {
+        status: EXIT_USAGE,
+        message: format!("the run was rejected: {message}"),
+    }
 }
 
 /// How live events are shown: `--json`, else the terminal when stderr is one.
@@ -146,13 +168,7 @@ async fn drive(host: &Host, a: &Run, prompt: String) -> Result<(CompletionRecord
         Ok(s) => s,
         Err(SubmitError::Rejected(r)) => {
             follower.stop().await;
-            if show == Show::Json {
-                println!("{}", json!({"type": "rejected", "message": r.to_string()}));
-            }
-            return Err(Failure {
-                status: EXIT_USAGE,
-                message: format!("the run was rejected: {r}"),
-            });
+            return Err(rejected(show == Show::Json, &r.to_string()));
         }
         Err(e) => {
             follower.stop().await;
@@ -160,13 +176,11 @@ async fn drive(host: &Host, a: &Run, prompt: String) -> Result<(CompletionRecord
         }
     };
     if show == Show::Json {
-        println!(
-            "{}",
-            json!({
-                "type": "accepted", "session": submitted.session, "seq": submitted.seq,
-                "run_id": run_id, "existing": submitted.existing,
-            })
-        );
+        let accepted = json!({
+            "type": "accepted", "session": submitted.session, "seq": submitted.seq,
+            "run_id": run_id, "existing": submitted.existing,
+        });
+        out::line(&accepted.to_string());
     }
     if submitted.existing {
         tracing::info!(run_id = %run_id, "attached to the existing run");
@@ -178,6 +192,13 @@ async fn drive(host: &Host, a: &Run, prompt: String) -> Result<(CompletionRecord
         tokio::select! {
             biased;
             r = &mut wait => break r,
+            () = out::closed(), if !cancelled => {
+                // Nobody reads what the run prints: it ends as a Ctrl-C ends it, quietly.
+                cancelled = true;
+                if let Err(e) = host.cancel_run(&run_id).await {
+                    tracing::warn!("cannot cancel the run: {e}");
+                }
+            }
             _ = tokio::signal::ctrl_c() => {
                 if cancelled {
                     eprintln!("\nexiting without waiting; the run's end is recorded at the next start");
@@ -196,11 +217,20 @@ async fn drive(host: &Host, a: &Run, prompt: String) -> Result<(CompletionRecord
     Ok((record, show))
 }
 
-/// The session: `--session`; the most recent with `--continue`; a known `--run-id`'s; or a
-/// new one.
+/// The session: `--session` (an id of the store, or a unique prefix of one); the most recent
+/// with `--continue`; a known `--run-id`'s; or a new one.
 async fn session(host: &Host, a: &Run) -> Result<SessionId, Failure> {
-    if let Some(id) = &a.session {
-        return Ok(SessionId::new(id));
+    if let Some(given) = &a.session {
+        let all = host
+            .read(|r| r.sessions())
+            .await
+            .map_err(|e| Failure::setup(format!("cannot read the sessions: {e}")))?;
+        let ids: Vec<SessionId> = all.into_iter().map(|s| s.id).collect();
+        return crate::show::resolve(&ids, given).map_err(|why| {
+            Failure::usage(format!(
+                "--session: {why}; to start a new session, leave out --session"
+            ))
+        });
     }
     // A rerun of a known RunId names that run's session, so that the same request attaches to
     // it (SPEC 4.1: a byte-equal resubmission answers the existing run).

@@ -70,8 +70,12 @@ pub async fn serve(global: &Global, a: Serve) -> Result<u8, Failure> {
             Token::load_or_generate(&path).map_err(|e| Failure::setup(e.to_string()))?
         }
     };
-    let host = setup::open(&store, provider, tools).await?;
+    let recording = crate::record::claim(a.record.as_deref(), &loaded, &cwd)?;
+    let host = setup::open(&store, provider, tools, recording.as_ref(), loaded.engine()).await?;
     setup::reap(reaper.as_ref());
+    if let Some(r) = &recording {
+        eprintln!("{}", r.describe());
+    }
     let recovered = host.recovered().len();
     let mut config = ServerConfig::new(token.clone());
     config.allowed_origins = file
@@ -91,6 +95,25 @@ pub async fn serve(global: &Global, a: Serve) -> Result<u8, Failure> {
     }
     if let Some(n) = file.max_streams {
         config.limits.streams = n;
+    }
+    if let Some(n) = file.stream_backlog_bytes {
+        config.stream_backlog_bytes = n;
+    }
+    if let Some(secs) = file.header_timeout_secs {
+        config.connections.header_timeout = std::time::Duration::from_secs(secs.max(1));
+    }
+    let wanted = file.max_connections.unwrap_or(config.connections.max);
+    config.connections.max = match turnstile_server::connection_budget(wanted) {
+        Ok(n) => n,
+        Err(e) => {
+            let _ = host.shutdown().await;
+            return Err(Failure::setup(e.to_string()));
+        }
+    };
+    // Streams hold their connections: leave room for the requests that are not streams.
+    let streams_max = config.connections.max - config.connections.max / 4;
+    if config.limits.streams > streams_max {
+        config.limits.streams = streams_max;
     }
     let server = Server::start(host.clone(), asks, config).await;
     let listener = match tokio::net::TcpListener::bind(addr).await {
@@ -138,7 +161,7 @@ pub async fn serve(global: &Global, a: Serve) -> Result<u8, Failure> {
         }
         done_tx.send_replace(true);
     };
-    let serving = axum::serve(listener, server.router()).with_graceful_shutdown(shutdown);
+    let serving = server.serve(listener, shutdown);
     // Once the host is down every stream ends; a client that stopped reading keeps its
     // connection open, so the graceful wait has a deadline.
     let served = tokio::select! {

@@ -13,6 +13,9 @@
 //!
 //! [mcp.docs]                         # turnstile_mcp
 //! command = ["docs-mcp-server"]
+//!
+//! [record]                           # crate::record
+//! dir = ".turnstile/recordings"
 //! ```
 
 use std::collections::BTreeMap;
@@ -26,6 +29,7 @@ use turnstile_tools::{Asker, Gate, Hook, HooksFile, Permissions, PermissionsFile
 
 use crate::Failure;
 use crate::args::Global;
+use crate::record::Recording;
 
 /// The models tried, in order, when the configuration names none: the first whose key is set.
 const DEFAULT_MODELS: [(&str, &str); 2] = [
@@ -45,6 +49,80 @@ struct AgentFile {
     mcp: BTreeMap<String, turnstile_mcp::ServerConfig>,
     #[serde(default)]
     server: ServerFile,
+    #[serde(default)]
+    record: RecordFile,
+    /// Seconds an attempt may stream nothing before it fails and is retried; 0 disables.
+    #[serde(default)]
+    stream_idle_timeout: Option<u64>,
+    /// Attempts per model request (1: never retry).
+    #[serde(default)]
+    retry_attempts: Option<u32>,
+    /// Seconds before retry 1, 2, 3, ... (the last repeats).
+    #[serde(default)]
+    retry_backoff: Option<Vec<f64>>,
+}
+
+/// The longest configurable backoff before a retry, in seconds.
+const BACKOFF_MAX_SECS: f64 = 3_600.0;
+
+/// The engine's configuration from the file's top-level keys `stream_idle_timeout`,
+/// `retry_attempts` and `retry_backoff` (each absent: SPEC's default, 300 s, 4 attempts,
+/// 5, 10 and 20 s).
+fn engine_config(agent: &AgentFile, file: &Path) -> Result<turnstile_core::Config, Failure> {
+    let invalid = |key: &str, why: &str| {
+        Failure::setup(format!(
+            "invalid configuration `{}`: `{key}` {why}",
+            file.display()
+        ))
+    };
+    let mut engine = turnstile_core::Config::default();
+    if let Some(secs) = agent.stream_idle_timeout {
+        engine.stream_idle_timeout_ms = secs.saturating_mul(1_000);
+    }
+    if let Some(n) = agent.retry_attempts {
+        if n == 0 {
+            return Err(invalid(
+                "retry_attempts",
+                "must be at least 1 (1: never retry)",
+            ));
+        }
+        engine.attempts_max = n;
+    }
+    if let Some(delays) = &agent.retry_backoff {
+        if delays
+            .iter()
+            .any(|d| !d.is_finite() || *d < 0.0 || *d > BACKOFF_MAX_SECS)
+        {
+            return Err(invalid(
+                "retry_backoff",
+                "takes seconds from 0 to 3600, like [5, 10, 20]",
+            ));
+        }
+        engine.retry_backoff_ms = delays
+            .iter()
+            .map(|d| (d * 1_000.0).round() as u64)
+            .collect();
+    }
+    engine.validate().map_err(|e| match e {
+        turnstile_core::HostError::InvalidConfig {
+            field: "retry_backoff_ms",
+            ..
+        } => invalid(
+            "retry_backoff",
+            "must name at least one delay when retries are allowed",
+        ),
+        e => invalid("stream_idle_timeout", &e.to_string()),
+    })?;
+    Ok(engine)
+}
+
+/// `[record]`: record every run as `--record` does (`crate::record`).
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RecordFile {
+    /// The recording folder, relative to the project's folder (none by default).
+    #[serde(default, deserialize_with = "crate::record::folder")]
+    pub dir: Option<PathBuf>,
 }
 
 /// `[server]`: how `turnstile serve` listens and what it allows (every field optional).
@@ -66,6 +144,13 @@ pub struct ServerFile {
     pub max_attachments: Option<usize>,
     /// The most event streams open at once.
     pub max_streams: Option<usize>,
+    /// The most connections open at once (cut to the process's file limit).
+    pub max_connections: Option<usize>,
+    /// How long a request head may take to arrive, and a kept-alive connection may idle, in
+    /// seconds.
+    pub header_timeout_secs: Option<u64>,
+    /// The bytes of events a stream may leave unread before it is ended (its client resumes).
+    pub stream_backlog_bytes: Option<u64>,
 }
 
 /// Where the configuration was looked for and what it said.
@@ -77,18 +162,33 @@ pub struct Loaded {
     /// Providers and models.
     pub config: Config,
     agent: AgentFile,
+    engine: turnstile_core::Config,
 }
 
 impl Loaded {
+    /// The engine's configuration: `stream_idle_timeout`, `retry_attempts` and
+    /// `retry_backoff` of the file over SPEC's defaults.
+    #[must_use]
+    pub fn engine(&self) -> &turnstile_core::Config {
+        &self.engine
+    }
+
     /// The `[server]` section.
     #[must_use]
     pub fn server(&self) -> &ServerFile {
         &self.agent.server
     }
+
+    /// The `[record]` section.
+    #[must_use]
+    pub fn record(&self) -> &RecordFile {
+        &self.agent.record
+    }
 }
 
-/// The configuration file: `--config` (or `TURNSTILE_CONFIG`), else `./turnstile.toml`, else
-/// `~/.config/turnstile/config.toml` (`$XDG_CONFIG_HOME` when set).
+/// The configuration file: `--config` (or `TURNSTILE_CONFIG`), else `turnstile.toml` in the
+/// project's root ([`project_root`] of `cwd`), else `~/.config/turnstile/config.toml`
+/// (`$XDG_CONFIG_HOME` when set).
 ///
 /// # Errors
 /// A file given that cannot be read, or any file that is invalid (named, with the line).
@@ -96,7 +196,7 @@ pub fn load(global: &Global, cwd: &Path) -> Result<Loaded, Failure> {
     let (path, looked) = match &global.config {
         Some(p) => (Some(p.clone()), vec![p.clone()]),
         None => {
-            let mut looked = vec![cwd.join("turnstile.toml")];
+            let mut looked = vec![project_root(cwd).join("turnstile.toml")];
             let home = std::env::var_os("XDG_CONFIG_HOME")
                 .map(PathBuf::from)
                 .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")));
@@ -126,12 +226,54 @@ pub fn load(global: &Global, cwd: &Path) -> Result<Loaded, Failure> {
             })?
         }
     };
+    let engine = match &path {
+        Some(p) => engine_config(&agent, p)?,
+        None => turnstile_core::Config::default(),
+    };
     Ok(Loaded {
         path,
         looked,
         config,
         agent,
+        engine,
     })
+}
+
+/// The project's root, where `turnstile.toml` and the store (`.turnstile/`) are: from `start`
+/// upward, the nearest folder that has `.turnstile/` or `turnstile.toml`; a folder with `.git`
+/// (a repository's root) ends the search and is the root when nothing nearer was found; with
+/// neither, `start` itself. So `turnstile` finds the project's configuration and sessions
+/// from any of its subfolders.
+#[must_use]
+pub fn project_root(start: &Path) -> PathBuf {
+    for dir in start.ancestors() {
+        if dir.join(".turnstile").is_dir() || dir.join("turnstile.toml").is_file() {
+            return dir.to_owned();
+        }
+        if dir.join(".git").exists() {
+            return dir.to_owned();
+        }
+    }
+    start.to_owned()
+}
+
+/// Creates the store's folder, and when it is a `.turnstile` folder, a `.gitignore` in it
+/// that ignores everything: the history, the run ledger and the server's token must never
+/// land in a commit. An existing `.gitignore` is left as it is.
+///
+/// # Errors
+/// The folder cannot be made.
+pub fn store_dir(store: &Path) -> std::io::Result<()> {
+    let Some(dir) = store.parent().filter(|d| !d.as_os_str().is_empty()) else {
+        return Ok(());
+    };
+    std::fs::create_dir_all(dir)?;
+    let ignore = dir.join(".gitignore");
+    if dir.file_name().is_some_and(|n| n == ".turnstile") && !ignore.exists() {
+        // Best effort: a folder we cannot write into fails at the store's own write.
+        let _ = std::fs::write(&ignore, "*\n");
+    }
+    Ok(())
 }
 
 impl Loaded {
@@ -224,19 +366,24 @@ impl Loaded {
     }
 }
 
-/// The store file: `--store`, else `.turnstile/store.db` under `cwd`.
+/// The store file: `--store`, else `.turnstile/store.db` in the project's root
+/// ([`project_root`] of `cwd`).
 #[must_use]
 pub fn store_path(global: &Global, cwd: &Path) -> PathBuf {
     global
         .store
         .clone()
-        .unwrap_or_else(|| cwd.join(".turnstile").join("store.db"))
+        .unwrap_or_else(|| project_root(cwd).join(".turnstile").join("store.db"))
 }
 
 /// The reaper of `bash` commands' process groups for this store: `running/` beside it. One
 /// process owns a store, so one owns its folder.
 #[must_use]
 pub fn reaper(store: &Path) -> Option<Reaper> {
+    // The first thing that creates the store's folder: its `.gitignore` comes with it.
+    if let Err(e) = store_dir(store) {
+        tracing::warn!(store = %store.display(), "cannot create the store's folder: {e}");
+    }
     let dir = store.parent().unwrap_or(Path::new(".")).join("running");
     match Reaper::new(&dir) {
         Ok(r) => Some(r),
@@ -263,21 +410,49 @@ pub fn reap(reaper: Option<&Reaper>) {
     }
 }
 
-/// Opens the host on the store (creating its folder), with this provider and these tools.
+/// Opens the host on the store (creating its folder), with this provider and these tools,
+/// recording into `recording` when given (its claimed trace is given back when the host does
+/// not open).
 ///
 /// # Errors
 /// The folder cannot be made, or the store cannot be opened (in use by another process:
-/// said so, with the file).
-pub async fn open(store: &Path, provider: HttpProvider, tools: ToolSet) -> Result<Host, Failure> {
-    if let Some(dir) = store.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(|e| {
-            Failure::setup(format!(
-                "cannot create the store's folder `{}`: {e}",
-                dir.display()
-            ))
-        })?;
+/// said so, with the file), or the recording cannot be written.
+pub async fn open(
+    store: &Path,
+    provider: HttpProvider,
+    tools: ToolSet,
+    recording: Option<&Recording>,
+    engine: &turnstile_core::Config,
+) -> Result<Host, Failure> {
+    let mut config = HostConfig::new(store);
+    config.engine = engine.clone();
+    let provider = match recording {
+        None => provider,
+        Some(r) => r
+            .attach(provider, &mut config)
+            .inspect_err(|_| r.release())?,
+    };
+    let opened = open_host(store, config, provider, tools).await;
+    if let (Err(_), Some(r)) = (&opened, recording) {
+        r.release();
     }
-    Host::open(HostConfig::new(store), Arc::new(provider), tools)
+    opened
+}
+
+async fn open_host(
+    store: &Path,
+    config: HostConfig,
+    provider: HttpProvider,
+    tools: ToolSet,
+) -> Result<Host, Failure> {
+    store_dir(store).map_err(|e| {
+        let dir = store.parent().unwrap_or(Path::new("."));
+        Failure::setup(format!(
+            "cannot create the store's folder `{}`: {e}",
+            dir.display()
+        ))
+    })?;
+    Host::open(config, Arc::new(provider), tools)
         .await
         .map_err(|e| {
             let detail = match &e {

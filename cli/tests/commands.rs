@@ -103,6 +103,8 @@ async fn help_explains_each_command_with_examples() {
         (&["serve", "--help"][..], "Examples:"),
         (&["serve", "--help"][..], "turnstile run --server"),
         (&["run", "--help"][..], "--server"),
+        (&["run", "--help"][..], "turnstile run --record bug-42"),
+        (&["serve", "--help"][..], "turnstile serve --record"),
     ] {
         let done = project.run(args).await;
         assert_eq!(done.code, Some(0), "{args:?}: {done:?}");

@@ -72,3 +72,48 @@ async fn live_text_on_a_terminal_restarts_after_a_retry_reset() {
         "the new attempt is not appended: {screen:?}"
     );
 }
+
+/// The failed attempt's text and its error arrive together (within the store's 33 ms
+/// debounce): the text is shown before the retry line that retries it, not after it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failed_attempts_text_comes_before_its_retry_line() {
+    let mut failing = text_opening("Half an ans");
+    failing.extend_from_slice(&overloaded_event());
+    let provider = Provider::start(vec![
+        Reply::Sse(failing),
+        Reply::Sse(text_stream("The whole answer.")),
+    ])
+    .await;
+    let project = Project::new(&provider.base_url, "retry_backoff = [0.3]");
+    let pty = nix::pty::openpty(None, None).unwrap();
+    let mut command = project.command(&["run", "What is here?"]);
+    command.stderr(Stdio::from(pty.slave));
+    let child = command.spawn().unwrap();
+    drop(command);
+    let mut master = std::fs::File::from(pty.master);
+    let screen = tokio::task::spawn_blocking(move || {
+        let mut all = Vec::new();
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = master.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            all.extend_from_slice(&buf[..n]);
+        }
+        String::from_utf8_lossy(&all).into_owned()
+    });
+    let done = common::finish(child).await;
+    let screen = screen.await.unwrap();
+    assert_eq!(done.code, Some(0), "{done:?}\n{screen}");
+    let at = |needle: &str| {
+        screen
+            .find(needle)
+            .unwrap_or_else(|| panic!("{needle:?} in {screen:?}"))
+    };
+    let (half, retry, whole) = (
+        at("Half an ans"),
+        at("[retrying in 0.3 s (attempt 2): Overloaded]"),
+        at("The whole answer."),
+    );
+    assert!(half < retry && retry < whole, "{screen:?}");
+}

@@ -112,6 +112,7 @@ mod tests {
             name: "view".into(),
             input: finished.then(|| "{\"a\":1}".to_owned()),
             finished,
+            raw_input: None,
         }
     }
 

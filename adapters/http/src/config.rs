@@ -54,9 +54,9 @@ struct File {
     system_prompt: Option<String>,
     #[serde(default)]
     providers: BTreeMap<String, ProviderFile>,
-    // The agent's sections (`[permissions]`, `[hooks]`, `[mcp.<name>]`, `[server]`): read by the CLI,
-    // which owns them; accepted here so that every other unknown field is still an error
-    // with its line.
+    // The agent's sections (`[permissions]`, `[hooks]`, `[mcp.<name>]`, `[server]`, `[record]`):
+    // read by the CLI, which owns them; accepted here so that every other unknown field is
+    // still an error with its line.
     #[serde(default, rename = "permissions")]
     _permissions: Option<toml::Value>,
     #[serde(default, rename = "hooks")]
@@ -65,6 +65,15 @@ struct File {
     _mcp: Option<toml::Value>,
     #[serde(default, rename = "server")]
     _server: Option<toml::Value>,
+    #[serde(default, rename = "record")]
+    _record: Option<toml::Value>,
+    // The engine's keys, read by the CLI too: the stream watchdog and the retry budget.
+    #[serde(default, rename = "stream_idle_timeout")]
+    _stream_idle_timeout: Option<toml::Value>,
+    #[serde(default, rename = "retry_attempts")]
+    _retry_attempts: Option<toml::Value>,
+    #[serde(default, rename = "retry_backoff")]
+    _retry_backoff: Option<toml::Value>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]

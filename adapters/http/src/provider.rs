@@ -14,8 +14,8 @@ use futures_util::{Stream, StreamExt};
 use turnstile_core::{SessionId, StepEvent, Usage};
 use turnstile_host::{BoxError, BoxFuture, EventSink, ModelInfo, Provider};
 use turnstile_wire::{
-    Api, Decoder, ModelRequest, Prices, RequestKind, RequestMessage, Target, classify, encode,
-    transport,
+    Api, Decoder, Headers as _, ModelRequest, Prices, RequestKind, RequestMessage, Target,
+    classify, encode, not_a_stream, transport,
 };
 
 use crate::config::{Config, ConfigError, KeySource, ModelConfig, ProviderConfig};
@@ -28,6 +28,10 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The largest error body read (the rest is not needed to classify it).
 const ERROR_BODY_MAX: usize = 64 * 1024;
+
+/// How many bytes of a success answer that is not declared an event stream are read before
+/// deciding whether it is one ([`not_a_stream`]).
+const SNIFF_BYTES: usize = 64;
 
 /// An LLM provider over HTTP for one model.
 #[derive(Clone)]
@@ -217,6 +221,25 @@ impl HttpProvider {
 }
 
 impl Inner {
+    /// A refused key's message with where the key came from, so that the person who must fix
+    /// it knows which variable or command to look at (the key itself is never named).
+    fn key_note(&self, message: &str) -> String {
+        let from = match &self.provider.key {
+            KeySource::Env(var) => {
+                format!("the key of provider `{}` came from {var}", self.provider.name)
+            }
+            KeySource::Command(argv) => format!(
+                "the key of provider `{}` came from the command `{}`",
+                self.provider.name,
+                argv.join(" ")
+            ),
+            KeySource::None => {
+                format!("provider `{}` is configured without a key", self.provider.name)
+            }
+        };
+        format!("{message} ({from})")
+    }
+
     fn target(&self, request: &ModelRequest) -> Target {
         let system = self.system_prompt.clone().unwrap_or_else(|| {
             let secs = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
@@ -250,6 +273,7 @@ impl Inner {
         let failed = |error, recording, secret| {
             let mut r = Response {
                 events: vec![StepEvent::Failed { error }],
+                first: Vec::new(),
                 body: None,
                 decoder: Decoder::new(self.provider.api),
                 recording,
@@ -339,11 +363,44 @@ impl Inner {
             }
             let now =
                 SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
-            return failed(classify(status, &headers, &body, now), recording, key);
+            let mut error = classify(status, &headers, &body, now);
+            if error.is_unauthorized() {
+                error.message = self.key_note(&error.message);
+            }
+            return failed(error, recording, key);
+        }
+        let mut body: BodyStream = Box::pin(response.bytes_stream());
+        let content_type = headers.header("content-type").map(str::to_owned);
+        let mut first = Vec::new();
+        if !content_type.as_deref().is_some_and(is_event_stream) {
+            // Not declared an event stream: look at how it begins before decoding it.
+            while first.len() < SNIFF_BYTES {
+                match body.next().await {
+                    Some(Ok(c)) => first.extend_from_slice(&c),
+                    Some(Err(e)) => {
+                        let error = transport(format!("the stream broke: {}", describe(&e)));
+                        return failed(error, recording, key);
+                    }
+                    None => break,
+                }
+            }
+            if let Some(r) = &mut recording {
+                r.body(&first);
+            }
+            if let Some(error) = not_a_stream(status, content_type.as_deref(), &first) {
+                // The rest of it is recorded (the recording is the bug report), not decoded.
+                while let Some(Ok(c)) = body.next().await {
+                    if let Some(r) = &mut recording {
+                        r.body(&c);
+                    }
+                }
+                return failed(error, recording, key);
+            }
         }
         Response {
             events: Vec::new(),
-            body: Some(Box::pin(response.bytes_stream())),
+            first,
+            body: Some(body),
             decoder: Decoder::new(self.provider.api),
             recording,
             prices: self.prices(),
@@ -358,6 +415,8 @@ type BodyStream = Pin<Box<dyn Stream<Item = reqwest::Result<bytes::Bytes>> + Sen
 struct Response {
     /// Events decided before any body (a failure), handed out first.
     events: Vec<StepEvent>,
+    /// Bytes of the body read (and recorded) before decoding began, decoded first.
+    first: Vec<u8>,
     body: Option<BodyStream>,
     decoder: Decoder,
     recording: Option<Exchange>,
@@ -396,6 +455,14 @@ impl Response {
             self.body = None;
             return false;
         }
+        if !self.first.is_empty() {
+            let first = std::mem::take(&mut self.first);
+            if let Err(e) = self.decoder.feed(&first, out) {
+                out.push(StepEvent::Failed { error: e.to_provider_error() });
+            }
+            self.finish_events(out);
+            return true;
+        }
         match body.next().await {
             Some(Ok(chunk)) => {
                 if let Some(r) = &mut self.recording {
@@ -418,14 +485,27 @@ impl Response {
                 self.body = None;
             }
         }
+        self.finish_events(out);
+        true
+    }
+
+    /// Prices the usage of a finish and redacts the key from a failure.
+    fn finish_events(&self, out: &mut [StepEvent]) {
         for event in out.iter_mut() {
             if let StepEvent::Finished { usage: Some(usage), .. } = event {
                 *usage = self.prices.priced(*usage);
             }
         }
         self.redact(out);
-        true
     }
+}
+
+/// Whether a `content-type` value is `text/event-stream` (with any parameters).
+fn is_event_stream(content_type: &str) -> bool {
+    content_type
+        .split(';')
+        .next()
+        .is_some_and(|m| m.trim().eq_ignore_ascii_case("text/event-stream"))
 }
 
 /// A reqwest error with its causes, which name what really failed (refused, reset, ...).

@@ -232,7 +232,11 @@ async fn http_errors_are_classified_and_the_core_decides() {
         .await,
     );
     assert!(e.is_unauthorized(), "{e:?}");
-    assert_eq!(e.message, "Incorrect API key");
+    assert_eq!(
+        e.message,
+        "Incorrect API key (the key of provider `test` came from the command `echo <redacted>`)",
+        "the provider's message, where the key came from, and never the key"
+    );
     let e = failure(&one(Reply::status(403, &[], "{}"), Api::OpenAiChat).await);
     assert!(!e.is_unauthorized() && !e.is_retryable(), "403 is not the auth signal: {e:?}");
     for status in [408, 409, 500, 529] {
@@ -478,4 +482,111 @@ async fn a_server_that_never_accepts_is_cut_by_the_watchdog_and_cancel_run_ends_
     assert_eq!(done.outcome, turnstile_core::Outcome::Cancelled);
     host.shutdown().await.unwrap();
     drop(listener);
+}
+
+/// A provider of `api` at `base_url` whose key comes from `key`.
+fn provider_keyed(api: Api, base_url: &str, key: KeySource) -> HttpProvider {
+    let target = Target::new("m");
+    let model = ModelConfig {
+        name: "m".into(),
+        api_model: "m".into(),
+        context_window: 200_000,
+        max_output_tokens: None,
+        reasoning: None,
+        images: false,
+        max_tokens_field: target.max_tokens_field,
+        prices: Prices::default(),
+    };
+    let config = ProviderConfig {
+        name: "test".into(),
+        api,
+        base_url: base_url.to_owned(),
+        key,
+        headers: BTreeMap::new(),
+        models: BTreeMap::new(),
+    };
+    HttpProvider::for_model(config, model).expect("a client").with_system_prompt("s")
+}
+
+/// Runs one prompt on a host over `provider` to its RunComplete.
+async fn run_once(provider: HttpProvider) -> turnstile_host::CompletionRecord {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = HostConfig::new(dir.path().join("s.db"));
+    config.engine.stream_idle_timeout_ms = 0;
+    let host = Host::open(config, Arc::new(provider), ToolSet::new()).await.unwrap();
+    host.submit(Submit::new("s1", "hello").with_run_id("r1")).await.unwrap();
+    let run = turnstile_core::RunId::new("r1");
+    let wait = host.wait(&run);
+    let done = tokio::time::timeout(std::time::Duration::from_secs(4), wait)
+        .await
+        .expect("over in less than the first backoff (5 s): no retry")
+        .unwrap();
+    host.shutdown().await.unwrap();
+    done
+}
+
+/// A 200 answer that can never become an event stream (a proxy's HTML page, a whole JSON
+/// body) fails at once, with what arrived, and is not retried: before, it was decoded as an
+/// empty stream, "stream ended without a finish", and retried for 35 s.
+#[tokio::test]
+async fn a_200_that_is_not_an_event_stream_names_what_arrived_and_is_not_retried() {
+    let page = "<!DOCTYPE html>\n<html><head><title>Sign in to the proxy</title></head></html>";
+    let html = Reply::Body {
+        status: 200,
+        headers: vec![("content-type".into(), "text/html; charset=utf-8".into())],
+        body: page.as_bytes().to_vec(),
+        pieces: 2,
+    };
+    let e = failure(&one(html.clone(), Api::OpenAiChat).await);
+    assert!(!e.is_retryable() && e.class == ErrorClass::Provider, "{e:?}");
+    assert!(
+        e.message.contains("`text/html; charset=utf-8`")
+            && e.message.contains("<!DOCTYPE html> <html><head><title>Sign in"),
+        "{}",
+        e.message
+    );
+    let json = Reply::Body {
+        status: 200,
+        headers: vec![("content-type".into(), "application/json".into())],
+        body: br#"{"id":"msg_1","type":"message","content":[{"type":"text","text":"Hi"}]}"#
+            .to_vec(),
+        pieces: 1,
+    };
+    let e = failure(&one(json, Api::AnthropicMessages).await);
+    assert!(!e.is_retryable());
+    assert!(e.message.contains("`application/json`") && e.message.contains("msg_1"), "{e:?}");
+    // A stream without a content type is still decoded.
+    let case = simple_case(Api::AnthropicMessages);
+    let bare =
+        Reply::Body { status: 200, headers: vec![], body: case.exchanges[0].1.clone(), pieces: 5 };
+    let events = one(bare, Api::AnthropicMessages).await;
+    assert!(matches!(events.last(), Some(StepEvent::Finished { .. })), "{events:?}");
+    // Through the host: one request, and the run fails with the message at once.
+    let server = Server::routing(move |_| html.clone()).await;
+    let done = run_once(provider(Api::OpenAiChat, &server.base_url, &Target::new("m"))).await;
+    assert_eq!(done.outcome, turnstile_core::Outcome::Failed);
+    let error = done.error.expect("an error");
+    assert!(error.message.contains("text/html"), "{error:?}");
+    assert_eq!(server.turn_requests().len(), 1, "not retried");
+}
+
+/// A refused key: the failure keeps the provider's message and says which variable the key
+/// came from (a refresh cannot change a variable, so it fails at once).
+#[tokio::test]
+async fn a_refused_key_says_what_the_provider_said_and_where_the_key_came_from() {
+    let refused =
+        r#"{"error":{"message":"Incorrect API key provided","type":"invalid_request_error"}}"#;
+    let server = Server::routing(move |_| Reply::status(401, &[], refused)).await;
+    // Cargo sets this variable for every test process: a key that is always there.
+    let key = KeySource::Env("CARGO_PKG_NAME".into());
+    let done = run_once(provider_keyed(Api::OpenAiChat, &server.base_url, key)).await;
+    assert_eq!(done.outcome, turnstile_core::Outcome::Failed);
+    let error = done.error.expect("an error");
+    assert_eq!(error.title, "Unauthorized");
+    assert!(error.message.starts_with("The credential refresh failed."), "{error:?}");
+    assert!(
+        error.message.contains("Incorrect API key provided")
+            && error.message.contains("came from CARGO_PKG_NAME"),
+        "{error:?}"
+    );
 }

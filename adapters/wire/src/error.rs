@@ -165,7 +165,7 @@ enum ErrorField {
 }
 
 /// The title and message of a JSON error body.
-fn error_text(body: &[u8]) -> (Option<String>, Option<String>) {
+pub(crate) fn error_text(body: &[u8]) -> (Option<String>, Option<String>) {
     let Ok(body) = serde_json::from_slice::<Body>(body) else { return (None, None) };
     match body.error {
         Some(ErrorField::Object { kind, code, message }) => {

@@ -63,7 +63,7 @@ pub mod request;
 pub mod sse;
 pub mod target;
 
-pub use decode::{DecodeError, Decoder};
+pub use decode::{DecodeError, Decoder, not_a_stream};
 pub use encode::encode;
 pub use error::{Headers, classify, incomplete, transport};
 pub use price::Prices;

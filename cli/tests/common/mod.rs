@@ -49,6 +49,12 @@ impl Drop for Provider {
 
 impl Provider {
     pub async fn start(replies: Vec<Reply>) -> Provider {
+        Provider::start_titled(replies, "A test title").await
+    }
+
+    /// The same, with `title` the answer to every title request.
+    pub async fn start_titled(replies: Vec<Reply>, title: &str) -> Provider {
+        let title: Arc<str> = Arc::from(title);
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base_url = format!("http://{}/v1", listener.local_addr().unwrap());
         let requests = Arc::new(Mutex::new(Vec::new()));
@@ -59,8 +65,8 @@ impl Provider {
                 let Ok((socket, _)) = listener.accept().await else {
                     return;
                 };
-                let (seen, script) = (seen.clone(), script.clone());
-                tokio::spawn(async move { serve(socket, seen, script).await });
+                let (seen, script, title) = (seen.clone(), script.clone(), title.clone());
+                tokio::spawn(async move { serve(socket, seen, script, &title).await });
             }
         });
         Provider {
@@ -88,7 +94,12 @@ fn is_title(body: &serde_json::Value) -> bool {
 
 type Script = Arc<Mutex<(Vec<Reply>, usize)>>;
 
-async fn serve(mut socket: TcpStream, seen: Arc<Mutex<Vec<Captured>>>, script: Script) {
+async fn serve(
+    mut socket: TcpStream,
+    seen: Arc<Mutex<Vec<Captured>>>,
+    script: Script,
+    title_text: &str,
+) {
     let mut buf = Vec::new();
     let mut chunk = [0u8; 8192];
     let (head_end, length) = loop {
@@ -123,7 +134,7 @@ async fn serve(mut socket: TcpStream, seen: Arc<Mutex<Vec<Captured>>>, script: S
     let title = is_title(&body);
     seen.lock().unwrap().push(Captured { body });
     let reply = if title {
-        Reply::Sse(text_stream("A test title"))
+        Reply::Sse(text_stream(title_text))
     } else {
         let mut s = script.lock().unwrap();
         let i = s.1.min(s.0.len().saturating_sub(1));
@@ -246,6 +257,11 @@ pub fn text_stream(text: &str) -> Vec<u8> {
 /// An answer with a short text and one tool call whose arguments stream in three pieces, in
 /// the shape of the recorded Anthropic tool streams.
 pub fn tool_stream(id: &str, name: &str, input: &serde_json::Value) -> Vec<u8> {
+    tool_stream_raw(id, name, &input.to_string())
+}
+
+/// The same with the arguments as the model streamed them, valid JSON or not.
+pub fn tool_stream_raw(id: &str, name: &str, json: &str) -> Vec<u8> {
     let mut s = message_start(&format!("msg_{id}"));
     s += &text_block(&[&format!("Using {name}.")], true);
     s += &event(
@@ -253,7 +269,6 @@ pub fn tool_stream(id: &str, name: &str, input: &serde_json::Value) -> Vec<u8> {
         &serde_json::json!({"type": "content_block_start", "index": 1,
             "content_block": {"type": "tool_use", "id": id, "name": name, "input": {}}}),
     );
-    let json = input.to_string();
     let cut = |n: usize| {
         let mut i = n.min(json.len());
         while !json.is_char_boundary(i) {

@@ -5,6 +5,20 @@ use serde::{Deserialize, Serialize};
 use crate::alphabet::ids::{MessageId, Seq};
 use crate::alphabet::run::KnownRun;
 
+/// Attempts per step by default (SPEC 8: 4 attempts, so 3 retries).
+pub const ATTEMPTS_MAX: u32 = 4;
+/// The backoff before retry 1, 2 and 3 by default (SPEC 4.5: 5, 10 and 20 s, no jitter).
+pub const BACKOFF_MS: [u64; 3] = [5_000, 10_000, 20_000];
+const _: () = assert!(BACKOFF_MS.len() as u32 == ATTEMPTS_MAX - 1);
+
+fn is_default_attempts(n: &u32) -> bool {
+    *n == ATTEMPTS_MAX
+}
+
+fn is_default_backoff(b: &[u64]) -> bool {
+    b == BACKOFF_MS
+}
+
 /// Tunable constants (SPEC section 8). Every field has the SPEC default.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
@@ -29,6 +43,17 @@ pub struct Config {
     /// watchdog", section 8), counted from the attempt's start; 0 disables the watchdog. At
     /// least 1,000 when not 0 (N is the timeout in whole seconds).
     pub stream_idle_timeout_ms: u64,
+    /// Attempts per step or summary before a retryable error fails it (SPEC 4.5, section 8:
+    /// 4, so 3 retries); at least 1 (1: never retry). Also the attempts after a credential
+    /// refresh. Not written to a trace when it is the default.
+    #[serde(skip_serializing_if = "is_default_attempts")]
+    pub attempts_max: u32,
+    /// The backoff before each retry, in milliseconds (SPEC 4.5: 5, 10 and 20 s, no jitter);
+    /// a retry beyond the list waits its last delay. A `retry-after-ms` or `retry-after`
+    /// header replaces it as SPEC 4.5 says. Not empty when `attempts_max` is above 1; not
+    /// written to a trace when it is the default.
+    #[serde(skip_serializing_if = "is_default_backoff")]
+    pub retry_backoff_ms: Vec<u64>,
     /// Queue length per session above which [`crate::Engine::queue_len`] should make a host push
     /// back. The core never drops an accepted submission to honour it.
     pub queue_max: u32,
@@ -51,6 +76,8 @@ impl Default for Config {
             auto_summarize: true,
             summarize_buffer_tokens: 20_000,
             stream_idle_timeout_ms: 300_000,
+            attempts_max: ATTEMPTS_MAX,
+            retry_backoff_ms: BACKOFF_MS.to_vec(),
             #[cfg(feature = "mutants")]
             mutant: None,
         }
@@ -64,7 +91,8 @@ impl Config {
     /// [`crate::alphabet::error::HostError::InvalidConfig`] naming the field: `calls_per_step_max` 0 (every
     /// tool call would be dropped unanswered; offer no tools instead), `queue_max` 0 (no
     /// prompt could ever wait) or `stream_idle_timeout_ms` between 1 and 999 (the watchdog's
-    /// message counts whole seconds: "stream idle for 0 s" would say nothing).
+    /// message counts whole seconds: "stream idle for 0 s" would say nothing), `attempts_max`
+    /// 0 (a step could not even start), or an empty `retry_backoff_ms` with retries allowed.
     pub fn validate(&self) -> Result<(), crate::alphabet::error::HostError> {
         let bad =
             |field, reason| Err(crate::alphabet::error::HostError::InvalidConfig { field, reason });
@@ -77,7 +105,24 @@ impl Config {
         if (1..1_000).contains(&self.stream_idle_timeout_ms) {
             return bad("stream_idle_timeout_ms", "must be 0 (disabled) or at least 1000");
         }
+        if self.attempts_max == 0 {
+            return bad("attempts_max", "must be at least 1 (1: never retry)");
+        }
+        if self.attempts_max > 1 && self.retry_backoff_ms.is_empty() {
+            return bad(
+                "retry_backoff_ms",
+                "must name at least one delay when retries are allowed",
+            );
+        }
         Ok(())
+    }
+
+    /// The delay before retry number `retry` (0-based): its element of `retry_backoff_ms`,
+    /// else the last one.
+    #[must_use]
+    pub fn backoff_ms(&self, retry: usize) -> u64 {
+        let b = &self.retry_backoff_ms;
+        b.get(retry).or(b.last()).copied().unwrap_or(0)
     }
 }
 

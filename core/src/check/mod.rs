@@ -9,8 +9,8 @@
 //!   engine's code: exactly one outcome per accepted submission and at most one RunComplete per
 //!   RunId (I1, I2), one active turn per session (I3), cancel precision and effect (I4, I5,
 //!   I10), order (I7), protocol-legal history at every turn end (I8), writes committed before
-//!   their completion and no message for a never-activated submission (I9), and stale replies
-//!   without effect (I13).
+//!   their completion and no message for a never-activated submission (I9), stale replies
+//!   without effect (I13), and message, turn and timer ids that never repeat (I14).
 //! - [`projection`] maps outputs to what the model compares (SPEC 7).
 //!
 //! Replay, the proptests, the model checker and the simulator call both checkers after every
@@ -26,7 +26,7 @@ mod state;
 pub use auditor::Auditor;
 pub(crate) use state::check_state;
 
-/// A broken invariant: which one (`"I1"` ... `"I13"`) and what was seen.
+/// A broken invariant: which one (`"I1"` ... `"I14"`) and what was seen.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Violation {
     /// The invariant's name in SPEC section 6.

@@ -2,8 +2,8 @@
 
 use crate::alphabet::{Mode, OnAbort, SessionId, TimerPurpose};
 use crate::state::{
-    ATTEMPTS_MAX, Attempting, Call, CallState, Closing, LOOP_WINDOW_MAX, Lane, MessageState, Phase,
-    Purpose, Session, Sessions, State, Summary, Turn,
+    Attempting, Call, CallState, Closing, LOOP_WINDOW_MAX, Lane, MessageState, Phase, Purpose,
+    Session, Sessions, State, Summary, Turn,
 };
 
 use super::{Violation, fail};
@@ -164,7 +164,7 @@ fn check_turn(st: &State, id: &SessionId, t: &Turn) -> Result<(), Violation> {
         return fail("I6", format!("session {id}: a turn still runs during shutdown"));
     }
     if t.calls.len() > st.config.calls_per_step_max as usize
-        || t.budget.attempts > ATTEMPTS_MAX
+        || t.budget.attempts > st.config.attempts_max
         || t.window.len() > LOOP_WINDOW_MAX
     {
         return fail("internal", format!("session {id}: a bounded collection outgrew its limit"));
@@ -206,7 +206,7 @@ fn check_summary(st: &State, id: &SessionId, sm: &Summary) -> Result<(), Violati
             .get(&timer)
             .is_some_and(|t| t.purpose == TimerPurpose::Retry { session: id.clone(), turn: sm.id }),
     };
-    if !ok || st.closing != Closing::Open || sm.budget.attempts > ATTEMPTS_MAX {
+    if !ok || st.closing != Closing::Open || sm.budget.attempts > st.config.attempts_max {
         return fail(
             "I6",
             format!("session {id}: summary {} in {:?} is inconsistent", sm.id.0, sm.phase),

@@ -158,7 +158,7 @@ pub(crate) fn start_step(st: &mut State, tx: &mut Tx, s: &mut Session) {
     t.text.clear();
     t.parts = Parts::default();
     t.calls.clear();
-    t.budget = Budget { attempts: 1, refreshed: false };
+    t.budget = Budget::first();
     t.phase = Phase::Streaming { attempt: 0, watchdog: None };
     t.message_state = MessageState::Open;
     let op = StoreOp::AssistantMessage {

@@ -1,6 +1,7 @@
 //! Retries and credential refresh inside a step or a summary (SPEC 4.5).
 //!
-//! A step gets at most 4 attempts: 3 retries after 5, 10 and 20 s, a `retry-after-ms` or
+//! A step gets at most 4 attempts: 3 retries after 5, 10 and 20 s (the defaults of
+//! `Config::attempts_max` and `Config::retry_backoff_ms`), a `retry-after-ms` or
 //! `retry-after` header replacing the backoff when it is between 0 and 60 s or below the
 //! backoff. Every retry first resets the message's streamed content (one structural write), so
 //! an attempt is never appended to a failed one. A 401 gets one credential refresh per step;
@@ -8,24 +9,28 @@
 //! it stays inside one turn with one outcome: no intermediate terminal event (G-02). A summary
 //! follows the same rules ([`on_failure`] decides for both).
 
+use crate::alphabet::config::BACKOFF_MS;
 use crate::alphabet::mutants::mutant;
 use crate::alphabet::{
-    AttemptIo, ErrorInfo, ErrorKind, Millis, OutputKind, ProviderError, StepIo, StoreOp, TimerId,
-    TimerPurpose, UNAUTHORIZED_TITLE,
+    AttemptIo, Config, ErrorInfo, ErrorKind, Millis, OutputKind, ProviderError, StepIo, StoreOp,
+    TimerId, TimerPurpose, UNAUTHORIZED_TITLE,
 };
 use crate::lifecycle::cleanup::{self, TurnEnd};
 use crate::state::Tx;
-use crate::state::{
-    ATTEMPTS_MAX, BACKOFF_MS, Budget, Lane, Parts, Phase, Session, Sessions, State,
-};
+use crate::state::{Budget, Lane, Parts, Phase, Session, Sessions, State};
 
 /// Header delays at or above this are ignored unless below the backoff (SPEC 4.5).
 const HEADER_DELAY_MAX_MS: u64 = 60_000;
 
-/// The delay before retry number `retry` (0-based) of a step, honouring the error's headers.
+/// The delay before retry number `retry` (0-based) of a step with the default backoff (5, 10,
+/// 20 s), honouring the error's headers.
 #[must_use]
 pub fn retry_delay_ms(retry: usize, error: &ProviderError) -> u64 {
-    let backoff = BACKOFF_MS[retry.min(BACKOFF_MS.len() - 1)];
+    delay_ms(BACKOFF_MS[retry.min(BACKOFF_MS.len() - 1)], error)
+}
+
+/// The delay before a retry whose backoff is `backoff`, honouring the error's headers.
+fn delay_ms(backoff: u64, error: &ProviderError) -> u64 {
     match error.header_delay_ms() {
         Some(d) if (d > 0 && d < HEADER_DELAY_MAX_MS) || d < backoff => d,
         _ => backoff,
@@ -35,8 +40,9 @@ pub fn retry_delay_ms(retry: usize, error: &ProviderError) -> u64 {
 /// What a failed attempt leads to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum OnFailure {
-    /// A first 401 in the step: ask the host for fresh credentials.
-    Refresh,
+    /// A first 401 in the step: ask the host for fresh credentials (the 401's message is kept
+    /// for the failure, should the refresh fail).
+    Refresh { refused: String },
     /// A retryable error within the budget: try again after this delay.
     Retry { delay_ms: u64 },
     /// Give up with this error.
@@ -44,7 +50,7 @@ pub(crate) enum OnFailure {
 }
 
 /// The one rule of SPEC 4.5, for steps and summaries alike.
-pub(crate) fn on_failure(budget: &Budget, error: ProviderError) -> OnFailure {
+pub(crate) fn on_failure(config: &Config, budget: &Budget, error: ProviderError) -> OnFailure {
     if error.is_unauthorized() {
         if budget.refreshed {
             let e = ErrorInfo {
@@ -54,14 +60,13 @@ pub(crate) fn on_failure(budget: &Budget, error: ProviderError) -> OnFailure {
             };
             return OnFailure::Fail(e);
         }
-        return OnFailure::Refresh;
+        return OnFailure::Refresh { refused: error.message };
     }
-    if !error.is_retryable() || budget.attempts >= ATTEMPTS_MAX {
+    if !error.is_retryable() || budget.attempts >= config.attempts_max {
         return OnFailure::Fail(cleanup::provider_error(error));
     }
-    OnFailure::Retry {
-        delay_ms: retry_delay_ms(budget.attempts.saturating_sub(1) as usize, &error),
-    }
+    let backoff = config.backoff_ms(budget.attempts.saturating_sub(1) as usize);
+    OnFailure::Retry { delay_ms: delay_ms(backoff, &error) }
 }
 
 /// A failed attempt of the lane's turn: refresh, back off, or fail.
@@ -75,15 +80,16 @@ pub(crate) fn on_failed(
     let Lane::Turn(t) = &mut s.lane else { return };
     let Phase::Streaming { attempt, mut watchdog } = t.phase else { return };
     debug_assert!(
-        t.budget.attempts >= 1 && t.budget.attempts <= ATTEMPTS_MAX,
+        t.budget.attempts >= 1 && t.budget.attempts <= st.config.attempts_max,
         "an attempt is running"
     );
     debug_assert!(t.calls.iter().all(|c| !c.is_running()), "no tool runs yet");
     let seq = t.owner.seq;
     crate::lifecycle::watchdog::disarm(st, tx, seq, &mut watchdog);
     t.phase = Phase::Streaming { attempt, watchdog };
-    match on_failure(&t.budget, error) {
-        OnFailure::Refresh => {
+    match on_failure(&st.config, &t.budget, error) {
+        OnFailure::Refresh { refused } => {
+            t.budget.refused = Some(refused);
             t.phase = Phase::Refreshing { attempt };
             let attempt = AttemptIo::Step(t.step_io(&s.id, attempt));
             tx.handoff(seq, OutputKind::RefreshCredentials { attempt });
@@ -107,7 +113,10 @@ pub(crate) fn on_backoff_done(st: &mut State, tx: &mut Tx, s: &mut Session, time
         return;
     }
     debug_assert!(!st.timers.contains_key(&timer), "a fired timer is disarmed first");
-    debug_assert!(t.budget.attempts < ATTEMPTS_MAX, "a backoff only while the budget lasts");
+    debug_assert!(
+        t.budget.attempts < st.config.attempts_max,
+        "a backoff only while the budget lasts"
+    );
     debug_assert_eq!(
         t.message_state,
         crate::state::MessageState::Open,
@@ -137,9 +146,10 @@ pub(crate) fn on_refreshed(st: &mut State, ss: &mut Sessions, tx: &mut Tx, io: S
         debug_assert!(!t.budget.refreshed, "one refresh per step");
         debug_assert_eq!(t.message_state, crate::state::MessageState::Open);
         if !ok {
-            return unauthorized(st, tx, s, "The credential refresh failed.".to_owned());
+            let e = refresh_failed(t.budget.refused.take());
+            return cleanup::end_turn(st, tx, s, TurnEnd::Failed(e));
         }
-        t.budget = Budget { attempts: 0, refreshed: true };
+        t.budget = Budget::refreshed();
         let next = st.bump(io.attempt, "attempt");
         restart(st, tx, s, next, !mutant!(st.config, RefreshWithoutReset));
     });
@@ -167,14 +177,16 @@ fn restart(st: &mut State, tx: &mut Tx, s: &mut Session, attempt: u32, reset: bo
     t.phase = Phase::Streaming { attempt, watchdog };
 }
 
-/// The error of a failed refresh.
-pub(crate) fn refresh_failed() -> ErrorInfo {
-    let message = "The credential refresh failed.".to_owned();
+/// The error of a failed refresh, with the message of the refused attempt when it had one
+/// (the provider's: "Incorrect API key provided", and where the key came from), so that the
+/// person who must fix the key reads why it was refused.
+pub(crate) fn refresh_failed(refused: Option<String>) -> ErrorInfo {
+    let message = match refused.filter(|m| !m.trim().is_empty()) {
+        Some(m) => format!("{REFRESH_FAILED} The provider said: {m}"),
+        None => REFRESH_FAILED.to_owned(),
+    };
     ErrorInfo { kind: ErrorKind::Unauthorized, title: UNAUTHORIZED_TITLE.to_owned(), message }
 }
 
-fn unauthorized(st: &mut State, tx: &mut Tx, s: &mut Session, message: String) {
-    let e =
-        ErrorInfo { kind: ErrorKind::Unauthorized, title: UNAUTHORIZED_TITLE.to_owned(), message };
-    cleanup::end_turn(st, tx, s, TurnEnd::Failed(e));
-}
+/// The first sentence of a failed refresh's message.
+const REFRESH_FAILED: &str = "The credential refresh failed.";

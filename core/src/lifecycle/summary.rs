@@ -63,7 +63,7 @@ pub(crate) fn start(st: &mut State, tx: &mut Tx, s: &mut Session, purpose: Purpo
     let io = SummaryIo { session: s.id.clone(), summary: id, attempt: 0 };
     tx.handoff(key, OutputKind::StartSummary { io });
     let watchdog = watchdog::arm(st, tx, key, &s.id, id);
-    let budget = Budget { attempts: 1, refreshed: false };
+    let budget = Budget::first();
     s.lane = Lane::Summary(Box::new(Summary {
         id,
         purpose,
@@ -183,8 +183,9 @@ pub(crate) fn attempt_failed(
         watchdog::disarm(st, tx, k, watchdog);
     }
     let io = SummaryIo { session: s.id.clone(), summary: sm.id, attempt };
-    match retry::on_failure(&sm.budget, error) {
-        OnFailure::Refresh => {
+    match retry::on_failure(&st.config, &sm.budget, error) {
+        OnFailure::Refresh { refused } => {
+            sm.budget.refused = Some(refused);
             sm.phase = Attempting::Refreshing { attempt };
             tx.handoff(k, OutputKind::RefreshCredentials { attempt: AttemptIo::Summary(io) });
         }
@@ -348,7 +349,7 @@ pub(crate) fn on_backoff_done(st: &mut State, tx: &mut Tx, s: &mut Session, time
     let Lane::Summary(sm) = &mut s.lane else { return };
     let Attempting::Backoff { next, timer: armed } = sm.phase else { return };
     debug_assert!(
-        sm.budget.attempts < crate::state::ATTEMPTS_MAX,
+        sm.budget.attempts < st.config.attempts_max,
         "a backoff only while the budget lasts"
     );
     debug_assert!(next >= 1, "a backoff precedes a later attempt");
@@ -376,9 +377,10 @@ pub(crate) fn on_refreshed(
             "entries are filed under their session"
         );
         if !ok {
-            return failed(st, tx, s, retry::refresh_failed());
+            let refused = sm.budget.refused.take();
+            return failed(st, tx, s, retry::refresh_failed(refused));
         }
-        sm.budget = Budget { attempts: 0, refreshed: true };
+        sm.budget = Budget::refreshed();
         let next = st.bump(io.attempt, "attempt");
         restart(st, tx, &io.session, sm, next);
     });

@@ -5,7 +5,9 @@
 //! changes only the title (a field update), and its cost is added to the session's cost. When
 //! generation fails or returns nothing (after removing newlines, think tags and surrounding
 //! space), the title comes from the prompt: newlines turned into spaces, trimmed, cut to 49
-//! scalar values and "…" when longer than 50; "Untitled Session" when that is empty.
+//! scalar values and "…" when longer than 50; "Untitled Session" when that is empty. A
+//! generated title is held to the same length (SPEC 8 "titles": 50 scalar values, else 49 and
+//! "…"): a model that answers with a paragraph does not get a paragraph-wide title.
 
 use crate::alphabet::mutants::mutant;
 use crate::alphabet::{OutputKind, Seq, SessionId, StoreOp, UNTITLED, Usage};
@@ -15,9 +17,24 @@ use crate::state::{PendingTitle, Session, Sessions, State, TitleState};
 /// Longer prompts are cut to `TITLE_CHARS_MAX - 1` scalar values and "…" (SPEC 8).
 const TITLE_CHARS_MAX: usize = 50;
 
-/// A generated title cleaned of think sections, newlines and surrounding space.
+/// A generated title cleaned of think sections, newlines and surrounding space, and cut to 50
+/// scalar values (49 and "…" when longer, SPEC 8).
 #[must_use]
 pub fn clean_title(raw: &str) -> String {
+    cut(strip_title(raw))
+}
+
+/// A title longer than 50 scalar values as its first 49 and "…" (SPEC 8).
+fn cut(title: String) -> String {
+    if title.chars().count() <= TITLE_CHARS_MAX {
+        return title;
+    }
+    let mut cut: String = title.chars().take(TITLE_CHARS_MAX - 1).collect();
+    cut.push('…');
+    cut
+}
+
+fn strip_title(raw: &str) -> String {
     let mut text = String::new();
     let mut rest = raw;
     while let Some(start) = rest.find("<think>") {
@@ -39,12 +56,7 @@ pub fn title_from_prompt(prompt: &str) -> String {
     if flat.is_empty() {
         return UNTITLED.to_owned();
     }
-    if flat.chars().count() > TITLE_CHARS_MAX {
-        let mut cut: String = flat.chars().take(TITLE_CHARS_MAX - 1).collect();
-        cut.push('…');
-        return cut;
-    }
-    flat.to_owned()
+    cut(flat.to_owned())
 }
 
 /// At a first activation: requests a title when the session has none and none is pending.
@@ -155,6 +167,11 @@ mod tests {
         );
         assert_eq!(clean_title("<think>never closed"), "");
         assert_eq!(clean_title("a\nb"), "a b");
+        let long = "word ".repeat(56); // 280 scalar values, as a model once answered
+        let cut = clean_title(&long);
+        assert_eq!(cut.chars().count(), 50);
+        assert!(cut.ends_with('…') && cut.starts_with("word word"), "{cut}");
+        assert_eq!(clean_title(&"é".repeat(50)), "é".repeat(50), "fifty is not cut");
         assert_eq!(title_from_prompt("  fix\nit  "), "fix it");
         assert_eq!(title_from_prompt(" \n "), "Untitled Session");
         let fifty = "é".repeat(50);

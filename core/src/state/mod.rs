@@ -24,8 +24,8 @@ pub(crate) use session::{
 pub(crate) use submission::{Prep, SUMMARIES_WITHOUT_PROGRESS_MAX, Submission, Waiting};
 pub(crate) use transition::Tx;
 pub(crate) use turn::{
-    ATTEMPTS_MAX, Abort, Attempting, BACKOFF_MS, Budget, Call, CallState, LOOP_WINDOW_MAX, Lane,
-    LastMessage, MessageState, Parts, Paused, Phase, Purpose, Reasoning, Summary, Turn, Watchdog,
+    Abort, Attempting, Budget, Call, CallState, LOOP_WINDOW_MAX, Lane, LastMessage, MessageState,
+    Parts, Paused, Phase, Purpose, Reasoning, Summary, Turn, Watchdog,
 };
 
 /// A timer the host has armed for the core.

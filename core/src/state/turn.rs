@@ -185,20 +185,29 @@ pub(crate) enum Reasoning {
 }
 
 /// Retries and credential refreshes used by the current step (SPEC 4.5).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Budget {
-    /// Attempts made since the step started or since its last refresh (at most
-    /// [`ATTEMPTS_MAX`]).
+    /// Attempts made since the step started or since its last refresh (at most the
+    /// configuration's `attempts_max`).
     pub(crate) attempts: u32,
     /// True once the step used its one credential refresh.
     pub(crate) refreshed: bool,
+    /// While a refresh is awaited: the message of the refused attempt (the provider's), which
+    /// the failure keeps if the refresh fails.
+    pub(crate) refused: Option<String>,
 }
 
-/// Attempts per step before a retryable error fails the submission (SPEC 8).
-pub(crate) const ATTEMPTS_MAX: u32 = 4;
-/// The backoff before retry 1, 2 and 3 (SPEC 4.5: 5, 10 and 20 s, no jitter).
-pub(crate) const BACKOFF_MS: [u64; 3] = [5_000, 10_000, 20_000];
-const _: () = assert!(BACKOFF_MS.len() as u32 == ATTEMPTS_MAX - 1);
+impl Budget {
+    /// The budget of a step's (or a summary's) first attempt.
+    pub(crate) fn first() -> Budget {
+        Budget { attempts: 1, refreshed: false, refused: None }
+    }
+
+    /// The budget after a successful refresh: a fresh retry budget, the refresh used.
+    pub(crate) fn refreshed() -> Budget {
+        Budget { attempts: 0, refreshed: true, refused: None }
+    }
+}
 
 /// Whether an assistant message still needs its finish (clean-up writes one if so, SPEC 4.9).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -266,6 +266,16 @@ impl EngineTask {
             )),
             _ => None,
         };
+        // A call whose arguments are not valid JSON is stored with `{}` (SPEC 4.4, the core's
+        // decision, by the same test); what the model sent is kept beside it for people.
+        let mut raw_input = match &input {
+            Input::Step { step, event: StepEvent::ToolCall { id, input, .. } }
+                if serde_json::from_str::<serde_json::Value>(input).is_err() =>
+            {
+                Some((step.session.clone(), id.clone(), input.clone()))
+            }
+            _ => None,
+        };
         if let Err(e) = self.driver.handle(now, input) {
             // Host misuse (a request that does not fit this engine, or a bug in this host)
             // leaves the engine unchanged; a failure (a bug in the core, a counter at its
@@ -307,7 +317,8 @@ impl EngineTask {
                 OutputKind::SetTimer { timer, deadline, purpose } => {
                     if let (TimerPurpose::Retry { session, .. }, Some(reason)) = (&purpose, &failed)
                     {
-                        self.retrying(session.clone(), deadline.0.saturating_sub(now.0), reason);
+                        let delay_ms = deadline.0.saturating_sub(now.0);
+                        self.retrying(&mut batches, session.clone(), delay_ms, reason);
                     }
                     self.timers.insert(timer, (deadline, purpose));
                 }
@@ -330,7 +341,20 @@ impl EngineTask {
                     if let OutputKind::StartStep { step } = &kind {
                         self.attempts.insert(session.clone(), (step.seq, step.attempt));
                     }
-                    self.route(&mut batches, session, Action::Output(kind));
+                    let raw = match (&kind, &raw_input) {
+                        (
+                            OutputKind::Store(StoreOp::ToolCall { session: s, id, call, .. }),
+                            Some((rs, rc, _)),
+                        ) if s == rs && call == rc => raw_input.take().map(|(_, call, raw)| {
+                            crate::store::Write::RawInput { message: *id, call, raw }
+                        }),
+                        _ => None,
+                    };
+                    self.route(&mut batches, session.clone(), Action::Output(kind));
+                    if let Some(w) = raw {
+                        // In the same transaction, right after the call's own write.
+                        self.route(&mut batches, session, Action::Write(w));
+                    }
                 }
             }
         }
@@ -457,16 +481,23 @@ impl EngineTask {
 
     /// Live updates for sessions whose busy state or queue length changed.
     /// Publishes a retry of `session`'s current step (the attempt that failed is the last one
-    /// started).
-    fn retrying(&self, session: SessionId, delay_ms: u64, reason: &str) {
+    /// started), through the session's pipeline: after the failed attempt's writes.
+    fn retrying(
+        &self,
+        batches: &mut [Vec<Routed>],
+        session: SessionId,
+        delay_ms: u64,
+        reason: &str,
+    ) {
         let Some(&(seq, attempt)) = self.attempts.get(&session) else { return };
-        let _ = self.hub.updates.send(Update::Retrying {
-            session,
+        let update = Update::Retrying {
+            session: session.clone(),
             seq,
             attempt: attempt.saturating_add(2),
             delay_ms,
             reason: reason.to_owned(),
-        });
+        };
+        self.route(batches, session, Action::Announce { hub: self.hub.clone(), update });
     }
 
     fn announce(&mut self, touched: Vec<SessionId>) {

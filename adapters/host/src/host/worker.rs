@@ -54,6 +54,12 @@ pub(crate) enum Action {
         reply: oneshot::Sender<Result<Submitted, SubmitError>>,
         result: Result<Submitted, SubmitError>,
     },
+    /// Publish a live update once the session's earlier outputs were performed (their
+    /// transactions handed to the store writer): a retry is announced after the failed
+    /// attempt's text, so a reader that flushes and reads the store on it sees that text.
+    Announce { hub: Arc<crate::events::Hub>, update: crate::events::Update },
+    /// A write of the host's own, into the session's open transaction.
+    Write(Write),
 }
 
 /// The pipeline a session's actions go through: the session's own, or for a sub-agent's
@@ -220,6 +226,10 @@ impl Worker {
                     self.commit(lane, &session);
                 }
                 Action::Output(kind) => self.perform(lane, &session, kind),
+                Action::Announce { hub, update } => {
+                    let _ = hub.updates.send(update);
+                }
+                Action::Write(w) => p.open.entry(session).or_default().push(w),
             }
         }
     }

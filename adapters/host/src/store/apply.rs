@@ -39,6 +39,14 @@ pub(super) fn write(conn: &Connection, w: &Write, cursors: &mut Cursors) -> Resu
     match w {
         Write::Accept(run) => accept(conn, run),
         Write::Op(op) => op_(conn, op, cursors),
+        Write::RawInput { message, call, raw } => {
+            let changed = conn
+                .prepare_cached(
+                    "UPDATE tool_calls SET raw_input = ?3 WHERE message = ?1 AND call = ?2",
+                )?
+                .execute(params![int(message.0, "message id")?, call.as_str(), raw])?;
+            one(changed, || format!("raw input: message {message} has no tool call {call}"))
+        }
     }
 }
 

@@ -23,7 +23,7 @@ mod tests;
 use std::path::PathBuf;
 
 use rusqlite::Connection;
-use turnstile_core::{Attachment, Mode, RunId, Seq, SessionId, Start, StoreOp};
+use turnstile_core::{Attachment, CallId, MessageId, Mode, RunId, Seq, SessionId, Start, StoreOp};
 
 pub use changes::{Change, Changes, Position, SessionState};
 pub use faults::{Fault, Faults};
@@ -234,6 +234,17 @@ pub(crate) enum Write {
     Accept(NewRun),
     /// A write the core asked for.
     Op(StoreOp),
+    /// The host's own, right after the core's `ToolCall` write of a call whose arguments were
+    /// not valid JSON: what the model sent, kept beside the `{}` the core stored as the call's
+    /// input (SPEC 4.4), for a person reading the history (never sent to a model).
+    RawInput {
+        /// The assistant message holding the call.
+        message: MessageId,
+        /// The call.
+        call: CallId,
+        /// The arguments as the model sent them.
+        raw: String,
+    },
 }
 
 impl Write {

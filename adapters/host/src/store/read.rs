@@ -181,6 +181,10 @@ pub struct StoredCall {
     pub input: Option<String>,
     /// True once the call is complete (or was finished by clean-up or recovery).
     pub finished: bool,
+    /// What the model sent as arguments when that was not valid JSON (`input` is then `{}`,
+    /// SPEC 4.4); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub raw_input: Option<String>,
 }
 
 /// One tool result of an assistant message.
@@ -419,7 +423,7 @@ impl Reader {
         drop(stmt);
         let sql = format!(
             "WITH chosen(id) AS ({chosen}) \
-             SELECT c.message, c.call, c.name, c.input, c.finished \
+             SELECT c.message, c.call, c.name, c.input, c.finished, c.raw_input \
              FROM tool_calls c WHERE c.message IN chosen ORDER BY c.message, c.ord"
         );
         let mut stmt = self.conn.prepare_cached(&sql)?;
@@ -431,6 +435,7 @@ impl Reader {
                 name: r.get(2)?,
                 input: r.get(3)?,
                 finished: r.get(4)?,
+                raw_input: r.get(5)?,
             };
             if let Some(&i) = index.get(&message) {
                 messages[i].message.calls.push(call);

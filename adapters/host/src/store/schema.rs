@@ -26,6 +26,10 @@
 //! calls and results; a session's with its ledger rows, its new or deleted messages, and the
 //! end of its summary (which ends `summarizing`). What changed after a
 //! revision is then one indexed query, also after a restart (SPEC 9 "Server").
+//!
+//! Version 4 adds `tool_calls.raw_input`: what the model sent as a call's arguments when that
+//! was not valid JSON (the call's `input` is then `{}`, SPEC 4.4), for people reading the
+//! history; NULL otherwise.
 
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior};
 use turnstile_core::{Mode, Outcome};
@@ -33,7 +37,7 @@ use turnstile_core::{Mode, Outcome};
 use super::StoreError;
 
 /// The migrations, in order: index `i` takes version `i` to `i + 1`.
-pub(super) const MIGRATIONS: &[&str] = &[V1, V2, V3];
+pub(super) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4];
 
 /// Version 1: sessions, messages, tool calls and results, the run ledger, counters.
 const V1: &str = r#"
@@ -211,6 +215,11 @@ BEGIN
     UPDATE messages SET rev = (SELECT value FROM counters WHERE name = 'revision')
     WHERE id = NEW.message;
 END;
+"#;
+
+/// Version 4: the arguments the model sent that were not valid JSON (see the module docs).
+const V4: &str = r#"
+ALTER TABLE tool_calls ADD COLUMN raw_input TEXT NULL;
 "#;
 
 /// Advances the change order by one inside the caller's (writing) transaction; every row the

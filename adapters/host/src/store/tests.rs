@@ -188,7 +188,7 @@ fn open_creates_the_schema_and_reopen_keeps_the_data() {
         .unwrap()
         .pragma_query_value(None, "user_version", |r| r.get(0))
         .unwrap();
-    assert_eq!(version, 3);
+    assert_eq!(version, 4);
     assert_eq!(reader.messages(&sid("s")).unwrap()[0].text, "hi");
     let activity = reader.activity(false).unwrap();
     let messages = reader.messages(&sid("s")).unwrap().len() as u64;
@@ -300,7 +300,7 @@ fn a_newer_schema_is_refused_with_a_clear_message() {
     assert!(matches!(err, StoreError::Corrupt(_)));
     assert_eq!(
         err.to_string(),
-        "store schema version 99 is newer than this turnstile supports (3)"
+        "store schema version 99 is newer than this turnstile supports (4)"
     );
 }
 
@@ -323,6 +323,43 @@ fn a_version_1_store_is_migrated_to_version_2() {
     let activity = reader.activity(false).unwrap();
     assert_eq!(activity.len(), 1);
     assert_eq!(activity[0].last_activity_ms, None, "a run from before version 2 has no times");
+}
+
+#[test]
+fn a_call_with_invalid_arguments_keeps_what_the_model_sent_beside_its_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = open(&dir).store;
+    let t = txn("s", vec![new_run("s", 1, None, "hi"), Write::Op(activated("s", 1))]);
+    let bad = StoreOp::ToolCall {
+        session: sid("s"),
+        seq: Seq(1),
+        id: MessageId(2),
+        call: CallId::new("c1"),
+        name: "view".into(),
+        input: "{}".into(),
+    };
+    let raw = Write::RawInput {
+        message: MessageId(2),
+        call: CallId::new("c1"),
+        raw: "{\"path\": \"a".into(),
+    };
+    let writes = vec![
+        Write::Op(user("s", 1, 1, "hi")),
+        Write::Op(assistant("s", 1, 2)),
+        Write::Op(bad),
+        raw,
+        Write::Op(tool_call("s", 1, 2, "c2")),
+    ];
+    store.commit(&[t, txn("s", writes)]).unwrap();
+    let reader = store.reader().unwrap();
+    let calls = &reader.messages(&sid("s")).unwrap()[1].calls;
+    assert_eq!(
+        (calls[0].input.as_deref(), calls[0].raw_input.as_deref()),
+        (Some("{}"), Some("{\"path\": \"a"))
+    );
+    assert_eq!(calls[1].raw_input, None);
+    let json = serde_json::to_value(&calls[1]).unwrap();
+    assert!(json.get("raw_input").is_none(), "absent, not null, when the arguments were JSON");
 }
 
 #[test]
@@ -477,6 +514,7 @@ fn every_op_is_applied_and_read_back() {
         name: "view".into(),
         input: Some(r#"{"path":"a"}"#.into()),
         finished: true,
+        raw_input: None,
     };
     assert_eq!(a.calls, vec![call("c1"), call("c2")], "the started call was finished in place");
     assert_eq!(
@@ -1281,6 +1319,65 @@ fn changes_name_exactly_what_each_commit_touched_and_resume_across_a_restart() {
     let c = reader.changes(now, 100).unwrap();
     assert!(c.rows.is_empty() && c.completions.is_empty());
     assert_eq!(c.now, now);
+}
+
+/// A catch-up from far back reads pages of whole revisions, no larger than the limit (but for
+/// a single revision over it), and the completions only once every row is behind it: the
+/// pages together are the answer read at once.
+#[test]
+fn changes_from_far_back_come_in_pages_of_whole_revisions() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = open(&dir).store;
+    let reader = store.reader().unwrap();
+    let start = reader.position().unwrap();
+    for i in 1..=12_u64 {
+        let s = format!("s{i}");
+        let (user_id, reply_id) = (2 * i - 1, 2 * i);
+        store
+            .commit(&[txn(
+                &s,
+                vec![
+                    new_run(&s, i, Some(&format!("r{i}")), "hi"),
+                    Write::Op(activated(&s, i)),
+                    Write::Op(user(&s, i, user_id, "hi")),
+                    Write::Op(assistant(&s, i, reply_id)),
+                ],
+            )])
+            .unwrap();
+    }
+    drop(reader);
+    drop(store);
+    // Recovery ends all twelve in one revision: 12 messages and 12 sessions, over the limit.
+    let opened = open(&dir);
+    assert_eq!(opened.recovered.len(), 12);
+    let reader = opened.store.reader().unwrap();
+    let whole = reader.changes(start, 1000).unwrap();
+    assert!(!whole.more);
+    let (mut rows, mut completions, mut at, mut pages) = (Vec::new(), Vec::new(), start, 0);
+    loop {
+        let page = reader.changes(at, 5).unwrap();
+        pages += 1;
+        let revisions: std::collections::BTreeSet<u64> =
+            page.rows.iter().map(Change::revision).collect();
+        assert!(page.rows.len() <= 5 || revisions.len() == 1, "a page of whole revisions");
+        if !page.completions.is_empty() || !page.more {
+            assert!(
+                reader.changes(page.now, 1000).unwrap().rows.is_empty()
+                    || page.completions.is_empty(),
+                "completions only once every row is behind"
+            );
+        }
+        rows.extend(names(&page));
+        completions.extend(page.completions.iter().map(|(c, _)| c.0));
+        at = page.now;
+        if !page.more {
+            break;
+        }
+    }
+    assert!(pages > 3, "{pages} pages");
+    assert_eq!(rows, names(&whole));
+    assert_eq!(completions, whole.completions.iter().map(|(c, _)| c.0).collect::<Vec<_>>());
+    assert_eq!(at, whole.now);
 }
 
 #[test]

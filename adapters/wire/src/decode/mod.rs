@@ -11,7 +11,14 @@
 //!   unknown fields) produce nothing, so they do not extend the core's stream watchdog;
 //! - bytes that are not the API's format (invalid UTF-8, invalid JSON in a chunk) are a
 //!   [`DecodeError`] naming the byte offset; the transport reports it as a transport error
-//!   ([`DecodeError::to_provider_error`]), which the core may retry.
+//!   ([`DecodeError::to_provider_error`]), which the core may retry;
+//! - a body that held no event at all ends with "stream ended without a finish" and what it
+//!   began with, so that a person sees what arrived instead.
+//!
+//! Before decoding, [`not_a_stream`] tells from a success answer's content type and first
+//! bytes whether it can be an event stream at all: an HTML page (a proxy's login or error
+//! page) or a whole JSON body (a server that ignored `"stream": true`) never becomes one, so
+//! it is a provider error that is not retried, which names what arrived.
 //!
 //! Reasoning: the core keeps one reasoning section per message, so consecutive reasoning
 //! blocks (items) of a response join into one section, and a reasoning block that comes after
@@ -63,6 +70,80 @@ pub struct Decoder {
     frames: Vec<Frame>,
     api: ApiDecoder,
     common: Common,
+    /// The body's first bytes (at most [`QUOTE_MAX`]), quoted when no event ever came.
+    head: Vec<u8>,
+    /// True once a frame (an event or a comment) was read.
+    framed: bool,
+}
+
+/// The most bytes of a body quoted in an error.
+const QUOTE_MAX: usize = 200;
+
+/// Whether a success answer can be an event stream (SPEC 4.5): `None` when it can, else the
+/// provider error to report instead of decoding it. A pure function of the status, the
+/// `content-type` header and the body's first bytes (as many as arrived; 64 are plenty):
+///
+/// - a body that begins like an event stream (`data:`, `event:`, `id:`, `retry:`, or a `:`
+///   comment) or a `text/event-stream` content type is decoded;
+/// - any other content type is not a stream (an HTML page, `application/json`);
+/// - without a content type, a body that begins with `{`, `[` or `<` (JSON, HTML, XML) is not
+///   one either.
+///
+/// The error has class `provider` with the status, `x-should-retry: false` semantics (never
+/// retried: the same request gets the same page), and a message that names the content type
+/// and quotes the first bytes.
+#[must_use]
+pub fn not_a_stream(
+    status: u16,
+    content_type: Option<&str>,
+    first: &[u8],
+) -> Option<ProviderError> {
+    let media = content_type.map(|c| c.split(';').next().unwrap_or("").trim().to_ascii_lowercase());
+    let start = first.trim_ascii_start();
+    let looks_like_events =
+        [&b"data:"[..], b"event:", b"id:", b"retry:", b":"].iter().any(|p| start.starts_with(p));
+    if looks_like_events || media.as_deref() == Some("text/event-stream") {
+        return None;
+    }
+    if media.is_none() && !matches!(start.first(), Some(b'{' | b'[' | b'<')) {
+        return None;
+    }
+    let kind = match content_type {
+        Some(c) => format!("content type `{}`", c.trim()),
+        None => "no content type".to_owned(),
+    };
+    let what = match crate::error::error_text(first).1 {
+        Some(m) => format!(" (it says: {m})"),
+        None => String::new(),
+    };
+    Some(ProviderError {
+        class: turnstile_core::ErrorClass::Provider,
+        status: Some(status),
+        should_retry: Some(false),
+        title: Some("not an event stream".to_owned()),
+        message: format!(
+            "the provider answered HTTP {status} with {kind} instead of an event stream{what}; \
+             it began: {}",
+            quote(first)
+        ),
+        ..ProviderError::default()
+    })
+}
+
+/// The first bytes of a body on one line, for a message.
+fn quote(bytes: &[u8]) -> String {
+    let text = String::from_utf8_lossy(&bytes[..bytes.len().min(QUOTE_MAX)]);
+    let one: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let mut chars = one.chars();
+    let head: String = chars.by_ref().take(QUOTE_MAX).collect();
+    let more = chars.next().is_some() || bytes.len() > QUOTE_MAX;
+    if head.is_empty() {
+        "(nothing)".to_owned()
+    } else if more {
+        format!("`{head}…`")
+    } else {
+        format!("`{head}`")
+    }
 }
 
 #[derive(Debug)]
@@ -113,6 +194,8 @@ impl Decoder {
                 called: std::collections::BTreeSet::new(),
                 ended: false,
             },
+            head: Vec::new(),
+            framed: false,
         }
     }
 
@@ -138,9 +221,12 @@ impl Decoder {
             return Ok(());
         }
         let api = self.common.api;
+        let room = QUOTE_MAX.saturating_sub(self.head.len());
+        self.head.extend_from_slice(&bytes[..bytes.len().min(room)]);
         // Frames completed before a line that is not UTF-8 are decoded first, so the result
         // does not depend on where the bytes were split.
         let framed = self.framer.feed(bytes, &mut self.frames);
+        self.framed |= !self.frames.is_empty();
         let mut frames = std::mem::take(&mut self.frames);
         let mut result = Ok(());
         for frame in frames.drain(..) {
@@ -198,7 +284,16 @@ impl Decoder {
             ApiDecoder::Responses(_) | ApiDecoder::Anthropic(_) => false,
         };
         if !finished {
-            sink.fail(crate::error::incomplete());
+            let mut error = crate::error::incomplete();
+            if !self.framed && !self.head.is_empty() {
+                // Not one event in the whole body: say what came instead.
+                error.message = format!(
+                    "{}: no event arrived; the body began: {}",
+                    error.message,
+                    quote(&self.head)
+                );
+            }
+            sink.fail(error);
         }
         Ok(())
     }
@@ -389,5 +484,44 @@ mod tests {
             events.last(),
             Some(StepEvent::Finished { reason: FinishReason::Stop, .. })
         ));
+    }
+
+    #[test]
+    fn a_page_or_a_whole_json_body_is_not_a_stream_and_is_not_retried() {
+        let html = b"<!DOCTYPE html>\n<html><head><title>Sign in</title></head></html>";
+        let e = not_a_stream(200, Some("text/html; charset=utf-8"), html).expect("not a stream");
+        assert!(!e.is_retryable() && !e.is_unauthorized());
+        assert_eq!(e.status, Some(200));
+        assert!(e.message.contains("`text/html; charset=utf-8`"), "{}", e.message);
+        assert!(e.message.contains("<!DOCTYPE html> <html><head>"), "{}", e.message);
+        let json = br#"{"id":"chatcmpl-1","object":"chat.completion","choices":[]}"#;
+        let e = not_a_stream(200, Some("application/json"), json).expect("not a stream");
+        assert!(e.message.contains("`application/json`") && e.message.contains("chatcmpl-1"));
+        let proxy = br#"{"error":{"message":"quota exceeded","type":"billing"}}"#;
+        let e = not_a_stream(200, None, proxy).expect("JSON without a content type");
+        assert!(e.message.contains("no content type") && e.message.contains("quota exceeded"));
+        assert!(not_a_stream(200, Some("text/event-stream"), b"").is_none());
+        assert!(not_a_stream(200, Some("Text/Event-Stream; charset=utf-8"), b"{").is_none());
+        assert!(not_a_stream(200, Some("text/plain"), b"data: {}\n\n").is_none(), "events win");
+        assert!(not_a_stream(200, None, b"event: message_start\n").is_none());
+        assert!(not_a_stream(200, None, b"").is_none(), "nothing yet: the decoder decides");
+        let long = vec![b'<'; 1_000];
+        assert!(not_a_stream(200, Some("text/html"), &long).unwrap().message.ends_with("…`"));
+    }
+
+    #[test]
+    fn a_body_without_one_event_says_how_it_began() {
+        let mut d = Decoder::new(Api::AnthropicMessages);
+        let mut out = Vec::new();
+        d.feed(b"Service temporarily unavailable", &mut out).unwrap();
+        d.finish(&mut out).unwrap();
+        let Some(StepEvent::Failed { error }) = out.last() else { panic!("{out:?}") };
+        assert!(error.is_retryable(), "it may still be transient");
+        assert!(error.message.starts_with("stream ended without a finish"));
+        assert!(error.message.contains("`Service temporarily unavailable`"), "{}", error.message);
+        let events = b"event: ping\ndata: {\"type\":\"ping\"}\n\n";
+        let out = Decoder::decode_all(Api::AnthropicMessages, events).unwrap();
+        let Some(StepEvent::Failed { error }) = out.last() else { panic!("{out:?}") };
+        assert_eq!(error.message, "stream ended without a finish", "events came: as before");
     }
 }
