@@ -781,3 +781,33 @@ async fn run_server_on_a_terminal_asks_and_a_yes_runs_the_call() {
         "hi"
     );
 }
+
+/// A file limit too low to serve is refused at start, with a message that says how to raise
+/// it (the server keeps descriptors for its store, tools and providers).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_file_limit_too_low_to_serve_is_refused_at_start() {
+    let provider = Provider::start(vec![Reply::Sse(text_stream("hi"))]).await;
+    let project = Project::new(&provider.base_url, "");
+    let serve = format!(
+        "ulimit -n 100 && exec {} serve --listen 127.0.0.1:{}",
+        env!("CARGO_BIN_EXE_turnstile"),
+        free_port()
+    );
+    let mut command = std::process::Command::new("sh");
+    command
+        .args(["-c", &serve])
+        .current_dir(project.path())
+        .env("HOME", project.path())
+        .env("TURNSTILE_SERVER_TOKEN", TOKEN)
+        .env_remove("RUST_LOG")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let done = common::finish(command.spawn().unwrap()).await;
+    assert_eq!(done.code, Some(1), "{done:?}");
+    assert!(
+        done.stderr.contains("may open only 100 files") && done.stderr.contains("ulimit -n"),
+        "{}",
+        done.stderr
+    );
+}
