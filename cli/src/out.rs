@@ -1,5 +1,5 @@
 //! stdout, whose reader may go away: `turnstile sessions | head -1` closes the pipe after one
-//! line. `println!` panics then ("Broken pipe", exit status 101); [`line`] notes instead that
+//! line. `println!` panics then ("Broken pipe", exit status 101); [`line()`] notes instead that
 //! stdout is closed, and every later line is dropped. A listing ends quietly; a run is
 //! cancelled as by Ctrl-C and waited for, since nobody reads what it prints
 //! ([`closed`] wakes it), and exits with its status without a word on stderr.
