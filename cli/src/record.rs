@@ -26,7 +26,6 @@ use turnstile_host::{Flight, HostConfig};
 use turnstile_http::HttpProvider;
 
 use crate::Failure;
-use crate::setup::Loaded;
 
 /// The name of a folder's first flight trace (without `.jsonl`); later ones add `-2`, `-3`, ...
 pub const FIRST: &str = "flight";
@@ -42,28 +41,13 @@ pub struct Recording {
     stem: String,
 }
 
-/// The recording folder: `--record`, else `[record] dir` (relative to the project's folder,
-/// where the store's `.turnstile/` is: [`crate::setup::project_root`] of `cwd`).
-#[must_use]
-pub fn folder_of(flag: Option<&Path>, loaded: &Loaded, cwd: &Path) -> Option<PathBuf> {
-    flag.map(Path::to_owned).or_else(|| {
-        let dir = loaded.record().dir.as_ref()?;
-        Some(crate::setup::project_root(cwd).join(dir))
-    })
-}
-
-/// Claims the next recording in the folder `--record` or `[record] dir` names, if any.
+/// Claims the next recording in `folder` (`--record`, else `[record] dir`:
+/// `setup::Loaded::record_folder`), if one is named.
 ///
 /// # Errors
 /// The folder cannot be created, or no trace file can be created in it.
-pub fn claim(
-    flag: Option<&Path>,
-    loaded: &Loaded,
-    cwd: &Path,
-) -> Result<Option<Recording>, Failure> {
-    folder_of(flag, loaded, cwd)
-        .map(|dir| Recording::claim(&dir))
-        .transpose()
+pub fn claim(folder: Option<PathBuf>) -> Result<Option<Recording>, Failure> {
+    folder.map(|dir| Recording::claim(&dir)).transpose()
 }
 
 impl Recording {
@@ -211,8 +195,13 @@ mod tests {
     #[test]
     fn an_empty_folder_name_is_refused() {
         #[derive(Debug, Deserialize)]
+        struct Record {
+            #[serde(default, deserialize_with = "super::folder")]
+            dir: Option<PathBuf>,
+        }
+        #[derive(Debug, Deserialize)]
         struct File {
-            record: crate::setup::RecordFile,
+            record: Record,
         }
         let err = toml::from_str::<File>("[record]\ndir = \"\"\n").unwrap_err();
         assert!(err.to_string().contains("`dir` is empty"), "{err}");

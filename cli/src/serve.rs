@@ -70,7 +70,7 @@ pub async fn serve(global: &Global, a: Serve) -> Result<u8, Failure> {
             Token::load_or_generate(&path).map_err(|e| Failure::setup(e.to_string()))?
         }
     };
-    let recording = crate::record::claim(a.record.as_deref(), &loaded, &cwd)?;
+    let recording = crate::record::claim(loaded.record_folder(a.record.as_deref(), &cwd))?;
     let host = setup::open(&store, provider, tools, recording.as_ref(), loaded.engine()).await?;
     setup::reap(reaper.as_ref());
     if let Some(r) = &recording {

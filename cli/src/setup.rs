@@ -184,6 +184,16 @@ impl Loaded {
     pub fn record(&self) -> &RecordFile {
         &self.agent.record
     }
+
+    /// The recording folder: `flag` (`--record`), else `[record] dir`, relative to the
+    /// project's folder (where the store's `.turnstile/` is: [`project_root`] of `cwd`).
+    #[must_use]
+    pub fn record_folder(&self, flag: Option<&Path>, cwd: &Path) -> Option<PathBuf> {
+        flag.map(Path::to_owned).or_else(|| {
+            let dir = self.record().dir.as_ref()?;
+            Some(project_root(cwd).join(dir))
+        })
+    }
 }
 
 /// The configuration file: `--config` (or `TURNSTILE_CONFIG`), else `turnstile.toml` in the
