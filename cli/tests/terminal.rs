@@ -10,20 +10,9 @@ use std::process::Stdio;
 use common::{Project, Provider, Reply, overloaded_event, text_opening, text_stream, tool_stream};
 use serde_json::json;
 
-#[tokio::test(flavor = "multi_thread")]
-async fn live_text_on_a_terminal_restarts_after_a_retry_reset() {
-    let provider = Provider::start(vec![
-        Reply::Sse(tool_stream("toolu_1", "ls", &json!({}))),
-        // Half an answer, committed (the pause is longer than the 33 ms debounce), then a
-        // retryable error: the next attempt's text replaces it.
-        Reply::Paced(vec![
-            (0, text_opening("Half an ans")),
-            (400, overloaded_event()),
-        ]),
-        Reply::Sse(text_stream("The whole answer.")),
-    ])
-    .await;
-    let project = Project::new(&provider.base_url, "");
+/// `turnstile run "What is here?"` with stderr a pseudo-terminal: how it ended, and what the
+/// terminal showed.
+async fn run_on_a_terminal(project: &Project) -> (common::Done, String) {
     let pty = nix::pty::openpty(None, None).unwrap();
     let mut command = project.command(&["run", "What is here?"]);
     command.stderr(Stdio::from(pty.slave));
@@ -45,7 +34,24 @@ async fn live_text_on_a_terminal_restarts_after_a_retry_reset() {
         String::from_utf8_lossy(&all).into_owned()
     });
     let done = common::finish(child).await;
-    let screen = screen.await.unwrap();
+    (done, screen.await.unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn live_text_on_a_terminal_restarts_after_a_retry_reset() {
+    let provider = Provider::start(vec![
+        Reply::Sse(tool_stream("toolu_1", "ls", &json!({}))),
+        // Half an answer, committed (the pause is longer than the 33 ms debounce), then a
+        // retryable error: the next attempt's text replaces it.
+        Reply::Paced(vec![
+            (0, text_opening("Half an ans")),
+            (400, overloaded_event()),
+        ]),
+        Reply::Sse(text_stream("The whole answer.")),
+    ])
+    .await;
+    let project = Project::new(&provider.base_url, "");
+    let (done, screen) = run_on_a_terminal(&project).await;
     assert_eq!(done.code, Some(0), "{done:?}\n{screen}");
     assert_eq!(
         done.stdout, "The whole answer.\n",
@@ -85,25 +91,7 @@ async fn a_failed_attempts_text_comes_before_its_retry_line() {
     ])
     .await;
     let project = Project::new(&provider.base_url, "retry_backoff = [0.3]");
-    let pty = nix::pty::openpty(None, None).unwrap();
-    let mut command = project.command(&["run", "What is here?"]);
-    command.stderr(Stdio::from(pty.slave));
-    let child = command.spawn().unwrap();
-    drop(command);
-    let mut master = std::fs::File::from(pty.master);
-    let screen = tokio::task::spawn_blocking(move || {
-        let mut all = Vec::new();
-        let mut buf = [0u8; 4096];
-        while let Ok(n) = master.read(&mut buf) {
-            if n == 0 {
-                break;
-            }
-            all.extend_from_slice(&buf[..n]);
-        }
-        String::from_utf8_lossy(&all).into_owned()
-    });
-    let done = common::finish(child).await;
-    let screen = screen.await.unwrap();
+    let (done, screen) = run_on_a_terminal(&project).await;
     assert_eq!(done.code, Some(0), "{done:?}\n{screen}");
     let at = |needle: &str| {
         screen
