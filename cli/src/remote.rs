@@ -12,16 +12,17 @@
 //! `ask`); on a terminal (stdin and stderr) the client asks the question and sends the answer,
 //! and anywhere else it answers `deny` at once, as a local `run` treats an ask (SPEC 9).
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::io::IsTerminal as _;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
-use turnstile_core::{RunId, SessionId};
+use turnstile_core::{MessageId, RunId, SessionId};
 use turnstile_host::CompletionRecord;
-use turnstile_host::store::StoredMessage;
+use turnstile_host::store::{StoredMessage, StoredRole};
+use turnstile_server::delta::MessageDelta;
 use turnstile_wire::sse::{Frame, Framer};
 
 use crate::args::{Global, Run};
@@ -62,8 +63,10 @@ pub async fn run(_global: &Global, a: Run, url: &str, prompt: String) -> Result<
     let show = crate::run::show(a.json);
     // The stream first: once it answered, nothing the run does can be missed.
     let mut frames = follow(client.clone());
-    match frames.recv().await {
-        Some(Feed::Frame(_)) => {}
+    // The first event, `asks`, lists what is pending, which an attached run's ask may be:
+    // it is read once the view is ready.
+    let opening = match frames.recv().await {
+        Some(Feed::Frame(f)) => f,
         Some(Feed::Lost(why)) | Some(Feed::Fatal(why)) => return Err(Failure::setup(why)),
         None | Some(Feed::Reconnecting) => {
             return Err(Failure::setup(format!(
@@ -71,7 +74,7 @@ pub async fn run(_global: &Global, a: Run, url: &str, prompt: String) -> Result<
                 client.base
             )));
         }
-    }
+    };
     // Ctrl-C is ours from before the prompt is sent: a signal while it is on its way still
     // cancels the run on the server instead of leaving it running (G-12).
     let mut interrupts = Interrupts::new()?;
@@ -107,6 +110,8 @@ pub async fn run(_global: &Global, a: Run, url: &str, prompt: String) -> Result<
     }
     let mut view = View::new(session.clone(), show);
     let mut asking = Asking::new(client.clone());
+    let mut streaming = Streaming::default();
+    on_frame(&mut view, &mut asking, &mut streaming, &opening, &run_id).await;
     // An existing run may have finished before the stream opened: then only the ledger has
     // its RunComplete. (One that finishes later comes on the stream.)
     if accepted["existing"] == true {
@@ -159,7 +164,9 @@ pub async fn run(_global: &Global, a: Run, url: &str, prompt: String) -> Result<
         };
         match feed {
             Some(Feed::Frame(frame)) => {
-                if let Some(record) = on_frame(&mut view, &mut asking, &frame, &run_id).await {
+                if let Some(record) =
+                    on_frame(&mut view, &mut asking, &mut streaming, &frame, &run_id).await
+                {
                     break record;
                 }
             }
@@ -180,10 +187,46 @@ pub async fn run(_global: &Global, a: Run, url: &str, prompt: String) -> Result<
     Ok(crate::run::report(&record, show))
 }
 
+/// The last state of each followed message still being written, which a `message_delta`
+/// event appends to.
+#[derive(Debug, Default)]
+struct Streaming {
+    open: BTreeMap<MessageId, (u64, StoredMessage)>,
+}
+
+impl Streaming {
+    /// A whole state of a message: kept while it is written (a user message never is).
+    fn whole(&mut self, revision: u64, message: &StoredMessage) {
+        if message.finish.is_none() && message.role != StoredRole::User {
+            self.open.insert(message.id, (revision, message.clone()));
+        } else {
+            self.open.remove(&message.id);
+        }
+    }
+
+    /// A delta: the message's new state, when it applies to the state held. The server sends
+    /// one only on top of a state it sent on the same stream, so a miss is a bug (logged; the
+    /// message's finish comes whole and repairs it).
+    fn delta(&mut self, delta: &MessageDelta) -> Option<&StoredMessage> {
+        let Some((revision, message)) = self.open.get_mut(&delta.id) else {
+            tracing::warn!(message = %delta.id, "a message delta for a message not held");
+            return None;
+        };
+        if *revision != delta.base_revision || delta.apply(message).is_err() {
+            tracing::warn!(message = %delta.id, held = *revision, base = delta.base_revision,
+                "a message delta on a state not held");
+            return None;
+        }
+        *revision = delta.revision;
+        Some(message)
+    }
+}
+
 /// Applies one event to the view (and to the asks); the RunComplete when it is ours.
 async fn on_frame(
     view: &mut View,
     asking: &mut Asking,
+    streaming: &mut Streaming,
     frame: &Frame,
     run_id: &RunId,
 ) -> Option<CompletionRecord> {
@@ -203,7 +246,18 @@ async fn on_frame(
                 return None;
             };
             if follows(view, &session) {
+                streaming.whole(data["revision"].as_u64().unwrap_or_default(), &message);
                 view.message(&session, &message);
+            }
+        }
+        "message_delta" => {
+            let Ok(delta) = serde_json::from_value::<MessageDelta>(data) else {
+                return None;
+            };
+            if follows(view, &delta.session)
+                && let Some(message) = streaming.delta(&delta)
+            {
+                view.message(&delta.session, message);
             }
         }
         "retry" => {
@@ -221,7 +275,7 @@ async fn on_frame(
         // The `asks` frame that opens every connection lists what is pending, ours included
         // after a reconnection; each ask is taken once.
         "asks" => {
-            for ask in data.as_array().into_iter().flatten() {
+            for ask in data["asks"].as_array().into_iter().flatten() {
                 let session = SessionId::new(ask["session"].as_str().unwrap_or_default());
                 if follows(view, &session) {
                     asking.opened(view, ask).await;

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::process::Child;
 use std::time::{Duration, Instant};
 
-use common::{Done, Project, Provider, Reply, recorded, text_stream};
+use common::{Done, Project, Provider, Reply, paced_text, recorded, text_stream};
 use nix::sys::signal::Signal;
 use serde_json::{Value, json};
 use turnstile_wire::sse::{Frame, Framer};
@@ -712,6 +712,94 @@ async fn run_server_without_a_terminal_shows_the_ask_and_denies_it() {
         "{last}"
     );
     assert!(!project.path().join("t.txt").exists());
+}
+
+/// A client that attaches to a run (the same RunId) whose ask is pending already hears of it
+/// from the `asks` event that opens its stream, and denies it without a terminal. Before the
+/// fix, that event's list was read from the wrong place and the client waited forever.
+#[tokio::test(flavor = "multi_thread")]
+async fn run_server_attaching_to_a_run_takes_the_ask_already_pending() {
+    let provider = Provider::start(vec![Reply::Sse(common::tool_stream(
+        "toolu_1",
+        "write",
+        &json!({"path": "t.txt", "content": "hi"}),
+    ))])
+    .await;
+    let project = Project::new(&provider.base_url, "");
+    let served = Served::start(&project, free_port(), Some(TOKEN)).await;
+    let prompt = "Write t.txt";
+    let (status, v) = post(
+        &served.base,
+        "/v1/sessions/s1/prompts",
+        json!({"prompt": prompt, "run_id": "a1"}),
+    )
+    .await;
+    assert_eq!(status, 202, "{v}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while get(&served.base, "/v1/asks").await.1["asks"]
+        .as_array()
+        .is_none_or(Vec::is_empty)
+    {
+        assert!(Instant::now() < deadline, "the ask is pending");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let client = run_server(
+        &project,
+        &served.base,
+        &["--json", "--run-id", "a1", prompt],
+    );
+    let done = common::finish(client).await;
+    assert_eq!(done.code, Some(3), "{done:?}");
+    let lines: Vec<Value> = done
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l["type"] == "ask" && l["tool"] == "write"),
+        "{lines:?}"
+    );
+    assert!(!project.path().join("t.txt").exists());
+}
+
+/// The server sends streamed text as `message_delta` events on top of what it sent; the
+/// client rebuilds the answer from them and shows each piece as it comes (a client that
+/// ignored them would see only the first and the final state).
+#[tokio::test(flavor = "multi_thread")]
+async fn run_server_shows_a_streamed_answer_piece_by_piece_from_deltas() {
+    let answer: String = (0..30).map(|i| format!("word{i} ")).collect();
+    let answer = answer.trim_end().to_owned();
+    let provider = Provider::start(vec![paced_text(&answer, 60)]).await;
+    let project = Project::new(&provider.base_url, "");
+    let served = Served::start(&project, free_port(), Some(TOKEN)).await;
+    let mut events = Listener::connect(&served.base, None).await;
+    let client = run_server(&project, &served.base, &["--json", "Count"]);
+    let done = common::finish(client).await;
+    assert_eq!(done.code, Some(0), "{done:?}");
+    let lines: Vec<Value> = done
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let texts: Vec<&str> = lines
+        .iter()
+        .filter(|l| l["type"] == "text")
+        .map(|l| l["delta"].as_str().unwrap())
+        .collect();
+    assert_eq!(texts.concat(), answer);
+    assert!(texts.len() >= 10, "30 words 60 ms apart: {texts:?}");
+    assert_eq!(lines.last().unwrap()["text"], answer.as_str());
+    // The server did send deltas.
+    let mut deltas = 0;
+    events
+        .read_until(|f| {
+            deltas += usize::from(f.event == "message_delta");
+            f.event == "run_complete"
+        })
+        .await;
+    assert!(deltas >= 10, "{deltas} message_delta events");
 }
 
 /// SPEC 9: on a terminal, `run --server` asks the server's question and sends the answer

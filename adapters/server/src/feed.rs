@@ -28,6 +28,7 @@ use turnstile_host::store::{Change, Changes, Position, SessionState};
 use turnstile_host::{Cursor, Event, Host, Update};
 
 use crate::asks::{AskEvent, Asks};
+use crate::delta::{Broadcasted, Mark, Sent};
 
 /// One event, serialised once for every client: only its `id` line is each stream's own.
 #[derive(Debug)]
@@ -41,11 +42,17 @@ pub(crate) struct Frame {
     /// The bytes the feed had broadcast once this frame was sent (set by [`Broadcast::send`]):
     /// a stream that took it is that far into the feed.
     end: u64,
+    /// The store revision of the row a `message` or `session` frame carries: a stream that
+    /// delivered every state below a later revision has it or a newer one already.
+    row: Option<u64>,
+    /// A `message` frame's message, and the frame as a `message_delta` when the feed could
+    /// make one ([`delta`](crate::delta)).
+    message: Option<(Mark, Option<Bytes>)>,
 }
 
 impl Frame {
     fn new(event: &str, data: &Value, claim: Option<Position>, cursor: Option<Cursor>) -> Frame {
-        Frame { body: body(event, data), claim, cursor, end: 0 }
+        Frame { body: body(event, data), claim, cursor, end: 0, row: None, message: None }
     }
 }
 
@@ -94,20 +101,38 @@ pub(crate) fn session_json(state: &SessionState) -> Value {
 }
 
 /// The frames of one `changes` answer read from `from`: the rows by revision, then the
-/// completions (so a RunComplete follows its message's final state).
-fn frames(changes: &Changes, from: Position) -> Vec<Frame> {
+/// completions (so a RunComplete follows its message's final state). The feed passes what
+/// it broadcast before (`broadcasted`), so that streamed text can also go out as deltas; a
+/// catch-up from the store sends whole states only.
+fn frames(
+    changes: &Changes,
+    from: Position,
+    mut broadcasted: Option<&mut Broadcasted>,
+) -> Vec<Frame> {
     let mut out = Vec::with_capacity(changes.rows.len() + changes.completions.len());
     for (i, row) in changes.rows.iter().enumerate() {
         // After this row, every row of a revision below the next row's is delivered.
         let next = changes.rows.get(i + 1).map_or(changes.now.revision, Change::revision);
         let claim = Position { cursor: from.cursor, revision: next.max(from.revision) };
-        let (event, data) = match row {
+        let mut frame = match row {
             Change::Message { session, revision, message } => {
-                ("message", json!({"session": session, "revision": revision, "message": message}))
+                let data = json!({"session": session, "revision": revision, "message": message});
+                let mut frame = Frame::new("message", &data, Some(claim), None);
+                let delta =
+                    broadcasted.as_deref_mut().and_then(|b| b.next(session, *revision, message));
+                let base = delta.as_ref().map(|d| d.base_revision);
+                let delta = delta.map(|d| {
+                    body("message_delta", &serde_json::to_value(d).unwrap_or(Value::Null))
+                });
+                frame.message = Some((Mark::new(*revision, message, base), delta));
+                frame
             }
-            Change::Session(state) => ("session", session_json(state)),
+            Change::Session(state) => {
+                Frame::new("session", &session_json(state), Some(claim), None)
+            }
         };
-        out.push(Frame::new(event, &data, Some(claim), None));
+        frame.row = Some(row.revision());
+        out.push(frame);
     }
     for (cursor, record) in &changes.completions {
         let mut data = serde_json::to_value(record).unwrap_or(Value::Null);
@@ -194,6 +219,7 @@ async fn run(
     mut ask_events: broadcast::Receiver<AskEvent>,
 ) {
     let mut asks_open = true;
+    let mut broadcasted = Broadcasted::default();
     loop {
         // Asks first (rare, and a person waits on them), then commits, then the lossy live
         // updates: a stream of commits cannot starve an ask.
@@ -210,7 +236,7 @@ async fn run(
                 if changed.is_err() {
                     break;
                 }
-                position = publish(&host, &tx, position).await;
+                position = publish(&host, &tx, position, &mut broadcasted).await;
             }
             event = updates.recv() => match event {
                 None => break,
@@ -227,12 +253,17 @@ async fn run(
     }
     // The host ended (a shutdown): what its last commits recorded goes out, then every stream
     // ends with the broadcast.
-    publish(&host, &tx, position).await;
+    publish(&host, &tx, position, &mut broadcasted).await;
     tracing::debug!("event feed ended");
 }
 
 /// Broadcasts what changed after `position`; returns the new position.
-async fn publish(host: &Host, tx: &Broadcast, mut position: Position) -> Position {
+async fn publish(
+    host: &Host,
+    tx: &Broadcast,
+    mut position: Position,
+    broadcasted: &mut Broadcasted,
+) -> Position {
     loop {
         let from = position;
         let read = host.read(move |r| r.changes(from, CATCH_UP_PAGE)).await;
@@ -244,7 +275,7 @@ async fn publish(host: &Host, tx: &Broadcast, mut position: Position) -> Positio
                 return position;
             }
         };
-        for frame in frames(&changes, from) {
+        for frame in frames(&changes, from, Some(broadcasted)) {
             tx.send(frame);
         }
         position = changes.now;
@@ -288,8 +319,16 @@ pub(crate) async fn open(
     tokio::spawn(async move {
         let _permit = permit;
         let backlog = Backlog { sent, taken, max: config.backlog_bytes };
-        let stream =
-            Stream { host, out, delivered: resume.unwrap_or(now), backlog, page: config.page };
+        let stream = Stream {
+            host,
+            out,
+            delivered: Delivered {
+                position: resume.unwrap_or(now),
+                sent: Sent::new(config.deltas),
+            },
+            backlog,
+            page: config.page,
+        };
         stream.run(frames, ended, asks, resume.is_some(), config.heartbeat).await;
     });
     Ok(rx)
@@ -308,14 +347,53 @@ pub(crate) struct StreamConfig {
     pub(crate) backlog_bytes: u64,
     /// Rows or RunCompletes per store read of a catch-up.
     pub(crate) page: usize,
+    /// Streamed text as `message_delta` events (false: whole `message` states only).
+    pub(crate) deltas: bool,
 }
 
 struct Stream {
     host: Host,
     out: mpsc::Sender<Bytes>,
-    delivered: Position,
+    delivered: Delivered,
     backlog: Backlog,
     page: usize,
+}
+
+/// What a stream delivered: the decisions of what a frame sends, apart from the IO.
+struct Delivered {
+    /// The client's position: its event id.
+    position: Position,
+    /// The last state of each open message sent, for deltas.
+    sent: Sent,
+}
+
+impl Delivered {
+    /// What to send for `frame` (its body, or its delta), moving the position past it;
+    /// `None` when the client has it, or a newer state, already.
+    fn take<'f>(&mut self, frame: &'f Frame) -> Option<&'f Bytes> {
+        if let Some(c) = frame.cursor
+            && c <= self.position.cursor
+        {
+            // Delivered already (from the store, or before a reconnect): exactly once.
+            return None;
+        }
+        if frame.row.is_some_and(|r| r < self.position.revision) {
+            // A state this stream sent, or sent a newer one of, from the store after it fell
+            // behind: sending it again could show the client an older state after a newer.
+            return None;
+        }
+        if let Some(claim) = frame.claim {
+            self.position = self.position.max(claim);
+        }
+        Some(match &frame.message {
+            Some((mark, Some(delta))) if self.sent.as_delta(mark) => delta,
+            Some((mark, None)) => {
+                self.sent.as_delta(mark);
+                &frame.body
+            }
+            _ => &frame.body,
+        })
+    }
 }
 
 /// How far behind the feed a stream is, in bytes: what it pins in the broadcast.
@@ -418,7 +496,7 @@ impl Stream {
     /// Sends what changed after the delivered position, from the store.
     async fn catch_up(&mut self) -> Result<(), Gone> {
         loop {
-            let from = self.delivered;
+            let from = self.delivered.position;
             let page = self.page;
             let changes = match self.host.read(move |r| r.changes(from, page)).await {
                 Ok(c) => c,
@@ -429,10 +507,10 @@ impl Stream {
                     return Err(Gone);
                 }
             };
-            for frame in frames(&changes, from) {
+            for frame in frames(&changes, from, None) {
                 self.forward(&frame).await?;
             }
-            self.delivered = self.delivered.max(changes.now);
+            self.delivered.position = self.delivered.position.max(changes.now);
             if !changes.more {
                 return Ok(());
             }
@@ -441,21 +519,15 @@ impl Stream {
 
     async fn forward(&mut self, frame: &Frame) -> Result<(), Gone> {
         self.backlog.taken = self.backlog.taken.max(frame.end);
-        if let Some(c) = frame.cursor
-            && c <= self.delivered.cursor
-        {
-            // Delivered already (from the store, or before a reconnect): exactly once.
-            return Ok(());
+        match self.delivered.take(frame) {
+            Some(body) => self.send(body).await,
+            None => Ok(()),
         }
-        if let Some(claim) = frame.claim {
-            self.delivered = self.delivered.max(claim);
-        }
-        self.send(&frame.body).await
     }
 
     /// Sends one event: its `id` line (this stream's position), then its shared lines.
     async fn send(&mut self, body: &[u8]) -> Result<(), Gone> {
-        let id = event_id(self.delivered);
+        let id = event_id(self.delivered.position);
         let mut bytes = Vec::with_capacity(id.len() + 5 + body.len());
         bytes.extend_from_slice(b"id: ");
         bytes.extend_from_slice(id.as_bytes());
@@ -487,6 +559,68 @@ impl Stream {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use turnstile_core::MessageId;
+    use turnstile_host::store::{StoredMessage, StoredRole};
+
+    fn streaming(text: &str) -> StoredMessage {
+        StoredMessage {
+            id: MessageId(3),
+            seq: None,
+            role: StoredRole::Assistant,
+            text: text.to_owned(),
+            attachments: Vec::new(),
+            synthetic: false,
+            reasoning: None,
+            reasoning_signature: None,
+            reasoning_done: false,
+            finish: None,
+            calls: Vec::new(),
+            results: Vec::new(),
+        }
+    }
+
+    /// A `message` frame of revision `row` as the feed makes it, with its delta body when
+    /// it has a base.
+    fn message_frame(row: u64, text: &str, base: Option<u64>) -> Frame {
+        let m = streaming(text);
+        let mut f = Frame::new("message", &json!({"text": text}), None, None);
+        f.claim = Some(Position { cursor: Cursor(0), revision: row + 1 });
+        f.row = Some(row);
+        let delta = base.map(|_| body("message_delta", &json!({"text": text})));
+        f.message = Some((Mark::new(row, &m, base), delta));
+        f
+    }
+
+    fn event(bytes: Option<&Bytes>) -> Option<&str> {
+        let text = std::str::from_utf8(bytes?).unwrap();
+        Some(text.split('\n').next().unwrap().trim_start_matches("event: "))
+    }
+
+    #[test]
+    fn a_stream_sends_deltas_on_what_it_sent_and_never_an_older_state() {
+        let mut d = Delivered {
+            position: Position { cursor: Cursor(0), revision: 10 },
+            sent: Sent::new(true),
+        };
+        assert_eq!(event(d.take(&message_frame(10, "a", None))), Some("message"));
+        assert_eq!(event(d.take(&message_frame(11, "ab", Some(10)))), Some("message_delta"));
+        // It fell behind and caught up from the store to revision 20: the frames still
+        // queued for it are older than what it has, and are not sent.
+        d.position.revision = 20;
+        assert_eq!(event(d.take(&message_frame(12, "abc", Some(11)))), None);
+        assert_eq!(d.position.revision, 20, "a skipped frame claims nothing");
+        // The store's state (no delta), then deltas on it again.
+        assert_eq!(event(d.take(&message_frame(20, "abcdef", None))), Some("message"));
+        assert_eq!(event(d.take(&message_frame(21, "abcdefg", Some(20)))), Some("message_delta"));
+        // A delta on a base this stream never sent goes out whole.
+        assert_eq!(event(d.take(&message_frame(23, "abcdefghi", Some(22)))), Some("message"));
+        // A RunComplete at or below the cursor was delivered.
+        let mut rc = Frame::new("run_complete", &json!({}), None, Some(Cursor(0)));
+        rc.claim = Some(Position { cursor: Cursor(0), revision: 24 });
+        assert_eq!(event(d.take(&rc)), None);
+        rc.cursor = Some(Cursor(1));
+        assert_eq!(event(d.take(&rc)), Some("run_complete"));
+    }
 
     #[test]
     fn event_ids_round_trip_and_bad_ones_are_named() {

@@ -37,6 +37,7 @@
 
 pub mod asks;
 pub mod auth;
+pub mod delta;
 pub mod error;
 pub mod feed;
 pub mod listen;

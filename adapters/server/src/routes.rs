@@ -502,6 +502,8 @@ async fn answer(
 struct EventsQuery {
     /// The position to resume after, as `Last-Event-ID` (for clients that cannot set it).
     last_event_id: Option<String>,
+    /// `false`: whole `message` states only, no `message_delta` events.
+    deltas: Option<bool>,
 }
 
 async fn events(
@@ -545,6 +547,7 @@ async fn events(
         heartbeat: server.inner.config.heartbeat,
         backlog_bytes: server.inner.config.stream_backlog_bytes,
         page: server.inner.config.catch_up_page.max(1),
+        deltas: q.deltas.unwrap_or(true),
     };
     let rx = feed::open(
         &server.inner.feed,

@@ -186,6 +186,20 @@ async fn a_slow_client_slows_nobody_and_still_gets_every_run_complete_once() {
     while let Some(f) = slow.next_within(Duration::from_millis(800)).await {
         slow_frames.push(f);
     }
+    // It never got a state older than one it had (its catch-up from the store was ahead of
+    // the frames still queued for it).
+    let mut newest = std::collections::BTreeMap::new();
+    for f in slow_frames.iter().filter(|f| f.event == "message" || f.event == "session") {
+        let d = data(f);
+        let (key, revision) = if f.event == "message" {
+            (d["message"]["id"].to_string(), d["revision"].as_u64().unwrap())
+        } else {
+            (d["id"].to_string(), d["revision"].as_u64().unwrap())
+        };
+        let had = newest.entry((f.event.clone(), key)).or_insert(revision);
+        assert!(revision >= *had, "{} {d} after revision {had}", f.event);
+        *had = revision;
+    }
     let mut slow_seen = run_completes(&slow_frames);
     slow_seen.sort();
     let mut want = runs.clone();

@@ -9,7 +9,7 @@ mod common;
 
 use std::collections::BTreeSet;
 
-use common::{Running, TOKEN, answer, calls_echo_then_answers, data, start};
+use common::{Running, TOKEN, answer, data, start};
 use serde_json::{Value, json};
 use turnstile_host::{Answer, EchoTool, ScriptedProvider, ToolSet, Usage};
 use turnstile_server::OPENAPI;
@@ -468,7 +468,16 @@ fn the_schema_check_finds_answers_the_document_does_not_allow() {
 #[tokio::test]
 async fn the_answers_and_events_of_a_run_with_a_permission_ask_are_as_documented() {
     let tools = ToolSet::new().with(EchoTool { name: "echo".into(), delay_ms: 0 });
-    let s = start(calls_echo_then_answers(), tools, |_| {}).await;
+    // The answer streams in pieces over several commits: its text goes out as deltas.
+    let provider = ScriptedProvider::new(|req, _| {
+        if req.messages.iter().any(|m| matches!(m, turnstile_host::RequestMessage::ToolResults(_)))
+        {
+            Answer::streamed("The echo said x; that is all it said.", 6, 50, Usage::default())
+        } else {
+            Answer::tool_call("c1", "echo", r#"{"text":"x"}"#)
+        }
+    });
+    let s = start(provider, tools, |_| {}).await;
     let doc = document();
     let schemas = Schemas { doc: &doc };
     let mut events = s.events(Some("0-0")).await;
@@ -510,7 +519,7 @@ async fn the_answers_and_events_of_a_run_with_a_permission_ask_are_as_documented
         assert!(errs.is_empty(), "{framed}\n{}", errs.join("\n"));
         types.insert(f.event.as_str());
     }
-    let want = ["ask", "ask_closed", "asks", "message", "run_complete", "session"];
+    let want = ["ask", "ask_closed", "asks", "message", "message_delta", "run_complete", "session"];
     assert_eq!(types, want.into_iter().collect(), "the event types seen");
     let with_call = frames.iter().filter(|f| f.event == "message").map(data).find(|m| {
         m["message"]["calls"].as_array().is_some_and(|c| !c.is_empty())

@@ -254,6 +254,29 @@ pub fn text_stream(text: &str) -> Vec<u8> {
     (message_start("msg_text") + &text_block(&words, true) + &message_end("end_turn")).into_bytes()
 }
 
+/// An answer that is only text, a word every `every_ms` milliseconds (as a model writes; more
+/// than the store's 33 ms debounce, so most words are a commit of their own).
+pub fn paced_text(text: &str, every_ms: u64) -> Reply {
+    let mut pieces = vec![(
+        0,
+        (message_start("msg_paced") + &text_block(&[], false)).into_bytes(),
+    )];
+    for word in text.split_inclusive(' ') {
+        let delta = event(
+            "content_block_delta",
+            &serde_json::json!({"type": "content_block_delta", "index": 0,
+                "delta": {"type": "text_delta", "text": word}}),
+        );
+        pieces.push((every_ms, delta.into_bytes()));
+    }
+    let end = event(
+        "content_block_stop",
+        &serde_json::json!({"type": "content_block_stop", "index": 0}),
+    ) + &message_end("end_turn");
+    pieces.push((0, end.into_bytes()));
+    Reply::Paced(pieces)
+}
+
 /// An answer with a short text and one tool call whose arguments stream in three pieces, in
 /// the shape of the recorded Anthropic tool streams.
 pub fn tool_stream(id: &str, name: &str, input: &serde_json::Value) -> Vec<u8> {
@@ -402,19 +425,21 @@ pub struct Done {
 /// Waits for `child` (60 s at most: a test never hangs) off the async threads.
 pub async fn finish(child: Child) -> Done {
     let pid = child.id();
-    let waited = tokio::time::timeout(
-        Duration::from_secs(60),
-        tokio::task::spawn_blocking(move || child.wait_with_output()),
-    )
-    .await;
-    let out: Output = match waited {
+    let mut waiting = tokio::task::spawn_blocking(move || child.wait_with_output());
+    let out: Output = match tokio::time::timeout(Duration::from_secs(60), &mut waiting).await {
         Ok(r) => r.unwrap().unwrap(),
         Err(_) => {
             let _ = nix::sys::signal::kill(
                 nix::unistd::Pid::from_raw(i32::try_from(pid).unwrap()),
                 nix::sys::signal::Signal::SIGKILL,
             );
-            panic!("`turnstile` did not end within 60 s");
+            // What it printed until then says where it stuck.
+            let out = waiting.await.unwrap().unwrap();
+            panic!(
+                "`turnstile` did not end within 60 s\nstdout: {}\nstderr: {}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
         }
     };
     Done {

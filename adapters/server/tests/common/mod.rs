@@ -100,13 +100,18 @@ impl Running {
 
     /// Opens the event stream, resuming after `last` when given.
     pub async fn events(&self, last: Option<&str>) -> Events {
-        let mut req = self.http.get(self.url("/v1/events")).bearer_auth(TOKEN);
+        self.events_at("/v1/events", last).await
+    }
+
+    /// Opens the event stream at `path` (`/v1/events` with a query), resuming after `last`.
+    pub async fn events_at(&self, path: &str, last: Option<&str>) -> Events {
+        let mut req = self.http.get(self.url(path)).bearer_auth(TOKEN);
         if let Some(id) = last {
             req = req.header("Last-Event-ID", id);
         }
         let resp = req.send().await.unwrap();
         assert_eq!(resp.status().as_u16(), 200);
-        Events { resp, framer: Framer::new(), ready: Default::default(), last: None }
+        Events { resp, framer: Framer::new(), ready: Default::default(), last: None, bytes: 0 }
     }
 }
 
@@ -123,6 +128,8 @@ pub struct Events {
     ready: std::collections::VecDeque<Frame>,
     /// The id of the last event read.
     pub last: Option<String>,
+    /// The bytes of the stream received so far.
+    pub bytes: usize,
 }
 
 impl Events {
@@ -135,6 +142,7 @@ impl Events {
                 return Some(f);
             }
             let chunk = tokio::time::timeout_at(deadline, self.resp.chunk()).await.ok()?.ok()??;
+            self.bytes += chunk.len();
             let mut out = Vec::new();
             self.framer.feed(&chunk, &mut out).unwrap();
             self.ready.extend(out);
