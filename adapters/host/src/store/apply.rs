@@ -10,10 +10,10 @@
 //! session or ledger row the store does not hold is an error, never a silent no-op (a lost
 //! ledger outcome would be a lost RunComplete).
 
-use rusqlite::{Connection, OptionalExtension, params};
 use turnstile_core::{Fingerprint, MessageFinish, StoreOp, Submit};
 
 use super::schema::{int, mode_text, outcome_text, to_json};
+use super::sql::{Arg, Db, args};
 use super::{NewRun, StoreError, Write};
 use crate::record::{CompletionRecord, Cursor};
 
@@ -35,29 +35,26 @@ pub(super) struct Cursors {
 /// # Errors
 /// SQLite errors (constraints included); [`StoreError::Corrupt`] for a write naming a row the
 /// store does not hold, or an op this store does not know.
-pub(super) fn write(conn: &Connection, w: &Write, cursors: &mut Cursors) -> Result<(), StoreError> {
+pub(super) fn write(db: &dyn Db, w: &Write, cursors: &mut Cursors) -> Result<(), StoreError> {
     match w {
-        Write::Accept(run) => accept(conn, run),
-        Write::Op(op) => op_(conn, op, cursors),
+        Write::Accept(run) => accept(db, run),
+        Write::Op(op) => op_(db, op, cursors),
         Write::RawInput { message, call, raw } => {
-            let changed = conn
-                .prepare_cached(
-                    "UPDATE tool_calls SET raw_input = ?3 WHERE message = ?1 AND call = ?2",
-                )?
-                .execute(params![int(message.0, "message id")?, call.as_str(), raw])?;
+            let changed = db.execute(
+"UPDATE tool_calls SET raw_input = ?3 WHERE message = ?1 AND call = ?2",
+&args![int(message.0, "message id")?, call.as_str(), raw])?;
             one(changed, || format!("raw input: message {message} has no tool call {call}"))
         }
     }
 }
 
 /// A new submission's ledger row, creating its (top-level, untitled) session when unknown.
-fn accept(conn: &Connection, run: &NewRun) -> Result<(), StoreError> {
-    conn.prepare_cached(
-        "INSERT INTO sessions (id, created) \
+fn accept(db: &dyn Db, run: &NewRun) -> Result<(), StoreError> {
+    db.execute(
+"INSERT INTO sessions (id, created) \
          VALUES (?1, (SELECT coalesce(max(created), 0) + 1 FROM sessions)) \
          ON CONFLICT (id) DO NOTHING",
-    )?
-    .execute(params![run.session.as_str()])?;
+&args![run.session.as_str()])?;
     let fingerprint = match &run.run_id {
         Some(run_id) => {
             let submit = Submit {
@@ -73,17 +70,16 @@ fn accept(conn: &Connection, run: &NewRun) -> Result<(), StoreError> {
         None => None,
     };
     let attachments = attachments_json(&run.attachments)?;
-    conn.prepare_cached(
-        "INSERT INTO runs (seq, session, run_id, mode, prompt, attachments, fingerprint, state, \
+    db.execute(
+"INSERT INTO runs (seq, session, run_id, mode, prompt, attachments, fingerprint, state, \
          accepted_at) \
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'waiting', CAST(unixepoch('subsec') * 1000 AS INTEGER))",
-    )?
-    .execute(params![
+&args![
         int(run.seq.0, "sequence")?,
         run.session.as_str(),
         run.run_id.as_ref().map(|r| r.as_str()),
         mode_text(run.mode),
-        run.prompt,
+        &run.prompt,
         attachments,
         fingerprint,
     ])?;
@@ -110,17 +106,17 @@ fn op_name(op: &StoreOp) -> String {
 
 /// Updates one message of a role in a session, failing unless it exists.
 fn message_update(
-    conn: &Connection,
+    db: &dyn Db,
     sql: &str,
-    params: &[&dyn rusqlite::ToSql],
+    args: &[Arg<'_>],
     what: impl FnOnce() -> String,
 ) -> Result<(), StoreError> {
-    let changed = conn.prepare_cached(sql)?.execute(params)?;
+    let changed = db.execute(sql, args)?;
     one(changed, what)
 }
 
 #[allow(clippy::too_many_lines)] // one arm per op, each a statement or two: a flat table
-fn op_(conn: &Connection, op: &StoreOp, cursors: &mut Cursors) -> Result<(), StoreError> {
+fn op_(db: &dyn Db, op: &StoreOp, cursors: &mut Cursors) -> Result<(), StoreError> {
     // Built only when a write misses its row: naming the op serialises it.
     let missing = |id: &turnstile_core::MessageId, role: &'static str| {
         let id = *id;
@@ -128,57 +124,49 @@ fn op_(conn: &Connection, op: &StoreOp, cursors: &mut Cursors) -> Result<(), Sto
     };
     match op {
         StoreOp::LedgerActivated { session, seq, .. } => {
-            let changed = conn
-                .prepare_cached(
-                    "UPDATE runs SET state = 'active' \
+            let changed = db.execute(
+"UPDATE runs SET state = 'active' \
                      WHERE seq = ?1 AND session = ?2 AND state IN ('waiting', 'paused')",
-                )?
-                .execute(params![int(seq.0, "sequence")?, session.as_str()])?;
-            one(changed, || ledger_problem(conn, op, seq.0, "waiting or paused"))
+&args![int(seq.0, "sequence")?, session.as_str()])?;
+            one(changed, || ledger_problem(db, op, seq.0, "waiting or paused"))
         }
         StoreOp::LedgerPaused { session, seq } => {
-            let changed = conn
-                .prepare_cached(
-                    "UPDATE runs SET state = 'paused' \
+            let changed = db.execute(
+"UPDATE runs SET state = 'paused' \
                      WHERE seq = ?1 AND session = ?2 AND state = 'active'",
-                )?
-                .execute(params![int(seq.0, "sequence")?, session.as_str()])?;
-            one(changed, || ledger_problem(conn, op, seq.0, "active"))
+&args![int(seq.0, "sequence")?, session.as_str()])?;
+            one(changed, || ledger_problem(db, op, seq.0, "active"))
         }
         StoreOp::LedgerOutcome { completion } => {
             let record = CompletionRecord::from(completion);
             let json = to_json(&record, "completion")?;
             let seq = completion.seq().0;
             let cursor = cursors.last + 1;
-            let changed = conn
-                .prepare_cached(
-                    "UPDATE runs SET state = 'finished', outcome = ?3, completion = ?4, cursor = ?5, \
+            let changed = db.execute(
+"UPDATE runs SET state = 'finished', outcome = ?3, completion = ?4, cursor = ?5, \
                      finished_at = CAST(unixepoch('subsec') * 1000 AS INTEGER) \
                      WHERE seq = ?1 AND session = ?2 AND state <> 'finished'",
-                )?
-                .execute(params![
+&args![
                     int(seq, "sequence")?,
                     completion.session().as_str(),
                     outcome_text(completion.outcome()),
                     json,
                     int(cursor, "cursor")?,
                 ])?;
-            one(changed, || ledger_problem(conn, op, seq, "unfinished"))?;
+            one(changed, || ledger_problem(db, op, seq, "unfinished"))?;
             cursors.last = cursor;
             cursors.assigned.push(Cursor(cursor));
             Ok(())
         }
         StoreOp::ChildAccepted { session, seq, parent, parent_seq, prompt, title } => {
-            conn.prepare_cached(
-                "INSERT INTO sessions (id, parent, title, created) \
+            db.execute(
+"INSERT INTO sessions (id, parent, title, created) \
                  VALUES (?1, ?2, ?3, (SELECT coalesce(max(created), 0) + 1 FROM sessions))",
-            )?
-            .execute(params![session.as_str(), parent.as_str(), title])?;
-            conn.prepare_cached(
-                "INSERT INTO runs (seq, session, mode, prompt, parent_seq, state) \
+&args![session.as_str(), parent.as_str(), title])?;
+            db.execute(
+"INSERT INTO runs (seq, session, mode, prompt, parent_seq, state) \
                  VALUES (?1, ?2, 'own_turn', ?3, ?4, 'waiting')",
-            )?
-            .execute(params![
+&args![
                 int(seq.0, "sequence")?,
                 session.as_str(),
                 prompt,
@@ -187,11 +175,10 @@ fn op_(conn: &Connection, op: &StoreOp, cursors: &mut Cursors) -> Result<(), Sto
             Ok(())
         }
         StoreOp::UserMessage { session, seq, id, text, attachments, synthetic } => {
-            conn.prepare_cached(
-                "INSERT INTO messages (id, session, seq, role, text, attachments, synthetic) \
+            db.execute(
+"INSERT INTO messages (id, session, seq, role, text, attachments, synthetic) \
                  VALUES (?1, ?2, ?3, 'user', ?4, ?5, ?6)",
-            )?
-            .execute(params![
+&args![
                 int(id.0, "message id")?,
                 session.as_str(),
                 int(seq.0, "sequence")?,
@@ -202,11 +189,10 @@ fn op_(conn: &Connection, op: &StoreOp, cursors: &mut Cursors) -> Result<(), Sto
             Ok(())
         }
         StoreOp::AssistantMessage { session, seq, id, turn, step } => {
-            conn.prepare_cached(
-                "INSERT INTO messages (id, session, seq, role, turn, step) \
+            db.execute(
+"INSERT INTO messages (id, session, seq, role, turn, step) \
                  VALUES (?1, ?2, ?3, 'assistant', ?4, ?5)",
-            )?
-            .execute(params![
+&args![
                 int(id.0, "message id")?,
                 session.as_str(),
                 int(seq.0, "sequence")?,
@@ -216,79 +202,76 @@ fn op_(conn: &Connection, op: &StoreOp, cursors: &mut Cursors) -> Result<(), Sto
             Ok(())
         }
         StoreOp::ReasoningStarted { session, id, .. } => message_update(
-            conn,
+            db,
             "UPDATE messages SET reasoning = coalesce(reasoning, ''), reasoning_done = 0 \
              WHERE id = ?1 AND session = ?2 AND role = 'assistant'",
-            params![int(id.0, "message id")?, session.as_str()],
+            &args![int(id.0, "message id")?, session.as_str()],
             missing(id, "assistant"),
         ),
         StoreOp::AppendReasoning { session, id, text, .. } => message_update(
-            conn,
+            db,
             "UPDATE messages SET reasoning = coalesce(reasoning, '') || ?3, \
              rev = (SELECT value FROM counters WHERE name = 'revision') \
              WHERE id = ?1 AND session = ?2 AND role = 'assistant'",
-            params![int(id.0, "message id")?, session.as_str(), text],
+            &args![int(id.0, "message id")?, session.as_str(), text],
             missing(id, "assistant"),
         ),
         StoreOp::ReasoningEnded { session, id, signature, .. } => message_update(
-            conn,
+            db,
             "UPDATE messages SET reasoning = coalesce(reasoning, ''), reasoning_done = 1, \
              reasoning_signature = coalesce(?3, reasoning_signature) \
              WHERE id = ?1 AND session = ?2 AND role = 'assistant'",
-            params![int(id.0, "message id")?, session.as_str(), signature],
+            &args![int(id.0, "message id")?, session.as_str(), signature],
             missing(id, "assistant"),
         ),
         StoreOp::AppendText { session, id, text, .. } => message_update(
-            conn,
+            db,
             "UPDATE messages SET text = text || ?3, \
              rev = (SELECT value FROM counters WHERE name = 'revision') \
              WHERE id = ?1 AND session = ?2 AND role = 'assistant'",
-            params![int(id.0, "message id")?, session.as_str(), text],
+            &args![int(id.0, "message id")?, session.as_str(), text],
             missing(id, "assistant"),
         ),
         StoreOp::ToolInputStarted { id, call, name, .. } => {
-            conn.prepare_cached(
-                "INSERT INTO tool_calls (message, call, ord, name) \
+            db.execute(
+"INSERT INTO tool_calls (message, call, ord, name) \
                  SELECT ?1, ?2, coalesce(max(ord), 0) + 1, ?3 FROM tool_calls WHERE message = ?1",
-            )?
-            .execute(params![int(id.0, "message id")?, call.as_str(), name])?;
+&args![int(id.0, "message id")?, call.as_str(), name])?;
             Ok(())
         }
         StoreOp::ToolCall { id, call, name, input, .. } => {
             // Finishes the unfinished call with this id, or adds a finished one.
-            let changed = conn
-                .prepare_cached(
-                    "INSERT INTO tool_calls (message, call, ord, name, input, finished) \
+            let changed = db.execute(
+"INSERT INTO tool_calls (message, call, ord, name, input, finished) \
                      SELECT ?1, ?2, coalesce(max(ord), 0) + 1, ?3, ?4, 1 \
                      FROM tool_calls WHERE message = ?1 \
                      ON CONFLICT (message, call) DO UPDATE \
                      SET name = excluded.name, input = excluded.input, finished = 1 \
                      WHERE finished = 0",
-                )?
-                .execute(params![int(id.0, "message id")?, call.as_str(), name, input])?;
+&args![int(id.0, "message id")?, call.as_str(), name, input])?;
             one(changed, || {
                 format!("{}: message {id} already has a finished tool call {call}", op_name(op))
             })
         }
         StoreOp::MessageReset { session, id, .. } => {
             message_update(
-                conn,
+                db,
                 "UPDATE messages SET text = '', reasoning = NULL, reasoning_signature = NULL, \
                  reasoning_done = 0 \
                  WHERE id = ?1 AND session = ?2 AND role = 'assistant'",
-                params![int(id.0, "message id")?, session.as_str()],
+                &args![int(id.0, "message id")?, session.as_str()],
                 missing(id, "assistant"),
             )?;
-            conn.prepare_cached("DELETE FROM tool_calls WHERE message = ?1")?
-                .execute(params![int(id.0, "message id")?])?;
+            db.execute(
+"DELETE FROM tool_calls WHERE message = ?1",
+&args![int(id.0, "message id")?])?;
             Ok(())
         }
         StoreOp::ToolResult { id, call, content, is_error, synthetic, .. } => {
-            conn.prepare_cached(
-                "INSERT INTO tool_results (message, call, content, is_error, synthetic) \
+            db.execute(
+"INSERT INTO tool_results (message, call, content, is_error, synthetic) \
                  VALUES (?1, ?2, ?3, ?4, ?5)",
-            )?
-            .execute(params![
+&args![
                 int(id.0, "message id")?,
                 call.as_str(),
                 content,
@@ -298,10 +281,10 @@ fn op_(conn: &Connection, op: &StoreOp, cursors: &mut Cursors) -> Result<(), Sto
             Ok(())
         }
         StoreOp::MessageFinished { session, id, finish, .. } => message_update(
-            conn,
+            db,
             "UPDATE messages SET finish = ?3 \
              WHERE id = ?1 AND session = ?2 AND role = 'assistant'",
-            params![int(id.0, "message id")?, session.as_str(), finish_json(finish)?],
+            &args![int(id.0, "message id")?, session.as_str(), finish_json(finish)?],
             missing(id, "assistant"),
         ),
         StoreOp::SessionUsage {
@@ -314,14 +297,12 @@ fn op_(conn: &Connection, op: &StoreOp, cursors: &mut Cursors) -> Result<(), Sto
         } => {
             let cost = int(*cost_micros, "cost")?;
             let gauge = |g: &Option<u64>| g.map(|v| int(v, "token gauge")).transpose();
-            let changed = conn
-                .prepare_cached(
-                    "UPDATE sessions SET prompt_tokens = coalesce(?2, prompt_tokens), \
+            let changed = db.execute(
+"UPDATE sessions SET prompt_tokens = coalesce(?2, prompt_tokens), \
                      completion_tokens = coalesce(?3, completion_tokens), \
                      cost_micros = cost_micros + ?4 \
                      WHERE id = ?1",
-                )?
-                .execute(params![
+&args![
                     session.as_str(),
                     gauge(prompt_tokens)?,
                     gauge(completion_tokens)?,
@@ -329,74 +310,69 @@ fn op_(conn: &Connection, op: &StoreOp, cursors: &mut Cursors) -> Result<(), Sto
                 ])?;
             one(changed, || format!("{}: no session {session}", op_name(op)))?;
             if let Some(ancestor) = ancestor {
-                let changed = conn
-                    .prepare_cached(
-                        "UPDATE sessions SET cost_micros = cost_micros + ?2 WHERE id = ?1",
-                    )?
-                    .execute(params![ancestor.as_str(), cost])?;
+                let changed = db.execute(
+"UPDATE sessions SET cost_micros = cost_micros + ?2 WHERE id = ?1",
+&args![ancestor.as_str(), cost])?;
                 one(changed, || format!("{}: no ancestor session {ancestor}", op_name(op)))?;
             }
             Ok(())
         }
         StoreOp::Title { session, title } => {
-            let changed = conn
-                .prepare_cached("UPDATE sessions SET title = ?2 WHERE id = ?1")?
-                .execute(params![session.as_str(), title])?;
+            let changed = db.execute(
+"UPDATE sessions SET title = ?2 WHERE id = ?1",
+&args![session.as_str(), title])?;
             one(changed, || format!("{}: no session {session}", op_name(op)))
         }
         StoreOp::SummaryMessage { session, id } => {
-            conn.prepare_cached(
-                "INSERT INTO messages (id, session, role) VALUES (?1, ?2, 'summary')",
-            )?
-            .execute(params![int(id.0, "message id")?, session.as_str()])?;
+            db.execute(
+"INSERT INTO messages (id, session, role) VALUES (?1, ?2, 'summary')",
+&args![int(id.0, "message id")?, session.as_str()])?;
             Ok(())
         }
         StoreOp::SummaryText { session, id, text } => message_update(
-            conn,
+            db,
             "UPDATE messages SET text = text || ?3, \
              rev = (SELECT value FROM counters WHERE name = 'revision') \
              WHERE id = ?1 AND session = ?2 AND role = 'summary'",
-            params![int(id.0, "message id")?, session.as_str(), text],
+            &args![int(id.0, "message id")?, session.as_str(), text],
             missing(id, "summary"),
         ),
         StoreOp::SummaryReset { session, id } => message_update(
-            conn,
+            db,
             "UPDATE messages SET text = '' WHERE id = ?1 AND session = ?2 AND role = 'summary'",
-            params![int(id.0, "message id")?, session.as_str()],
+            &args![int(id.0, "message id")?, session.as_str()],
             missing(id, "summary"),
         ),
         StoreOp::SummaryDone { session, id, completion_tokens } => {
             let mid = int(id.0, "message id")?;
             message_update(
-                conn,
+                db,
                 "UPDATE messages SET finish = ?3 \
                  WHERE id = ?1 AND session = ?2 AND role = 'summary'",
-                params![mid, session.as_str(), SUMMARY_DONE],
+                &args![mid, session.as_str(), SUMMARY_DONE],
                 missing(id, "summary"),
             )?;
-            let changed = conn
-                .prepare_cached(
-                    "UPDATE sessions SET summary_message = ?2, prompt_tokens = 0, \
+            let changed = db.execute(
+"UPDATE sessions SET summary_message = ?2, prompt_tokens = 0, \
                      completion_tokens = ?3 WHERE id = ?1",
-                )?
-                .execute(params![session.as_str(), mid, int(*completion_tokens, "token gauge")?])?;
+&args![session.as_str(), mid, int(*completion_tokens, "token gauge")?])?;
             one(changed, || format!("{}: no session {session}", op_name(op)))
         }
         StoreOp::SummaryFailed { session, id, title, message } => {
             let finish =
                 serde_json::json!({ "reason": "error", "title": title, "message": message });
             message_update(
-                conn,
+                db,
                 "UPDATE messages SET finish = ?3 \
                  WHERE id = ?1 AND session = ?2 AND role = 'summary'",
-                params![int(id.0, "message id")?, session.as_str(), finish.to_string()],
+                &args![int(id.0, "message id")?, session.as_str(), finish.to_string()],
                 missing(id, "summary"),
             )
         }
         StoreOp::SummaryDeleted { session, id } => message_update(
-            conn,
+            db,
             "DELETE FROM messages WHERE id = ?1 AND session = ?2 AND role = 'summary'",
-            params![int(id.0, "message id")?, session.as_str()],
+            &args![int(id.0, "message id")?, session.as_str()],
             missing(id, "summary"),
         ),
         // Coalesced updates are the host's debouncer's business: nothing to do here.
@@ -415,13 +391,11 @@ pub(super) fn finish_json(finish: &MessageFinish) -> Result<String, StoreError> 
 
 /// Says why a ledger change matched no row: no row for the sequence, another session's row,
 /// or a row in the wrong state.
-fn ledger_problem(conn: &Connection, op: &StoreOp, seq: u64, expected: &str) -> String {
+fn ledger_problem(db: &dyn Db, op: &StoreOp, seq: u64, expected: &str) -> String {
     let name = op_name(op);
     let found = i64::try_from(seq).ok().map(|s| {
-        conn.query_row("SELECT session, state FROM runs WHERE seq = ?1", [s], |r| {
-            Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
-        })
-        .optional()
+        db.row("SELECT session, state FROM runs WHERE seq = ?1", &[Arg::Int(s)])
+            .and_then(|r| r.map(|r| Ok((r.text(0)?, r.text(1)?))).transpose())
     });
     match found {
         None | Some(Ok(None)) => format!("{name}: the ledger has no row for sequence {seq}"),

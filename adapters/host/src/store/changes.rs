@@ -11,11 +11,11 @@
 //! in memory, so it works the same after a restart, and several processes reading one database
 //! agree on it (the revision is a column, not a counter in a process).
 
-use rusqlite::{OptionalExtension, params};
 use serde::{Deserialize, Serialize};
 use turnstile_core::{MessageId, SessionId};
 
 use super::StoreError;
+use super::sql::{Row, args, in_snapshot};
 use super::read::{Reader, SESSION_COLUMNS, raw_session, revision};
 use super::schema::{int, uint};
 use crate::record::{CompletionRecord, Cursor};
@@ -127,11 +127,13 @@ impl Reader {
     /// # Errors
     /// SQLite errors.
     pub fn position(&self) -> Result<Position, StoreError> {
-        let tx = self.conn.unchecked_transaction()?;
-        let now =
-            Position { cursor: super::read::newest_cursor(&tx)?, revision: revision(&tx)? + 1 };
-        tx.commit()?;
-        Ok(now)
+        let db = self.db();
+        in_snapshot(db, || {
+            Ok(Position {
+                cursor: super::read::newest_cursor(db)?,
+                revision: revision(db)? + 1,
+            })
+        })
     }
 
     /// What changed after `after`: every completion after its cursor (up to `limit`), and the
@@ -145,18 +147,19 @@ impl Reader {
     /// bounded amount at a time.
     ///
     /// # Errors
-    /// SQLite errors; [`StoreError::Corrupt`] for a row that does not parse.
+    /// The database's errors; [`StoreError::Corrupt`] for a row that does not parse.
     pub fn changes(&self, after: Position, limit: usize) -> Result<Changes, StoreError> {
-        let tx = self.conn.unchecked_transaction()?;
-        let snapshot = revision(&tx)?;
+        in_snapshot(self.db(), || self.changes_in(after, limit))
+    }
+
+    fn changes_in(&self, after: Position, limit: usize) -> Result<Changes, StoreError> {
+        let db = self.db();
+        let snapshot = revision(db)?;
         let from = int(after.revision, "revision")?;
         let cut = self.page_end(from, limit)?;
         let until = cut.unwrap_or(i64::MAX);
         let mut rows: Vec<Change> = self
-            .load_messages(
-                "SELECT id FROM messages WHERE rev >= ?1 AND rev < ?2",
-                &[&from, &until],
-            )?
+            .load_messages("SELECT id FROM messages WHERE rev >= ?1 AND rev < ?2", &args![from, until])?
             .into_iter()
             .map(|m| Change::Message {
                 session: m.session,
@@ -168,17 +171,13 @@ impl Reader {
             "SELECT {}, {STATE_COLUMNS} FROM sessions s WHERE s.rev >= ?1 AND s.rev < ?2",
             prefixed(SESSION_COLUMNS)
         );
-        let mut stmt = self.conn.prepare_cached(&sql)?;
-        let raws = stmt.query_map([from, until], raw_state)?.collect::<Result<Vec<_>, _>>()?;
-        drop(stmt);
-        for raw in raws {
-            rows.push(Change::Session(raw.parse()?));
+        for r in db.rows(&sql, &args![from, until])? {
+            rows.push(Change::Session(raw_state(&r)?.parse()?));
         }
         // Stable: within a revision, messages (in write order) come before sessions.
         rows.sort_by_key(Change::revision);
         if let Some(cut) = cut {
             // A page of rows: the completions wait for the page that ends at the snapshot.
-            tx.commit()?;
             let revision = uint(cut, "revision")?;
             return Ok(Changes {
                 rows,
@@ -193,9 +192,8 @@ impl Reader {
         let newest = if more {
             completions.last().map_or(after.cursor, |(c, _)| *c)
         } else {
-            super::read::newest_cursor(&tx)?.max(after.cursor)
+            super::read::newest_cursor(db)?.max(after.cursor)
         };
-        tx.commit()?;
         Ok(Changes {
             rows,
             completions,
@@ -210,34 +208,38 @@ impl Reader {
         let revs = "SELECT rev FROM messages WHERE rev >= ?1 \
                     UNION ALL SELECT rev FROM sessions WHERE rev >= ?1";
         let offset = i64::try_from(limit).unwrap_or(i64::MAX);
-        let beyond: Option<i64> = self
-            .conn
-            .prepare_cached(&format!("SELECT rev FROM ({revs}) ORDER BY rev LIMIT 1 OFFSET ?2"))?
-            .query_row(params![from, offset], |r| r.get(0))
-            .optional()?;
+        let db = self.db();
+        let beyond = db
+            .row(
+                &format!("SELECT rev FROM ({revs}) AS revs ORDER BY rev LIMIT 1 OFFSET ?2"),
+                &args![from, offset],
+            )?
+            .map(|r| r.int(0))
+            .transpose()?;
         let Some(beyond) = beyond else { return Ok(None) };
         if beyond > from {
             return Ok(Some(beyond));
         }
         // The first revision alone is over the limit: it comes whole, up to the next one.
-        let next: Option<i64> = self
-            .conn
-            .prepare_cached(&format!("SELECT min(rev) FROM ({revs}) WHERE rev > ?1"))?
-            .query_row(params![from], |r| r.get(0))?;
+        let next = db
+            .row(&format!("SELECT min(rev) FROM ({revs}) AS revs WHERE rev > ?1"), &args![from])?
+            .map(|r| r.opt_int(0))
+            .transpose()?
+            .flatten();
         Ok(next)
     }
 
     /// One session's current state, if the store holds it.
     ///
     /// # Errors
-    /// SQLite errors; [`StoreError::Corrupt`] for a row that does not parse.
+    /// The database's errors; [`StoreError::Corrupt`] for a row that does not parse.
     pub fn session_state(&self, id: &SessionId) -> Result<Option<SessionState>, StoreError> {
         let sql = format!(
             "SELECT {}, {STATE_COLUMNS} FROM sessions s WHERE s.id = ?1",
             prefixed(SESSION_COLUMNS)
         );
-        let raw = self.conn.prepare_cached(&sql)?.query_row([id.as_str()], raw_state).optional()?;
-        raw.map(RawState::parse).transpose()
+        let row = self.db().row(&sql, &args![id.as_str()])?;
+        row.map(|r| raw_state(&r)?.parse()).transpose()
     }
 
     /// A page of a session's messages in write order: up to `limit` after the message
@@ -245,29 +247,32 @@ impl Reader {
     /// session.
     ///
     /// # Errors
-    /// SQLite errors; [`StoreError::Corrupt`] for a row that does not parse.
+    /// The database's errors; [`StoreError::Corrupt`] for a row that does not parse.
     pub fn messages_page(
         &self,
         session: &SessionId,
         after: Option<MessageId>,
         limit: usize,
     ) -> Result<Option<Vec<StoredMessage>>, StoreError> {
-        let tx = self.conn.unchecked_transaction()?;
-        let after_ord: Option<i64> = match after {
-            None => Some(0),
-            Some(id) => self
-                .conn
-                .prepare_cached("SELECT ord FROM messages WHERE id = ?1 AND session = ?2")?
-                .query_row(params![int(id.0, "message id")?, session.as_str()], |r| r.get(0))
-                .optional()?,
-        };
-        let Some(after_ord) = after_ord else { return Ok(None) };
-        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let chosen =
-            "SELECT id FROM messages WHERE session = ?1 AND ord > ?2 ORDER BY ord LIMIT ?3";
-        let page = self.load_messages(chosen, &[&session.as_str(), &after_ord, &limit])?;
-        tx.commit()?;
-        Ok(Some(page.into_iter().map(|m| m.message).collect()))
+        let db = self.db();
+        in_snapshot(db, || {
+            let after_ord = match after {
+                None => Some(0),
+                Some(id) => db
+                    .row(
+                        "SELECT ord FROM messages WHERE id = ?1 AND session = ?2",
+                        &args![int(id.0, "message id")?, session.as_str()],
+                    )?
+                    .map(|r| r.int(0))
+                    .transpose()?,
+            };
+            let Some(after_ord) = after_ord else { return Ok(None) };
+            let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+            let chosen =
+                "SELECT id FROM messages WHERE session = ?1 AND ord > ?2 ORDER BY ord LIMIT ?3";
+            let page = self.load_messages(chosen, &args![session.as_str(), after_ord, limit])?;
+            Ok(Some(page.into_iter().map(|m| m.message).collect()))
+        })
     }
 }
 
@@ -285,14 +290,14 @@ struct RawState {
     summarizing: bool,
 }
 
-fn raw_state(r: &rusqlite::Row<'_>) -> rusqlite::Result<RawState> {
+fn raw_state(r: &Row) -> Result<RawState, StoreError> {
     Ok(RawState {
         session: raw_session(r)?,
-        rev: r.get(7)?,
-        messages: r.get(8)?,
-        unfinished: r.get(9)?,
-        waiting: r.get(10)?,
-        summarizing: r.get(11)?,
+        rev: r.int(7)?,
+        messages: r.int(8)?,
+        unfinished: r.int(9)?,
+        waiting: r.int(10)?,
+        summarizing: r.flag(11)?,
     })
 }
 

@@ -22,15 +22,30 @@ pub enum Location {
     /// connection opened on the same [`MemoryDisk`]. A simulated crash kills the host but not
     /// the disk, so what was committed is there for the next `Store::open`, as on a real disk.
     Memory(MemoryDisk),
+    /// A PostgreSQL database, by its URL (`postgres://user@host:port/database`, or
+    /// `postgresql://...`). Its owner lock is an advisory lock held by the writer's
+    /// connection.
+    Postgres(String),
 }
 
 impl Location {
+    /// Where a user named a store: a `postgres://` or `postgresql://` URL is PostgreSQL,
+    /// anything else a file path (SQLite).
+    #[must_use]
+    pub fn parse(text: &str) -> Location {
+        if is_postgres_url(text) {
+            Location::Postgres(text.to_owned())
+        } else {
+            Location::File(PathBuf::from(text))
+        }
+    }
+
     /// The file, for a file store.
     #[must_use]
     pub fn file(&self) -> Option<&Path> {
         match self {
             Location::File(p) => Some(p),
-            Location::Memory(_) => None,
+            Location::Memory(_) | Location::Postgres(_) => None,
         }
     }
 
@@ -52,6 +67,9 @@ impl Location {
             Location::Memory(disk) => {
                 Connection::open_with_flags(&disk.inner.uri, flags).map_err(opening)?
             }
+            Location::Postgres(url) => {
+                return Err(StoreError::Corrupt(format!("{}: not a SQLite store", redact(url))));
+            }
         };
         // The query planner stability guarantee: a plan never depends on a bound value, so a
         // cached statement is compiled once, not again at every rebinding (SQLite re-compiles
@@ -63,7 +81,7 @@ impl Location {
     /// The journal mode a writer sets: WAL for files; memdb databases journal in memory.
     pub(crate) fn journal_mode(&self) -> &'static str {
         match self {
-            Location::File(_) => "WAL",
+            Location::File(_) | Location::Postgres(_) => "WAL",
             Location::Memory(_) => "MEMORY",
         }
     }
@@ -79,7 +97,36 @@ impl Location {
                 }
                 Ok(OwnerLock::Memory(disk.clone()))
             }
+            Location::Postgres(url) => Err(StoreError::Corrupt(format!(
+                "{}: a PostgreSQL store's lock is its connection's",
+                redact(url)
+            ))),
         }
+    }
+}
+
+/// True for a `postgres://` or `postgresql://` URL.
+#[must_use]
+pub fn is_postgres_url(text: &str) -> bool {
+    let lower = text.trim_start().to_ascii_lowercase();
+    lower.starts_with("postgres://") || lower.starts_with("postgresql://")
+}
+
+/// A database URL without its password, for messages and logs.
+#[must_use]
+pub fn redact(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else { return url.to_owned() };
+    let (authority, path) = rest.split_once('/').map_or((rest, None), |(a, p)| (a, Some(p)));
+    let authority = match authority.rsplit_once('@') {
+        Some((user, host)) => match user.split_once(':') {
+            Some((name, _password)) => format!("{name}:***@{host}"),
+            None => format!("{user}@{host}"),
+        },
+        None => authority.to_owned(),
+    };
+    match path {
+        Some(p) => format!("{scheme}://{authority}/{p}"),
+        None => format!("{scheme}://{authority}"),
     }
 }
 
@@ -88,6 +135,7 @@ impl std::fmt::Display for Location {
         match self {
             Location::File(p) => write!(f, "{}", p.display()),
             Location::Memory(disk) => write!(f, "memory:{}", disk.inner.name),
+            Location::Postgres(url) => f.write_str(&redact(url)),
         }
     }
 }

@@ -12,9 +12,12 @@ mod apply;
 mod changes;
 mod faults;
 mod location;
+#[cfg(not(madsim))]
+mod postgres;
 mod read;
 mod recovery;
 mod schema;
+pub(crate) mod sql;
 // The ledger's names of modes and outcomes, which the logs use too.
 pub(crate) use schema::{mode_text, outcome_text};
 #[cfg(test)]
@@ -22,7 +25,7 @@ mod tests;
 
 use std::path::PathBuf;
 
-use rusqlite::Connection;
+use sql::Db;
 use turnstile_core::{Attachment, CallId, MessageId, Mode, RunId, Seq, SessionId, Start, StoreOp};
 
 pub use changes::{Change, Changes, Position, SessionState};
@@ -124,6 +127,16 @@ pub enum StoreError {
     },
     /// SQLite failed on an open store (locked, disk full, read-only, corrupt, ...).
     Sqlite(rusqlite::Error),
+    /// PostgreSQL failed, or could not be reached: "PostgreSQL `<database>`: `<error>`" (the
+    /// database's own message, with its SQLSTATE code, when the server sent one).
+    Postgres {
+        /// Where the database is (its URL without the password).
+        database: String,
+        /// What failed.
+        message: String,
+        /// The SQLSTATE code the server sent, if any (`40001`, `57P01`, ...).
+        code: Option<String>,
+    },
     /// The file system failed: "cannot `<action>` `<path>`: `<error>`", for example "cannot
     /// open the lock file /data/agent.db.lock: Permission denied (os error 13)".
     Io {
@@ -150,7 +163,7 @@ impl StoreError {
     pub(crate) fn opening(location: &Location, source: rusqlite::Error) -> StoreError {
         match location {
             Location::File(path) => StoreError::Open { path: path.clone(), source },
-            Location::Memory(_) => StoreError::Sqlite(source),
+            Location::Memory(_) | Location::Postgres(_) => StoreError::Sqlite(source),
         }
     }
 }
@@ -163,6 +176,10 @@ impl std::fmt::Display for StoreError {
                 write!(f, "cannot open the store {}: {source}", path.display())
             }
             StoreError::Sqlite(e) => write!(f, "{e}"),
+            StoreError::Postgres { database, message, code } => match code {
+                Some(code) => write!(f, "PostgreSQL {database}: {message} (SQLSTATE {code})"),
+                None => write!(f, "PostgreSQL {database}: {message}"),
+            },
             StoreError::Io { path, action, source } => {
                 write!(f, "cannot {action} {}: {source}", path.display())
             }
@@ -179,7 +196,10 @@ impl std::error::Error for StoreError {
         match self {
             StoreError::Open { source, .. } | StoreError::Sqlite(source) => Some(source),
             StoreError::Io { source, .. } => Some(source),
-            StoreError::InUse | StoreError::Corrupt(_) | StoreError::Cancelled => None,
+            StoreError::InUse
+            | StoreError::Postgres { .. }
+            | StoreError::Corrupt(_)
+            | StoreError::Cancelled => None,
         }
     }
 }
@@ -193,6 +213,10 @@ impl PartialEq for StoreError {
                 p == q && a == b
             }
             (StoreError::Sqlite(a), StoreError::Sqlite(b)) => a == b,
+            (
+                StoreError::Postgres { database: d, message: m, code: c },
+                StoreError::Postgres { database: e, message: n, code: k },
+            ) => d == e && m == n && c == k,
             (
                 StoreError::Io { path: p, action: x, source: a },
                 StoreError::Io { path: q, action: y, source: b },
@@ -287,7 +311,7 @@ pub struct Opened {
 /// The single writer of a store, holding the owner lock while it lives.
 #[derive(Debug)]
 pub struct Store {
-    conn: rusqlite::Connection,
+    conn: Conn,
     config: StoreConfig,
     /// The newest ledger cursor committed (0 for none). Advanced only by a commit that
     /// succeeded, so a failed commit hands out the same cursors again.
@@ -295,8 +319,30 @@ pub struct Store {
     /// The newest revision committed (SPEC 9's change order; see `schema`). Advanced only by
     /// a commit that succeeded.
     revision: u64,
-    /// Held for the store's life: the exclusive owner lock.
-    _lock: location::OwnerLock,
+    /// Held for the store's life: the exclusive owner lock (a PostgreSQL store's is held by
+    /// its connection).
+    _lock: Option<location::OwnerLock>,
+}
+
+/// A connection of one of the two stores.
+#[derive(Debug)]
+pub(crate) enum Conn {
+    /// SQLite (a file or an in-memory disk).
+    Sqlite(rusqlite::Connection),
+    /// PostgreSQL.
+    #[cfg(not(madsim))]
+    Postgres(postgres::PgConn),
+}
+
+impl Conn {
+    /// The connection as the shared SQL's [`Db`].
+    pub(crate) fn db(&self) -> &dyn Db {
+        match self {
+            Conn::Sqlite(c) => c,
+            #[cfg(not(madsim))]
+            Conn::Postgres(c) => c,
+        }
+    }
 }
 
 /// Prepared statements kept per connection: every statement of `apply` and `recovery` fits.
@@ -315,6 +361,9 @@ impl Store {
     /// SQLite cannot open it (or it is not a database); [`StoreError::Corrupt`] for a schema
     /// newer than this code or rows that do not parse; SQLite errors.
     pub fn open(config: &StoreConfig) -> Result<Opened, StoreError> {
+        if let Location::Postgres(url) = &config.location {
+            return Store::open_postgres(config, url);
+        }
         let lock = config.location.lock()?;
         let mut conn = config.location.connect(true)?;
         // The first statements read the file: a file that is not a database fails here, and
@@ -338,11 +387,35 @@ impl Store {
         conn.pragma_update(None, "foreign_keys", true)?;
         conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
         schema::migrate(&mut conn)?;
-        let mut last_cursor = read::newest_cursor(&conn)?.0;
-        let armed = config.armed();
-        let recovered = recovery::recover(&mut conn, &mut last_cursor, armed)?;
-        let start = read::start(&conn)?;
-        let revision = read::revision(&conn)?;
+        Store::recover(Conn::Sqlite(conn), config, Some(lock))
+    }
+
+    /// Opens a PostgreSQL store: its owner lock is an advisory lock of the writer's
+    /// connection, taken before anything else.
+    #[cfg(not(madsim))]
+    fn open_postgres(config: &StoreConfig, url: &str) -> Result<Opened, StoreError> {
+        let conn = postgres::PgConn::connect(url)?;
+        conn.lock_owner()?;
+        conn.migrate()?;
+        Store::recover(Conn::Postgres(conn), config, None)
+    }
+
+    #[cfg(madsim)]
+    fn open_postgres(_: &StoreConfig, url: &str) -> Result<Opened, StoreError> {
+        Err(StoreError::Corrupt(format!("{url}: the simulator's build has no PostgreSQL store")))
+    }
+
+    /// Runs recovery on a migrated store it owns, and says what the engine starts from.
+    fn recover(
+        conn: Conn,
+        config: &StoreConfig,
+        lock: Option<location::OwnerLock>,
+    ) -> Result<Opened, StoreError> {
+        let db = conn.db();
+        let mut last_cursor = read::newest_cursor(db)?.0;
+        let recovered = recovery::recover(db, &mut last_cursor, config.armed())?;
+        let start = read::start(db)?;
+        let revision = read::revision(db)?;
         let store = Store { conn, config: config.clone(), last_cursor, revision, _lock: lock };
         Ok(Opened { store, start, recovered })
     }
@@ -363,11 +436,12 @@ impl Store {
         if let Some(f) = fault.filter(|f| !f.after_apply()) {
             return Err(f.error());
         }
-        let result = apply_all(&self.conn, txns, self.last_cursor, self.revision, fault);
-        if !self.conn.is_autocommit() {
+        let db = self.conn.db();
+        let result = apply_all(db, txns, self.last_cursor, self.revision, fault);
+        if result.is_err() {
             // A failure after BEGIN (a write, an injected fault, COMMIT itself): undo it all,
             // so the next commit can begin. The rollback's own error adds nothing.
-            let _ = self.conn.prepare_cached("ROLLBACK").and_then(|mut s| s.execute([]));
+            db.rollback();
         }
         let (cursors, revision) = result?;
         self.revision = revision;
@@ -404,8 +478,15 @@ impl Store {
     /// SQLite errors of the checkpoint or the close; the lock is released either way.
     pub fn close(self) -> Result<(), StoreError> {
         let Store { conn, _lock: lock, .. } = self;
-        conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
-        conn.close().map_err(|(_, e)| StoreError::Sqlite(e))?;
+        match conn {
+            Conn::Sqlite(conn) => {
+                conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
+                conn.close().map_err(|(_, e)| StoreError::Sqlite(e))?;
+            }
+            // Closing the connection releases its advisory lock.
+            #[cfg(not(madsim))]
+            Conn::Postgres(conn) => drop(conn),
+        }
         drop(lock);
         Ok(())
     }
@@ -415,14 +496,14 @@ impl Store {
 /// revision. On an error the transaction is left open for the caller to roll back. BEGIN and
 /// COMMIT are cached statements like every other, so a commit compiles nothing.
 fn apply_all(
-    conn: &Connection,
+    db: &dyn Db,
     txns: &[Txn],
     last_cursor: u64,
     last_revision: u64,
     fault: Option<Fault>,
 ) -> Result<(Vec<Cursor>, u64), StoreError> {
-    conn.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
-    let revision = schema::bump_revision(conn)?;
+    db.begin_write()?;
+    let revision = schema::bump_revision(db)?;
     if revision != last_revision + 1 {
         // Another writer committed to this store: the owner lock was bypassed.
         return Err(StoreError::Corrupt(format!(
@@ -433,12 +514,12 @@ fn apply_all(
     let mut cursors = apply::Cursors { last: last_cursor, assigned: Vec::new() };
     for txn in txns {
         for w in &txn.writes {
-            apply::write(conn, w, &mut cursors)?;
+            apply::write(db, w, &mut cursors)?;
         }
     }
     if let Some(f) = fault {
         return Err(f.error());
     }
-    conn.prepare_cached("COMMIT")?.execute([])?;
+    db.commit()?;
     Ok((cursors.assigned, revision))
 }

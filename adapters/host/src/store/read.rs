@@ -6,14 +6,14 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::time::Duration;
 
-use rusqlite::{Connection, OptionalExtension, Row, params};
 use serde::{Deserialize, Serialize};
 use turnstile_core::{
     Attachment, CallId, Fingerprint, KnownRun, MessageId, Mode, RunId, Seq, SessionId, Start,
 };
 
 use super::schema::{int, parse_json, parse_mode, parse_outcome, uint};
-use super::{Location, StoreError};
+use super::sql::{Arg, Db, Row, args};
+use super::{Conn, Location, StoreError};
 use crate::record::{CompletionRecord, Cursor};
 
 /// How long a connection waits for a lock before failing with SQLITE_BUSY: short, because the
@@ -23,7 +23,7 @@ pub(super) const BUSY_TIMEOUT: Duration = Duration::from_millis(100);
 /// A read-only connection to a store. `Send`: move it to the thread that reads.
 #[derive(Debug)]
 pub struct Reader {
-    pub(super) conn: Connection,
+    pub(super) conn: Conn,
 }
 
 /// Why [`Reader::integrity_check`] did not pass.
@@ -260,6 +260,9 @@ impl Reader {
     /// [`StoreError::Open`] naming the file (no such file, not a database, no permission); for
     /// an in-memory disk, SQLite's error.
     pub fn open_at(location: &Location) -> Result<Reader, StoreError> {
+        if let Location::Postgres(url) = location {
+            return Reader::open_postgres(url);
+        }
         // Read-write at the file level (a WAL reader may need to write the -shm index), but
         // `query_only` refuses every write.
         let conn = location.connect(false)?;
@@ -267,7 +270,22 @@ impl Reader {
         conn.busy_timeout(BUSY_TIMEOUT).map_err(opening)?;
         conn.pragma_update(None, "query_only", true).map_err(opening)?;
         conn.set_prepared_statement_cache_capacity(32);
-        Ok(Reader { conn })
+        Ok(Reader { conn: Conn::Sqlite(conn) })
+    }
+
+    #[cfg(not(madsim))]
+    fn open_postgres(url: &str) -> Result<Reader, StoreError> {
+        Ok(Reader { conn: Conn::Postgres(super::postgres::PgConn::connect_reader(url)?) })
+    }
+
+    #[cfg(madsim)]
+    fn open_postgres(url: &str) -> Result<Reader, StoreError> {
+        Err(StoreError::Corrupt(format!("{url}: the simulator's build has no PostgreSQL store")))
+    }
+
+    /// The connection, as the shared SQL's.
+    pub(super) fn db(&self) -> &dyn Db {
+        self.conn.db()
     }
 
     /// One session, if it exists.
@@ -276,9 +294,8 @@ impl Reader {
     /// SQLite errors; [`StoreError::Corrupt`] for a row that does not parse.
     pub fn session(&self, id: &SessionId) -> Result<Option<SessionRow>, StoreError> {
         let sql = format!("SELECT {SESSION_COLUMNS} FROM sessions WHERE id = ?1");
-        let raw =
-            self.conn.prepare_cached(&sql)?.query_row([id.as_str()], raw_session).optional()?;
-        raw.map(RawSession::parse).transpose()
+        let row = self.db().row(&sql, &args![id.as_str()])?;
+        row.map(|r| raw_session(&r)?.parse()).transpose()
     }
 
     /// Every session, in creation order.
@@ -287,9 +304,7 @@ impl Reader {
     /// SQLite errors; [`StoreError::Corrupt`] for a row that does not parse.
     pub fn sessions(&self) -> Result<Vec<SessionRow>, StoreError> {
         let sql = format!("SELECT {SESSION_COLUMNS} FROM sessions ORDER BY created");
-        let mut stmt = self.conn.prepare_cached(&sql)?;
-        let raws = stmt.query_map([], raw_session)?.collect::<Result<Vec<_>, _>>()?;
-        raws.into_iter().map(RawSession::parse).collect()
+        self.db().rows(&sql, &[])?.iter().map(|r| raw_session(r)?.parse()).collect()
     }
 
     /// What each session did, for a list of sessions: its messages, its submissions and when
@@ -299,28 +314,22 @@ impl Reader {
     /// # Errors
     /// SQLite errors; [`StoreError::Corrupt`] for a row that does not parse.
     pub fn activity(&self, children: bool) -> Result<Vec<SessionActivity>, StoreError> {
-        let mut stmt = self.conn.prepare_cached(
+        let rows = self.db().rows(
             "SELECT s.id, \
                     (SELECT count(*) FROM messages m WHERE m.session = s.id), \
                     (SELECT count(*) FROM runs r WHERE r.session = s.id), \
                     (SELECT max(r.seq) FROM runs r WHERE r.session = s.id), \
                     (SELECT max(coalesce(r.finished_at, r.accepted_at)) FROM runs r \
                      WHERE r.session = s.id) \
-             FROM sessions s WHERE ?1 OR s.parent IS NULL \
+             FROM sessions s WHERE ?1 = 1 OR s.parent IS NULL \
              ORDER BY coalesce((SELECT max(r.seq) FROM runs r WHERE r.session = s.id), 0) DESC, \
                       s.created DESC",
+            &args![children],
         )?;
-        let rows = stmt
-            .query_map([children], |r| {
-                Ok((
-                    r.get::<_, String>(0)?,
-                    r.get::<_, i64>(1)?,
-                    r.get::<_, i64>(2)?,
-                    r.get::<_, Option<i64>>(3)?,
-                    r.get::<_, Option<i64>>(4)?,
-                ))
-            })?
-            .collect::<Result<Vec<_>, _>>()?;
+        let rows = rows
+            .iter()
+            .map(|r| Ok((r.text(0)?, r.int(1)?, r.int(2)?, r.opt_int(3)?, r.opt_int(4)?)))
+            .collect::<Result<Vec<_>, StoreError>>()?;
         let mut out = Vec::with_capacity(rows.len());
         for (id, messages, runs, newest, at) in rows {
             let id = SessionId::new(id);
@@ -342,15 +351,12 @@ impl Reader {
     /// # Errors
     /// SQLite errors.
     pub fn latest_session(&self) -> Result<Option<SessionId>, StoreError> {
-        let id: Option<String> = self
-            .conn
-            .prepare_cached(
-                "SELECT r.session FROM runs r JOIN sessions s ON s.id = r.session \
-                 WHERE s.parent IS NULL ORDER BY r.seq DESC LIMIT 1",
-            )?
-            .query_row([], |r| r.get(0))
-            .optional()?;
-        Ok(id.map(SessionId::new))
+        let row = self.db().row(
+            "SELECT r.session FROM runs r JOIN sessions s ON s.id = r.session \
+             WHERE s.parent IS NULL ORDER BY r.seq DESC LIMIT 1",
+            &[],
+        )?;
+        Ok(row.map(|r| r.text(0)).transpose()?.map(SessionId::new))
     }
 
     /// Every message of the session, in write order, with its calls and results.
@@ -359,7 +365,7 @@ impl Reader {
     /// SQLite errors; [`StoreError::Corrupt`] for a row that does not parse.
     pub fn messages(&self, session: &SessionId) -> Result<Vec<StoredMessage>, StoreError> {
         let chosen = "SELECT id FROM messages WHERE session = ?1";
-        let loaded = self.load_messages(chosen, &[&session.as_str()])?;
+        let loaded = self.load_messages(chosen, &args![session.as_str()])?;
         Ok(loaded.into_iter().map(|m| m.message).collect())
     }
 
@@ -368,22 +374,21 @@ impl Reader {
     pub(super) fn load_messages(
         &self,
         chosen: &str,
-        params: &[&dyn rusqlite::ToSql],
+        params: &[Arg<'_>],
     ) -> Result<Vec<LoadedMessage>, StoreError> {
+        let db = self.db();
         let mut messages = Vec::new();
         let mut index = HashMap::new();
         let sql = format!(
             "WITH chosen(id) AS ({chosen}) \
              SELECT m.id, m.seq, m.role, m.text, m.attachments, m.synthetic, m.reasoning, \
              m.reasoning_signature, m.reasoning_done, m.finish, m.session, m.rev \
-             FROM messages m WHERE m.id IN chosen ORDER BY m.ord"
+             FROM messages m WHERE m.id IN (SELECT id FROM chosen) ORDER BY m.ord"
         );
-        let mut stmt = self.conn.prepare_cached(&sql)?;
-        let mut rows = stmt.query(params)?;
-        while let Some(r) = rows.next()? {
-            let id: i64 = r.get(0)?;
+        for r in db.rows(&sql, params)? {
+            let id = r.int(0)?;
             let what = format!("messages row {id}");
-            let role: String = r.get(2)?;
+            let role = r.text(2)?;
             let role = match role.as_str() {
                 "user" => StoredRole::User,
                 "assistant" => StoredRole::Assistant,
@@ -392,73 +397,59 @@ impl Reader {
                     return Err(StoreError::Corrupt(format!("{what} role: unknown {other:?}")));
                 }
             };
-            let attachments: String = r.get(4)?;
-            let finish: Option<String> = r.get(9)?;
+            let attachments = r.text(4)?;
+            let finish = r.opt_text(9)?;
             index.insert(id, messages.len());
             let message = StoredMessage {
                 id: MessageId(uint(id, &format!("{what} id"))?),
-                seq: r
-                    .get::<_, Option<i64>>(1)?
-                    .map(|s| uint(s, &format!("{what} seq")))
-                    .transpose()?
-                    .map(Seq),
+                seq: r.opt_int(1)?.map(|s| uint(s, &format!("{what} seq"))).transpose()?.map(Seq),
                 role,
-                text: r.get(3)?,
+                text: r.text(3)?,
                 attachments: parse_json(&attachments, &format!("{what} attachments"))?,
-                synthetic: r.get(5)?,
-                reasoning: r.get(6)?,
-                reasoning_signature: r.get(7)?,
-                reasoning_done: r.get(8)?,
+                synthetic: r.flag(5)?,
+                reasoning: r.opt_text(6)?,
+                reasoning_signature: r.opt_text(7)?,
+                reasoning_done: r.flag(8)?,
                 finish: finish.map(|f| parse_json(&f, &format!("{what} finish"))).transpose()?,
                 calls: Vec::new(),
                 results: Vec::new(),
             };
             messages.push(LoadedMessage {
-                session: SessionId::new(r.get::<_, String>(10)?),
-                revision: uint(r.get(11)?, &format!("{what} rev"))?,
+                session: SessionId::new(r.text(10)?),
+                revision: uint(r.int(11)?, &format!("{what} rev"))?,
                 message,
             });
         }
-        drop(rows);
-        drop(stmt);
         let sql = format!(
             "WITH chosen(id) AS ({chosen}) \
              SELECT c.message, c.call, c.name, c.input, c.finished, c.raw_input \
-             FROM tool_calls c WHERE c.message IN chosen ORDER BY c.message, c.ord"
+             FROM tool_calls c WHERE c.message IN (SELECT id FROM chosen) ORDER BY c.message, c.ord"
         );
-        let mut stmt = self.conn.prepare_cached(&sql)?;
-        let mut rows = stmt.query(params)?;
-        while let Some(r) = rows.next()? {
-            let message: i64 = r.get(0)?;
+        for r in db.rows(&sql, params)? {
             let call = StoredCall {
-                call: CallId::new(r.get::<_, String>(1)?),
-                name: r.get(2)?,
-                input: r.get(3)?,
-                finished: r.get(4)?,
-                raw_input: r.get(5)?,
+                call: CallId::new(r.text(1)?),
+                name: r.text(2)?,
+                input: r.opt_text(3)?,
+                finished: r.flag(4)?,
+                raw_input: r.opt_text(5)?,
             };
-            if let Some(&i) = index.get(&message) {
+            if let Some(&i) = index.get(&r.int(0)?) {
                 messages[i].message.calls.push(call);
             }
         }
-        drop(rows);
-        drop(stmt);
         let sql = format!(
             "WITH chosen(id) AS ({chosen}) \
              SELECT r.message, r.call, r.content, r.is_error, r.synthetic \
-             FROM tool_results r WHERE r.message IN chosen ORDER BY r.ord"
+             FROM tool_results r WHERE r.message IN (SELECT id FROM chosen) ORDER BY r.ord"
         );
-        let mut stmt = self.conn.prepare_cached(&sql)?;
-        let mut rows = stmt.query(params)?;
-        while let Some(r) = rows.next()? {
-            let message: i64 = r.get(0)?;
+        for r in db.rows(&sql, params)? {
             let result = StoredResult {
-                call: CallId::new(r.get::<_, String>(1)?),
-                content: r.get(2)?,
-                is_error: r.get(3)?,
-                synthetic: r.get(4)?,
+                call: CallId::new(r.text(1)?),
+                content: r.text(2)?,
+                is_error: r.flag(3)?,
+                synthetic: r.flag(4)?,
             };
-            if let Some(&i) = index.get(&message) {
+            if let Some(&i) = index.get(&r.int(0)?) {
                 messages[i].message.results.push(result);
             }
         }
@@ -471,9 +462,8 @@ impl Reader {
     /// SQLite errors; [`StoreError::Corrupt`] for a row that does not parse.
     pub fn run(&self, run_id: &RunId) -> Result<Option<RunRow>, StoreError> {
         let sql = format!("SELECT {RUN_COLUMNS} FROM runs WHERE run_id = ?1");
-        let raw =
-            self.conn.prepare_cached(&sql)?.query_row([run_id.as_str()], raw_run).optional()?;
-        raw.map(RawRun::parse).transpose()
+        let row = self.db().row(&sql, &args![run_id.as_str()])?;
+        row.map(|r| raw_run(&r)?.parse()).transpose()
     }
 
     /// The ledger row of a sequence.
@@ -482,12 +472,8 @@ impl Reader {
     /// SQLite errors; [`StoreError::Corrupt`] for a row that does not parse.
     pub fn run_by_seq(&self, seq: Seq) -> Result<Option<RunRow>, StoreError> {
         let sql = format!("SELECT {RUN_COLUMNS} FROM runs WHERE seq = ?1");
-        let raw = self
-            .conn
-            .prepare_cached(&sql)?
-            .query_row([int(seq.0, "sequence")?], raw_run)
-            .optional()?;
-        raw.map(RawRun::parse).transpose()
+        let row = self.db().row(&sql, &args![int(seq.0, "sequence")?])?;
+        row.map(|r| raw_run(&r)?.parse()).transpose()
     }
 
     /// Every ledger row, in sequence order.
@@ -496,9 +482,7 @@ impl Reader {
     /// SQLite errors; [`StoreError::Corrupt`] for a row that does not parse.
     pub fn runs(&self) -> Result<Vec<RunRow>, StoreError> {
         let sql = format!("SELECT {RUN_COLUMNS} FROM runs ORDER BY seq");
-        let mut stmt = self.conn.prepare_cached(&sql)?;
-        let raws = stmt.query_map([], raw_run)?.collect::<Result<Vec<_>, _>>()?;
-        raws.into_iter().map(RawRun::parse).collect()
+        self.db().rows(&sql, &[])?.iter().map(|r| raw_run(r)?.parse()).collect()
     }
 
     /// Up to `limit` completions recorded after `after`, in cursor order: how a subscriber
@@ -511,17 +495,14 @@ impl Reader {
         after: Cursor,
         limit: usize,
     ) -> Result<Vec<(Cursor, CompletionRecord)>, StoreError> {
-        let mut stmt = self.conn.prepare_cached(
-            "SELECT cursor, completion FROM runs WHERE cursor > ?1 ORDER BY cursor LIMIT ?2",
-        )?;
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let raws = stmt
-            .query_map(params![int(after.0, "cursor")?, limit], |r| {
-                Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?))
-            })?
-            .collect::<Result<Vec<_>, _>>()?;
-        raws.into_iter()
-            .map(|(cursor, json)| {
+        let rows = self.db().rows(
+            "SELECT cursor, completion FROM runs WHERE cursor > ?1 ORDER BY cursor LIMIT ?2",
+            &args![int(after.0, "cursor")?, limit],
+        )?;
+        rows.iter()
+            .map(|r| {
+                let (cursor, json) = (r.int(0)?, r.text(1)?);
                 let what = format!("runs row with cursor {cursor}");
                 let record = parse_json(&json, &format!("{what} completion"))?;
                 Ok((Cursor(uint(cursor, &what)?), record))
@@ -534,7 +515,7 @@ impl Reader {
     /// # Errors
     /// SQLite errors.
     pub fn newest_cursor(&self) -> Result<Cursor, StoreError> {
-        newest_cursor(&self.conn)
+        newest_cursor(self.db())
     }
 
     /// `PRAGMA integrity_check` and `PRAGMA foreign_key_check`: `Ok` when both are clean.
@@ -548,26 +529,14 @@ impl Reader {
     }
 
     fn integrity_problems(&self) -> Result<Vec<IntegrityProblem>, StoreError> {
-        let mut problems = Vec::new();
-        let mut stmt = self.conn.prepare("PRAGMA integrity_check")?;
-        for line in stmt.query_map([], |r| r.get::<_, String>(0))? {
-            let line = line?;
-            if line != "ok" {
-                problems.push(IntegrityProblem::Damage(line));
-            }
+        match &self.conn {
+            Conn::Sqlite(conn) => sqlite_integrity_problems(conn),
+            // PostgreSQL checks its pages and enforces the references itself; what is left to
+            // check is that every reference names a row (a constraint dropped by hand, or
+            // rows restored without them).
+            #[cfg(not(madsim))]
+            Conn::Postgres(conn) => conn.reference_problems(),
         }
-        let mut stmt = self.conn.prepare("PRAGMA foreign_key_check")?;
-        let rows = stmt.query_map([], |r| {
-            Ok(IntegrityProblem::ForeignKey {
-                table: r.get(0)?,
-                rowid: r.get(1)?,
-                parent: r.get(2)?,
-            })
-        })?;
-        for p in rows {
-            problems.push(p?);
-        }
-        Ok(problems)
     }
 
     /// The ways the session's history is not protocol-legal (SPEC 4.9), one human-readable
@@ -612,17 +581,41 @@ impl Reader {
     }
 }
 
+/// `PRAGMA integrity_check` and `PRAGMA foreign_key_check`.
+fn sqlite_integrity_problems(
+    conn: &rusqlite::Connection,
+) -> Result<Vec<IntegrityProblem>, StoreError> {
+    let mut problems = Vec::new();
+    let mut stmt = conn.prepare("PRAGMA integrity_check")?;
+    for line in stmt.query_map([], |r| r.get::<_, String>(0))? {
+        let line = line?;
+        if line != "ok" {
+            problems.push(IntegrityProblem::Damage(line));
+        }
+    }
+    let mut stmt = conn.prepare("PRAGMA foreign_key_check")?;
+    let rows = stmt.query_map([], |r| {
+        Ok(IntegrityProblem::ForeignKey { table: r.get(0)?, rowid: r.get(1)?, parent: r.get(2)? })
+    })?;
+    for p in rows {
+        problems.push(p?);
+    }
+    Ok(problems)
+}
+
 /// The newest cursor recorded; `Cursor(0)` when none.
-pub(super) fn newest_cursor(conn: &Connection) -> Result<Cursor, StoreError> {
-    let max: Option<i64> = conn.query_row("SELECT max(cursor) FROM runs", [], |r| r.get(0))?;
-    Ok(Cursor(max.map(|c| uint(c, "runs cursor")).transpose()?.unwrap_or(0)))
+pub(super) fn newest_cursor(db: &dyn Db) -> Result<Cursor, StoreError> {
+    let max = db.row("SELECT max(cursor) FROM runs", &[])?.map(|r| r.opt_int(0)).transpose()?;
+    Ok(Cursor(max.flatten().map(|c| uint(c, "runs cursor")).transpose()?.unwrap_or(0)))
 }
 
 /// The newest revision committed (0 for a store that never committed one).
-pub(super) fn revision(conn: &Connection) -> Result<u64, StoreError> {
-    let value: Option<i64> = conn
-        .query_row("SELECT value FROM counters WHERE name = 'revision'", [], |r| r.get(0))
-        .optional()?;
+pub(super) fn revision(db: &dyn Db) -> Result<u64, StoreError> {
+    let value = db
+        .row("SELECT value FROM counters WHERE name = 'revision'", &[])?
+        .map(|r| r.opt_int(0))
+        .transpose()?
+        .flatten();
     uint(value.unwrap_or(0), "revision")
 }
 
@@ -635,37 +628,30 @@ pub(super) struct LoadedMessage {
 
 /// What the engine starts from: sequences and message ids above every one the store ever
 /// held, and every run with a RunId and its outcome (recovery has run, so all are finished).
-pub(super) fn start(conn: &Connection) -> Result<Start, StoreError> {
-    let max_seq: Option<i64> = conn.query_row("SELECT max(seq) FROM runs", [], |r| r.get(0))?;
-    let high: Option<i64> = conn.query_row(
-        "SELECT max(coalesce((SELECT value FROM counters WHERE name = 'message_high'), -1), \
-         coalesce((SELECT max(id) FROM messages), -1))",
-        [],
-        |r| r.get(0),
-    )?;
-    let next_seq = max_seq.map(|s| uint(s, "runs seq")).transpose()?.map(|s| Seq(s + 1));
-    let next_message = high
-        .filter(|h| *h >= 0)
-        .map(|h| uint(h, "message id"))
-        .transpose()?
-        .map(|h| MessageId(h + 1));
-    let mut stmt = conn.prepare(
+pub(super) fn start(db: &dyn Db) -> Result<Start, StoreError> {
+    let max_seq = db.row("SELECT max(seq) FROM runs", &[])?.map(|r| r.opt_int(0)).transpose()?;
+    let next_seq = max_seq.flatten().map(|s| uint(s, "runs seq")).transpose()?.map(|s| Seq(s + 1));
+    let any = db.row("SELECT 1 FROM messages LIMIT 1", &[])?.is_some()
+        || db
+            .row("SELECT value FROM counters WHERE name = 'message_high'", &[])?
+            .map(|r| r.opt_int(0))
+            .transpose()?
+            .flatten()
+            .is_some();
+    let next_message = if any {
+        Some(MessageId(uint(super::recovery::message_high(db)?, "message id")? + 1))
+    } else {
+        None
+    };
+    let rows = db.rows(
         "SELECT run_id, session, seq, fingerprint, outcome FROM runs \
          WHERE run_id IS NOT NULL ORDER BY seq",
+        &[],
     )?;
-    let raws = stmt
-        .query_map([], |r| {
-            Ok((
-                r.get::<_, String>(0)?,
-                r.get::<_, String>(1)?,
-                r.get::<_, i64>(2)?,
-                r.get::<_, Option<String>>(3)?,
-                r.get::<_, Option<String>>(4)?,
-            ))
-        })?
-        .collect::<Result<Vec<_>, _>>()?;
-    let mut runs = Vec::with_capacity(raws.len());
-    for (run_id, session, seq, fingerprint, outcome) in raws {
+    let mut runs = Vec::with_capacity(rows.len());
+    for r in rows {
+        let (run_id, session, seq) = (r.text(0)?, r.text(1)?, r.int(2)?);
+        let (fingerprint, outcome) = (r.opt_text(3)?, r.opt_text(4)?);
         let what = format!("runs row {seq}");
         let fingerprint = fingerprint
             .ok_or_else(|| StoreError::Corrupt(format!("{what} fingerprint: missing")))?;
@@ -695,15 +681,15 @@ pub(super) struct RawSession {
     summary_message: Option<i64>,
 }
 
-pub(super) fn raw_session(r: &Row<'_>) -> rusqlite::Result<RawSession> {
+pub(super) fn raw_session(r: &Row) -> Result<RawSession, StoreError> {
     Ok(RawSession {
-        id: r.get(0)?,
-        parent: r.get(1)?,
-        title: r.get(2)?,
-        prompt_tokens: r.get(3)?,
-        completion_tokens: r.get(4)?,
-        cost_micros: r.get(5)?,
-        summary_message: r.get(6)?,
+        id: r.text(0)?,
+        parent: r.opt_text(1)?,
+        title: r.opt_text(2)?,
+        prompt_tokens: r.int(3)?,
+        completion_tokens: r.int(4)?,
+        cost_micros: r.int(5)?,
+        summary_message: r.opt_int(6)?,
     })
 }
 
@@ -739,17 +725,17 @@ struct RawRun {
     cursor: Option<i64>,
 }
 
-fn raw_run(r: &Row<'_>) -> rusqlite::Result<RawRun> {
+fn raw_run(r: &Row) -> Result<RawRun, StoreError> {
     Ok(RawRun {
-        seq: r.get(0)?,
-        session: r.get(1)?,
-        run_id: r.get(2)?,
-        mode: r.get(3)?,
-        prompt: r.get(4)?,
-        attachments: r.get(5)?,
-        state: r.get(6)?,
-        completion: r.get(7)?,
-        cursor: r.get(8)?,
+        seq: r.int(0)?,
+        session: r.text(1)?,
+        run_id: r.opt_text(2)?,
+        mode: r.text(3)?,
+        prompt: r.text(4)?,
+        attachments: r.text(5)?,
+        state: r.text(6)?,
+        completion: r.opt_text(7)?,
+        cursor: r.opt_int(8)?,
     })
 }
 

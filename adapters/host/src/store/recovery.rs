@@ -15,12 +15,12 @@
 //! Every step selects only what is unfinished, so recovery is idempotent: a second open finds
 //! nothing to do.
 
-use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use turnstile_core::{INTERRUPTED_TITLE, MessageFinish, MessageId, RunId, Seq, SessionId};
 
 use super::StoreError;
 use super::apply::finish_json;
 use super::schema::{int, outcome_text, to_json, uint};
+use super::sql::{Arg, Db, args};
 use crate::mutants::{Armed, HostMutant};
 use crate::record::{CompletionRecord, Cursor};
 use turnstile_core::{HISTORY_REPAIR_RESULT, RECOVERY_MESSAGE};
@@ -37,22 +37,38 @@ struct Unfinished {
 /// when the transaction commits). Returns the records it wrote, in cursor order.
 ///
 /// # Errors
-/// SQLite errors; [`StoreError::Corrupt`] for rows that do not parse.
+/// The database's errors; [`StoreError::Corrupt`] for rows that do not parse.
 pub(super) fn recover(
-    conn: &mut Connection,
+    db: &dyn Db,
     last_cursor: &mut u64,
     armed: Armed,
 ) -> Result<Vec<(Cursor, CompletionRecord)>, StoreError> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    db.begin_write()?;
+    match recover_in(db, *last_cursor, armed).and_then(|done| db.commit().map(|()| done)) {
+        Ok((cursor, recovered)) => {
+            *last_cursor = cursor;
+            Ok(recovered)
+        }
+        Err(e) => {
+            db.rollback();
+            Err(e)
+        }
+    }
+}
+
+fn recover_in(
+    db: &dyn Db,
+    mut cursor: u64,
+    armed: Armed,
+) -> Result<(u64, Vec<(Cursor, CompletionRecord)>), StoreError> {
     // Recovery's changes are a revision of their own, so a client that resumes the change
     // order from before the crash sees what recovery repaired.
-    super::schema::bump_revision(&tx)?;
-    let mut cursor = *last_cursor;
+    super::schema::bump_revision(db)?;
     let mut recovered = Vec::new();
-    for run in unfinished(&tx)? {
+    for run in unfinished(db)? {
         let what = format!("runs row {}", run.seq);
-        let activated = run.state != "waiting" || has_messages(&tx, run.seq)?;
-        let last = if activated { Some(last_assistant(&tx, &run)?) } else { None };
+        let activated = run.state != "waiting" || has_messages(db, run.seq)?;
+        let last = if activated { Some(last_assistant(db, &run)?) } else { None };
         let record = CompletionRecord::recovered(
             SessionId::new(&run.session),
             run.run_id.as_deref().map(RunId::new),
@@ -60,98 +76,101 @@ pub(super) fn recover(
             last,
         );
         cursor += 1;
-        tx.prepare_cached(
+        db.execute(
             "UPDATE runs SET state = 'finished', outcome = ?2, completion = ?3, cursor = ?4, \
              finished_at = CAST(unixepoch('subsec') * 1000 AS INTEGER) WHERE seq = ?1",
-        )?
-        .execute(params![
-            run.seq,
-            outcome_text(record.outcome),
-            to_json(&record, "completion")?,
-            int(cursor, "cursor")?,
-        ])?;
+            &args![
+                run.seq,
+                outcome_text(record.outcome),
+                &to_json(&record, "completion")?,
+                int(cursor, "cursor")?,
+            ],
+        )?;
         recovered.push((Cursor(cursor), record));
     }
-    repair_messages(&tx, armed)?;
-    tx.commit()?;
-    *last_cursor = cursor;
-    Ok(recovered)
+    repair_messages(db, armed)?;
+    Ok((cursor, recovered))
 }
 
 /// The unfinished ledger rows, in sequence order.
-fn unfinished(conn: &Connection) -> Result<Vec<Unfinished>, StoreError> {
-    let mut stmt = conn.prepare_cached(
+fn unfinished(db: &dyn Db) -> Result<Vec<Unfinished>, StoreError> {
+    db.rows(
         "SELECT seq, session, run_id, state FROM runs WHERE state <> 'finished' ORDER BY seq",
-    )?;
-    let rows = stmt.query_map([], |r| {
-        Ok(Unfinished { seq: r.get(0)?, session: r.get(1)?, run_id: r.get(2)?, state: r.get(3)? })
-    })?;
-    Ok(rows.collect::<Result<_, _>>()?)
+        &[],
+    )?
+    .into_iter()
+    .map(|r| {
+        Ok(Unfinished { seq: r.int(0)?, session: r.text(1)?, run_id: r.opt_text(2)?, state: r.text(3)? })
+    })
+    .collect()
 }
 
-fn has_messages(conn: &Connection, seq: i64) -> Result<bool, StoreError> {
-    Ok(conn
-        .prepare_cached("SELECT EXISTS (SELECT 1 FROM messages WHERE seq = ?1)")?
-        .query_row([seq], |r| r.get(0))?)
+fn has_messages(db: &dyn Db, seq: i64) -> Result<bool, StoreError> {
+    Ok(db.row("SELECT 1 FROM messages WHERE seq = ?1 LIMIT 1", &[Arg::Int(seq)])?.is_some())
+}
+
+/// The highest message id the store ever held (0 for none): the counter kept by a trigger, or
+/// a message above it.
+pub(super) fn message_high(db: &dyn Db) -> Result<i64, StoreError> {
+    let counter = db
+        .row("SELECT value FROM counters WHERE name = 'message_high'", &[])?
+        .map(|r| r.opt_int(0))
+        .transpose()?
+        .flatten();
+    let max = db.row("SELECT max(id) FROM messages", &[])?.map(|r| r.opt_int(0)).transpose()?.flatten();
+    Ok(counter.unwrap_or(0).max(max.unwrap_or(0)))
 }
 
 /// The submission's last assistant message (id and text); an empty one is inserted when it has
 /// none.
-fn last_assistant(conn: &Connection, run: &Unfinished) -> Result<(MessageId, String), StoreError> {
-    let found: Option<(i64, String)> = conn
-        .prepare_cached(
-            "SELECT id, text FROM messages WHERE seq = ?1 AND role = 'assistant' \
-             ORDER BY ord DESC LIMIT 1",
-        )?
-        .query_row([run.seq], |r| Ok((r.get(0)?, r.get(1)?)))
-        .optional()?;
-    if let Some((id, text)) = found {
-        return Ok((MessageId(uint(id, &format!("messages row {id} id"))?), text));
-    }
-    let high: Option<i64> = conn.query_row(
-        "SELECT max(coalesce((SELECT value FROM counters WHERE name = 'message_high'), 0), \
-         coalesce((SELECT max(id) FROM messages), 0))",
-        [],
-        |r| r.get(0),
+fn last_assistant(db: &dyn Db, run: &Unfinished) -> Result<(MessageId, String), StoreError> {
+    let found = db.row(
+        "SELECT id, text FROM messages WHERE seq = ?1 AND role = 'assistant' \
+         ORDER BY ord DESC LIMIT 1",
+        &[Arg::Int(run.seq)],
     )?;
-    let id = high.unwrap_or(0) + 1;
-    conn.prepare_cached(
+    if let Some(r) = found {
+        let id = r.int(0)?;
+        return Ok((MessageId(uint(id, &format!("messages row {id} id"))?), r.text(1)?));
+    }
+    let id = message_high(db)? + 1;
+    db.execute(
         "INSERT INTO messages (id, session, seq, role) VALUES (?1, ?2, ?3, 'assistant')",
-    )?
-    .execute(params![id, run.session, run.seq])?;
+        &args![id, &run.session, run.seq],
+    )?;
     Ok((MessageId(uint(id, "new message id")?), String::new()))
 }
 
 /// Finishes messages, reasoning and tool calls, writes the missing results, deletes partial
 /// summaries.
-fn repair_messages(conn: &Connection, armed: Armed) -> Result<(), StoreError> {
+fn repair_messages(db: &dyn Db, armed: Armed) -> Result<(), StoreError> {
     let finish = finish_json(&MessageFinish::Error {
         title: INTERRUPTED_TITLE.to_owned(),
         message: RECOVERY_MESSAGE.to_owned(),
     })?;
-    conn.execute(
+    db.execute(
         "UPDATE messages SET finish = ?1 WHERE finish IS NULL AND role = 'assistant'",
-        [finish],
+        &args![&finish],
     )?;
-    conn.execute(
+    db.execute(
         "UPDATE messages SET reasoning_done = 1 WHERE reasoning IS NOT NULL AND reasoning_done = 0",
-        [],
+        &[],
     )?;
-    conn.execute("UPDATE tool_calls SET input = '{}', finished = 1 WHERE finished = 0", [])?;
+    db.execute("UPDATE tool_calls SET input = '{}', finished = 1 WHERE finished = 0", &[])?;
     if armed.is(HostMutant::RecoveryLeavesOrphans) {
         // The bug: calls without a result stay without one.
-        conn.execute("DELETE FROM messages WHERE finish IS NULL AND role = 'summary'", [])?;
+        db.execute("DELETE FROM messages WHERE finish IS NULL AND role = 'summary'", &[])?;
         return Ok(());
     }
-    conn.execute(
+    db.execute(
         "INSERT INTO tool_results (message, call, content, is_error, synthetic) \
-         SELECT c.message, c.call, ?1, 1, 1 \
+         SELECT c.message, c.call, CAST(?1 AS TEXT), 1, 1 \
          FROM tool_calls c JOIN messages m ON m.id = c.message \
          WHERE NOT EXISTS \
              (SELECT 1 FROM tool_results r WHERE r.message = c.message AND r.call = c.call) \
          ORDER BY m.ord, c.ord",
-        [HISTORY_REPAIR_RESULT],
+        &args![HISTORY_REPAIR_RESULT],
     )?;
-    conn.execute("DELETE FROM messages WHERE finish IS NULL AND role = 'summary'", [])?;
+    db.execute("DELETE FROM messages WHERE finish IS NULL AND role = 'summary'", &[])?;
     Ok(())
 }

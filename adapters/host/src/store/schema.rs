@@ -31,10 +31,11 @@
 //! was not valid JSON (the call's `input` is then `{}`, SPEC 4.4), for people reading the
 //! history; NULL otherwise.
 
-use rusqlite::{Connection, OptionalExtension, TransactionBehavior};
+use rusqlite::{Connection, TransactionBehavior};
 use turnstile_core::{Mode, Outcome};
 
 use super::StoreError;
+use super::sql::Db;
 
 /// The migrations, in order: index `i` takes version `i` to `i + 1`.
 pub(super) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4];
@@ -227,13 +228,11 @@ ALTER TABLE tool_calls ADD COLUMN raw_input TEXT NULL;
 ///
 /// # Errors
 /// SQLite errors; [`StoreError::Corrupt`] when the counter is missing.
-pub(super) fn bump_revision(conn: &Connection) -> Result<u64, StoreError> {
-    let value: Option<i64> = conn
-        .prepare_cached(
-            "UPDATE counters SET value = value + 1 WHERE name = 'revision' RETURNING value",
-        )?
-        .query_row([], |r| r.get(0))
-        .optional()?;
+pub(super) fn bump_revision(db: &dyn Db) -> Result<u64, StoreError> {
+    let value = db
+        .row("UPDATE counters SET value = value + 1 WHERE name = 'revision' RETURNING value", &[])?
+        .map(|r| r.int(0))
+        .transpose()?;
     let value = value
         .ok_or_else(|| StoreError::Corrupt("the store's revision counter is missing".to_owned()))?;
     uint(value, "revision")

@@ -149,7 +149,8 @@ fn dump(r: &Reader) -> (Vec<SessionRow>, Vec<RunRow>, Vec<Vec<StoredMessage>>) {
 
 /// Counts statement compilations on `conn` from now on (SQLite calls the authorizer while
 /// compiling, also when it re-compiles a cached statement whose plan depended on a bound value).
-fn count_compiles(conn: &mut rusqlite::Connection) -> std::sync::Arc<std::sync::atomic::AtomicU64> {
+fn count_compiles(conn: &mut super::Conn) -> std::sync::Arc<std::sync::atomic::AtomicU64> {
+    let super::Conn::Sqlite(conn) = conn else { panic!("a SQLite store") };
     use rusqlite::hooks::{AuthContext, Authorization};
     let n = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
     let counter = n.clone();
@@ -375,7 +376,7 @@ fn a_reader_cannot_write() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(&dir).store;
     let reader = store.reader().unwrap();
-    assert!(reader.conn.execute("DELETE FROM runs", []).is_err());
+    assert!(reader.db().execute("DELETE FROM runs", &[]).is_err());
 }
 
 // ---- applying writes -------------------------------------------------------------------------

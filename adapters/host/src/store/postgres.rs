@@ -1,0 +1,503 @@
+//! The PostgreSQL store's connections (SPEC 11): the shared SQL over a PostgreSQL connection,
+//! its schema, and its owner lock.
+//!
+//! Synchronous, as the SQLite store is: the host runs every store call on a blocking thread
+//! to its end (`rt::blocking`), so a transaction is never left half-done by a dropped future:
+//! dropping the caller's future drops only its wait for the answer, and the statement, the
+//! commit or the rollback still runs on its thread. The client is `postgres`, the blocking
+//! face of `tokio-postgres` (each connection drives its own small runtime).
+//!
+//! - Statements are prepared once per connection (the text is the key), with the shared
+//!   SQL's `?N` parameters written as `$N`.
+//! - The writer's connection takes an advisory lock for the store's life: a second process
+//!   gets "store is in use by another turnstile process" and runs no recovery.
+//! - A reader's connection reads only (`default_transaction_read_only`), and its snapshots are
+//!   `REPEATABLE READ` transactions, so the rows and completions of one `changes` call are one
+//!   state of the database.
+//! - The migrations are the SQLite store's, version by version, in PostgreSQL's DDL; the
+//!   version is the one row of `schema_version`.
+
+use std::collections::HashMap;
+use std::error::Error;
+use std::sync::Mutex;
+
+use bytes::BytesMut;
+use postgres::types::{IsNull, ToSql, Type, to_sql_checked};
+use postgres::{Client, NoTls, Statement};
+
+use super::location::redact;
+use super::read::IntegrityProblem;
+use super::sql::{Arg, Cell, Db, Row};
+use super::StoreError;
+
+/// The advisory lock key of the store's owner ("tstl", as the SQLite memory disk's mark).
+const OWNER_LOCK: i64 = 0x7473_746c;
+
+/// One connection to a PostgreSQL store.
+pub(crate) struct PgConn {
+    /// The URL without its password, for messages.
+    database: String,
+    inner: Mutex<Inner>,
+}
+
+struct Inner {
+    client: Client,
+    /// Prepared statements by their shared SQL text.
+    statements: HashMap<String, Statement>,
+    /// A transaction is open.
+    in_transaction: bool,
+}
+
+impl std::fmt::Debug for PgConn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgConn").field("database", &self.database).finish_non_exhaustive()
+    }
+}
+
+impl PgConn {
+    /// A connection for the writer.
+    ///
+    /// # Errors
+    /// The URL does not parse, or the server cannot be reached.
+    pub(crate) fn connect(url: &str) -> Result<PgConn, StoreError> {
+        let database = redact(url);
+        let client = Client::connect(url, NoTls).map_err(|e| error(&database, &e))?;
+        Ok(PgConn {
+            database,
+            inner: Mutex::new(Inner { client, statements: HashMap::new(), in_transaction: false }),
+        })
+    }
+
+    /// A connection for a reader: every transaction on it is read-only.
+    ///
+    /// # Errors
+    /// As [`PgConn::connect`].
+    pub(crate) fn connect_reader(url: &str) -> Result<PgConn, StoreError> {
+        let conn = PgConn::connect(url)?;
+        conn.batch("SET default_transaction_read_only = on")?;
+        Ok(conn)
+    }
+
+    /// Takes the owner lock for this connection's life.
+    ///
+    /// # Errors
+    /// [`StoreError::InUse`] when another connection holds it.
+    pub(crate) fn lock_owner(&self) -> Result<(), StoreError> {
+        let row = self.row("SELECT CAST(pg_try_advisory_lock(?1) AS INTEGER)", &[Arg::Int(OWNER_LOCK)])?;
+        match row.map(|r| r.int(0)).transpose()? {
+            Some(1) => Ok(()),
+            _ => Err(StoreError::InUse),
+        }
+    }
+
+    /// Brings the schema to the newest version, one transaction per migration.
+    ///
+    /// # Errors
+    /// [`StoreError::Corrupt`] when the database is newer than this code; the server's errors.
+    pub(crate) fn migrate(&self) -> Result<(), StoreError> {
+        self.batch("CREATE TABLE IF NOT EXISTS schema_version (version BIGINT NOT NULL)")?;
+        let current = self
+            .row("SELECT max(version) FROM schema_version", &[])?
+            .map(|r| r.opt_int(0))
+            .transpose()?
+            .flatten()
+            .unwrap_or(0);
+        let latest = MIGRATIONS.len();
+        let current = usize::try_from(current).map_err(|_| {
+            StoreError::Corrupt(format!("store schema version {current} is negative"))
+        })?;
+        if current > latest {
+            return Err(StoreError::Corrupt(format!(
+                "store schema version {current} is newer than this turnstile supports ({latest})"
+            )));
+        }
+        for (done, sql) in MIGRATIONS.iter().enumerate().skip(current) {
+            let version = i64::try_from(done + 1).unwrap_or(i64::MAX);
+            let step = format!(
+                "BEGIN; {sql}; DELETE FROM schema_version; \
+                 INSERT INTO schema_version (version) VALUES ({version}); COMMIT;"
+            );
+            if let Err(e) = self.batch(&step) {
+                self.rollback();
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    /// References that name no row (what SQLite's `foreign_key_check` reports).
+    pub(crate) fn reference_problems(&self) -> Result<Vec<IntegrityProblem>, StoreError> {
+        let checks: [(&str, &str, &str); 8] = [
+            ("sessions", "sessions", "SELECT c.created FROM sessions c WHERE c.parent IS NOT NULL AND NOT EXISTS (SELECT 1 FROM sessions p WHERE p.id = c.parent)"),
+            ("sessions", "messages", "SELECT c.created FROM sessions c WHERE c.summary_message IS NOT NULL AND NOT EXISTS (SELECT 1 FROM messages p WHERE p.id = c.summary_message)"),
+            ("runs", "sessions", "SELECT c.seq FROM runs c WHERE NOT EXISTS (SELECT 1 FROM sessions p WHERE p.id = c.session)"),
+            ("runs", "runs", "SELECT c.seq FROM runs c WHERE c.parent_seq IS NOT NULL AND NOT EXISTS (SELECT 1 FROM runs p WHERE p.seq = c.parent_seq)"),
+            ("messages", "sessions", "SELECT c.ord FROM messages c WHERE NOT EXISTS (SELECT 1 FROM sessions p WHERE p.id = c.session)"),
+            ("messages", "runs", "SELECT c.ord FROM messages c WHERE c.seq IS NOT NULL AND NOT EXISTS (SELECT 1 FROM runs p WHERE p.seq = c.seq)"),
+            ("tool_calls", "messages", "SELECT NULL FROM tool_calls c WHERE NOT EXISTS (SELECT 1 FROM messages p WHERE p.id = c.message)"),
+            ("tool_results", "messages", "SELECT c.ord FROM tool_results c WHERE NOT EXISTS (SELECT 1 FROM messages p WHERE p.id = c.message)"),
+        ];
+        let mut problems = Vec::new();
+        for (table, parent, sql) in checks {
+            for r in self.rows(sql, &[])? {
+                problems.push(IntegrityProblem::ForeignKey {
+                    table: table.to_owned(),
+                    rowid: r.opt_int(0)?,
+                    parent: parent.to_owned(),
+                });
+            }
+        }
+        Ok(problems)
+    }
+
+    /// Runs statements with the simple protocol (no parameters).
+    fn batch(&self, sql: &str) -> Result<(), StoreError> {
+        let mut inner = self.lock();
+        inner.client.batch_execute(sql).map_err(|e| error(&self.database, &e))
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        // A panic while holding it leaves nothing half-done that the next call could see (a
+        // statement either ran or not), so a poisoned lock is still usable.
+        self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn prepared(&self, inner: &mut Inner, sql: &str) -> Result<Statement, StoreError> {
+        if let Some(s) = inner.statements.get(sql) {
+            return Ok(s.clone());
+        }
+        let statement =
+            inner.client.prepare(&translate(sql)).map_err(|e| error(&self.database, &e))?;
+        inner.statements.insert(sql.to_owned(), statement.clone());
+        Ok(statement)
+    }
+}
+
+impl Db for PgConn {
+    fn execute(&self, sql: &str, args: &[Arg<'_>]) -> Result<usize, StoreError> {
+        let mut inner = self.lock();
+        let statement = self.prepared(&mut inner, sql)?;
+        let params: Vec<&(dyn ToSql + Sync)> = args.iter().map(|a| a as _).collect();
+        let changed =
+            inner.client.execute(&statement, &params).map_err(|e| error(&self.database, &e))?;
+        Ok(usize::try_from(changed).unwrap_or(usize::MAX))
+    }
+
+    fn rows(&self, sql: &str, args: &[Arg<'_>]) -> Result<Vec<Row>, StoreError> {
+        let mut inner = self.lock();
+        let statement = self.prepared(&mut inner, sql)?;
+        let params: Vec<&(dyn ToSql + Sync)> = args.iter().map(|a| a as _).collect();
+        let rows =
+            inner.client.query(&statement, &params).map_err(|e| error(&self.database, &e))?;
+        rows.iter().map(|r| row(r, &self.database)).collect()
+    }
+
+    fn begin_write(&self) -> Result<(), StoreError> {
+        self.transaction("BEGIN")
+    }
+
+    fn begin_read(&self) -> Result<(), StoreError> {
+        self.transaction("BEGIN ISOLATION LEVEL REPEATABLE READ")
+    }
+
+    fn commit(&self) -> Result<(), StoreError> {
+        let mut inner = self.lock();
+        inner.client.batch_execute("COMMIT").map_err(|e| error(&self.database, &e))?;
+        inner.in_transaction = false;
+        Ok(())
+    }
+
+    fn rollback(&self) {
+        let mut inner = self.lock();
+        if inner.in_transaction {
+            let _ = inner.client.batch_execute("ROLLBACK");
+            inner.in_transaction = false;
+        }
+    }
+}
+
+impl PgConn {
+    fn transaction(&self, begin: &str) -> Result<(), StoreError> {
+        let mut inner = self.lock();
+        inner.client.batch_execute(begin).map_err(|e| error(&self.database, &e))?;
+        inner.in_transaction = true;
+        Ok(())
+    }
+}
+
+/// The shared SQL as PostgreSQL reads it: `?N` parameters as `$N`, SQLite's clock as
+/// PostgreSQL's, integers 64-bit.
+fn translate(sql: &str) -> String {
+    let mut out = String::with_capacity(sql.len() + 16);
+    let mut chars = sql.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '?' && chars.peek().is_some_and(char::is_ascii_digit) {
+            out.push('$');
+        } else {
+            out.push(c);
+        }
+    }
+    out.replace("unixepoch('subsec')", "extract(epoch from clock_timestamp())")
+        .replace("AS INTEGER)", "AS BIGINT)")
+}
+
+/// A row's values as the shared SQL reads them.
+fn row(r: &postgres::Row, database: &str) -> Result<Row, StoreError> {
+    let mut cells = Vec::with_capacity(r.len());
+    for (i, column) in r.columns().iter().enumerate() {
+        let got = match *column.type_() {
+            Type::INT8 => r.try_get::<_, Option<i64>>(i).map(|v| v.map(Cell::Int)),
+            Type::INT4 => r.try_get::<_, Option<i32>>(i).map(|v| v.map(|n| Cell::Int(n.into()))),
+            Type::INT2 => r.try_get::<_, Option<i16>>(i).map(|v| v.map(|n| Cell::Int(n.into()))),
+            Type::BOOL => {
+                r.try_get::<_, Option<bool>>(i).map(|v| v.map(|b| Cell::Int(i64::from(b))))
+            }
+            Type::TEXT | Type::VARCHAR | Type::NAME | Type::BPCHAR => {
+                r.try_get::<_, Option<String>>(i).map(|v| v.map(Cell::Text))
+            }
+            ref other => {
+                return Err(StoreError::Corrupt(format!(
+                    "column {} is of type {other}, which the store never reads",
+                    column.name()
+                )));
+            }
+        };
+        cells.push(got.map_err(|e| error(database, &e))?.unwrap_or(Cell::Null));
+    }
+    Ok(Row(cells))
+}
+
+/// A PostgreSQL error as the store's, with the server's message and SQLSTATE when it sent one.
+fn error(database: &str, e: &postgres::Error) -> StoreError {
+    match e.as_db_error() {
+        Some(db) => StoreError::Postgres {
+            database: database.to_owned(),
+            message: db.message().to_owned(),
+            code: Some(db.code().code().to_owned()),
+        },
+        None => StoreError::Postgres {
+            database: database.to_owned(),
+            message: source_chain(e),
+            code: e.code().map(|c| c.code().to_owned()),
+        },
+    }
+}
+
+/// An error and its causes, joined with ": ".
+fn source_chain(e: &dyn Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}
+
+impl ToSql for Arg<'_> {
+    fn to_sql(&self, ty: &Type, out: &mut BytesMut) -> Result<IsNull, Box<dyn Error + Sync + Send>> {
+        match self {
+            Arg::Int(n) | Arg::OptInt(Some(n)) => match *ty {
+                Type::INT4 => i32::try_from(*n)?.to_sql(ty, out),
+                Type::INT2 => i16::try_from(*n)?.to_sql(ty, out),
+                Type::BOOL => (*n != 0).to_sql(ty, out),
+                Type::TEXT | Type::VARCHAR => n.to_string().to_sql(ty, out),
+                _ => n.to_sql(ty, out),
+            },
+            Arg::Text(s) | Arg::OptText(Some(s)) => s.as_ref().to_sql(ty, out),
+            Arg::OptInt(None) | Arg::OptText(None) => Ok(IsNull::Yes),
+        }
+    }
+
+    fn accepts(ty: &Type) -> bool {
+        matches!(
+            *ty,
+            Type::INT8 | Type::INT4 | Type::INT2 | Type::BOOL | Type::TEXT | Type::VARCHAR
+        )
+    }
+
+    to_sql_checked!();
+}
+
+/// The migrations, in order, with the meaning of the SQLite store's (`schema`): index `i`
+/// takes version `i` to `i + 1`.
+const MIGRATIONS: &[&str] = &[V1, V2, V3, V4];
+
+const V1: &str = r#"
+CREATE TABLE sessions (
+    id TEXT PRIMARY KEY NOT NULL,
+    parent TEXT NULL REFERENCES sessions (id),
+    title TEXT NULL,
+    prompt_tokens BIGINT NOT NULL DEFAULT 0,
+    completion_tokens BIGINT NOT NULL DEFAULT 0,
+    cost_micros BIGINT NOT NULL DEFAULT 0,
+    summary_message BIGINT NULL,
+    created BIGINT NOT NULL UNIQUE
+);
+CREATE INDEX sessions_summary ON sessions (summary_message) WHERE summary_message IS NOT NULL;
+
+CREATE TABLE runs (
+    seq BIGINT PRIMARY KEY,
+    session TEXT NOT NULL REFERENCES sessions (id),
+    run_id TEXT NULL UNIQUE,
+    mode TEXT NOT NULL CHECK (mode IN ('fold', 'own_turn')),
+    prompt TEXT NOT NULL,
+    attachments TEXT NOT NULL DEFAULT '[]',
+    fingerprint TEXT NULL,
+    parent_seq BIGINT NULL REFERENCES runs (seq),
+    state TEXT NOT NULL CHECK (state IN ('waiting', 'active', 'paused', 'finished')),
+    outcome TEXT NULL
+        CHECK (outcome IN ('completed', 'failed', 'cancelled', 'interrupted', 'folded')),
+    completion TEXT NULL,
+    cursor BIGINT NULL UNIQUE,
+    CHECK ((state = 'finished') = (outcome IS NOT NULL)),
+    CHECK ((state = 'finished') = (completion IS NOT NULL)),
+    CHECK ((state = 'finished') = (cursor IS NOT NULL)),
+    CHECK (run_id IS NULL OR fingerprint IS NOT NULL)
+);
+CREATE INDEX runs_session ON runs (session);
+CREATE INDEX runs_unfinished ON runs (seq) WHERE state <> 'finished';
+
+CREATE TABLE messages (
+    ord BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY,
+    id BIGINT NOT NULL UNIQUE,
+    session TEXT NOT NULL REFERENCES sessions (id),
+    seq BIGINT NULL REFERENCES runs (seq),
+    role TEXT NOT NULL CHECK (role IN ('user', 'assistant', 'summary')),
+    text TEXT NOT NULL DEFAULT '',
+    attachments TEXT NOT NULL DEFAULT '[]',
+    synthetic BIGINT NOT NULL DEFAULT 0 CHECK (synthetic IN (0, 1)),
+    reasoning TEXT NULL,
+    reasoning_signature TEXT NULL,
+    reasoning_done BIGINT NOT NULL DEFAULT 0 CHECK (reasoning_done IN (0, 1)),
+    finish TEXT NULL,
+    turn BIGINT NULL,
+    step BIGINT NULL
+);
+CREATE INDEX messages_session ON messages (session, ord);
+CREATE INDEX messages_seq ON messages (seq, ord) WHERE seq IS NOT NULL;
+CREATE INDEX messages_unfinished ON messages (ord) WHERE finish IS NULL;
+ALTER TABLE sessions ADD FOREIGN KEY (summary_message) REFERENCES messages (id);
+
+CREATE TABLE tool_calls (
+    message BIGINT NOT NULL REFERENCES messages (id),
+    call TEXT NOT NULL,
+    ord BIGINT NOT NULL,
+    name TEXT NOT NULL,
+    input TEXT NULL,
+    finished BIGINT NOT NULL DEFAULT 0 CHECK (finished IN (0, 1)),
+    PRIMARY KEY (message, call),
+    CHECK (finished = 0 OR input IS NOT NULL)
+);
+CREATE INDEX tool_calls_unfinished ON tool_calls (message) WHERE finished = 0;
+
+CREATE TABLE tool_results (
+    ord BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY,
+    message BIGINT NOT NULL REFERENCES messages (id),
+    call TEXT NOT NULL,
+    content TEXT NOT NULL,
+    is_error BIGINT NOT NULL CHECK (is_error IN (0, 1)),
+    synthetic BIGINT NOT NULL CHECK (synthetic IN (0, 1)),
+    UNIQUE (message, call)
+);
+
+CREATE TABLE counters (
+    name TEXT PRIMARY KEY NOT NULL,
+    value BIGINT NULL
+);
+INSERT INTO counters (name, value) VALUES ('message_high', NULL);
+
+CREATE FUNCTION turnstile_messages_high() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE counters SET value = NEW.id
+    WHERE name = 'message_high' AND (value IS NULL OR value < NEW.id);
+    RETURN NULL;
+END $$;
+CREATE TRIGGER messages_high AFTER INSERT ON messages
+FOR EACH ROW EXECUTE FUNCTION turnstile_messages_high()
+"#;
+
+const V2: &str = r#"
+ALTER TABLE runs ADD COLUMN accepted_at BIGINT NULL;
+ALTER TABLE runs ADD COLUMN finished_at BIGINT NULL
+"#;
+
+/// The change order. Where SQLite's triggers update the row they fired for, these set it
+/// before it is written (the same revision, one write fewer); the others stamp the row a
+/// change belongs to, as SQLite's do.
+const V3: &str = r#"
+INSERT INTO counters (name, value) VALUES ('revision', 0);
+ALTER TABLE messages ADD COLUMN rev BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE sessions ADD COLUMN rev BIGINT NOT NULL DEFAULT 0;
+CREATE INDEX messages_rev ON messages (rev);
+CREATE INDEX sessions_rev ON sessions (rev);
+
+CREATE FUNCTION turnstile_revision() RETURNS BIGINT LANGUAGE sql STABLE AS $$
+    SELECT value FROM counters WHERE name = 'revision'
+$$;
+CREATE FUNCTION turnstile_stamp() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    NEW.rev := turnstile_revision();
+    RETURN NEW;
+END $$;
+CREATE FUNCTION turnstile_stamp_session() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'DELETE' THEN
+        UPDATE sessions SET rev = turnstile_revision() WHERE id = OLD.session;
+    ELSE
+        UPDATE sessions SET rev = turnstile_revision() WHERE id = NEW.session;
+    END IF;
+    RETURN NULL;
+END $$;
+CREATE FUNCTION turnstile_stamp_message() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE messages SET rev = turnstile_revision() WHERE id = NEW.message;
+    RETURN NULL;
+END $$;
+
+CREATE TRIGGER sessions_rev_insert BEFORE INSERT ON sessions
+FOR EACH ROW EXECUTE FUNCTION turnstile_stamp();
+CREATE TRIGGER sessions_rev_update
+BEFORE UPDATE OF parent, title, prompt_tokens, completion_tokens, cost_micros, summary_message
+ON sessions FOR EACH ROW EXECUTE FUNCTION turnstile_stamp();
+CREATE TRIGGER runs_rev_insert AFTER INSERT ON runs
+FOR EACH ROW EXECUTE FUNCTION turnstile_stamp_session();
+CREATE TRIGGER runs_rev_update AFTER UPDATE ON runs
+FOR EACH ROW EXECUTE FUNCTION turnstile_stamp_session();
+CREATE TRIGGER messages_rev_insert BEFORE INSERT ON messages
+FOR EACH ROW EXECUTE FUNCTION turnstile_stamp();
+CREATE TRIGGER messages_rev_insert_session AFTER INSERT ON messages
+FOR EACH ROW EXECUTE FUNCTION turnstile_stamp_session();
+CREATE TRIGGER messages_rev_update
+BEFORE UPDATE OF text, attachments, synthetic, reasoning, reasoning_signature, reasoning_done,
+    finish, turn, step
+ON messages FOR EACH ROW WHEN (NEW.rev = OLD.rev) EXECUTE FUNCTION turnstile_stamp();
+CREATE TRIGGER messages_summary_finish AFTER UPDATE OF finish ON messages
+FOR EACH ROW WHEN (NEW.role = 'summary') EXECUTE FUNCTION turnstile_stamp_session();
+CREATE TRIGGER messages_rev_delete AFTER DELETE ON messages
+FOR EACH ROW EXECUTE FUNCTION turnstile_stamp_session();
+CREATE TRIGGER tool_calls_rev_insert AFTER INSERT ON tool_calls
+FOR EACH ROW EXECUTE FUNCTION turnstile_stamp_message();
+CREATE TRIGGER tool_calls_rev_update AFTER UPDATE ON tool_calls
+FOR EACH ROW EXECUTE FUNCTION turnstile_stamp_message();
+CREATE TRIGGER tool_results_rev_insert AFTER INSERT ON tool_results
+FOR EACH ROW EXECUTE FUNCTION turnstile_stamp_message()
+"#;
+
+const V4: &str = r#"
+ALTER TABLE tool_calls ADD COLUMN raw_input TEXT NULL
+"#;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parameters_and_the_clock_are_translated() {
+        assert_eq!(
+            translate("UPDATE t SET a = ?1, b = CAST(unixepoch('subsec') * 1000 AS INTEGER) WHERE c = ?12 AND d = '?'"),
+            "UPDATE t SET a = $1, b = CAST(extract(epoch from clock_timestamp()) * 1000 AS BIGINT) WHERE c = $12 AND d = '?'"
+        );
+    }
+}
