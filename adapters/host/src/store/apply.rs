@@ -41,8 +41,9 @@ pub(super) fn write(db: &dyn Db, w: &Write, cursors: &mut Cursors) -> Result<(),
         Write::Op(op) => op_(db, op, cursors),
         Write::RawInput { message, call, raw } => {
             let changed = db.execute(
-"UPDATE tool_calls SET raw_input = ?3 WHERE message = ?1 AND call = ?2",
-&args![int(message.0, "message id")?, call.as_str(), raw])?;
+                "UPDATE tool_calls SET raw_input = ?3 WHERE message = ?1 AND call = ?2",
+                &args![int(message.0, "message id")?, call.as_str(), raw],
+            )?;
             one(changed, || format!("raw input: message {message} has no tool call {call}"))
         }
     }
@@ -51,10 +52,11 @@ pub(super) fn write(db: &dyn Db, w: &Write, cursors: &mut Cursors) -> Result<(),
 /// A new submission's ledger row, creating its (top-level, untitled) session when unknown.
 fn accept(db: &dyn Db, run: &NewRun) -> Result<(), StoreError> {
     db.execute(
-"INSERT INTO sessions (id, created) \
+        "INSERT INTO sessions (id, created) \
          VALUES (?1, (SELECT coalesce(max(created), 0) + 1 FROM sessions)) \
          ON CONFLICT (id) DO NOTHING",
-&args![run.session.as_str()])?;
+        &args![run.session.as_str()],
+    )?;
     let fingerprint = match &run.run_id {
         Some(run_id) => {
             let submit = Submit {
@@ -125,16 +127,18 @@ fn op_(db: &dyn Db, op: &StoreOp, cursors: &mut Cursors) -> Result<(), StoreErro
     match op {
         StoreOp::LedgerActivated { session, seq, .. } => {
             let changed = db.execute(
-"UPDATE runs SET state = 'active' \
+                "UPDATE runs SET state = 'active' \
                      WHERE seq = ?1 AND session = ?2 AND state IN ('waiting', 'paused')",
-&args![int(seq.0, "sequence")?, session.as_str()])?;
+                &args![int(seq.0, "sequence")?, session.as_str()],
+            )?;
             one(changed, || ledger_problem(db, op, seq.0, "waiting or paused"))
         }
         StoreOp::LedgerPaused { session, seq } => {
             let changed = db.execute(
-"UPDATE runs SET state = 'paused' \
+                "UPDATE runs SET state = 'paused' \
                      WHERE seq = ?1 AND session = ?2 AND state = 'active'",
-&args![int(seq.0, "sequence")?, session.as_str()])?;
+                &args![int(seq.0, "sequence")?, session.as_str()],
+            )?;
             one(changed, || ledger_problem(db, op, seq.0, "active"))
         }
         StoreOp::LedgerOutcome { completion } => {
@@ -143,16 +147,17 @@ fn op_(db: &dyn Db, op: &StoreOp, cursors: &mut Cursors) -> Result<(), StoreErro
             let seq = completion.seq().0;
             let cursor = cursors.last + 1;
             let changed = db.execute(
-"UPDATE runs SET state = 'finished', outcome = ?3, completion = ?4, cursor = ?5, \
+                "UPDATE runs SET state = 'finished', outcome = ?3, completion = ?4, cursor = ?5, \
                      finished_at = CAST(unixepoch('subsec') * 1000 AS INTEGER) \
                      WHERE seq = ?1 AND session = ?2 AND state <> 'finished'",
-&args![
+                &args![
                     int(seq, "sequence")?,
                     completion.session().as_str(),
                     outcome_text(completion.outcome()),
                     json,
                     int(cursor, "cursor")?,
-                ])?;
+                ],
+            )?;
             one(changed, || ledger_problem(db, op, seq, "unfinished"))?;
             cursors.last = cursor;
             cursors.assigned.push(Cursor(cursor));
@@ -160,45 +165,49 @@ fn op_(db: &dyn Db, op: &StoreOp, cursors: &mut Cursors) -> Result<(), StoreErro
         }
         StoreOp::ChildAccepted { session, seq, parent, parent_seq, prompt, title } => {
             db.execute(
-"INSERT INTO sessions (id, parent, title, created) \
+                "INSERT INTO sessions (id, parent, title, created) \
                  VALUES (?1, ?2, ?3, (SELECT coalesce(max(created), 0) + 1 FROM sessions))",
-&args![session.as_str(), parent.as_str(), title])?;
+                &args![session.as_str(), parent.as_str(), title],
+            )?;
             db.execute(
-"INSERT INTO runs (seq, session, mode, prompt, parent_seq, state) \
+                "INSERT INTO runs (seq, session, mode, prompt, parent_seq, state) \
                  VALUES (?1, ?2, 'own_turn', ?3, ?4, 'waiting')",
-&args![
-                int(seq.0, "sequence")?,
-                session.as_str(),
-                prompt,
-                int(parent_seq.0, "parent sequence")?,
-            ])?;
+                &args![
+                    int(seq.0, "sequence")?,
+                    session.as_str(),
+                    prompt,
+                    int(parent_seq.0, "parent sequence")?,
+                ],
+            )?;
             Ok(())
         }
         StoreOp::UserMessage { session, seq, id, text, attachments, synthetic } => {
             db.execute(
-"INSERT INTO messages (id, session, seq, role, text, attachments, synthetic) \
+                "INSERT INTO messages (id, session, seq, role, text, attachments, synthetic) \
                  VALUES (?1, ?2, ?3, 'user', ?4, ?5, ?6)",
-&args![
-                int(id.0, "message id")?,
-                session.as_str(),
-                int(seq.0, "sequence")?,
-                text,
-                attachments_json(attachments)?,
-                synthetic,
-            ])?;
+                &args![
+                    int(id.0, "message id")?,
+                    session.as_str(),
+                    int(seq.0, "sequence")?,
+                    text,
+                    attachments_json(attachments)?,
+                    synthetic,
+                ],
+            )?;
             Ok(())
         }
         StoreOp::AssistantMessage { session, seq, id, turn, step } => {
             db.execute(
-"INSERT INTO messages (id, session, seq, role, turn, step) \
+                "INSERT INTO messages (id, session, seq, role, turn, step) \
                  VALUES (?1, ?2, ?3, 'assistant', ?4, ?5)",
-&args![
-                int(id.0, "message id")?,
-                session.as_str(),
-                int(seq.0, "sequence")?,
-                int(turn.0, "turn")?,
-                step,
-            ])?;
+                &args![
+                    int(id.0, "message id")?,
+                    session.as_str(),
+                    int(seq.0, "sequence")?,
+                    int(turn.0, "turn")?,
+                    step,
+                ],
+            )?;
             Ok(())
         }
         StoreOp::ReasoningStarted { session, id, .. } => message_update(
@@ -234,21 +243,23 @@ fn op_(db: &dyn Db, op: &StoreOp, cursors: &mut Cursors) -> Result<(), StoreErro
         ),
         StoreOp::ToolInputStarted { id, call, name, .. } => {
             db.execute(
-"INSERT INTO tool_calls (message, call, ord, name) \
+                "INSERT INTO tool_calls (message, call, ord, name) \
                  SELECT ?1, ?2, coalesce(max(ord), 0) + 1, ?3 FROM tool_calls WHERE message = ?1",
-&args![int(id.0, "message id")?, call.as_str(), name])?;
+                &args![int(id.0, "message id")?, call.as_str(), name],
+            )?;
             Ok(())
         }
         StoreOp::ToolCall { id, call, name, input, .. } => {
             // Finishes the unfinished call with this id, or adds a finished one.
             let changed = db.execute(
-"INSERT INTO tool_calls (message, call, ord, name, input, finished) \
+                "INSERT INTO tool_calls (message, call, ord, name, input, finished) \
                      SELECT ?1, ?2, coalesce(max(ord), 0) + 1, ?3, ?4, 1 \
                      FROM tool_calls WHERE message = ?1 \
                      ON CONFLICT (message, call) DO UPDATE \
                      SET name = excluded.name, input = excluded.input, finished = 1 \
-                     WHERE finished = 0",
-&args![int(id.0, "message id")?, call.as_str(), name, input])?;
+                     WHERE tool_calls.finished = 0",
+                &args![int(id.0, "message id")?, call.as_str(), name, input],
+            )?;
             one(changed, || {
                 format!("{}: message {id} already has a finished tool call {call}", op_name(op))
             })
@@ -263,21 +274,17 @@ fn op_(db: &dyn Db, op: &StoreOp, cursors: &mut Cursors) -> Result<(), StoreErro
                 missing(id, "assistant"),
             )?;
             db.execute(
-"DELETE FROM tool_calls WHERE message = ?1",
-&args![int(id.0, "message id")?])?;
+                "DELETE FROM tool_calls WHERE message = ?1",
+                &args![int(id.0, "message id")?],
+            )?;
             Ok(())
         }
         StoreOp::ToolResult { id, call, content, is_error, synthetic, .. } => {
             db.execute(
-"INSERT INTO tool_results (message, call, content, is_error, synthetic) \
+                "INSERT INTO tool_results (message, call, content, is_error, synthetic) \
                  VALUES (?1, ?2, ?3, ?4, ?5)",
-&args![
-                int(id.0, "message id")?,
-                call.as_str(),
-                content,
-                is_error,
-                synthetic
-            ])?;
+                &args![int(id.0, "message id")?, call.as_str(), content, is_error, synthetic],
+            )?;
             Ok(())
         }
         StoreOp::MessageFinished { session, id, finish, .. } => message_update(
@@ -298,35 +305,34 @@ fn op_(db: &dyn Db, op: &StoreOp, cursors: &mut Cursors) -> Result<(), StoreErro
             let cost = int(*cost_micros, "cost")?;
             let gauge = |g: &Option<u64>| g.map(|v| int(v, "token gauge")).transpose();
             let changed = db.execute(
-"UPDATE sessions SET prompt_tokens = coalesce(?2, prompt_tokens), \
+                "UPDATE sessions SET prompt_tokens = coalesce(?2, prompt_tokens), \
                      completion_tokens = coalesce(?3, completion_tokens), \
                      cost_micros = cost_micros + ?4 \
                      WHERE id = ?1",
-&args![
-                    session.as_str(),
-                    gauge(prompt_tokens)?,
-                    gauge(completion_tokens)?,
-                    cost
-                ])?;
+                &args![session.as_str(), gauge(prompt_tokens)?, gauge(completion_tokens)?, cost],
+            )?;
             one(changed, || format!("{}: no session {session}", op_name(op)))?;
             if let Some(ancestor) = ancestor {
                 let changed = db.execute(
-"UPDATE sessions SET cost_micros = cost_micros + ?2 WHERE id = ?1",
-&args![ancestor.as_str(), cost])?;
+                    "UPDATE sessions SET cost_micros = cost_micros + ?2 WHERE id = ?1",
+                    &args![ancestor.as_str(), cost],
+                )?;
                 one(changed, || format!("{}: no ancestor session {ancestor}", op_name(op)))?;
             }
             Ok(())
         }
         StoreOp::Title { session, title } => {
             let changed = db.execute(
-"UPDATE sessions SET title = ?2 WHERE id = ?1",
-&args![session.as_str(), title])?;
+                "UPDATE sessions SET title = ?2 WHERE id = ?1",
+                &args![session.as_str(), title],
+            )?;
             one(changed, || format!("{}: no session {session}", op_name(op)))
         }
         StoreOp::SummaryMessage { session, id } => {
             db.execute(
-"INSERT INTO messages (id, session, role) VALUES (?1, ?2, 'summary')",
-&args![int(id.0, "message id")?, session.as_str()])?;
+                "INSERT INTO messages (id, session, role) VALUES (?1, ?2, 'summary')",
+                &args![int(id.0, "message id")?, session.as_str()],
+            )?;
             Ok(())
         }
         StoreOp::SummaryText { session, id, text } => message_update(
@@ -353,9 +359,10 @@ fn op_(db: &dyn Db, op: &StoreOp, cursors: &mut Cursors) -> Result<(), StoreErro
                 missing(id, "summary"),
             )?;
             let changed = db.execute(
-"UPDATE sessions SET summary_message = ?2, prompt_tokens = 0, \
+                "UPDATE sessions SET summary_message = ?2, prompt_tokens = 0, \
                      completion_tokens = ?3 WHERE id = ?1",
-&args![session.as_str(), mid, int(*completion_tokens, "token gauge")?])?;
+                &args![session.as_str(), mid, int(*completion_tokens, "token gauge")?],
+            )?;
             one(changed, || format!("{}: no session {session}", op_name(op)))
         }
         StoreOp::SummaryFailed { session, id, title, message } => {

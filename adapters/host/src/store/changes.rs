@@ -15,9 +15,9 @@ use serde::{Deserialize, Serialize};
 use turnstile_core::{MessageId, SessionId};
 
 use super::StoreError;
-use super::sql::{Row, args, in_snapshot};
 use super::read::{Reader, SESSION_COLUMNS, raw_session, revision};
 use super::schema::{int, uint};
+use super::sql::{Row, args, in_snapshot};
 use crate::record::{CompletionRecord, Cursor};
 use crate::store::{SessionRow, StoredMessage};
 
@@ -129,10 +129,7 @@ impl Reader {
     pub fn position(&self) -> Result<Position, StoreError> {
         let db = self.db();
         in_snapshot(db, || {
-            Ok(Position {
-                cursor: super::read::newest_cursor(db)?,
-                revision: revision(db)? + 1,
-            })
+            Ok(Position { cursor: super::read::newest_cursor(db)?, revision: revision(db)? + 1 })
         })
     }
 
@@ -159,7 +156,10 @@ impl Reader {
         let cut = self.page_end(from, limit)?;
         let until = cut.unwrap_or(i64::MAX);
         let mut rows: Vec<Change> = self
-            .load_messages("SELECT id FROM messages WHERE rev >= ?1 AND rev < ?2", &args![from, until])?
+            .load_messages(
+                "SELECT id FROM messages WHERE rev >= ?1 AND rev < ?2",
+                &args![from, until],
+            )?
             .into_iter()
             .map(|m| Change::Message {
                 session: m.session,

@@ -17,6 +17,8 @@ mod postgres;
 mod read;
 mod recovery;
 mod schema;
+#[cfg(not(madsim))]
+mod scratch;
 pub(crate) mod sql;
 // The ledger's names of modes and outcomes, which the logs use too.
 pub(crate) use schema::{mode_text, outcome_text};
@@ -30,11 +32,13 @@ use turnstile_core::{Attachment, CallId, MessageId, Mode, RunId, Seq, SessionId,
 
 pub use changes::{Change, Changes, Position, SessionState};
 pub use faults::{Fault, Faults};
-pub use location::{Location, MemoryDisk};
+pub use location::{Location, MemoryDisk, is_postgres_url, redact};
 pub use read::{
     IntegrityError, IntegrityProblem, Reader, RunRow, RunState, SessionActivity, SessionRow,
     StoredCall, StoredMessage, StoredResult, StoredRole,
 };
+#[cfg(not(madsim))]
+pub use scratch::{NO_TEST_POSTGRES, ScratchDatabase, TEST_POSTGRES};
 
 use crate::record::{CompletionRecord, Cursor};
 

@@ -25,10 +25,10 @@ use bytes::BytesMut;
 use postgres::types::{IsNull, ToSql, Type, to_sql_checked};
 use postgres::{Client, NoTls, Statement};
 
+use super::StoreError;
 use super::location::redact;
 use super::read::IntegrityProblem;
 use super::sql::{Arg, Cell, Db, Row};
-use super::StoreError;
 
 /// The advisory lock key of the store's owner ("tstl", as the SQLite memory disk's mark).
 const OWNER_LOCK: i64 = 0x7473_746c;
@@ -46,6 +46,8 @@ struct Inner {
     statements: HashMap<String, Statement>,
     /// A transaction is open.
     in_transaction: bool,
+    /// Statements prepared so far (a cached one is not prepared again).
+    prepares: u64,
 }
 
 impl std::fmt::Debug for PgConn {
@@ -64,7 +66,12 @@ impl PgConn {
         let client = Client::connect(url, NoTls).map_err(|e| error(&database, &e))?;
         Ok(PgConn {
             database,
-            inner: Mutex::new(Inner { client, statements: HashMap::new(), in_transaction: false }),
+            inner: Mutex::new(Inner {
+                client,
+                statements: HashMap::new(),
+                in_transaction: false,
+                prepares: 0,
+            }),
         })
     }
 
@@ -83,7 +90,7 @@ impl PgConn {
     /// # Errors
     /// [`StoreError::InUse`] when another connection holds it.
     pub(crate) fn lock_owner(&self) -> Result<(), StoreError> {
-        let row = self.row("SELECT CAST(pg_try_advisory_lock(?1) AS INTEGER)", &[Arg::Int(OWNER_LOCK)])?;
+        let row = self.row("SELECT pg_try_advisory_lock(?1)", &[Arg::Int(OWNER_LOCK)])?;
         match row.map(|r| r.int(0)).transpose()? {
             Some(1) => Ok(()),
             _ => Err(StoreError::InUse),
@@ -128,14 +135,46 @@ impl PgConn {
     /// References that name no row (what SQLite's `foreign_key_check` reports).
     pub(crate) fn reference_problems(&self) -> Result<Vec<IntegrityProblem>, StoreError> {
         let checks: [(&str, &str, &str); 8] = [
-            ("sessions", "sessions", "SELECT c.created FROM sessions c WHERE c.parent IS NOT NULL AND NOT EXISTS (SELECT 1 FROM sessions p WHERE p.id = c.parent)"),
-            ("sessions", "messages", "SELECT c.created FROM sessions c WHERE c.summary_message IS NOT NULL AND NOT EXISTS (SELECT 1 FROM messages p WHERE p.id = c.summary_message)"),
-            ("runs", "sessions", "SELECT c.seq FROM runs c WHERE NOT EXISTS (SELECT 1 FROM sessions p WHERE p.id = c.session)"),
-            ("runs", "runs", "SELECT c.seq FROM runs c WHERE c.parent_seq IS NOT NULL AND NOT EXISTS (SELECT 1 FROM runs p WHERE p.seq = c.parent_seq)"),
-            ("messages", "sessions", "SELECT c.ord FROM messages c WHERE NOT EXISTS (SELECT 1 FROM sessions p WHERE p.id = c.session)"),
-            ("messages", "runs", "SELECT c.ord FROM messages c WHERE c.seq IS NOT NULL AND NOT EXISTS (SELECT 1 FROM runs p WHERE p.seq = c.seq)"),
-            ("tool_calls", "messages", "SELECT NULL FROM tool_calls c WHERE NOT EXISTS (SELECT 1 FROM messages p WHERE p.id = c.message)"),
-            ("tool_results", "messages", "SELECT c.ord FROM tool_results c WHERE NOT EXISTS (SELECT 1 FROM messages p WHERE p.id = c.message)"),
+            (
+                "sessions",
+                "sessions",
+                "SELECT c.created FROM sessions c WHERE c.parent IS NOT NULL AND NOT EXISTS (SELECT 1 FROM sessions p WHERE p.id = c.parent)",
+            ),
+            (
+                "sessions",
+                "messages",
+                "SELECT c.created FROM sessions c WHERE c.summary_message IS NOT NULL AND NOT EXISTS (SELECT 1 FROM messages p WHERE p.id = c.summary_message)",
+            ),
+            (
+                "runs",
+                "sessions",
+                "SELECT c.seq FROM runs c WHERE NOT EXISTS (SELECT 1 FROM sessions p WHERE p.id = c.session)",
+            ),
+            (
+                "runs",
+                "runs",
+                "SELECT c.seq FROM runs c WHERE c.parent_seq IS NOT NULL AND NOT EXISTS (SELECT 1 FROM runs p WHERE p.seq = c.parent_seq)",
+            ),
+            (
+                "messages",
+                "sessions",
+                "SELECT c.ord FROM messages c WHERE NOT EXISTS (SELECT 1 FROM sessions p WHERE p.id = c.session)",
+            ),
+            (
+                "messages",
+                "runs",
+                "SELECT c.ord FROM messages c WHERE c.seq IS NOT NULL AND NOT EXISTS (SELECT 1 FROM runs p WHERE p.seq = c.seq)",
+            ),
+            (
+                "tool_calls",
+                "messages",
+                "SELECT NULL FROM tool_calls c WHERE NOT EXISTS (SELECT 1 FROM messages p WHERE p.id = c.message)",
+            ),
+            (
+                "tool_results",
+                "messages",
+                "SELECT c.ord FROM tool_results c WHERE NOT EXISTS (SELECT 1 FROM messages p WHERE p.id = c.message)",
+            ),
         ];
         let mut problems = Vec::new();
         for (table, parent, sql) in checks {
@@ -169,7 +208,14 @@ impl PgConn {
         let statement =
             inner.client.prepare(&translate(sql)).map_err(|e| error(&self.database, &e))?;
         inner.statements.insert(sql.to_owned(), statement.clone());
+        inner.prepares += 1;
         Ok(statement)
+    }
+
+    /// How many statements this connection prepared (each text once).
+    #[cfg(test)]
+    pub(crate) fn prepares(&self) -> u64 {
+        self.lock().prepares
     }
 }
 
@@ -296,7 +342,11 @@ fn source_chain(e: &dyn Error) -> String {
 }
 
 impl ToSql for Arg<'_> {
-    fn to_sql(&self, ty: &Type, out: &mut BytesMut) -> Result<IsNull, Box<dyn Error + Sync + Send>> {
+    fn to_sql(
+        &self,
+        ty: &Type,
+        out: &mut BytesMut,
+    ) -> Result<IsNull, Box<dyn Error + Sync + Send>> {
         match self {
             Arg::Int(n) | Arg::OptInt(Some(n)) => match *ty {
                 Type::INT4 => i32::try_from(*n)?.to_sql(ty, out),
@@ -496,7 +546,9 @@ mod tests {
     #[test]
     fn parameters_and_the_clock_are_translated() {
         assert_eq!(
-            translate("UPDATE t SET a = ?1, b = CAST(unixepoch('subsec') * 1000 AS INTEGER) WHERE c = ?12 AND d = '?'"),
+            translate(
+                "UPDATE t SET a = ?1, b = CAST(unixepoch('subsec') * 1000 AS INTEGER) WHERE c = ?12 AND d = '?'"
+            ),
             "UPDATE t SET a = $1, b = CAST(extract(epoch from clock_timestamp()) * 1000 AS BIGINT) WHERE c = $12 AND d = '?'"
         );
     }

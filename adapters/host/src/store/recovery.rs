@@ -100,7 +100,12 @@ fn unfinished(db: &dyn Db) -> Result<Vec<Unfinished>, StoreError> {
     )?
     .into_iter()
     .map(|r| {
-        Ok(Unfinished { seq: r.int(0)?, session: r.text(1)?, run_id: r.opt_text(2)?, state: r.text(3)? })
+        Ok(Unfinished {
+            seq: r.int(0)?,
+            session: r.text(1)?,
+            run_id: r.opt_text(2)?,
+            state: r.text(3)?,
+        })
     })
     .collect()
 }
@@ -117,7 +122,8 @@ pub(super) fn message_high(db: &dyn Db) -> Result<i64, StoreError> {
         .map(|r| r.opt_int(0))
         .transpose()?
         .flatten();
-    let max = db.row("SELECT max(id) FROM messages", &[])?.map(|r| r.opt_int(0)).transpose()?.flatten();
+    let max =
+        db.row("SELECT max(id) FROM messages", &[])?.map(|r| r.opt_int(0)).transpose()?.flatten();
     Ok(counter.unwrap_or(0).max(max.unwrap_or(0)))
 }
 

@@ -138,9 +138,7 @@ pub(crate) struct Row(pub(crate) Vec<Cell>);
 
 impl Row {
     fn cell(&self, i: usize) -> Result<&Cell, StoreError> {
-        self.0
-            .get(i)
-            .ok_or_else(|| StoreError::Corrupt(format!("a row has no column {i}")))
+        self.0.get(i).ok_or_else(|| StoreError::Corrupt(format!("a row has no column {i}")))
     }
 
     fn wrong(&self, i: usize, want: &str) -> StoreError {

@@ -17,13 +17,88 @@ use turnstile_core::{HISTORY_REPAIR_RESULT, RECOVERY_MESSAGE};
 
 // ---- helpers ---------------------------------------------------------------------------------
 
-fn config(dir: &tempfile::TempDir) -> StoreConfig {
-    StoreConfig::new(dir.path().join("store.db"))
+/// Which store a conformance test runs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Sqlite,
+    Postgres,
 }
 
-fn open(dir: &tempfile::TempDir) -> Opened {
+/// Where a test's store lives: a scratch directory (SQLite's file, and files the test writes)
+/// and, for PostgreSQL, a scratch database.
+struct Scratch {
+    dir: tempfile::TempDir,
+    database: Option<ScratchDatabase>,
+}
+
+impl Scratch {
+    fn new(kind: Kind) -> Scratch {
+        let database = match kind {
+            Kind::Sqlite => None,
+            Kind::Postgres => Some(ScratchDatabase::create().unwrap_or_else(|e| panic!("{e}"))),
+        };
+        Scratch { dir: tempfile::tempdir().unwrap(), database }
+    }
+
+    fn kind(&self) -> Kind {
+        if self.database.is_some() { Kind::Postgres } else { Kind::Sqlite }
+    }
+
+    fn path(&self) -> &std::path::Path {
+        self.dir.path()
+    }
+}
+
+fn config(dir: &Scratch) -> StoreConfig {
+    match &dir.database {
+        Some(db) => StoreConfig::at(Location::Postgres(db.url().to_owned())),
+        None => StoreConfig::new(dir.path().join("store.db")),
+    }
+}
+
+fn open(dir: &Scratch) -> Opened {
     Store::open(&config(dir)).expect("open")
 }
+
+/// The conformance suite: each test once per store. The PostgreSQL ones need a server
+/// (`TURNSTILE_TEST_POSTGRES`), so a plain `cargo test` leaves them out and CI runs them with
+/// `-- --ignored store::tests::postgres`; without the variable they fail saying how to start
+/// one.
+macro_rules! both_stores {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $( #[test] fn $name() { super::$name(super::Kind::Sqlite) } )*
+        }
+        mod postgres {
+            $(
+                #[test]
+                #[ignore = "needs PostgreSQL: eval \"$(scripts/postgres.sh env)\", then --ignored"]
+                fn $name() { super::$name(super::Kind::Postgres) }
+            )*
+        }
+    };
+}
+
+both_stores!(
+    open_creates_the_schema_and_reopen_keeps_the_data,
+    a_second_open_is_refused_and_runs_no_recovery_over_live_work,
+    a_call_with_invalid_arguments_keeps_what_the_model_sent_beside_its_input,
+    a_reader_cannot_write,
+    every_op_is_applied_and_read_back,
+    session_usage_sets_gauges_and_adds_cost_and_a_title_touches_nothing_else,
+    a_group_commit_applies_several_sessions_in_one_transaction,
+    writes_for_rows_the_store_does_not_hold_are_errors,
+    an_injected_fault_before_or_after_applying_leaves_nothing_and_uses_no_cursor,
+    recovery_ends_every_unfinished_submission_and_repairs_history,
+    deleted_message_ids_are_never_handed_out_again,
+    fingerprints_cover_attachments,
+    protocol_problems_name_the_message_and_call,
+    an_engine_turn_applied_commit_by_commit_is_protocol_legal,
+    changes_name_exactly_what_each_commit_touched_and_resume_across_a_restart,
+    changes_from_far_back_come_in_pages_of_whole_revisions,
+    pages_of_messages_follow_write_order_and_refuse_a_foreign_cursor,
+    the_end_of_a_summary_changes_its_session_so_streams_see_it_stop_summarizing,
+);
 
 fn sid(s: &str) -> SessionId {
     SessionId::new(s)
@@ -149,17 +224,48 @@ fn dump(r: &Reader) -> (Vec<SessionRow>, Vec<RunRow>, Vec<Vec<StoredMessage>>) {
 
 /// Counts statement compilations on `conn` from now on (SQLite calls the authorizer while
 /// compiling, also when it re-compiles a cached statement whose plan depended on a bound value).
-fn count_compiles(conn: &mut super::Conn) -> std::sync::Arc<std::sync::atomic::AtomicU64> {
-    let super::Conn::Sqlite(conn) = conn else { panic!("a SQLite store") };
-    use rusqlite::hooks::{AuthContext, Authorization};
-    let n = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
-    let counter = n.clone();
-    conn.authorizer(Some(move |_: AuthContext<'_>| {
-        counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        Authorization::Allow
-    }))
-    .unwrap();
-    n
+/// Counts statement compilations on a connection from now on: SQLite calls the authorizer
+/// while it compiles a statement; a PostgreSQL connection counts the statements it prepares.
+enum Compiles {
+    Sqlite(std::sync::Arc<std::sync::atomic::AtomicU64>),
+    Postgres(u64),
+}
+
+fn count_compiles(conn: &mut super::Conn) -> Compiles {
+    match conn {
+        super::Conn::Sqlite(conn) => {
+            use rusqlite::hooks::{AuthContext, Authorization};
+            let n = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+            let counter = n.clone();
+            conn.authorizer(Some(move |_: AuthContext<'_>| {
+                counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                Authorization::Allow
+            }))
+            .unwrap();
+            Compiles::Sqlite(n)
+        }
+        super::Conn::Postgres(conn) => Compiles::Postgres(conn.prepares()),
+    }
+}
+
+impl Compiles {
+    /// Compilations since the count started (or was reset).
+    fn since(&self, conn: &super::Conn) -> u64 {
+        match (self, conn) {
+            (Compiles::Sqlite(n), _) => n.load(std::sync::atomic::Ordering::Relaxed),
+            (Compiles::Postgres(start), super::Conn::Postgres(c)) => c.prepares() - start,
+            _ => panic!("counted on another store's connection"),
+        }
+    }
+
+    /// Counts from now on.
+    fn reset(&mut self, conn: &super::Conn) {
+        match (self, conn) {
+            (Compiles::Sqlite(n), _) => n.store(0, std::sync::atomic::Ordering::Relaxed),
+            (Compiles::Postgres(start), super::Conn::Postgres(c)) => *start = c.prepares(),
+            _ => panic!("counted on another store's connection"),
+        }
+    }
 }
 
 fn sqlite_code(e: &StoreError) -> Option<rusqlite::ErrorCode> {
@@ -171,9 +277,8 @@ fn sqlite_code(e: &StoreError) -> Option<rusqlite::ErrorCode> {
 
 // ---- open, lock, schema ----------------------------------------------------------------------
 
-#[test]
-fn open_creates_the_schema_and_reopen_keeps_the_data() {
-    let dir = tempfile::tempdir().unwrap();
+fn open_creates_the_schema_and_reopen_keeps_the_data(kind: Kind) {
+    let dir = Scratch::new(kind);
     let opened = open(&dir);
     assert_eq!(opened.start, Start::default(), "an empty store starts from nothing");
     assert!(opened.recovered.is_empty());
@@ -181,14 +286,25 @@ fn open_creates_the_schema_and_reopen_keeps_the_data() {
     let t = txn("s", vec![new_run("s", 1, Some("r1"), "hi"), Write::Op(activated("s", 1))]);
     store.commit(&[t, ops("s", vec![user("s", 1, 1, "hi")])]).unwrap();
     store.close().unwrap();
-    assert!(!dir.path().join("store.db-wal").exists(), "close checkpoints and removes the WAL");
+    if dir.kind() == Kind::Sqlite {
+        assert!(!dir.path().join("store.db-wal").exists(), "close checkpoints and removes the WAL");
+    }
 
     let opened = open(&dir);
     let reader = opened.store.reader().unwrap();
-    let version: i64 = rusqlite::Connection::open(dir.path().join("store.db"))
-        .unwrap()
-        .pragma_query_value(None, "user_version", |r| r.get(0))
-        .unwrap();
+    let version = match dir.kind() {
+        Kind::Sqlite => rusqlite::Connection::open(dir.path().join("store.db"))
+            .unwrap()
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .unwrap(),
+        Kind::Postgres => reader
+            .db()
+            .row("SELECT version FROM schema_version", &[])
+            .unwrap()
+            .unwrap()
+            .int(0)
+            .unwrap(),
+    };
     assert_eq!(version, 4);
     assert_eq!(reader.messages(&sid("s")).unwrap()[0].text, "hi");
     let activity = reader.activity(false).unwrap();
@@ -204,9 +320,8 @@ fn open_creates_the_schema_and_reopen_keeps_the_data() {
     assert_eq!(reader.integrity_check(), Ok(()));
 }
 
-#[test]
-fn a_second_open_is_refused_and_runs_no_recovery_over_live_work() {
-    let dir = tempfile::tempdir().unwrap();
+fn a_second_open_is_refused_and_runs_no_recovery_over_live_work(kind: Kind) {
+    let dir = Scratch::new(kind);
     let mut first = open(&dir).store;
     first.commit(&[txn("s", vec![new_run("s", 1, Some("r1"), "hi")])]).unwrap();
 
@@ -291,7 +406,7 @@ fn two_threads_creating_one_memory_disk_name_at_once_get_one_disk() {
 
 #[test]
 fn a_newer_schema_is_refused_with_a_clear_message() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = Scratch::new(Kind::Sqlite);
     open(&dir).store.close().unwrap();
     rusqlite::Connection::open(dir.path().join("store.db"))
         .unwrap()
@@ -307,7 +422,7 @@ fn a_newer_schema_is_refused_with_a_clear_message() {
 
 #[test]
 fn a_version_1_store_is_migrated_to_version_2() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = Scratch::new(Kind::Sqlite);
     {
         let conn = rusqlite::Connection::open(dir.path().join("store.db")).unwrap();
         conn.execute_batch(super::schema::MIGRATIONS[0]).unwrap();
@@ -326,9 +441,8 @@ fn a_version_1_store_is_migrated_to_version_2() {
     assert_eq!(activity[0].last_activity_ms, None, "a run from before version 2 has no times");
 }
 
-#[test]
-fn a_call_with_invalid_arguments_keeps_what_the_model_sent_beside_its_input() {
-    let dir = tempfile::tempdir().unwrap();
+fn a_call_with_invalid_arguments_keeps_what_the_model_sent_beside_its_input(kind: Kind) {
+    let dir = Scratch::new(kind);
     let mut store = open(&dir).store;
     let t = txn("s", vec![new_run("s", 1, None, "hi"), Write::Op(activated("s", 1))]);
     let bad = StoreOp::ToolCall {
@@ -371,9 +485,8 @@ fn store_and_reader_move_between_threads() {
     send::<Faults>();
 }
 
-#[test]
-fn a_reader_cannot_write() {
-    let dir = tempfile::tempdir().unwrap();
+fn a_reader_cannot_write(kind: Kind) {
+    let dir = Scratch::new(kind);
     let store = open(&dir).store;
     let reader = store.reader().unwrap();
     assert!(reader.db().execute("DELETE FROM runs", &[]).is_err());
@@ -381,9 +494,8 @@ fn a_reader_cannot_write() {
 
 // ---- applying writes -------------------------------------------------------------------------
 
-#[test]
-fn every_op_is_applied_and_read_back() {
-    let dir = tempfile::tempdir().unwrap();
+fn every_op_is_applied_and_read_back(kind: Kind) {
+    let dir = Scratch::new(kind);
     let mut store = open(&dir).store;
     let attachment =
         Attachment { name: "a.txt".into(), media_type: "text/plain".into(), content: "A".into() };
@@ -584,9 +696,8 @@ fn every_op_is_applied_and_read_back() {
     assert_eq!(r.integrity_check(), Ok(()));
 }
 
-#[test]
-fn session_usage_sets_gauges_and_adds_cost_and_a_title_touches_nothing_else() {
-    let dir = tempfile::tempdir().unwrap();
+fn session_usage_sets_gauges_and_adds_cost_and_a_title_touches_nothing_else(kind: Kind) {
+    let dir = Scratch::new(kind);
     let mut store = open(&dir).store;
     let child = "m1$$c1";
     let setup = vec![
@@ -640,9 +751,8 @@ fn session_usage_sets_gauges_and_adds_cost_and_a_title_touches_nothing_else() {
     assert_eq!(r.session(&sid("p")).unwrap().unwrap().cost_micros, 1012, "rolled back");
 }
 
-#[test]
-fn a_group_commit_applies_several_sessions_in_one_transaction() {
-    let dir = tempfile::tempdir().unwrap();
+fn a_group_commit_applies_several_sessions_in_one_transaction(kind: Kind) {
+    let dir = Scratch::new(kind);
     let mut store = open(&dir).store;
     let txns: Vec<Txn> = (1..=5)
         .map(|i| {
@@ -681,9 +791,8 @@ fn a_group_commit_applies_several_sessions_in_one_transaction() {
     assert_eq!(r.newest_cursor().unwrap(), Cursor(5));
 }
 
-#[test]
-fn writes_for_rows_the_store_does_not_hold_are_errors() {
-    let dir = tempfile::tempdir().unwrap();
+fn writes_for_rows_the_store_does_not_hold_are_errors(kind: Kind) {
+    let dir = Scratch::new(kind);
     let mut store = open(&dir).store;
     let err = store.commit(&[ops("s", vec![outcome(cancelled("s", 9, None))])]).unwrap_err();
     assert_eq!(err.to_string(), "ledger_outcome: the ledger has no row for sequence 9");
@@ -700,9 +809,8 @@ fn writes_for_rows_the_store_does_not_hold_are_errors() {
     assert_eq!(err.to_string(), "ledger_paused: ledger row 1 is waiting, expected active");
 }
 
-#[test]
-fn an_injected_fault_before_or_after_applying_leaves_nothing_and_uses_no_cursor() {
-    let dir = tempfile::tempdir().unwrap();
+fn an_injected_fault_before_or_after_applying_leaves_nothing_and_uses_no_cursor(kind: Kind) {
+    let dir = Scratch::new(kind);
     let faults = Faults::default();
     let cfg = StoreConfig { faults: Some(faults.clone()), ..config(&dir) };
     let mut store = Store::open(&cfg).unwrap().store;
@@ -739,7 +847,7 @@ fn an_injected_fault_before_or_after_applying_leaves_nothing_and_uses_no_cursor(
 
 #[test]
 fn a_real_lock_conflict_is_sqlite_busy_and_the_store_stays_usable() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = Scratch::new(Kind::Sqlite);
     let mut store = open(&dir).store;
     let other = rusqlite::Connection::open(dir.path().join("store.db")).unwrap();
     other.execute_batch("BEGIN IMMEDIATE").unwrap();
@@ -755,9 +863,8 @@ fn a_real_lock_conflict_is_sqlite_busy_and_the_store_stays_usable() {
 /// reasoning, a call with a result, a finished call without one and an orphan unfinished call;
 /// a paused run with a partial summary; a finished run; an activated run without an assistant
 /// message; an active sub-agent.
-#[test]
-fn recovery_ends_every_unfinished_submission_and_repairs_history() {
-    let dir = tempfile::tempdir().unwrap();
+fn recovery_ends_every_unfinished_submission_and_repairs_history(kind: Kind) {
+    let dir = Scratch::new(kind);
     let mut store = open(&dir).store;
     let child = "m2$$c2";
     let finish_end = MessageFinish::EndTurn;
@@ -982,9 +1089,8 @@ fn recovery_ends_every_unfinished_submission_and_repairs_history() {
     assert_eq!(cursors, vec![Cursor(7)]);
 }
 
-#[test]
-fn deleted_message_ids_are_never_handed_out_again() {
-    let dir = tempfile::tempdir().unwrap();
+fn deleted_message_ids_are_never_handed_out_again(kind: Kind) {
+    let dir = Scratch::new(kind);
     let mut store = open(&dir).store;
     store
         .commit(&[
@@ -1011,9 +1117,8 @@ fn deleted_message_ids_are_never_handed_out_again() {
     assert_eq!(opened.recovered.len(), 1);
 }
 
-#[test]
-fn fingerprints_cover_attachments() {
-    let dir = tempfile::tempdir().unwrap();
+fn fingerprints_cover_attachments(kind: Kind) {
+    let dir = Scratch::new(kind);
     let mut store = open(&dir).store;
     let attachments = vec![Attachment {
         name: "f".into(),
@@ -1038,9 +1143,8 @@ fn fingerprints_cover_attachments() {
     assert_eq!(start.runs[0].outcome, Outcome::Interrupted);
 }
 
-#[test]
-fn protocol_problems_name_the_message_and_call() {
-    let dir = tempfile::tempdir().unwrap();
+fn protocol_problems_name_the_message_and_call(kind: Kind) {
+    let dir = Scratch::new(kind);
     let mut store = open(&dir).store;
     store
         .commit(&[txn(
@@ -1151,12 +1255,11 @@ fn drive_turn(engine: &mut Engine, store: &mut Store, submit: &Submit) -> (Vec<C
     (done, commits)
 }
 
-#[test]
-fn an_engine_turn_applied_commit_by_commit_is_protocol_legal() {
-    let dir = tempfile::tempdir().unwrap();
+fn an_engine_turn_applied_commit_by_commit_is_protocol_legal(kind: Kind) {
+    let dir = Scratch::new(kind);
     let opened = open(&dir);
     let mut store = opened.store;
-    let writer_compiles = count_compiles(&mut store.conn);
+    let mut writer_compiles = count_compiles(&mut store.conn);
     let mut engine = Engine::new(Config::default(), opened.start).unwrap();
     let submit = Submit::new("s1", "list the files").with_run_id("r1");
     let (done, commits) = drive_turn(&mut engine, &mut store, &submit);
@@ -1190,14 +1293,14 @@ fn an_engine_turn_applied_commit_by_commit_is_protocol_legal() {
     // The same turn again, other values bound: every statement is already compiled and cached.
     // (A plan that depends on a bound value is compiled again at every rebinding: the cost the
     // host pays per step when a query is written that way.)
-    let reader_compiles = count_compiles(&mut r.conn);
+    let mut reader_compiles = count_compiles(&mut r.conn);
     for session in ["s1", "none"] {
         r.messages(&sid(session)).unwrap();
         r.session(&sid(session)).unwrap();
         r.run(&RunId::new(session)).unwrap();
     }
-    writer_compiles.store(0, std::sync::atomic::Ordering::Relaxed);
-    reader_compiles.store(0, std::sync::atomic::Ordering::Relaxed);
+    writer_compiles.reset(&store.conn);
+    reader_compiles.reset(&r.conn);
     let again = Submit::new("s2", "list them again").with_run_id("r2");
     let (done2, _) = drive_turn(&mut engine, &mut store, &again);
     assert_eq!(done2[0].outcome(), Outcome::Completed);
@@ -1206,10 +1309,8 @@ fn an_engine_turn_applied_commit_by_commit_is_protocol_legal() {
         r.session(&sid(session)).unwrap();
         r.run(&RunId::new(session)).unwrap();
     }
-    let compiles = |n: &std::sync::Arc<std::sync::atomic::AtomicU64>| {
-        n.load(std::sync::atomic::Ordering::Relaxed)
-    };
-    assert_eq!((compiles(&writer_compiles), compiles(&reader_compiles)), (0, 0), "writer, reader");
+    let compiled = (writer_compiles.since(&store.conn), reader_compiles.since(&r.conn));
+    assert_eq!(compiled, (0, 0), "writer, reader");
     drop(r);
     store.close().unwrap();
 
@@ -1248,9 +1349,8 @@ fn names(c: &Changes) -> Vec<String> {
         .collect()
 }
 
-#[test]
-fn changes_name_exactly_what_each_commit_touched_and_resume_across_a_restart() {
-    let dir = tempfile::tempdir().unwrap();
+fn changes_name_exactly_what_each_commit_touched_and_resume_across_a_restart(kind: Kind) {
+    let dir = Scratch::new(kind);
     let mut store = open(&dir).store;
     let reader = store.reader().unwrap();
     let start = reader.position().unwrap();
@@ -1325,9 +1425,8 @@ fn changes_name_exactly_what_each_commit_touched_and_resume_across_a_restart() {
 /// A catch-up from far back reads pages of whole revisions, no larger than the limit (but for
 /// a single revision over it), and the completions only once every row is behind it: the
 /// pages together are the answer read at once.
-#[test]
-fn changes_from_far_back_come_in_pages_of_whole_revisions() {
-    let dir = tempfile::tempdir().unwrap();
+fn changes_from_far_back_come_in_pages_of_whole_revisions(kind: Kind) {
+    let dir = Scratch::new(kind);
     let mut store = open(&dir).store;
     let reader = store.reader().unwrap();
     let start = reader.position().unwrap();
@@ -1381,9 +1480,8 @@ fn changes_from_far_back_come_in_pages_of_whole_revisions() {
     assert_eq!(at, whole.now);
 }
 
-#[test]
-fn pages_of_messages_follow_write_order_and_refuse_a_foreign_cursor() {
-    let dir = tempfile::tempdir().unwrap();
+fn pages_of_messages_follow_write_order_and_refuse_a_foreign_cursor(kind: Kind) {
+    let dir = Scratch::new(kind);
     let mut store = open(&dir).store;
     store
         .commit(&[txn(
@@ -1421,9 +1519,8 @@ fn pages_of_messages_follow_write_order_and_refuse_a_foreign_cursor() {
     assert_eq!(reader.session_state(&sid("b")).unwrap().unwrap().messages, 1);
 }
 
-#[test]
-fn the_end_of_a_summary_changes_its_session_so_streams_see_it_stop_summarizing() {
-    let dir = tempfile::tempdir().unwrap();
+fn the_end_of_a_summary_changes_its_session_so_streams_see_it_stop_summarizing(kind: Kind) {
+    let dir = Scratch::new(kind);
     let mut store = open(&dir).store;
     store
         .commit(&[txn("s", vec![new_run("s", 1, None, "hi"), Write::Op(activated("s", 1))])])
