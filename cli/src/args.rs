@@ -13,7 +13,8 @@ else ~/.config/turnstile/config.toml; the built-in catalogue knows OpenAI, Anthr
 compatible providers. Keys come from the environment (OPENAI_API_KEY, ANTHROPIC_API_KEY, ...).
 The store (sessions, history, the run ledger) is .turnstile/store.db in the project's root:
 the nearest folder upward with .turnstile/ or turnstile.toml, else the repository's root (.git),
-else the current directory. A session is named by its id or a unique prefix of it.
+else the current directory. --store (or TURNSTILE_STORE) names another file, or a PostgreSQL
+database: --store postgres://user@host:5432/agents. A session is named by its id or a unique prefix of it.
 
 Examples:
   turnstile run \"Explain what src/main.rs does\"
@@ -41,9 +42,10 @@ pub struct Global {
     /// The configuration file (TOML).
     #[arg(long, global = true, value_name = "FILE", env = "TURNSTILE_CONFIG")]
     pub config: Option<PathBuf>,
-    /// The store file [default: .turnstile/store.db in the project's root].
-    #[arg(long, global = true, value_name = "FILE", env = "TURNSTILE_STORE")]
-    pub store: Option<PathBuf>,
+    /// The store: a SQLite file, or a PostgreSQL database by its URL (postgres://user@host/db)
+    /// [default: .turnstile/store.db in the project's root].
+    #[arg(long, global = true, value_name = "FILE|URL", env = "TURNSTILE_STORE")]
+    pub store: Option<String>,
     /// Log to stderr: -v info, -vv debug, -vvv trace (RUST_LOG refines it).
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     pub verbose: u8,

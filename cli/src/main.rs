@@ -92,8 +92,13 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async {
         match cli.command {
             args::Command::Run(a) => run::run(&cli.global, a).await,
-            args::Command::Sessions(a) => show::sessions(&cli.global, &a),
-            args::Command::History(a) => show::history(&cli.global, &a),
+            // Blocking reads (a PostgreSQL client must not block a thread of the runtime).
+            args::Command::Sessions(a) => {
+                tokio::task::block_in_place(|| show::sessions(&cli.global, &a))
+            }
+            args::Command::History(a) => {
+                tokio::task::block_in_place(|| show::history(&cli.global, &a))
+            }
             args::Command::Serve(a) => serve::serve(&cli.global, a).await,
         }
     });

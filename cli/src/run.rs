@@ -49,7 +49,7 @@ pub async fn run(global: &Global, a: Run) -> Result<u8, Failure> {
     let cwd = working_dir(a.cwd.as_deref())?;
     let loaded = setup::load(global, &cwd)?;
     let provider = loaded.provider(a.model.as_deref(), &cwd)?;
-    let store = setup::store_path(global, &cwd);
+    let store = setup::store_at(global, &cwd);
     let reaper = setup::reaper(&store);
     let (tools, gate) = loaded
         .tools(&cwd, a.yolo, reaper.clone(), Arc::new(DenyAsks))

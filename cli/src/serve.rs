@@ -5,7 +5,7 @@
 //! listening. A second signal exits at once; the next start's recovery decides what was left.
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use turnstile_server::{Asks, Server, ServerConfig, Token, TokenSource};
@@ -22,13 +22,10 @@ const GRACE: std::time::Duration = std::time::Duration::from_secs(10);
 /// The environment variable that configures the token (for the server and its clients).
 pub const TOKEN_ENV: &str = "TURNSTILE_SERVER_TOKEN";
 
-/// The token file beside a store.
+/// The token file in a store's folder (beside its file, or the project's `.turnstile/`).
 #[must_use]
-pub fn default_token_file(store: &Path) -> PathBuf {
-    store
-        .parent()
-        .unwrap_or(Path::new("."))
-        .join("server-token")
+pub fn default_token_file(store: &setup::StoreAt) -> PathBuf {
+    store.folder.join("server-token")
 }
 
 /// Runs `turnstile serve`.
@@ -50,7 +47,7 @@ pub async fn serve(global: &Global, a: Serve) -> Result<u8, Failure> {
         ))
     })?;
     let provider = loaded.provider(a.model.as_deref(), &cwd)?;
-    let store = setup::store_path(global, &cwd);
+    let store = setup::store_at(global, &cwd);
     let reaper = setup::reaper(&store);
     let asks = Asks::new();
     let (tools, _gate) = loaded

@@ -23,6 +23,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde::Deserialize;
+use turnstile_host::store::{Location, StoreConfig};
 use turnstile_host::{Host, HostConfig, OpenError, StoreError, ToolSet};
 use turnstile_http::{Config, HttpProvider, KeySource};
 use turnstile_tools::{Asker, Gate, Hook, HooksFile, Permissions, PermissionsFile, Reaper};
@@ -273,10 +274,10 @@ pub fn project_root(start: &Path) -> PathBuf {
 ///
 /// # Errors
 /// The folder cannot be made.
-pub fn store_dir(store: &Path) -> std::io::Result<()> {
-    let Some(dir) = store.parent().filter(|d| !d.as_os_str().is_empty()) else {
+pub fn store_dir(dir: &Path) -> std::io::Result<()> {
+    if dir.as_os_str().is_empty() {
         return Ok(());
-    };
+    }
     std::fs::create_dir_all(dir)?;
     let ignore = dir.join(".gitignore");
     if dir.file_name().is_some_and(|n| n == ".turnstile") && !ignore.exists() {
@@ -376,25 +377,58 @@ impl Loaded {
     }
 }
 
-/// The store file: `--store`, else `.turnstile/store.db` in the project's root
-/// ([`project_root`] of `cwd`).
-#[must_use]
-pub fn store_path(global: &Global, cwd: &Path) -> PathBuf {
-    global
-        .store
-        .clone()
-        .unwrap_or_else(|| project_root(cwd).join(".turnstile").join("store.db"))
+/// Where the store is, and this machine's folder for it.
+#[derive(Clone, Debug)]
+pub struct StoreAt {
+    /// The store: a SQLite file, or a PostgreSQL database.
+    pub location: Location,
+    /// The folder of this machine's files of the store (the commands it left running, the
+    /// server's token): the file's folder, or the project's `.turnstile/` for a database.
+    pub folder: PathBuf,
 }
 
-/// The reaper of `bash` commands' process groups for this store: `running/` beside it. One
-/// process owns a store, so one owns its folder.
-#[must_use]
-pub fn reaper(store: &Path) -> Option<Reaper> {
-    // The first thing that creates the store's folder: its `.gitignore` comes with it.
-    if let Err(e) = store_dir(store) {
-        tracing::warn!(store = %store.display(), "cannot create the store's folder: {e}");
+impl StoreAt {
+    /// The store as messages name it (a database's URL without its password).
+    #[must_use]
+    pub fn describe(&self) -> String {
+        self.location.to_string()
     }
-    let dir = store.parent().unwrap_or(Path::new(".")).join("running");
+}
+
+/// The store: `--store` (a file, or a `postgres://` URL), else `.turnstile/store.db` in the
+/// project's root ([`project_root`] of `cwd`).
+#[must_use]
+pub fn store_at(global: &Global, cwd: &Path) -> StoreAt {
+    let local = project_root(cwd).join(".turnstile");
+    match global.store.as_deref().map(Location::parse) {
+        Some(Location::File(path)) => {
+            let folder = path.parent().filter(|d| !d.as_os_str().is_empty());
+            let folder = folder.map_or_else(|| PathBuf::from("."), Path::to_path_buf);
+            StoreAt {
+                location: Location::File(path),
+                folder,
+            }
+        }
+        Some(location) => StoreAt {
+            location,
+            folder: local,
+        },
+        None => StoreAt {
+            location: Location::File(local.join("store.db")),
+            folder: local,
+        },
+    }
+}
+
+/// The reaper of `bash` commands' process groups for this store: `running/` in its folder.
+/// One process owns a store, so one owns its folder.
+#[must_use]
+pub fn reaper(store: &StoreAt) -> Option<Reaper> {
+    // The first thing that creates the store's folder: its `.gitignore` comes with it.
+    if let Err(e) = store_dir(&store.folder) {
+        tracing::warn!(store = %store.folder.display(), "cannot create the store's folder: {e}");
+    }
+    let dir = store.folder.join("running");
     match Reaper::new(&dir) {
         Ok(r) => Some(r),
         Err(e) => {
@@ -428,13 +462,13 @@ pub fn reap(reaper: Option<&Reaper>) {
 /// The folder cannot be made, or the store cannot be opened (in use by another process:
 /// said so, with the file), or the recording cannot be written.
 pub async fn open(
-    store: &Path,
+    store: &StoreAt,
     provider: HttpProvider,
     tools: ToolSet,
     recording: Option<&Recording>,
     engine: &turnstile_core::Config,
 ) -> Result<Host, Failure> {
-    let mut config = HostConfig::new(store);
+    let mut config = HostConfig::with_store(StoreConfig::at(store.location.clone()));
     config.engine = engine.clone();
     let provider = match recording {
         None => provider,
@@ -450,23 +484,26 @@ pub async fn open(
 }
 
 async fn open_host(
-    store: &Path,
+    store: &StoreAt,
     config: HostConfig,
     provider: HttpProvider,
     tools: ToolSet,
 ) -> Result<Host, Failure> {
-    store_dir(store).map_err(|e| {
-        let dir = store.parent().unwrap_or(Path::new("."));
+    store_dir(&store.folder).map_err(|e| {
         Failure::setup(format!(
             "cannot create the store's folder `{}`: {e}",
-            dir.display()
+            store.folder.display()
         ))
     })?;
     Host::open(config, Arc::new(provider), tools)
         .await
         .map_err(|e| {
-            let detail = match &e {
-                OpenError::Store(StoreError::InUse) => {
+            let detail = match (&e, &store.location) {
+                (OpenError::Store(StoreError::InUse), Location::Postgres(_)) => {
+                    " (another `turnstile` owns this database: wait for it, give another \
+                     --store, or if it is a `turnstile serve`, run with --server URL)"
+                }
+                (OpenError::Store(StoreError::InUse), _) => {
                     " (another `turnstile` runs in this directory: wait for it, give --store, \
                      or if it is a `turnstile serve`, run with --server URL)"
                 }
@@ -474,7 +511,7 @@ async fn open_host(
             };
             Failure::setup(format!(
                 "cannot open the store `{}`: {e}{detail}",
-                store.display()
+                store.describe()
             ))
         })
 }

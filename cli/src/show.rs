@@ -5,11 +5,11 @@
 //! of it ([`resolve`]). Output goes through [`crate::out`]: a reader that goes away early
 //! (`turnstile sessions | head -1`) ends the listing quietly.
 
-use std::path::Path;
-
 use serde_json::{Value, json};
 use turnstile_core::SessionId;
-use turnstile_host::store::{Reader, SessionActivity, StoredCall, StoredMessage, StoredRole};
+use turnstile_host::store::{
+    Location, Reader, SessionActivity, StoreError, StoredCall, StoredMessage, StoredRole,
+};
 
 use crate::args::{Global, History, Sessions};
 use crate::{Failure, out, setup};
@@ -61,24 +61,35 @@ pub fn resolve(ids: &[SessionId], given: &str) -> Result<SessionId, String> {
 fn reader(global: &Global) -> Result<Option<Reader>, Failure> {
     let cwd = std::env::current_dir()
         .map_err(|e| Failure::setup(format!("cannot read the current directory: {e}")))?;
-    let path = setup::store_path(global, &cwd);
-    if !path.exists() {
+    let store = setup::store_at(global, &cwd);
+    if let Location::File(path) = &store.location
+        && !path.exists()
+    {
         return Ok(None);
     }
-    Reader::open(&path)
-        .map(Some)
-        .map_err(|e| store_error(&path, &e))
+    let reader = Reader::open_at(&store.location).map_err(|e| store_error(&store, &e))?;
+    // A database nobody ran on yet has no tables: no store yet, as a missing file.
+    match reader.position() {
+        Err(StoreError::Postgres {
+            code: Some(code), ..
+        }) if code == UNDEFINED_TABLE => Ok(None),
+        Err(e) => Err(store_error(&store, &e)),
+        Ok(_) => Ok(Some(reader)),
+    }
 }
 
-fn store_error(path: &Path, e: &dyn std::fmt::Display) -> Failure {
-    Failure::setup(format!("cannot read the store `{}`: {e}", path.display()))
+/// PostgreSQL's SQLSTATE for a table that does not exist.
+const UNDEFINED_TABLE: &str = "42P01";
+
+fn store_error(store: &setup::StoreAt, e: &dyn std::fmt::Display) -> Failure {
+    Failure::setup(format!("cannot read the store `{}`: {e}", store.describe()))
 }
 
 fn no_store(global: &Global) -> String {
     let cwd = std::env::current_dir().unwrap_or_default();
     format!(
         "no store at `{}` yet: `turnstile run` creates it (or give --store)",
-        setup::store_path(global, &cwd).display()
+        setup::store_at(global, &cwd).describe()
     )
 }
 

@@ -311,6 +311,17 @@ async fn run_against_a_server_replays_a_recorded_tool_stream_and_prints_the_answ
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_kill_9_mid_turn_and_a_restart_give_each_client_one_run_complete_per_run() {
+    kill_9_mid_turn_and_restart(false).await;
+}
+
+/// The same over a PostgreSQL store (SPEC 11): the event ids are the database's positions.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs PostgreSQL: eval \"$(scripts/postgres.sh env)\", then --ignored"]
+async fn postgres_a_kill_9_mid_turn_and_a_restart_give_each_client_one_run_complete_per_run() {
+    kill_9_mid_turn_and_restart(true).await;
+}
+
+async fn kill_9_mid_turn_and_restart(postgres: bool) {
     let provider = Provider::start(vec![
         Reply::Sse(recorded(TOOL_CASE, 0)),
         Reply::Sse(recorded(TOOL_CASE, 1)),
@@ -318,7 +329,10 @@ async fn a_kill_9_mid_turn_and_a_restart_give_each_client_one_run_complete_per_r
         Reply::Sse(text_stream("after the restart")),
     ])
     .await;
-    let project = Project::new(&provider.base_url, "");
+    let mut project = Project::new(&provider.base_url, "");
+    if postgres {
+        project = project.on_postgres();
+    }
     let port = free_port();
     let mut served = Served::start(&project, port, Some(TOKEN)).await;
     let base = served.base.clone();

@@ -343,6 +343,8 @@ pub fn recorded(case: &str, n: usize) -> Vec<u8> {
 pub struct Project {
     pub dir: tempfile::TempDir,
     pub config: PathBuf,
+    /// The project's store is this PostgreSQL database (`TURNSTILE_STORE`), not its file.
+    pub database: Option<turnstile_host::store::ScratchDatabase>,
 }
 
 impl Project {
@@ -359,7 +361,31 @@ impl Project {
             ),
         )
         .unwrap();
-        Project { dir, config }
+        Project {
+            dir,
+            config,
+            database: None,
+        }
+    }
+
+    /// The same project with its store in a scratch PostgreSQL database of its own (the
+    /// server `TURNSTILE_TEST_POSTGRES` names; without it, a panic saying how to start one).
+    #[must_use]
+    pub fn on_postgres(mut self) -> Project {
+        let db = turnstile_host::store::ScratchDatabase::create().unwrap_or_else(|e| panic!("{e}"));
+        self.database = Some(db);
+        self
+    }
+
+    /// A reader of the project's store, wherever it is.
+    pub fn reader(&self) -> turnstile_host::store::Reader {
+        match &self.database {
+            Some(db) => turnstile_host::store::Reader::open_at(
+                &turnstile_host::store::Location::Postgres(db.url().to_owned()),
+            )
+            .unwrap(),
+            None => turnstile_host::store::Reader::open(&self.store()).unwrap(),
+        }
     }
 
     /// A project with this configuration file.
@@ -367,7 +393,11 @@ impl Project {
         let dir = tempfile::tempdir().unwrap();
         let config = dir.path().join("turnstile.toml");
         std::fs::write(&config, text).unwrap();
-        Project { dir, config }
+        Project {
+            dir,
+            config,
+            database: None,
+        }
     }
 
     pub fn path(&self) -> &Path {
@@ -393,6 +423,9 @@ impl Project {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
+        if let Some(db) = &self.database {
+            c.env("TURNSTILE_STORE", db.url());
+        }
         c
     }
 

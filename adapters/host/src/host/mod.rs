@@ -201,7 +201,22 @@ impl Host {
         tools: ToolSet,
     ) -> Result<Host, OpenError> {
         let store_config = config.store.clone();
-        let opened = match crate::rt::blocking(move || Store::open(&store_config)).await {
+        let reader_count = config.readers.max(1);
+        // Opening and the first reads are blocking work (a PostgreSQL client must not block
+        // a thread of the async runtime).
+        let opening = move || -> Result<_, StoreError> {
+            let opened = Store::open(&store_config)?;
+            let mut readers = Vec::new();
+            for _ in 0..reader_count {
+                readers.push(opened.store.reader()?);
+            }
+            // A read connection of their own for the workers (requests, preparation), so that
+            // clients' reads do not queue behind them.
+            let worker_reader = opened.store.reader()?;
+            let newest = readers[0].newest_cursor()?;
+            Ok((opened, readers, worker_reader, newest))
+        };
+        let (opened, readers, worker_reader, newest) = match crate::rt::blocking(opening).await {
             Ok(Ok(opened)) => opened,
             Ok(Err(e)) | Err(e) => {
                 tracing::error!(error = %e, "the store could not be opened");
@@ -209,14 +224,6 @@ impl Host {
             }
         };
         log_recovery(&opened.recovered, opened.start.runs.len());
-        let mut readers = Vec::new();
-        for _ in 0..config.readers.max(1) {
-            readers.push(opened.store.reader()?);
-        }
-        // A read connection of their own for the workers (requests, preparation), so that
-        // clients' reads do not queue behind them.
-        let worker_reader = opened.store.reader()?;
-        let newest = readers[0].newest_cursor()?;
         let driver = driver(&config, &opened.start)?;
         let hub = Arc::new(Hub::new(newest, config.updates_capacity));
         hub.revised(opened.store.revision());

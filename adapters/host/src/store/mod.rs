@@ -333,9 +333,10 @@ pub struct Store {
 pub(crate) enum Conn {
     /// SQLite (a file or an in-memory disk).
     Sqlite(rusqlite::Connection),
-    /// PostgreSQL.
+    /// PostgreSQL (boxed: a connection with its statement cache is large, and the store
+    /// holds one for its life).
     #[cfg(not(madsim))]
-    Postgres(postgres::PgConn),
+    Postgres(Box<postgres::PgConn>),
 }
 
 impl Conn {
@@ -344,7 +345,7 @@ impl Conn {
         match self {
             Conn::Sqlite(c) => c,
             #[cfg(not(madsim))]
-            Conn::Postgres(c) => c,
+            Conn::Postgres(c) => c.as_ref(),
         }
     }
 }
@@ -398,7 +399,7 @@ impl Store {
     /// connection, taken before anything else.
     #[cfg(not(madsim))]
     fn open_postgres(config: &StoreConfig, url: &str) -> Result<Opened, StoreError> {
-        let conn = postgres::PgConn::connect(url)?;
+        let conn = Box::new(postgres::PgConn::connect(url)?);
         conn.lock_owner()?;
         conn.migrate()?;
         Store::recover(Conn::Postgres(conn), config, None)

@@ -37,7 +37,8 @@ const OWNER_LOCK: i64 = 0x7473_746c;
 pub(crate) struct PgConn {
     /// The URL without its password, for messages.
     database: String,
-    inner: Mutex<Inner>,
+    /// `None` only while being dropped.
+    inner: Option<Mutex<Inner>>,
 }
 
 struct Inner {
@@ -66,12 +67,12 @@ impl PgConn {
         let client = Client::connect(url, NoTls).map_err(|e| error(&database, &e))?;
         Ok(PgConn {
             database,
-            inner: Mutex::new(Inner {
+            inner: Some(Mutex::new(Inner {
                 client,
                 statements: HashMap::new(),
                 in_transaction: false,
                 prepares: 0,
-            }),
+            })),
         })
     }
 
@@ -196,9 +197,12 @@ impl PgConn {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        let Some(inner) = &self.inner else {
+            unreachable!("a connection is used only while it lives")
+        };
         // A panic while holding it leaves nothing half-done that the next call could see (a
         // statement either ran or not), so a poisoned lock is still usable.
-        self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     fn prepared(&self, inner: &mut Inner, sql: &str) -> Result<Statement, StoreError> {
@@ -216,6 +220,19 @@ impl PgConn {
     #[cfg(test)]
     pub(crate) fn prepares(&self) -> u64 {
         self.lock().prepares
+    }
+}
+
+impl Drop for PgConn {
+    fn drop(&mut self) {
+        // The client's own drop blocks on its small runtime, which panics on a thread of the
+        // host's async runtime (where a store or a reader may be dropped): it is dropped on a
+        // thread of its own, waited for, so its advisory lock is released when this returns.
+        if let Some(inner) = self.inner.take() {
+            std::thread::scope(|s| {
+                s.spawn(move || drop(inner));
+            });
+        }
     }
 }
 

@@ -275,7 +275,7 @@ impl Reader {
 
     #[cfg(not(madsim))]
     fn open_postgres(url: &str) -> Result<Reader, StoreError> {
-        Ok(Reader { conn: Conn::Postgres(super::postgres::PgConn::connect_reader(url)?) })
+        Ok(Reader { conn: Conn::Postgres(Box::new(super::postgres::PgConn::connect_reader(url)?)) })
     }
 
     #[cfg(madsim)]

@@ -43,11 +43,13 @@ impl ScratchDatabase {
             std::process::id(),
             NEXT.fetch_add(1, Ordering::Relaxed)
         );
-        let mut client = Client::connect(&admin, NoTls)
-            .map_err(|e| format!("{TEST_POSTGRES} ({admin}): cannot connect: {e}"))?;
-        client
-            .batch_execute(&format!("CREATE DATABASE {name}"))
-            .map_err(|e| format!("{TEST_POSTGRES} ({admin}): cannot create a database: {e}"))?;
+        off_runtime(|| {
+            let mut client = Client::connect(&admin, NoTls)
+                .map_err(|e| format!("{TEST_POSTGRES} ({admin}): cannot connect: {e}"))?;
+            client
+                .batch_execute(&format!("CREATE DATABASE {name}"))
+                .map_err(|e| format!("{TEST_POSTGRES} ({admin}): cannot create a database: {e}"))
+        })?;
         let url = with_database(&admin, &name);
         Ok(ScratchDatabase { admin, name, url })
     }
@@ -61,11 +63,19 @@ impl ScratchDatabase {
 
 impl Drop for ScratchDatabase {
     fn drop(&mut self) {
-        if let Ok(mut client) = Client::connect(&self.admin, NoTls) {
-            let _ = client
-                .batch_execute(&format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name));
-        }
+        off_runtime(|| {
+            if let Ok(mut client) = Client::connect(&self.admin, NoTls) {
+                let drop = format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name);
+                let _ = client.batch_execute(&drop);
+            }
+        });
     }
+}
+
+/// Runs `f` on a thread of its own: the blocking client cannot run on an async runtime's
+/// thread, and a test may create or drop a database from one.
+fn off_runtime<T: Send>(f: impl FnOnce() -> T + Send) -> T {
+    std::thread::scope(|s| s.spawn(f).join()).unwrap_or_else(|p| std::panic::resume_unwind(p))
 }
 
 /// `url` with its database replaced by `name` (its query, if any, kept).
