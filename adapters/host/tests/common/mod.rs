@@ -11,6 +11,67 @@ use turnstile_host::{
     Answer, BoxFuture, Host, HostConfig, Scripted, ScriptedProvider, Tool, ToolCall, ToolSet,
 };
 
+/// Which store a test runs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Sqlite,
+    Postgres,
+}
+
+/// Where a test's store lives: a scratch directory (SQLite's file, and the files a test
+/// writes) and, for PostgreSQL, a scratch database on the server of `TURNSTILE_TEST_POSTGRES`.
+pub struct Scratch {
+    dir: tempfile::TempDir,
+    database: Option<turnstile_host::store::ScratchDatabase>,
+}
+
+impl Scratch {
+    pub fn new(kind: Kind) -> Scratch {
+        let database = match kind {
+            Kind::Sqlite => None,
+            Kind::Postgres => Some(
+                turnstile_host::store::ScratchDatabase::create().unwrap_or_else(|e| panic!("{e}")),
+            ),
+        };
+        Scratch { dir: tempfile::tempdir().expect("a scratch directory"), database }
+    }
+
+    pub fn path(&self) -> &std::path::Path {
+        self.dir.path()
+    }
+
+    /// The store's configuration.
+    pub fn store(&self) -> turnstile_host::store::StoreConfig {
+        match &self.database {
+            Some(db) => turnstile_host::store::StoreConfig::at(
+                turnstile_host::store::Location::Postgres(db.url().to_owned()),
+            ),
+            None => turnstile_host::store::StoreConfig::new(self.path().join("store.db")),
+        }
+    }
+}
+
+/// Each test once per store: `sqlite::<name>` runs in every `cargo test`; `postgres::<name>`
+/// needs a server (`TURNSTILE_TEST_POSTGRES`) and runs with `-- --ignored postgres`.
+#[macro_export]
+macro_rules! both_stores {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() { super::$name(super::common::Kind::Sqlite).await }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                #[ignore = "needs PostgreSQL: eval \"$(scripts/postgres.sh env)\", then --ignored"]
+                async fn $name() { super::$name(super::common::Kind::Postgres).await }
+            )*
+        }
+    };
+}
+
 /// Injects store faults into `config`; the handle programs them.
 pub fn faulty(config: &mut HostConfig) -> Faults {
     let faults = Faults::default();
