@@ -33,6 +33,9 @@ use super::sql::{Arg, Cell, Db, Row};
 /// The advisory lock key of the store's owner ("tstl", as the SQLite memory disk's mark).
 const OWNER_LOCK: i64 = 0x7473_746c;
 
+/// How long opening waits for the owner lock of a process that just died.
+pub(crate) const OWNER_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// One connection to a PostgreSQL store.
 pub(crate) struct PgConn {
     /// The URL without its password, for messages.
@@ -88,13 +91,23 @@ impl PgConn {
 
     /// Takes the owner lock for this connection's life.
     ///
+    /// A process killed a moment ago still holds the lock until the server notices that its
+    /// connection closed (a few milliseconds): the lock is tried again for up to
+    /// [`OWNER_WAIT`] before the store is said to be in use.
+    ///
     /// # Errors
     /// [`StoreError::InUse`] when another connection holds it.
     pub(crate) fn lock_owner(&self) -> Result<(), StoreError> {
-        let row = self.row("SELECT pg_try_advisory_lock(?1)", &[Arg::Int(OWNER_LOCK)])?;
-        match row.map(|r| r.int(0)).transpose()? {
-            Some(1) => Ok(()),
-            _ => Err(StoreError::InUse),
+        let deadline = std::time::Instant::now() + OWNER_WAIT;
+        loop {
+            let row = self.row("SELECT pg_try_advisory_lock(?1)", &[Arg::Int(OWNER_LOCK)])?;
+            if row.map(|r| r.int(0)).transpose()? == Some(1) {
+                return Ok(());
+            }
+            if std::time::Instant::now() >= deadline {
+                return Err(StoreError::InUse);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
         }
     }
 
