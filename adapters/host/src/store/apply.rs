@@ -13,7 +13,7 @@
 use turnstile_core::{Fingerprint, MessageFinish, StoreOp, Submit};
 
 use super::schema::{int, mode_text, outcome_text, to_json};
-use super::sql::{Arg, Db, args};
+use super::sql::{Arg, Db, argv};
 use super::{NewRun, StoreError, Write};
 use crate::record::{CompletionRecord, Cursor};
 
@@ -35,27 +35,31 @@ pub(super) struct Cursors {
 /// # Errors
 /// SQLite errors (constraints included); [`StoreError::Corrupt`] for a write naming a row the
 /// store does not hold, or an op this store does not know.
-pub(super) fn write(db: &dyn Db, w: &Write, cursors: &mut Cursors) -> Result<(), StoreError> {
+pub(super) fn write<'a>(
+    plan: &mut Plan<'a>,
+    w: &'a Write,
+    cursors: &mut Cursors,
+) -> Result<(), StoreError> {
     match w {
-        Write::Accept(run) => accept(db, run),
-        Write::Op(op) => op_(db, op, cursors),
+        Write::Accept(run) => accept(plan, run),
+        Write::Op(op) => op_(plan, op, cursors),
         Write::RawInput { message, call, raw } => {
-            let changed = db.execute(
+            let changed = plan.execute(
                 "UPDATE tool_calls SET raw_input = ?3 WHERE message = ?1 AND call = ?2",
-                &args![int(message.0, "message id")?, call.as_str(), raw],
+                argv![int(message.0, "message id")?, call.as_str(), raw],
             )?;
-            one(changed, || format!("raw input: message {message} has no tool call {call}"))
+            plan.one(changed, move |_| format!("raw input: message {message} has no tool call {call}"))
         }
     }
 }
 
 /// A new submission's ledger row, creating its (top-level, untitled) session when unknown.
-fn accept(db: &dyn Db, run: &NewRun) -> Result<(), StoreError> {
-    db.execute(
+fn accept<'a>(plan: &mut Plan<'a>, run: &'a NewRun) -> Result<(), StoreError> {
+    plan.execute(
         "INSERT INTO sessions (id, created) \
          VALUES (?1, (SELECT coalesce(max(created), 0) + 1 FROM sessions)) \
          ON CONFLICT (id) DO NOTHING",
-        &args![run.session.as_str()],
+        argv![run.session.as_str()],
     )?;
     let fingerprint = match &run.run_id {
         Some(run_id) => {
@@ -72,11 +76,11 @@ fn accept(db: &dyn Db, run: &NewRun) -> Result<(), StoreError> {
         None => None,
     };
     let attachments = attachments_json(&run.attachments)?;
-    db.execute(
+    plan.execute(
 "INSERT INTO runs (seq, session, run_id, mode, prompt, attachments, fingerprint, state, \
          accepted_at) \
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'waiting', CAST(unixepoch('subsec') * 1000 AS INTEGER))",
-&args![
+argv![
         int(run.seq.0, "sequence")?,
         run.session.as_str(),
         run.run_id.as_ref().map(|r| r.as_str()),
@@ -93,9 +97,60 @@ fn attachments_json(attachments: &[turnstile_core::Attachment]) -> Result<String
     if attachments.is_empty() { Ok("[]".to_owned()) } else { to_json(attachments, "attachments") }
 }
 
-/// Fails unless exactly one row changed.
-fn one(changed: usize, what: impl FnOnce() -> String) -> Result<(), StoreError> {
-    if changed == 1 { Ok(()) } else { Err(StoreError::Corrupt(what())) }
+/// The statements of one commit, in order, run as one batch ([`Db::execute_all`]: a
+/// PostgreSQL connection sends them in one round trip), with the statements that must change
+/// exactly one row. Planning a write computes everything it writes (cursors included)
+/// without reading the database, so the whole commit can go at once.
+pub(super) struct Plan<'a> {
+    statements: Vec<(&'static str, Vec<Arg<'a>>)>,
+    /// A statement that must change exactly one row, and what to say when it did not (the
+    /// database at hand, to name what it found instead).
+    checks: Vec<(usize, Box<dyn FnOnce(&dyn Db) -> String + 'a>)>,
+}
+
+/// A statement of a plan, whose count of changed rows is known once the plan ran.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Planned(usize);
+
+impl<'a> Plan<'a> {
+    pub(super) fn new() -> Plan<'a> {
+        Plan { statements: Vec::new(), checks: Vec::new() }
+    }
+
+    /// Adds a statement. (A `Result`, so that planning reads as running: it never fails.)
+    #[allow(clippy::unnecessary_wraps)]
+    fn execute(&mut self, sql: &'static str, args: Vec<Arg<'a>>) -> Result<Planned, StoreError> {
+        self.statements.push((sql, args));
+        Ok(Planned(self.statements.len() - 1))
+    }
+
+    /// The statement must change exactly one row; `what` says what was wrong otherwise.
+    #[allow(clippy::unnecessary_wraps)]
+    fn one(
+        &mut self,
+        planned: Planned,
+        what: impl FnOnce(&dyn Db) -> String + 'a,
+    ) -> Result<(), StoreError> {
+        self.checks.push((planned.0, Box::new(what)));
+        Ok(())
+    }
+
+    /// Runs every statement, in order, then the checks of those that ran: the first check
+    /// that fails is the error, else the statement that failed, as if each had been checked
+    /// as it ran.
+    pub(super) fn run(self, db: &dyn Db) -> Result<(), StoreError> {
+        let batch: Vec<(&str, &[Arg<'_>])> =
+            self.statements.iter().map(|(sql, args)| (*sql, args.as_slice())).collect();
+        let (counts, failed) = db.execute_all(&batch);
+        for (i, what) in self.checks {
+            match counts.get(i) {
+                Some(1) => {}
+                Some(_) => return Err(StoreError::Corrupt(what(db))),
+                None => break,
+            }
+        }
+        failed.map_or(Ok(()), Err)
+    }
 }
 
 /// The name of an op (its serde tag), for error messages.
@@ -107,50 +162,52 @@ fn op_name(op: &StoreOp) -> String {
 }
 
 /// Updates one message of a role in a session, failing unless it exists.
-fn message_update(
-    db: &dyn Db,
-    sql: &str,
-    args: &[Arg<'_>],
-    what: impl FnOnce() -> String,
+fn message_update<'a>(
+    plan: &mut Plan<'a>,
+    sql: &'static str,
+    args: Vec<Arg<'a>>,
+    what: impl FnOnce(&dyn Db) -> String + 'a,
 ) -> Result<(), StoreError> {
-    let changed = db.execute(sql, args)?;
-    one(changed, what)
+    let changed = plan.execute(sql, args)?;
+    plan.one(changed, what)
 }
 
 #[allow(clippy::too_many_lines)] // one arm per op, each a statement or two: a flat table
-fn op_(db: &dyn Db, op: &StoreOp, cursors: &mut Cursors) -> Result<(), StoreError> {
+fn op_<'a>(plan: &mut Plan<'a>, op: &'a StoreOp, cursors: &mut Cursors) -> Result<(), StoreError> {
     // Built only when a write misses its row: naming the op serialises it.
     let missing = |id: &turnstile_core::MessageId, role: &'static str| {
         let id = *id;
-        move || format!("{}: session {} has no {role} message {id}", op_name(op), op.session())
+        move |_: &dyn Db| {
+            format!("{}: session {} has no {role} message {id}", op_name(op), op.session())
+        }
     };
     match op {
         StoreOp::LedgerActivated { session, seq, .. } => {
-            let changed = db.execute(
+            let changed = plan.execute(
                 "UPDATE runs SET state = 'active' \
                      WHERE seq = ?1 AND session = ?2 AND state IN ('waiting', 'paused')",
-                &args![int(seq.0, "sequence")?, session.as_str()],
+                argv![int(seq.0, "sequence")?, session.as_str()],
             )?;
-            one(changed, || ledger_problem(db, op, seq.0, "waiting or paused"))
+            plan.one(changed, move |db| ledger_problem(db, op, seq.0, "waiting or paused"))
         }
         StoreOp::LedgerPaused { session, seq } => {
-            let changed = db.execute(
+            let changed = plan.execute(
                 "UPDATE runs SET state = 'paused' \
                      WHERE seq = ?1 AND session = ?2 AND state = 'active'",
-                &args![int(seq.0, "sequence")?, session.as_str()],
+                argv![int(seq.0, "sequence")?, session.as_str()],
             )?;
-            one(changed, || ledger_problem(db, op, seq.0, "active"))
+            plan.one(changed, move |db| ledger_problem(db, op, seq.0, "active"))
         }
         StoreOp::LedgerOutcome { completion } => {
             let record = CompletionRecord::from(completion);
             let json = to_json(&record, "completion")?;
             let seq = completion.seq().0;
             let cursor = cursors.last + 1;
-            let changed = db.execute(
+            let changed = plan.execute(
                 "UPDATE runs SET state = 'finished', outcome = ?3, completion = ?4, cursor = ?5, \
                      finished_at = CAST(unixepoch('subsec') * 1000 AS INTEGER) \
                      WHERE seq = ?1 AND session = ?2 AND state <> 'finished'",
-                &args![
+                argv![
                     int(seq, "sequence")?,
                     completion.session().as_str(),
                     outcome_text(completion.outcome()),
@@ -158,21 +215,21 @@ fn op_(db: &dyn Db, op: &StoreOp, cursors: &mut Cursors) -> Result<(), StoreErro
                     int(cursor, "cursor")?,
                 ],
             )?;
-            one(changed, || ledger_problem(db, op, seq, "unfinished"))?;
+            plan.one(changed, move |db| ledger_problem(db, op, seq, "unfinished"))?;
             cursors.last = cursor;
             cursors.assigned.push(Cursor(cursor));
             Ok(())
         }
         StoreOp::ChildAccepted { session, seq, parent, parent_seq, prompt, title } => {
-            db.execute(
+            plan.execute(
                 "INSERT INTO sessions (id, parent, title, created) \
                  VALUES (?1, ?2, ?3, (SELECT coalesce(max(created), 0) + 1 FROM sessions))",
-                &args![session.as_str(), parent.as_str(), title],
+                argv![session.as_str(), parent.as_str(), title],
             )?;
-            db.execute(
+            plan.execute(
                 "INSERT INTO runs (seq, session, mode, prompt, parent_seq, state) \
                  VALUES (?1, ?2, 'own_turn', ?3, ?4, 'waiting')",
-                &args![
+                argv![
                     int(seq.0, "sequence")?,
                     session.as_str(),
                     prompt,
@@ -182,10 +239,10 @@ fn op_(db: &dyn Db, op: &StoreOp, cursors: &mut Cursors) -> Result<(), StoreErro
             Ok(())
         }
         StoreOp::UserMessage { session, seq, id, text, attachments, synthetic } => {
-            db.execute(
+            plan.execute(
                 "INSERT INTO messages (id, session, seq, role, text, attachments, synthetic) \
                  VALUES (?1, ?2, ?3, 'user', ?4, ?5, ?6)",
-                &args![
+                argv![
                     int(id.0, "message id")?,
                     session.as_str(),
                     int(seq.0, "sequence")?,
@@ -197,10 +254,10 @@ fn op_(db: &dyn Db, op: &StoreOp, cursors: &mut Cursors) -> Result<(), StoreErro
             Ok(())
         }
         StoreOp::AssistantMessage { session, seq, id, turn, step } => {
-            db.execute(
+            plan.execute(
                 "INSERT INTO messages (id, session, seq, role, turn, step) \
                  VALUES (?1, ?2, ?3, 'assistant', ?4, ?5)",
-                &args![
+                argv![
                     int(id.0, "message id")?,
                     session.as_str(),
                     int(seq.0, "sequence")?,
@@ -211,87 +268,87 @@ fn op_(db: &dyn Db, op: &StoreOp, cursors: &mut Cursors) -> Result<(), StoreErro
             Ok(())
         }
         StoreOp::ReasoningStarted { session, id, .. } => message_update(
-            db,
+            plan,
             "UPDATE messages SET reasoning = coalesce(reasoning, ''), reasoning_done = 0 \
              WHERE id = ?1 AND session = ?2 AND role = 'assistant'",
-            &args![int(id.0, "message id")?, session.as_str()],
+            argv![int(id.0, "message id")?, session.as_str()],
             missing(id, "assistant"),
         ),
         StoreOp::AppendReasoning { session, id, text, .. } => message_update(
-            db,
+            plan,
             "UPDATE messages SET reasoning = coalesce(reasoning, '') || ?3, \
              rev = (SELECT value FROM counters WHERE name = 'revision') \
              WHERE id = ?1 AND session = ?2 AND role = 'assistant'",
-            &args![int(id.0, "message id")?, session.as_str(), text],
+            argv![int(id.0, "message id")?, session.as_str(), text],
             missing(id, "assistant"),
         ),
         StoreOp::ReasoningEnded { session, id, signature, .. } => message_update(
-            db,
+            plan,
             "UPDATE messages SET reasoning = coalesce(reasoning, ''), reasoning_done = 1, \
              reasoning_signature = coalesce(?3, reasoning_signature) \
              WHERE id = ?1 AND session = ?2 AND role = 'assistant'",
-            &args![int(id.0, "message id")?, session.as_str(), signature],
+            argv![int(id.0, "message id")?, session.as_str(), signature],
             missing(id, "assistant"),
         ),
         StoreOp::AppendText { session, id, text, .. } => message_update(
-            db,
+            plan,
             "UPDATE messages SET text = text || ?3, \
              rev = (SELECT value FROM counters WHERE name = 'revision') \
              WHERE id = ?1 AND session = ?2 AND role = 'assistant'",
-            &args![int(id.0, "message id")?, session.as_str(), text],
+            argv![int(id.0, "message id")?, session.as_str(), text],
             missing(id, "assistant"),
         ),
         StoreOp::ToolInputStarted { id, call, name, .. } => {
-            db.execute(
+            plan.execute(
                 "INSERT INTO tool_calls (message, call, ord, name) \
                  SELECT ?1, ?2, coalesce(max(ord), 0) + 1, ?3 FROM tool_calls WHERE message = ?1",
-                &args![int(id.0, "message id")?, call.as_str(), name],
+                argv![int(id.0, "message id")?, call.as_str(), name],
             )?;
             Ok(())
         }
         StoreOp::ToolCall { id, call, name, input, .. } => {
             // Finishes the unfinished call with this id, or adds a finished one.
-            let changed = db.execute(
+            let changed = plan.execute(
                 "INSERT INTO tool_calls (message, call, ord, name, input, finished) \
                      SELECT ?1, ?2, coalesce(max(ord), 0) + 1, ?3, ?4, 1 \
                      FROM tool_calls WHERE message = ?1 \
                      ON CONFLICT (message, call) DO UPDATE \
                      SET name = excluded.name, input = excluded.input, finished = 1 \
                      WHERE tool_calls.finished = 0",
-                &args![int(id.0, "message id")?, call.as_str(), name, input],
+                argv![int(id.0, "message id")?, call.as_str(), name, input],
             )?;
-            one(changed, || {
+            plan.one(changed, move |_| {
                 format!("{}: message {id} already has a finished tool call {call}", op_name(op))
             })
         }
         StoreOp::MessageReset { session, id, .. } => {
             message_update(
-                db,
+                plan,
                 "UPDATE messages SET text = '', reasoning = NULL, reasoning_signature = NULL, \
                  reasoning_done = 0 \
                  WHERE id = ?1 AND session = ?2 AND role = 'assistant'",
-                &args![int(id.0, "message id")?, session.as_str()],
+                argv![int(id.0, "message id")?, session.as_str()],
                 missing(id, "assistant"),
             )?;
-            db.execute(
+            plan.execute(
                 "DELETE FROM tool_calls WHERE message = ?1",
-                &args![int(id.0, "message id")?],
+                argv![int(id.0, "message id")?],
             )?;
             Ok(())
         }
         StoreOp::ToolResult { id, call, content, is_error, synthetic, .. } => {
-            db.execute(
+            plan.execute(
                 "INSERT INTO tool_results (message, call, content, is_error, synthetic) \
                  VALUES (?1, ?2, ?3, ?4, ?5)",
-                &args![int(id.0, "message id")?, call.as_str(), content, is_error, synthetic],
+                argv![int(id.0, "message id")?, call.as_str(), content, is_error, synthetic],
             )?;
             Ok(())
         }
         StoreOp::MessageFinished { session, id, finish, .. } => message_update(
-            db,
+            plan,
             "UPDATE messages SET finish = ?3 \
              WHERE id = ?1 AND session = ?2 AND role = 'assistant'",
-            &args![int(id.0, "message id")?, session.as_str(), finish_json(finish)?],
+            argv![int(id.0, "message id")?, session.as_str(), finish_json(finish)?],
             missing(id, "assistant"),
         ),
         StoreOp::SessionUsage {
@@ -304,82 +361,82 @@ fn op_(db: &dyn Db, op: &StoreOp, cursors: &mut Cursors) -> Result<(), StoreErro
         } => {
             let cost = int(*cost_micros, "cost")?;
             let gauge = |g: &Option<u64>| g.map(|v| int(v, "token gauge")).transpose();
-            let changed = db.execute(
+            let changed = plan.execute(
                 "UPDATE sessions SET prompt_tokens = coalesce(?2, prompt_tokens), \
                      completion_tokens = coalesce(?3, completion_tokens), \
                      cost_micros = cost_micros + ?4 \
                      WHERE id = ?1",
-                &args![session.as_str(), gauge(prompt_tokens)?, gauge(completion_tokens)?, cost],
+                argv![session.as_str(), gauge(prompt_tokens)?, gauge(completion_tokens)?, cost],
             )?;
-            one(changed, || format!("{}: no session {session}", op_name(op)))?;
+            plan.one(changed, move |_| format!("{}: no session {session}", op_name(op)))?;
             if let Some(ancestor) = ancestor {
-                let changed = db.execute(
+                let changed = plan.execute(
                     "UPDATE sessions SET cost_micros = cost_micros + ?2 WHERE id = ?1",
-                    &args![ancestor.as_str(), cost],
+                    argv![ancestor.as_str(), cost],
                 )?;
-                one(changed, || format!("{}: no ancestor session {ancestor}", op_name(op)))?;
+                plan.one(changed, move |_| format!("{}: no ancestor session {ancestor}", op_name(op)))?;
             }
             Ok(())
         }
         StoreOp::Title { session, title } => {
-            let changed = db.execute(
+            let changed = plan.execute(
                 "UPDATE sessions SET title = ?2 WHERE id = ?1",
-                &args![session.as_str(), title],
+                argv![session.as_str(), title],
             )?;
-            one(changed, || format!("{}: no session {session}", op_name(op)))
+            plan.one(changed, move |_| format!("{}: no session {session}", op_name(op)))
         }
         StoreOp::SummaryMessage { session, id } => {
-            db.execute(
+            plan.execute(
                 "INSERT INTO messages (id, session, role) VALUES (?1, ?2, 'summary')",
-                &args![int(id.0, "message id")?, session.as_str()],
+                argv![int(id.0, "message id")?, session.as_str()],
             )?;
             Ok(())
         }
         StoreOp::SummaryText { session, id, text } => message_update(
-            db,
+            plan,
             "UPDATE messages SET text = text || ?3, \
              rev = (SELECT value FROM counters WHERE name = 'revision') \
              WHERE id = ?1 AND session = ?2 AND role = 'summary'",
-            &args![int(id.0, "message id")?, session.as_str(), text],
+            argv![int(id.0, "message id")?, session.as_str(), text],
             missing(id, "summary"),
         ),
         StoreOp::SummaryReset { session, id } => message_update(
-            db,
+            plan,
             "UPDATE messages SET text = '' WHERE id = ?1 AND session = ?2 AND role = 'summary'",
-            &args![int(id.0, "message id")?, session.as_str()],
+            argv![int(id.0, "message id")?, session.as_str()],
             missing(id, "summary"),
         ),
         StoreOp::SummaryDone { session, id, completion_tokens } => {
             let mid = int(id.0, "message id")?;
             message_update(
-                db,
+                plan,
                 "UPDATE messages SET finish = ?3 \
                  WHERE id = ?1 AND session = ?2 AND role = 'summary'",
-                &args![mid, session.as_str(), SUMMARY_DONE],
+                argv![mid, session.as_str(), SUMMARY_DONE],
                 missing(id, "summary"),
             )?;
-            let changed = db.execute(
+            let changed = plan.execute(
                 "UPDATE sessions SET summary_message = ?2, prompt_tokens = 0, \
                      completion_tokens = ?3 WHERE id = ?1",
-                &args![session.as_str(), mid, int(*completion_tokens, "token gauge")?],
+                argv![session.as_str(), mid, int(*completion_tokens, "token gauge")?],
             )?;
-            one(changed, || format!("{}: no session {session}", op_name(op)))
+            plan.one(changed, move |_| format!("{}: no session {session}", op_name(op)))
         }
         StoreOp::SummaryFailed { session, id, title, message } => {
             let finish =
                 serde_json::json!({ "reason": "error", "title": title, "message": message });
             message_update(
-                db,
+                plan,
                 "UPDATE messages SET finish = ?3 \
                  WHERE id = ?1 AND session = ?2 AND role = 'summary'",
-                &args![int(id.0, "message id")?, session.as_str(), finish.to_string()],
+                argv![int(id.0, "message id")?, session.as_str(), finish.to_string()],
                 missing(id, "summary"),
             )
         }
         StoreOp::SummaryDeleted { session, id } => message_update(
-            db,
+            plan,
             "DELETE FROM messages WHERE id = ?1 AND session = ?2 AND role = 'summary'",
-            &args![int(id.0, "message id")?, session.as_str()],
+            argv![int(id.0, "message id")?, session.as_str()],
             missing(id, "summary"),
         ),
         // Coalesced updates are the host's debouncer's business: nothing to do here.

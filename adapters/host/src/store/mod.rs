@@ -517,11 +517,13 @@ fn apply_all(
         )));
     }
     let mut cursors = apply::Cursors { last: last_cursor, assigned: Vec::new() };
+    let mut plan = apply::Plan::new();
     for txn in txns {
         for w in &txn.writes {
-            apply::write(db, w, &mut cursors)?;
+            apply::write(&mut plan, w, &mut cursors)?;
         }
     }
+    plan.run(db)?;
     if let Some(f) = fault {
         return Err(f.error());
     }

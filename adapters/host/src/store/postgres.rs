@@ -1,11 +1,14 @@
 //! The PostgreSQL store's connections (SPEC 11): the shared SQL over a PostgreSQL connection,
 //! its schema, and its owner lock.
 //!
-//! Synchronous, as the SQLite store is: the host runs every store call on a blocking thread
-//! to its end (`rt::blocking`), so a transaction is never left half-done by a dropped future:
+//! Blocking, as the SQLite store is: the host runs every store call on a blocking thread to
+//! its end (`rt::blocking`), so a transaction is never left half-done by a dropped future:
 //! dropping the caller's future drops only its wait for the answer, and the statement, the
-//! commit or the rollback still runs on its thread. The client is `postgres`, the blocking
-//! face of `tokio-postgres` (each connection drives its own small runtime).
+//! commit or the rollback still runs on its thread. The client is `tokio-postgres`; each
+//! connection drives it on a small runtime of its own (one thread, only while a call runs),
+//! as the `postgres` crate does, so that the writes of a commit can be pipelined: sent
+//! together and answered in one round trip ([`Db::execute_all`]), which is what lets one
+//! writer keep up with many streaming sessions.
 //!
 //! - Statements are prepared once per connection (the text is the key), with the shared
 //!   SQL's `?N` parameters written as `$N`.
@@ -22,8 +25,8 @@ use std::error::Error;
 use std::sync::Mutex;
 
 use bytes::BytesMut;
-use postgres::types::{IsNull, ToSql, Type, to_sql_checked};
-use postgres::{Client, NoTls, Statement};
+use tokio_postgres::types::{IsNull, ToSql, Type, to_sql_checked};
+use tokio_postgres::{Client, NoTls, Statement};
 
 use super::StoreError;
 use super::location::redact;
@@ -45,6 +48,8 @@ pub(crate) struct PgConn {
 }
 
 struct Inner {
+    /// Drives the client: only inside its `block_on` calls, on the caller's thread.
+    runtime: tokio::runtime::Runtime,
     client: Client,
     /// Prepared statements by their shared SQL text.
     statements: HashMap<String, Statement>,
@@ -67,10 +72,27 @@ impl PgConn {
     /// The URL does not parse, or the server cannot be reached.
     pub(crate) fn connect(url: &str) -> Result<PgConn, StoreError> {
         let database = redact(url);
-        let client = Client::connect(url, NoTls).map_err(|e| error(&database, &e))?;
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| StoreError::Postgres {
+                database: database.clone(),
+                message: format!("cannot start the client's runtime: {e}"),
+                code: None,
+            })?;
+        let (client, connection) =
+            runtime.block_on(tokio_postgres::connect(url, NoTls)).map_err(|e| error(&database, &e))?;
+        // The connection's IO runs while a call blocks on the runtime; when it ends (the
+        // server went away), the client's next call fails with its error.
+        runtime.spawn(async move {
+            if let Err(e) = connection.await {
+                tracing::debug!(error = %e, "a PostgreSQL connection ended");
+            }
+        });
         Ok(PgConn {
             database,
             inner: Some(Mutex::new(Inner {
+                runtime,
                 client,
                 statements: HashMap::new(),
                 in_transaction: false,
@@ -205,8 +227,8 @@ impl PgConn {
 
     /// Runs statements with the simple protocol (no parameters).
     fn batch(&self, sql: &str) -> Result<(), StoreError> {
-        let mut inner = self.lock();
-        inner.client.batch_execute(sql).map_err(|e| error(&self.database, &e))
+        let inner = self.lock();
+        inner.block_on(inner.client.batch_execute(sql)).map_err(|e| error(&self.database, &e))
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -222,8 +244,9 @@ impl PgConn {
         if let Some(s) = inner.statements.get(sql) {
             return Ok(s.clone());
         }
-        let statement =
-            inner.client.prepare(&translate(sql)).map_err(|e| error(&self.database, &e))?;
+        let statement = inner
+            .block_on(inner.client.prepare(&translate(sql)))
+            .map_err(|e| error(&self.database, &e))?;
         inner.statements.insert(sql.to_owned(), statement.clone());
         inner.prepares += 1;
         Ok(statement)
@@ -254,17 +277,46 @@ impl Db for PgConn {
         let mut inner = self.lock();
         let statement = self.prepared(&mut inner, sql)?;
         let params: Vec<&(dyn ToSql + Sync)> = args.iter().map(|a| a as _).collect();
-        let changed =
-            inner.client.execute(&statement, &params).map_err(|e| error(&self.database, &e))?;
+        let changed = inner
+            .block_on(inner.client.execute(&statement, &params))
+            .map_err(|e| error(&self.database, &e))?;
         Ok(usize::try_from(changed).unwrap_or(usize::MAX))
+    }
+
+    /// Every statement is sent before the first answer is read (pipelined, in order): one
+    /// round trip for the whole batch. The server runs them in order, and after a failure it
+    /// refuses the rest of the transaction, so the first error is the one reported.
+    fn execute_all(&self, stmts: &[(&str, &[Arg<'_>])]) -> (Vec<usize>, Option<StoreError>) {
+        let mut inner = self.lock();
+        let mut statements = Vec::with_capacity(stmts.len());
+        for (sql, _) in stmts {
+            match self.prepared(&mut inner, sql) {
+                Ok(s) => statements.push(s),
+                Err(e) => return (Vec::new(), Some(e)),
+            }
+        }
+        let params: Vec<Vec<&(dyn ToSql + Sync)>> =
+            stmts.iter().map(|(_, args)| args.iter().map(|a| a as _).collect()).collect();
+        let client = &inner.client;
+        let sent = statements.iter().zip(&params).map(|(s, p)| client.execute(s, p));
+        let results = inner.block_on(futures_util::future::join_all(sent));
+        let mut counts = Vec::with_capacity(results.len());
+        for r in results {
+            match r {
+                Ok(n) => counts.push(usize::try_from(n).unwrap_or(usize::MAX)),
+                Err(e) => return (counts, Some(error(&self.database, &e))),
+            }
+        }
+        (counts, None)
     }
 
     fn rows(&self, sql: &str, args: &[Arg<'_>]) -> Result<Vec<Row>, StoreError> {
         let mut inner = self.lock();
         let statement = self.prepared(&mut inner, sql)?;
         let params: Vec<&(dyn ToSql + Sync)> = args.iter().map(|a| a as _).collect();
-        let rows =
-            inner.client.query(&statement, &params).map_err(|e| error(&self.database, &e))?;
+        let rows = inner
+            .block_on(inner.client.query(&statement, &params))
+            .map_err(|e| error(&self.database, &e))?;
         rows.iter().map(|r| row(r, &self.database)).collect()
     }
 
@@ -278,7 +330,9 @@ impl Db for PgConn {
 
     fn commit(&self) -> Result<(), StoreError> {
         let mut inner = self.lock();
-        inner.client.batch_execute("COMMIT").map_err(|e| error(&self.database, &e))?;
+        inner
+            .block_on(inner.client.batch_execute("COMMIT"))
+            .map_err(|e| error(&self.database, &e))?;
         inner.in_transaction = false;
         Ok(())
     }
@@ -286,16 +340,23 @@ impl Db for PgConn {
     fn rollback(&self) {
         let mut inner = self.lock();
         if inner.in_transaction {
-            let _ = inner.client.batch_execute("ROLLBACK");
+            let _ = inner.block_on(inner.client.batch_execute("ROLLBACK"));
             inner.in_transaction = false;
         }
+    }
+}
+
+impl Inner {
+    /// Runs a call of the client to its end on this connection's runtime.
+    fn block_on<F: std::future::Future>(&self, f: F) -> F::Output {
+        self.runtime.block_on(f)
     }
 }
 
 impl PgConn {
     fn transaction(&self, begin: &str) -> Result<(), StoreError> {
         let mut inner = self.lock();
-        inner.client.batch_execute(begin).map_err(|e| error(&self.database, &e))?;
+        inner.block_on(inner.client.batch_execute(begin)).map_err(|e| error(&self.database, &e))?;
         inner.in_transaction = true;
         Ok(())
     }
@@ -318,7 +379,7 @@ fn translate(sql: &str) -> String {
 }
 
 /// A row's values as the shared SQL reads them.
-fn row(r: &postgres::Row, database: &str) -> Result<Row, StoreError> {
+fn row(r: &tokio_postgres::Row, database: &str) -> Result<Row, StoreError> {
     let mut cells = Vec::with_capacity(r.len());
     for (i, column) in r.columns().iter().enumerate() {
         let got = match *column.type_() {
@@ -344,7 +405,7 @@ fn row(r: &postgres::Row, database: &str) -> Result<Row, StoreError> {
 }
 
 /// A PostgreSQL error as the store's, with the server's message and SQLSTATE when it sent one.
-fn error(database: &str, e: &postgres::Error) -> StoreError {
+fn error(database: &str, e: &tokio_postgres::Error) -> StoreError {
     match e.as_db_error() {
         Some(db) => StoreError::Postgres {
             database: database.to_owned(),

@@ -121,6 +121,12 @@ macro_rules! args {
 }
 pub(crate) use args;
 
+/// `vec![Arg::from(a), Arg::from(b), ...]`.
+macro_rules! argv {
+    ($($a:expr),* $(,)?) => { vec![$($crate::store::sql::Arg::from($a)),*] };
+}
+pub(crate) use argv;
+
 /// One value of a row read.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Cell {
@@ -194,6 +200,19 @@ pub(crate) trait Db {
     /// # Errors
     /// The database's error.
     fn execute(&self, sql: &str, args: &[Arg<'_>]) -> Result<usize, StoreError>;
+
+    /// Runs statements in order, as one batch (a PostgreSQL connection sends them together);
+    /// returns the rows each changed, up to the first that failed, and that failure.
+    fn execute_all(&self, stmts: &[(&str, &[Arg<'_>])]) -> (Vec<usize>, Option<StoreError>) {
+        let mut counts = Vec::with_capacity(stmts.len());
+        for (sql, args) in stmts {
+            match self.execute(sql, args) {
+                Ok(n) => counts.push(n),
+                Err(e) => return (counts, Some(e)),
+            }
+        }
+        (counts, None)
+    }
 
     /// Runs a query; returns every row.
     ///
