@@ -1,7 +1,8 @@
 //! # turnstile-host: the reference host (SPEC section 9)
 //!
 //! Real IO around the sans-IO core: a tokio host that feeds the engine and performs its
-//! outputs, the SQLite store with the run ledger, and the event streams.
+//! outputs, the store (SQLite, or PostgreSQL by a `postgres://` URL) with the run ledger, and
+//! the event streams.
 //!
 //! "SPEC n" cites section n of the contract, `docs/spec.md` in the repository.
 //!
@@ -79,7 +80,7 @@
 //! |---|---|---|
 //! | [`host`] | 9, 4.12 | the engine task, workers and store writer; the public API |
 //! | [`error`] | 8, 9 | the host's errors: open, submit, wait, stop |
-//! | [`store`] | 4.12, 9 | SQLite: schema, writes, recovery, reads, the owner lock |
+//! | [`store`] | 4.12, 9, 11 | SQLite and PostgreSQL: schema, writes, recovery, reads, the owner lock |
 //! | [`events`] | 9 | live updates, completion streams, waiters |
 //! | [`provider`] | 9 | the provider trait, requests, the scripted provider |
 //! | [`tool`] | 9 | the tool trait and tool sets |

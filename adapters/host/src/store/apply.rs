@@ -48,7 +48,9 @@ pub(super) fn write<'a>(
                 "UPDATE tool_calls SET raw_input = ?3 WHERE message = ?1 AND call = ?2",
                 argv![int(message.0, "message id")?, call.as_str(), raw],
             )?;
-            plan.one(changed, move |_| format!("raw input: message {message} has no tool call {call}"))
+            plan.one(changed, move |_| {
+                format!("raw input: message {message} has no tool call {call}")
+            })
         }
     }
 }
@@ -103,9 +105,28 @@ fn attachments_json(attachments: &[turnstile_core::Attachment]) -> Result<String
 /// without reading the database, so the whole commit can go at once.
 pub(super) struct Plan<'a> {
     statements: Vec<(&'static str, Vec<Arg<'a>>)>,
-    /// A statement that must change exactly one row, and what to say when it did not (the
-    /// database at hand, to name what it found instead).
-    checks: Vec<(usize, Box<dyn FnOnce(&dyn Db) -> String + 'a>)>,
+    /// A statement that must change exactly one row, and what to say when it did not.
+    checks: Vec<(usize, Check<'a>)>,
+}
+
+/// What a statement that changed no row says.
+enum Check<'a> {
+    /// The op names a message of a role that its session does not hold (the streamed
+    /// appends: most writes, so no allocation for them).
+    Message { op: &'a StoreOp, id: turnstile_core::MessageId, role: &'static str },
+    /// Anything else (with the database at hand, to name what it found instead).
+    Other(Box<dyn FnOnce(&dyn Db) -> String + 'a>),
+}
+
+impl Check<'_> {
+    fn say(self, db: &dyn Db) -> String {
+        match self {
+            Check::Message { op, id, role } => {
+                format!("{}: session {} has no {role} message {id}", op_name(op), op.session())
+            }
+            Check::Other(what) => what(db),
+        }
+    }
 }
 
 /// A statement of a plan, whose count of changed rows is known once the plan ran.
@@ -131,7 +152,7 @@ impl<'a> Plan<'a> {
         planned: Planned,
         what: impl FnOnce(&dyn Db) -> String + 'a,
     ) -> Result<(), StoreError> {
-        self.checks.push((planned.0, Box::new(what)));
+        self.checks.push((planned.0, Check::Other(Box::new(what))));
         Ok(())
     }
 
@@ -145,7 +166,7 @@ impl<'a> Plan<'a> {
         for (i, what) in self.checks {
             match counts.get(i) {
                 Some(1) => {}
-                Some(_) => return Err(StoreError::Corrupt(what(db))),
+                Some(_) => return Err(StoreError::Corrupt(what.say(db))),
                 None => break,
             }
         }
@@ -166,21 +187,18 @@ fn message_update<'a>(
     plan: &mut Plan<'a>,
     sql: &'static str,
     args: Vec<Arg<'a>>,
-    what: impl FnOnce(&dyn Db) -> String + 'a,
+    missing: Check<'a>,
 ) -> Result<(), StoreError> {
     let changed = plan.execute(sql, args)?;
-    plan.one(changed, what)
+    plan.checks.push((changed.0, missing));
+    Ok(())
 }
 
 #[allow(clippy::too_many_lines)] // one arm per op, each a statement or two: a flat table
 fn op_<'a>(plan: &mut Plan<'a>, op: &'a StoreOp, cursors: &mut Cursors) -> Result<(), StoreError> {
     // Built only when a write misses its row: naming the op serialises it.
-    let missing = |id: &turnstile_core::MessageId, role: &'static str| {
-        let id = *id;
-        move |_: &dyn Db| {
-            format!("{}: session {} has no {role} message {id}", op_name(op), op.session())
-        }
-    };
+    let missing =
+        |id: &turnstile_core::MessageId, role: &'static str| Check::Message { op, id: *id, role };
     match op {
         StoreOp::LedgerActivated { session, seq, .. } => {
             let changed = plan.execute(
@@ -374,7 +392,9 @@ fn op_<'a>(plan: &mut Plan<'a>, op: &'a StoreOp, cursors: &mut Cursors) -> Resul
                     "UPDATE sessions SET cost_micros = cost_micros + ?2 WHERE id = ?1",
                     argv![ancestor.as_str(), cost],
                 )?;
-                plan.one(changed, move |_| format!("{}: no ancestor session {ancestor}", op_name(op)))?;
+                plan.one(changed, move |_| {
+                    format!("{}: no ancestor session {ancestor}", op_name(op))
+                })?;
             }
             Ok(())
         }

@@ -1,12 +1,17 @@
-//! The SQLite store (SPEC 4.12 and 9): sessions, messages, the run ledger; transactions,
-//! recovery on open, the owner lock, fault injection for tests.
+//! The store (SPEC 4.12, 9 and 11): sessions, messages, the run ledger; transactions,
+//! recovery on open, the owner lock, fault injection for tests; in SQLite (a file, or an
+//! in-memory disk) or in PostgreSQL, by its [`Location`].
 //!
-//! Synchronous (rusqlite). The host calls it from blocking threads: one [`Store`] is the only
-//! writer; [`Reader`]s are separate read connections (WAL lets them read while it writes).
+//! Blocking (rusqlite; tokio-postgres on a connection's own runtime). The host calls it from
+//! blocking threads: one [`Store`] is the only writer; [`Reader`]s are separate read
+//! connections (WAL, or PostgreSQL's snapshots, let them read while it writes).
 //!
-//! Layout: `schema` (versioned migrations), `apply` (one [`StoreOp`] as SQL), `recovery`
-//! (ending what a stopped process left unfinished), `read` (queries), `faults` (injected
-//! failures).
+//! Layout: `sql` (the SQL both stores share, and the connection of either as a `Db`),
+//! `schema` (SQLite's versioned migrations), `postgres` (PostgreSQL's migrations, lock and
+//! connection), `apply` (one [`StoreOp`] as SQL, planned into one batch per commit),
+//! `recovery` (ending what a stopped process left unfinished), `read` and `changes`
+//! (queries), `faults` (injected failures), `scratch` (throwaway PostgreSQL databases for
+//! tests).
 
 mod apply;
 mod changes;

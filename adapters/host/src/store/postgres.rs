@@ -72,16 +72,17 @@ impl PgConn {
     /// The URL does not parse, or the server cannot be reached.
     pub(crate) fn connect(url: &str) -> Result<PgConn, StoreError> {
         let database = redact(url);
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| StoreError::Postgres {
-                database: database.clone(),
-                message: format!("cannot start the client's runtime: {e}"),
-                code: None,
+        let runtime =
+            tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| {
+                StoreError::Postgres {
+                    database: database.clone(),
+                    message: format!("cannot start the client's runtime: {e}"),
+                    code: None,
+                }
             })?;
-        let (client, connection) =
-            runtime.block_on(tokio_postgres::connect(url, NoTls)).map_err(|e| error(&database, &e))?;
+        let (client, connection) = runtime
+            .block_on(tokio_postgres::connect(url, NoTls))
+            .map_err(|e| error(&database, &e))?;
         // The connection's IO runs while a call blocks on the runtime; when it ends (the
         // server went away), the client's next call fails with its error.
         runtime.spawn(async move {

@@ -254,11 +254,17 @@ impl Reader {
         Reader::open_at(&Location::File(path.to_owned()))
     }
 
-    /// Opens a reader on an existing store wherever it is (see [`Reader::open`]).
+    /// Opens a reader on an existing store wherever it is (see [`Reader::open`]): a file, an
+    /// in-memory disk, or a PostgreSQL database (a read-only connection of its own).
+    ///
+    /// Its calls block (as SQLite's do): call them from a blocking thread, as
+    /// [`Host::read`](crate::Host::read) does; a PostgreSQL reader used on a thread of an
+    /// async runtime panics.
     ///
     /// # Errors
     /// [`StoreError::Open`] naming the file (no such file, not a database, no permission); for
-    /// an in-memory disk, SQLite's error.
+    /// an in-memory disk, SQLite's error; for PostgreSQL, [`StoreError::Postgres`] (the server
+    /// cannot be reached, the URL does not parse).
     pub fn open_at(location: &Location) -> Result<Reader, StoreError> {
         if let Location::Postgres(url) = location {
             return Reader::open_postgres(url);
