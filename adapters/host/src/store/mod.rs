@@ -79,10 +79,18 @@ impl StoreConfig {
         }
     }
 
-    /// A durable store at this path, without injected faults.
+    /// A durable store at this path, without injected faults; a `postgres://` (or
+    /// `postgresql://`) URL given as the path is that PostgreSQL database
+    /// ([`Location::parse`]).
     #[must_use]
     pub fn new(path: impl Into<PathBuf>) -> StoreConfig {
-        StoreConfig::at(Location::File(path.into()))
+        let path = path.into();
+        match path.to_str() {
+            Some(text) if is_postgres_url(text) => {
+                StoreConfig::at(Location::Postgres(text.to_owned()))
+            }
+            _ => StoreConfig::at(Location::File(path)),
+        }
     }
 
     /// A store on an in-memory disk, without injected faults: what the simulator uses (no

@@ -79,6 +79,38 @@ macro_rules! both_stores {
     };
 }
 
+#[test]
+fn a_url_is_a_postgres_store_and_anything_else_a_file() {
+    let url = "postgres://agent@db.internal:5432/agents";
+    assert!(matches!(StoreConfig::new(url).location, Location::Postgres(u) if u == url));
+    assert!(matches!(Location::parse("postgresql://h/db"), Location::Postgres(_)));
+    assert!(matches!(StoreConfig::new("a/store.db").location, Location::File(_)));
+    assert!(matches!(Location::parse("postgres.db"), Location::File(_)));
+    assert_eq!(redact("postgres://agent:secret@h:5432/db"), "postgres://agent:***@h:5432/db");
+    assert_eq!(Location::Postgres("postgres://a:b@h/d".into()).to_string(), "postgres://a:***@h/d");
+}
+
+/// A PostgreSQL store whose schema is newer than this code is refused, as SQLite's is.
+#[test]
+#[ignore = "needs PostgreSQL: eval \"$(scripts/postgres.sh env)\", then --ignored"]
+fn postgres_a_newer_schema_is_refused_with_a_clear_message() {
+    let dir = Scratch::new(Kind::Postgres);
+    let opened = open(&dir);
+    drop(opened);
+    let url = dir.database.as_ref().unwrap().url().to_owned();
+    std::thread::spawn(move || {
+        let mut c = ::postgres::Client::connect(&url, ::postgres::NoTls).unwrap();
+        c.batch_execute("UPDATE schema_version SET version = 99").unwrap();
+    })
+    .join()
+    .unwrap();
+    let err = Store::open(&config(&dir)).expect_err("newer");
+    assert_eq!(
+        err.to_string(),
+        "store schema version 99 is newer than this turnstile supports (4)"
+    );
+}
+
 both_stores!(
     open_creates_the_schema_and_reopen_keeps_the_data,
     a_second_open_is_refused_and_runs_no_recovery_over_live_work,
