@@ -3,8 +3,10 @@
 
 mod common;
 
-use common::{Project, Provider, Reply, text_stream, tool_stream};
+use common::Project;
 use serde_json::json;
+use turnstile_testkit::anthropic::{text_stream, tool_stream};
+use turnstile_testkit::provider::{FakeProvider, Reply};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn without_a_configuration_or_a_key_it_says_what_to_set_and_where() {
@@ -51,7 +53,7 @@ async fn without_a_configuration_or_a_key_it_says_what_to_set_and_where() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_unknown_model_and_a_bad_configuration_are_named() {
-    let provider = Provider::start(vec![]).await;
+    let provider = FakeProvider::anthropic(vec![]).await;
     let project = Project::new(&provider.base_url, "");
     let done = project.run(&["run", "--model", "nope/x", "hi"]).await;
     assert_eq!(done.code, Some(1), "{done:?}");
@@ -118,9 +120,9 @@ async fn help_explains_each_command_with_examples() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn sessions_and_history_read_the_store_back() {
-    let provider = Provider::start(vec![
-        Reply::Sse(tool_stream("toolu_1", "ls", &json!({}))),
-        Reply::Sse(text_stream("Nothing much here.")),
+    let provider = FakeProvider::anthropic(vec![
+        Reply::sse(tool_stream("toolu_1", "ls", &json!({}))),
+        Reply::sse(text_stream("Nothing much here.")),
     ])
     .await;
     let project = Project::new(&provider.base_url, "");
@@ -179,9 +181,9 @@ async fn sessions_and_history_read_the_store_back() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn logs_go_to_a_file_or_to_stderr_and_never_hold_the_prompt() {
-    let provider = Provider::start(vec![
-        Reply::Sse(text_stream("ok")),
-        Reply::Sse(text_stream("ok")),
+    let provider = FakeProvider::anthropic(vec![
+        Reply::sse(text_stream("ok")),
+        Reply::sse(text_stream("ok")),
     ])
     .await;
     let project = Project::new(&provider.base_url, "");

@@ -9,8 +9,10 @@ mod common;
 use std::io::{BufRead as _, BufReader};
 use std::process::Stdio;
 
-use common::{Project, Provider, Reply, text_opening, text_stream, tool_stream, tool_stream_raw};
+use common::Project;
 use serde_json::{Value, json};
+use turnstile_testkit::anthropic::{text_opening, text_stream, tool_stream, tool_stream_raw};
+use turnstile_testkit::provider::{FakeProvider, Reply};
 
 /// `turnstile ARGS` in `project` with a stdout whose reader is already gone.
 async fn with_stdout_closed(project: &Project, args: &[&str]) -> common::Done {
@@ -32,8 +34,8 @@ async fn json_of(project: &Project, args: &[&str]) -> Value {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_closed_stdout_ends_a_listing_and_a_run_quietly() {
-    let provider = Provider::start(vec![
-        Reply::Sse(text_stream("One.")),
+    let provider = FakeProvider::anthropic(vec![
+        Reply::sse(text_stream("One.")),
         // The second run: text after a pause (the reader is gone by then), then a long wait.
         Reply::Paced(vec![
             (300, text_opening("Half")),
@@ -104,7 +106,7 @@ async fn a_closed_stdout_ends_a_listing_and_a_run_quietly() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_blank_prompt_from_stdin_is_refused_as_an_empty_argument_is() {
     use std::io::Write as _;
-    let provider = Provider::start(vec![Reply::Sse(text_stream("Never."))]).await;
+    let provider = FakeProvider::anthropic(vec![Reply::sse(text_stream("Never."))]).await;
     let project = Project::new(&provider.base_url, "");
     for input in [&b"\n"[..], b"", b"  \n\t \n"] {
         let mut child = project
@@ -136,7 +138,11 @@ async fn a_blank_prompt_from_stdin_is_refused_as_an_empty_argument_is() {
 async fn a_title_from_the_model_is_cut_to_fifty_and_so_is_the_column() {
     let long = "A very long title that a chatty model wrote ".repeat(7);
     assert!(long.chars().count() > 279);
-    let provider = Provider::start_titled(vec![Reply::Sse(text_stream("Done."))], &long).await;
+    let provider = FakeProvider::titled(
+        vec![Reply::sse(text_stream("Done."))],
+        Reply::sse(text_stream(&long)),
+    )
+    .await;
     let project = Project::new(&provider.base_url, "");
     assert_eq!(project.run(&["run", "Name this"]).await.code, Some(0));
     let sessions = json_of(&project, &["sessions", "--json"]).await;
@@ -155,9 +161,9 @@ async fn a_title_from_the_model_is_cut_to_fifty_and_so_is_the_column() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_unknown_session_is_refused_and_a_unique_prefix_names_one() {
-    let provider = Provider::start(vec![
-        Reply::Sse(text_stream("One.")),
-        Reply::Sse(text_stream("Two.")),
+    let provider = FakeProvider::anthropic(vec![
+        Reply::sse(text_stream("One.")),
+        Reply::sse(text_stream("Two.")),
     ])
     .await;
     let project = Project::new(&provider.base_url, "");
@@ -194,7 +200,7 @@ async fn an_unknown_session_is_refused_and_a_unique_prefix_names_one() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_project_is_found_from_a_subfolder_and_its_store_is_ignored_by_git() {
-    let provider = Provider::start(vec![Reply::Sse(text_stream("From below."))]).await;
+    let provider = FakeProvider::anthropic(vec![Reply::sse(text_stream("From below."))]).await;
     let project = Project::new(&provider.base_url, "");
     let sub = project.path().join("src").join("deep");
     std::fs::create_dir_all(&sub).unwrap();
@@ -247,7 +253,7 @@ async fn the_project_is_found_from_a_subfolder_and_its_store_is_ignored_by_git()
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_watchdog_and_the_retry_budget_come_from_the_configuration_and_retries_are_logged() {
-    let provider = Provider::start(vec![Reply::Hang]).await;
+    let provider = FakeProvider::anthropic(vec![Reply::Hang]).await;
     let project = Project::new(
         &provider.base_url,
         "stream_idle_timeout = 1\nretry_attempts = 2\nretry_backoff = [0.2]",
@@ -281,14 +287,14 @@ async fn the_watchdog_and_the_retry_budget_come_from_the_configuration_and_retri
 
 #[tokio::test(flavor = "multi_thread")]
 async fn history_says_why_a_call_never_ran_and_keeps_what_the_model_sent() {
-    let provider = Provider::start(vec![
-        Reply::Sse(tool_stream_raw("toolu_bad", "view", r#"{"path": "src/ma"#)),
-        Reply::Sse(tool_stream(
+    let provider = FakeProvider::anthropic(vec![
+        Reply::sse(tool_stream_raw("toolu_bad", "view", r#"{"path": "src/ma"#)),
+        Reply::sse(tool_stream(
             "toolu_gone",
             "teleport",
             &json!({"to": "mars"}),
         )),
-        Reply::Sse(text_stream("Done.")),
+        Reply::sse(text_stream("Done.")),
     ])
     .await;
     let project = Project::new(&provider.base_url, "");

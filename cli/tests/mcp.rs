@@ -5,27 +5,26 @@
 
 mod common;
 
-use common::{
-    Project, Provider, Reply, last_results, mcp_test_server as test_server, text_stream,
-    tool_stream,
-};
+use common::{Project, last_results, mcp_test_server as test_server};
 use serde_json::json;
+use turnstile_testkit::anthropic::{text_stream, tool_stream};
+use turnstile_testkit::provider::{FakeProvider, Reply};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_mcp_server_that_crashes_mid_call_gives_an_error_result_and_the_turn_goes_on() {
-    let provider = Provider::start(vec![
-        Reply::Sse(tool_stream(
+    let provider = FakeProvider::anthropic(vec![
+        Reply::sse(tool_stream(
             "toolu_1",
             "mcp_test_echo",
             &json!({"text": "ping"}),
         )),
-        Reply::Sse(tool_stream("toolu_2", "mcp_test_crash", &json!({}))),
-        Reply::Sse(tool_stream(
+        Reply::sse(tool_stream("toolu_2", "mcp_test_crash", &json!({}))),
+        Reply::sse(tool_stream(
             "toolu_3",
             "mcp_test_echo",
             &json!({"text": "again"}),
         )),
-        Reply::Sse(text_stream("The MCP server crashed.")),
+        Reply::sse(text_stream("The MCP server crashed.")),
     ])
     .await;
     let config = format!(

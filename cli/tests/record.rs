@@ -11,10 +11,12 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{Done, Project, Provider, Reply, text_stream, tool_stream};
+use common::{Done, Project};
 use serde_json::{Value, json};
 use turnstile_core::trace::Trace;
 use turnstile_core::{Outcome, bless, replay};
+use turnstile_testkit::anthropic::{text_stream, tool_stream};
+use turnstile_testkit::provider::{FakeProvider, Reply};
 use turnstile_wire::recording::Recording;
 
 /// The key the provider is configured with (`TURNSTILE_TEST_KEY`), which nothing may write.
@@ -140,14 +142,14 @@ async fn a_recorded_run_replays_byte_for_byte_is_drawn_and_becomes_a_regression_
     let echo = format!(
         r#"{{"type":"error","error":{{"type":"overloaded_error","message":"Overloaded for key {KEY}"}}}}"#
     );
-    let provider = Provider::start(vec![
-        Reply::Status(529, vec![("retry-after-ms".into(), "20".into())], echo),
-        Reply::Sse(tool_stream(
+    let provider = FakeProvider::anthropic(vec![
+        Reply::json(529, &[("retry-after-ms", "20")], &echo),
+        Reply::sse(tool_stream(
             "toolu_rec1",
             "view",
             &json!({"path": "hello.txt"}),
         )),
-        Reply::Sse(text_stream("hello.txt says hello world.")),
+        Reply::sse(text_stream("hello.txt says hello world.")),
     ])
     .await;
     let project = keyed_project(&provider.base_url, "");
@@ -325,7 +327,7 @@ async fn a_recorded_run_replays_byte_for_byte_is_drawn_and_becomes_a_regression_
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_configuration_records_every_run_and_a_bad_folder_is_named_with_its_line() {
-    let provider = Provider::start(vec![Reply::Sse(text_stream("Hi."))]).await;
+    let provider = FakeProvider::anthropic(vec![Reply::sse(text_stream("Hi."))]).await;
     let project = keyed_project(&provider.base_url, "[record]\ndir = \"recordings\"");
     let done = turnstile(&project, &["run", "Say hi"]).await;
     assert_eq!(done.code, Some(0), "{done:?}");
@@ -445,7 +447,8 @@ async fn prompt_and_wait(port: u16, session: &str, run: &str, prompt: &str) -> V
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_recorded_server_keeps_its_sessions_in_one_trace_and_a_restart_takes_a_new_one() {
-    let provider = Provider::start(vec![Reply::Sse(text_stream("Hello from the server."))]).await;
+    let provider =
+        FakeProvider::anthropic(vec![Reply::sse(text_stream("Hello from the server."))]).await;
     let project = keyed_project(&provider.base_url, "");
     let port = free_port();
     let server = Served::start(&project, port).await;

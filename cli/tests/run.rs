@@ -4,33 +4,33 @@
 
 mod common;
 
-use common::{
-    Project, Provider, Reply, last_results, protocol_legal, recorded, text_stream, tool_stream,
-};
+use common::{Project, last_results, protocol_legal};
 use serde_json::json;
 use turnstile_host::store::Reader;
+use turnstile_testkit::anthropic::{recorded, text_stream, tool_stream};
+use turnstile_testkit::provider::{FakeProvider, Reply};
 
 const ALLOW: &str = "[permissions]\nallow = [\"edit\", \"bash(cat *)\"]\n";
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_run_views_edits_and_runs_a_command() {
-    let provider = Provider::start(vec![
-        Reply::Sse(tool_stream(
+    let provider = FakeProvider::anthropic(vec![
+        Reply::sse(tool_stream(
             "toolu_1",
             "view",
             &json!({"path": "hello.txt"}),
         )),
-        Reply::Sse(tool_stream(
+        Reply::sse(tool_stream(
             "toolu_2",
             "edit",
             &json!({"path": "hello.txt", "old_string": "world", "new_string": "turnstile"}),
         )),
-        Reply::Sse(tool_stream(
+        Reply::sse(tool_stream(
             "toolu_3",
             "bash",
             &json!({"command": "cat hello.txt"}),
         )),
-        Reply::Sse(text_stream("Done: hello.txt now greets turnstile.")),
+        Reply::sse(text_stream("Done: hello.txt now greets turnstile.")),
     ])
     .await;
     let project = Project::new(&provider.base_url, ALLOW);
@@ -87,9 +87,9 @@ async fn a_run_views_edits_and_runs_a_command() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_recorded_tool_stream_replays_and_an_unknown_tool_is_a_result() {
     let case = "TestAnthropicCommon__claude-sonnet-4__tool_streaming";
-    let provider = Provider::start(vec![
-        Reply::Sse(recorded(case, 0)),
-        Reply::Sse(recorded(case, 1)),
+    let provider = FakeProvider::anthropic(vec![
+        Reply::sse(recorded(case, 0)),
+        Reply::sse(recorded(case, 1)),
     ])
     .await;
     let project = Project::new(&provider.base_url, "");
@@ -127,14 +127,10 @@ fn lines(stdout: &str) -> Vec<serde_json::Value> {
 async fn json_lines_show_a_retry_as_its_own_event_and_end_with_the_run_complete() {
     let overloaded =
         r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#;
-    let provider = Provider::start(vec![
-        Reply::Status(
-            529,
-            vec![("retry-after-ms".into(), "50".into())],
-            overloaded.into(),
-        ),
-        Reply::Sse(tool_stream("toolu_1", "ls", &json!({}))),
-        Reply::Sse(text_stream("Two files.")),
+    let provider = FakeProvider::anthropic(vec![
+        Reply::json(529, &[("retry-after-ms", "50")], overloaded),
+        Reply::sse(tool_stream("toolu_1", "ls", &json!({}))),
+        Reply::sse(text_stream("Two files.")),
     ])
     .await;
     let project = Project::new(&provider.base_url, "");
@@ -187,13 +183,13 @@ async fn json_lines_show_a_retry_as_its_own_event_and_end_with_the_run_complete(
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_denied_call_ends_the_run_with_status_3_and_says_why() {
-    let provider = Provider::start(vec![
-        Reply::Sse(tool_stream(
+    let provider = FakeProvider::anthropic(vec![
+        Reply::sse(tool_stream(
             "toolu_1",
             "bash",
             &json!({"command": "make deploy"}),
         )),
-        Reply::Sse(text_stream("never asked")),
+        Reply::sse(text_stream("never asked")),
     ])
     .await;
     let project = Project::new(&provider.base_url, "");
@@ -222,13 +218,13 @@ async fn a_denied_call_ends_the_run_with_status_3_and_says_why() {
     assert_eq!(provider.steps().len(), 1, "the denial ended the turn");
 
     // With --yolo the same call runs.
-    let provider = Provider::start(vec![
-        Reply::Sse(tool_stream(
+    let provider = FakeProvider::anthropic(vec![
+        Reply::sse(tool_stream(
             "toolu_1",
             "bash",
             &json!({"command": "echo deployed"}),
         )),
-        Reply::Sse(text_stream("Deployed.")),
+        Reply::sse(text_stream("Deployed.")),
     ])
     .await;
     let project = Project::new(&provider.base_url, "");
@@ -245,10 +241,10 @@ async fn a_denied_call_ends_the_run_with_status_3_and_says_why() {
 async fn hooks_block_a_call_or_halt_the_turn() {
     let block = "[[hooks.pre_tool]]\ncommand = [\"sh\", \"-c\", \"echo 'no listing' >&2; exit 2\"]\ntools = \"ls\"\n\
                  [[hooks.pre_tool]]\ncommand = [\"sh\", \"-c\", \"echo 'halt now' >&2; exit 49\"]\ntools = \"grep\"\n";
-    let provider = Provider::start(vec![
-        Reply::Sse(tool_stream("toolu_1", "ls", &json!({}))),
-        Reply::Sse(tool_stream("toolu_2", "grep", &json!({"pattern": "x"}))),
-        Reply::Sse(text_stream("never asked")),
+    let provider = FakeProvider::anthropic(vec![
+        Reply::sse(tool_stream("toolu_1", "ls", &json!({}))),
+        Reply::sse(tool_stream("toolu_2", "grep", &json!({"pattern": "x"}))),
+        Reply::sse(text_stream("never asked")),
     ])
     .await;
     let project = Project::new(&provider.base_url, block);
@@ -289,7 +285,7 @@ async fn hooks_block_a_call_or_halt_the_turn() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_provider_error_fails_the_run_with_status_1() {
     let bad = r#"{"type":"error","error":{"type":"invalid_request_error","message":"max_tokens is too large"}}"#;
-    let provider = Provider::start(vec![Reply::Status(400, vec![], bad.into())]).await;
+    let provider = FakeProvider::anthropic(vec![Reply::json(400, &[], bad)]).await;
     let project = Project::new(&provider.base_url, "");
     let done = project.run(&["run", "Hi"]).await;
     assert_eq!(done.code, Some(1), "{done:?}");
@@ -304,7 +300,7 @@ async fn a_provider_error_fails_the_run_with_status_1() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn rejected_runs_and_bad_usage_exit_64() {
-    let provider = Provider::start(vec![Reply::Sse(text_stream("First."))]).await;
+    let provider = FakeProvider::anthropic(vec![Reply::sse(text_stream("First."))]).await;
     let project = Project::new(&provider.base_url, "");
     let done = project.run(&["run", ""]).await;
     assert_eq!(done.code, Some(64), "{done:?}");
@@ -343,10 +339,10 @@ async fn rejected_runs_and_bad_usage_exit_64() {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_prompt_can_come_from_stdin_and_a_session_continues() {
     use std::io::Write as _;
-    let provider = Provider::start(vec![
-        Reply::Sse(text_stream("One.")),
-        Reply::Sse(text_stream("Two.")),
-        Reply::Sse(text_stream("Three.")),
+    let provider = FakeProvider::anthropic(vec![
+        Reply::sse(text_stream("One.")),
+        Reply::sse(text_stream("Two.")),
+        Reply::sse(text_stream("Three.")),
     ])
     .await;
     let project = Project::new(&provider.base_url, "");
@@ -404,15 +400,15 @@ async fn the_prompt_can_come_from_stdin_and_a_session_continues() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_sub_agent_runs_without_the_agent_tool_and_without_hooks() {
     let block_ls = "[[hooks.pre_tool]]\ncommand = [\"sh\", \"-c\", \"echo blocked >&2; exit 2\"]\ntools = \"ls\"\n";
-    let provider = Provider::start(vec![
-        Reply::Sse(tool_stream(
+    let provider = FakeProvider::anthropic(vec![
+        Reply::sse(tool_stream(
             "toolu_p",
             "agent",
             &json!({"prompt": "List the files"}),
         )),
-        Reply::Sse(tool_stream("toolu_c", "ls", &json!({}))),
-        Reply::Sse(text_stream("The child saw hello.txt.")),
-        Reply::Sse(text_stream("The sub-agent reports hello.txt.")),
+        Reply::sse(tool_stream("toolu_c", "ls", &json!({}))),
+        Reply::sse(text_stream("The child saw hello.txt.")),
+        Reply::sse(text_stream("The sub-agent reports hello.txt.")),
     ])
     .await;
     let project = Project::new(&provider.base_url, block_ls);
@@ -461,23 +457,23 @@ async fn a_sub_agent_runs_without_the_agent_tool_and_without_hooks() {
 async fn an_escape_from_the_working_directory_is_a_result_the_model_reads() {
     let outside = tempfile::tempdir().unwrap();
     let target = outside.path().join("written.txt");
-    let provider = Provider::start(vec![
-        Reply::Sse(tool_stream(
+    let provider = FakeProvider::anthropic(vec![
+        Reply::sse(tool_stream(
             "toolu_1",
             "view",
             &json!({"path": "../outside.txt"}),
         )),
-        Reply::Sse(tool_stream(
+        Reply::sse(tool_stream(
             "toolu_2",
             "write",
             &json!({"path": target.display().to_string(), "content": "x"}),
         )),
-        Reply::Sse(tool_stream(
+        Reply::sse(tool_stream(
             "toolu_3",
             "view",
             &json!({"path": "link/secret.txt"}),
         )),
-        Reply::Sse(text_stream("I stayed inside.")),
+        Reply::sse(text_stream("I stayed inside.")),
     ])
     .await;
     std::fs::write(outside.path().join("secret.txt"), "SECRET").unwrap();

@@ -11,10 +11,12 @@ use std::collections::BTreeMap;
 use std::process::Child;
 use std::time::{Duration, Instant};
 
-use common::{Done, Project, Provider, Reply, paced_text, recorded, text_stream};
+use common::{Done, Project};
 use nix::sys::signal::Signal;
 use serde_json::{Value, json};
-use turnstile_wire::sse::{Frame, Framer};
+use turnstile_testkit::anthropic::{paced_text, recorded, text_stream, tool_stream};
+use turnstile_testkit::events::{Events, data, is_run_complete};
+use turnstile_testkit::provider::{FakeProvider, Reply};
 
 const TOKEN: &str = "e2e-secret-token-5f0c1d";
 const TOOL_CASE: &str = "TestAnthropicCommon__claude-sonnet-4__tool_streaming";
@@ -121,104 +123,6 @@ async fn get(base: &str, path: &str) -> (u16, Value) {
     (status, r.json().await.unwrap_or(Value::Null))
 }
 
-/// An event-stream client that keeps every event it received across its connections.
-struct Listener {
-    base: String,
-    resp: Option<reqwest::Response>,
-    framer: Framer,
-    frames: Vec<Frame>,
-    last: Option<String>,
-}
-
-impl Listener {
-    async fn connect(base: &str, last: Option<String>) -> Listener {
-        let mut l = Listener {
-            base: base.to_owned(),
-            resp: None,
-            framer: Framer::new(),
-            frames: Vec::new(),
-            last,
-        };
-        l.reconnect().await;
-        l
-    }
-
-    async fn reconnect(&mut self) {
-        let mut req = reqwest::Client::new()
-            .get(format!("{}/v1/events", self.base))
-            .bearer_auth(TOKEN);
-        if let Some(id) = &self.last {
-            req = req.header("Last-Event-ID", id);
-        }
-        let resp = req.send().await.unwrap();
-        assert_eq!(resp.status().as_u16(), 200);
-        self.resp = Some(resp);
-        self.framer = Framer::new();
-    }
-
-    /// Reads until `stop` holds for an event read, or the connection ends; `false` on end.
-    async fn read_until(&mut self, mut stop: impl FnMut(&Frame) -> bool) -> bool {
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-        loop {
-            let Some(resp) = self.resp.as_mut() else {
-                return false;
-            };
-            let chunk = match tokio::time::timeout_at(deadline, resp.chunk()).await {
-                Err(_) => panic!("no event for 30 s"),
-                Ok(Ok(Some(c))) => c,
-                Ok(_) => {
-                    self.resp = None;
-                    return false;
-                }
-            };
-            let mut out = Vec::new();
-            self.framer.feed(&chunk, &mut out).unwrap();
-            let mut stopped = false;
-            for f in out {
-                if f.id.is_some() {
-                    self.last.clone_from(&f.id);
-                }
-                stopped |= stop(&f);
-                self.frames.push(f);
-            }
-            if stopped {
-                return true;
-            }
-        }
-    }
-
-    /// RunComplete count and outcome per RunId, over everything received.
-    fn run_completes(&self) -> BTreeMap<String, (usize, String)> {
-        let mut seen: BTreeMap<String, (usize, String)> = BTreeMap::new();
-        for f in self.frames.iter().filter(|f| f.event == "run_complete") {
-            let v: Value = serde_json::from_str(&f.data).unwrap();
-            let entry = seen
-                .entry(v["run_id"].as_str().unwrap().to_owned())
-                .or_default();
-            entry.0 += 1;
-            entry.1 = v["outcome"].as_str().unwrap().to_owned();
-        }
-        seen
-    }
-}
-
-fn is_run_complete(f: &Frame, run: &str) -> bool {
-    f.event == "run_complete" && serde_json::from_str::<Value>(&f.data).unwrap()["run_id"] == run
-}
-
-/// Waits (20 s at most) until the provider received `n` step requests.
-async fn steps(provider: &Provider, n: usize) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while provider.steps().len() < n {
-        assert!(
-            Instant::now() < deadline,
-            "the provider got {} steps",
-            provider.steps().len()
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
 fn run_server(project: &Project, base: &str, args: &[&str]) -> Child {
     let mut all = vec!["run", "--server", base];
     all.extend_from_slice(args);
@@ -229,9 +133,9 @@ fn run_server(project: &Project, base: &str, args: &[&str]) -> Child {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn run_against_a_server_replays_a_recorded_tool_stream_and_prints_the_answer() {
-    let provider = Provider::start(vec![
-        Reply::Sse(recorded(TOOL_CASE, 0)),
-        Reply::Sse(recorded(TOOL_CASE, 1)),
+    let provider = FakeProvider::anthropic(vec![
+        Reply::sse(recorded(TOOL_CASE, 0)),
+        Reply::sse(recorded(TOOL_CASE, 1)),
     ])
     .await;
     let project = Project::new(&provider.base_url, "");
@@ -322,11 +226,11 @@ async fn postgres_a_kill_9_mid_turn_and_a_restart_give_each_client_one_run_compl
 }
 
 async fn kill_9_mid_turn_and_restart(postgres: bool) {
-    let provider = Provider::start(vec![
-        Reply::Sse(recorded(TOOL_CASE, 0)),
-        Reply::Sse(recorded(TOOL_CASE, 1)),
+    let provider = FakeProvider::anthropic(vec![
+        Reply::sse(recorded(TOOL_CASE, 0)),
+        Reply::sse(recorded(TOOL_CASE, 1)),
         Reply::Hang,
-        Reply::Sse(text_stream("after the restart")),
+        Reply::sse(text_stream("after the restart")),
     ])
     .await;
     let mut project = Project::new(&provider.base_url, "");
@@ -337,9 +241,9 @@ async fn kill_9_mid_turn_and_restart(postgres: bool) {
     let mut served = Served::start(&project, port, Some(TOKEN)).await;
     let base = served.base.clone();
     // Two listeners from the start; the first run completes before the kill.
-    let mut early = Listener::connect(&base, None).await;
+    let mut early = Events::connect(&base, TOKEN, None).await;
     early.read_until(|f| f.event == "asks").await;
-    let mut late = Listener::connect(&base, None).await;
+    let mut late = Events::connect(&base, TOKEN, None).await;
     late.read_until(|f| f.event == "asks").await;
     let (status, v) = post(
         &base,
@@ -350,7 +254,7 @@ async fn kill_9_mid_turn_and_restart(postgres: bool) {
     assert_eq!(status, 202, "{v}");
     assert!(late.read_until(|f| is_run_complete(f, "r1")).await);
     // `early` keeps only its first position: it will resume from before r1.
-    let early_resume = early.frames[0].id.clone();
+    let early_resume = early.frames()[0].id.clone();
     // The second run is mid-turn (the provider hangs) when the server is killed.
     let client = run_server(
         &project,
@@ -364,7 +268,7 @@ async fn kill_9_mid_turn_and_restart(postgres: bool) {
             "Think for a long time",
         ],
     );
-    steps(&provider, 3).await;
+    provider.wait_steps(3).await;
     assert!(late.read_until(|f| f.event == "session").await);
     served.kill9();
     assert!(
@@ -375,7 +279,7 @@ async fn kill_9_mid_turn_and_restart(postgres: bool) {
     // The listener resumes from its last event id; `early` from before r1.
     late.reconnect().await;
     assert!(late.read_until(|f| is_run_complete(f, "r2")).await);
-    let mut early = Listener::connect(&base, early_resume).await;
+    let mut early = Events::connect(&base, TOKEN, early_resume.as_deref()).await;
     assert!(early.read_until(|f| is_run_complete(f, "r2")).await);
     // A moment more for anything that should not come.
     let _ = tokio::time::timeout(
@@ -442,7 +346,7 @@ async fn kill_9_mid_turn_and_restart(postgres: bool) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn sigterm_ends_the_unfinished_runs_interrupted_and_tells_the_clients() {
-    let provider = Provider::start(vec![Reply::Hang]).await;
+    let provider = FakeProvider::anthropic(vec![Reply::Hang]).await;
     let project = Project::new(&provider.base_url, "");
     let served = Served::start(&project, free_port(), Some(TOKEN)).await;
     let client = run_server(
@@ -450,7 +354,7 @@ async fn sigterm_ends_the_unfinished_runs_interrupted_and_tells_the_clients() {
         &served.base,
         &["--json", "--run-id", "t1", "Think"],
     );
-    steps(&provider, 1).await;
+    provider.wait_steps(1).await;
     let stopped = served.stop(Signal::SIGTERM).await;
     assert_eq!(stopped.code, Some(0), "{stopped:?}");
     assert!(
@@ -470,13 +374,13 @@ async fn sigterm_ends_the_unfinished_runs_interrupted_and_tells_the_clients() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn ctrl_c_or_sigterm_of_run_server_cancels_the_run_on_the_server() {
-    let provider = Provider::start(vec![Reply::Hang]).await;
+    let provider = FakeProvider::anthropic(vec![Reply::Hang]).await;
     let project = Project::new(&provider.base_url, "");
     let served = Served::start(&project, free_port(), Some(TOKEN)).await;
     for (n, signal) in [Signal::SIGINT, Signal::SIGTERM].into_iter().enumerate() {
         let run_id = format!("c{n}");
         let client = run_server(&project, &served.base, &["--run-id", &run_id, "Think"]);
-        steps(&provider, n + 1).await;
+        provider.wait_steps(n + 1).await;
         common::signal(client.id(), signal);
         let done = common::finish(client).await;
         assert_eq!(done.code, Some(130), "{signal}: {done:?}");
@@ -499,7 +403,7 @@ async fn ctrl_c_or_sigterm_of_run_server_cancels_the_run_on_the_server() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_generated_token_is_shown_once_kept_private_and_found_by_clients() {
-    let provider = Provider::start(vec![Reply::Sse(text_stream("hi back"))]).await;
+    let provider = FakeProvider::anthropic(vec![Reply::sse(text_stream("hi back"))]).await;
     let project = Project::new(&provider.base_url, "");
     let port = free_port();
     let first = Served::start(&project, port, None).await;
@@ -539,13 +443,8 @@ async fn a_generated_token_is_shown_once_kept_private_and_found_by_clients() {
     assert!(!log.contains(&token), "the token is never logged");
 }
 
-/// The JSON of an event.
-fn data(f: &Frame) -> Value {
-    serde_json::from_str(&f.data).unwrap()
-}
-
 /// Reads until the next `ask`; returns its data.
-async fn next_ask(events: &mut Listener) -> Value {
+async fn next_ask(events: &mut Events) -> Value {
     let mut ask = Value::Null;
     events
         .read_until(|f| {
@@ -585,16 +484,10 @@ async fn a_cancel_withdraws_every_ask_and_a_late_answer_is_refused_and_runs_noth
     let replies = calls
         .iter()
         .enumerate()
-        .map(|(i, (tool, input))| {
-            Reply::Sse(common::tool_stream(&format!("toolu_{i}"), tool, input))
-        })
-        .chain([Reply::Sse(common::tool_stream(
-            "toolu_w",
-            "write",
-            &calls[3].1,
-        ))])
+        .map(|(i, (tool, input))| Reply::sse(tool_stream(&format!("toolu_{i}"), tool, input)))
+        .chain([Reply::sse(tool_stream("toolu_w", "write", &calls[3].1))])
         .collect();
-    let provider = Provider::start(replies).await;
+    let provider = FakeProvider::anthropic(replies).await;
     let config = format!(
         "[permissions]\nask = [\"*\"]\n\n[mcp.test]\ncommand = [\"{}\"]\n",
         common::mcp_test_server().display()
@@ -603,7 +496,7 @@ async fn a_cancel_withdraws_every_ask_and_a_late_answer_is_refused_and_runs_noth
     std::fs::write(project.path().join("notes.txt"), "old text\n").unwrap();
     let served = Served::start(&project, free_port(), Some(TOKEN)).await;
     let base = served.base.clone();
-    let mut events = Listener::connect(&base, None).await;
+    let mut events = Events::connect(&base, TOKEN, None).await;
     for (i, (tool, _)) in calls.iter().enumerate() {
         let (session, run) = (format!("s{i}"), format!("r{i}"));
         let (status, v) = post(
@@ -622,9 +515,9 @@ async fn a_cancel_withdraws_every_ask_and_a_late_answer_is_refused_and_runs_noth
             format!("/v1/sessions/{session}/cancel")
         };
         assert_eq!(post(&base, &cancel, json!({})).await.0, 202);
-        let from = events.frames.len();
+        let from = events.frames().len();
         assert!(events.read_until(|f| is_run_complete(f, &run)).await);
-        let after = &events.frames[from..];
+        let after = &events.frames()[from..];
         let withdrawn = after.iter().position(|f| {
             f.event == "ask_closed" && data(f)["id"] == id && data(f)["why"] == "withdrawn"
         });
@@ -660,7 +553,7 @@ async fn a_cancel_withdraws_every_ask_and_a_late_answer_is_refused_and_runs_noth
     events.read_until(|_| false).await;
     assert!(
         events
-            .frames
+            .frames()
             .iter()
             .any(|f| f.event == "ask_closed" && data(f)["id"] == ask["id"]),
         "SIGTERM withdrew the ask"
@@ -687,7 +580,7 @@ async fn a_cancel_withdraws_every_ask_and_a_late_answer_is_refused_and_runs_noth
 /// (status 3) instead of hanging.
 #[tokio::test(flavor = "multi_thread")]
 async fn run_server_without_a_terminal_shows_the_ask_and_denies_it() {
-    let provider = Provider::start(vec![Reply::Sse(common::tool_stream(
+    let provider = FakeProvider::anthropic(vec![Reply::sse(tool_stream(
         "toolu_1",
         "write",
         &json!({"path": "t.txt", "content": "hi"}),
@@ -733,7 +626,7 @@ async fn run_server_without_a_terminal_shows_the_ask_and_denies_it() {
 /// fix, that event's list was read from the wrong place and the client waited forever.
 #[tokio::test(flavor = "multi_thread")]
 async fn run_server_attaching_to_a_run_takes_the_ask_already_pending() {
-    let provider = Provider::start(vec![Reply::Sse(common::tool_stream(
+    let provider = FakeProvider::anthropic(vec![Reply::sse(tool_stream(
         "toolu_1",
         "write",
         &json!({"path": "t.txt", "content": "hi"}),
@@ -785,10 +678,10 @@ async fn run_server_attaching_to_a_run_takes_the_ask_already_pending() {
 async fn run_server_shows_a_streamed_answer_piece_by_piece_from_deltas() {
     let answer: String = (0..30).map(|i| format!("word{i} ")).collect();
     let answer = answer.trim_end().to_owned();
-    let provider = Provider::start(vec![paced_text(&answer, 60)]).await;
+    let provider = FakeProvider::anthropic(vec![paced_text(&answer, 60)]).await;
     let project = Project::new(&provider.base_url, "");
     let served = Served::start(&project, free_port(), Some(TOKEN)).await;
-    let mut events = Listener::connect(&served.base, None).await;
+    let mut events = Events::connect(&served.base, TOKEN, None).await;
     let client = run_server(&project, &served.base, &["--json", "Count"]);
     let done = common::finish(client).await;
     assert_eq!(done.code, Some(0), "{done:?}");
@@ -821,13 +714,13 @@ async fn run_server_shows_a_streamed_answer_piece_by_piece_from_deltas() {
 #[tokio::test(flavor = "multi_thread")]
 async fn run_server_on_a_terminal_asks_and_a_yes_runs_the_call() {
     use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-    let provider = Provider::start(vec![
-        Reply::Sse(common::tool_stream(
+    let provider = FakeProvider::anthropic(vec![
+        Reply::sse(tool_stream(
             "toolu_1",
             "write",
             &json!({"path": "t.txt", "content": "hi"}),
         )),
-        Reply::Sse(text_stream("Wrote it.")),
+        Reply::sse(text_stream("Wrote it.")),
     ])
     .await;
     let project = Project::new(&provider.base_url, "");
@@ -888,7 +781,7 @@ async fn run_server_on_a_terminal_asks_and_a_yes_runs_the_call() {
 /// it (the server keeps descriptors for its store, tools and providers).
 #[tokio::test(flavor = "multi_thread")]
 async fn a_file_limit_too_low_to_serve_is_refused_at_start() {
-    let provider = Provider::start(vec![Reply::Sse(text_stream("hi"))]).await;
+    let provider = FakeProvider::anthropic(vec![Reply::sse(text_stream("hi"))]).await;
     let project = Project::new(&provider.base_url, "");
     let serve = format!(
         "ulimit -n 100 && exec {} serve --listen 127.0.0.1:{}",

@@ -7,11 +7,11 @@ mod common;
 
 use std::time::Duration;
 
-use common::{
-    Project, Provider, Reply, group_gone, number_in, protocol_legal, text_stream, tool_stream,
-};
+use common::{Project, group_gone, number_in, protocol_legal};
 use nix::sys::signal::Signal;
 use serde_json::json;
+use turnstile_testkit::anthropic::{text_stream, tool_stream};
+use turnstile_testkit::provider::{FakeProvider, Reply};
 
 /// A command that writes its process group id (the shell leads its group), then runs for five
 /// minutes.
@@ -19,9 +19,9 @@ const LONG: &str = "echo $$ > pgid; sleep 300";
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_first_ctrl_c_cancels_the_run_and_kills_the_tool() {
-    let provider = Provider::start(vec![
-        Reply::Sse(tool_stream("toolu_1", "bash", &json!({"command": LONG}))),
-        Reply::Sse(text_stream("never asked")),
+    let provider = FakeProvider::anthropic(vec![
+        Reply::sse(tool_stream("toolu_1", "bash", &json!({"command": LONG}))),
+        Reply::sse(text_stream("never asked")),
     ])
     .await;
     let project = Project::new(&provider.base_url, "");
@@ -54,7 +54,7 @@ async fn a_second_ctrl_c_exits_at_once() {
     // `write` is left to finish on a cancel once its work began (SPEC 4.9), and this one
     // blocks: its file is a named pipe that the test holds open without writing, so the
     // cancelled run would wait out its 5 s grace. The second Ctrl-C does not wait.
-    let provider = Provider::start(vec![Reply::Sse(tool_stream(
+    let provider = FakeProvider::anthropic(vec![Reply::sse(tool_stream(
         "toolu_1",
         "write",
         &json!({"path": "pipe", "content": "b"}),
@@ -102,9 +102,9 @@ async fn a_second_ctrl_c_exits_at_once() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn after_a_kill_9_the_run_is_interrupted_and_the_next_turn_gets_a_repaired_history() {
-    let provider = Provider::start(vec![
-        Reply::Sse(tool_stream("toolu_1", "bash", &json!({"command": LONG}))),
-        Reply::Sse(text_stream("The command was interrupted.")),
+    let provider = FakeProvider::anthropic(vec![
+        Reply::sse(tool_stream("toolu_1", "bash", &json!({"command": LONG}))),
+        Reply::sse(text_stream("The command was interrupted.")),
     ])
     .await;
     let project = Project::new(&provider.base_url, "");
@@ -202,7 +202,7 @@ async fn after_a_kill_9_the_run_is_interrupted_and_the_next_turn_gets_a_repaired
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_store_in_use_is_named() {
-    let provider = Provider::start(vec![Reply::Hang]).await;
+    let provider = FakeProvider::anthropic(vec![Reply::Hang]).await;
     let project = Project::new(&provider.base_url, "");
     let first = project.spawn(&["run", "Hang"]);
     let deadline = std::time::Instant::now() + Duration::from_secs(10);

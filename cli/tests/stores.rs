@@ -7,20 +7,22 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Project, Provider, Reply, text_stream, tool_stream};
+use common::Project;
 use nix::sys::signal::Signal;
 use serde_json::{Value, json};
+use turnstile_testkit::anthropic::{text_stream, tool_stream};
+use turnstile_testkit::provider::{FakeProvider, Reply};
 
 #[tokio::test(flavor = "multi_thread")]
 #[ignore = "needs PostgreSQL: eval \"$(scripts/postgres.sh env)\", then --ignored"]
 async fn postgres_run_sessions_and_history_use_the_database() {
-    let provider = Provider::start(vec![
-        Reply::Sse(tool_stream(
+    let provider = FakeProvider::anthropic(vec![
+        Reply::sse(tool_stream(
             "toolu_1",
             "view",
             &json!({"path": "hello.txt"}),
         )),
-        Reply::Sse(text_stream("It says hello.")),
+        Reply::sse(text_stream("It says hello.")),
     ])
     .await;
     let project = Project::new(&provider.base_url, "").on_postgres();
@@ -69,7 +71,7 @@ async fn postgres_run_sessions_and_history_use_the_database() {
 #[tokio::test(flavor = "multi_thread")]
 #[ignore = "needs PostgreSQL: eval \"$(scripts/postgres.sh env)\", then --ignored"]
 async fn postgres_a_second_owner_of_the_database_is_refused_and_named() {
-    let provider = Provider::start(vec![Reply::Hang]).await;
+    let provider = FakeProvider::anthropic(vec![Reply::Hang]).await;
     let project = Project::new(&provider.base_url, "").on_postgres();
     let first = project.spawn(&["run", "Hang"]);
     let deadline = std::time::Instant::now() + Duration::from_secs(10);

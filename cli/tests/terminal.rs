@@ -7,8 +7,10 @@ mod common;
 use std::io::Read as _;
 use std::process::Stdio;
 
-use common::{Project, Provider, Reply, overloaded_event, text_opening, text_stream, tool_stream};
+use common::Project;
 use serde_json::json;
+use turnstile_testkit::anthropic::{overloaded_event, text_opening, text_stream, tool_stream};
+use turnstile_testkit::provider::{FakeProvider, Reply};
 
 /// `turnstile run "What is here?"` with stderr a pseudo-terminal: how it ended, and what the
 /// terminal showed.
@@ -39,15 +41,15 @@ async fn run_on_a_terminal(project: &Project) -> (common::Done, String) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn live_text_on_a_terminal_restarts_after_a_retry_reset() {
-    let provider = Provider::start(vec![
-        Reply::Sse(tool_stream("toolu_1", "ls", &json!({}))),
+    let provider = FakeProvider::anthropic(vec![
+        Reply::sse(tool_stream("toolu_1", "ls", &json!({}))),
         // Half an answer, committed (the pause is longer than the 33 ms debounce), then a
         // retryable error: the next attempt's text replaces it.
         Reply::Paced(vec![
             (0, text_opening("Half an ans")),
             (400, overloaded_event()),
         ]),
-        Reply::Sse(text_stream("The whole answer.")),
+        Reply::sse(text_stream("The whole answer.")),
     ])
     .await;
     let project = Project::new(&provider.base_url, "");
@@ -85,9 +87,9 @@ async fn live_text_on_a_terminal_restarts_after_a_retry_reset() {
 async fn a_failed_attempts_text_comes_before_its_retry_line() {
     let mut failing = text_opening("Half an ans");
     failing.extend_from_slice(&overloaded_event());
-    let provider = Provider::start(vec![
-        Reply::Sse(failing),
-        Reply::Sse(text_stream("The whole answer.")),
+    let provider = FakeProvider::anthropic(vec![
+        Reply::sse(failing),
+        Reply::sse(text_stream("The whole answer.")),
     ])
     .await;
     let project = Project::new(&provider.base_url, "retry_backoff = [0.3]");

@@ -3,16 +3,15 @@
 //! ones, a whole tool turn run through the host, the error paths made by the tests, and a
 //! cancel closing the connection.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use common::{Captured, Reply, Server, cases};
 use turnstile_core::{ErrorClass, ProviderError, StepEvent, Submit};
 use turnstile_host::{BoxFuture, EventSink, Host, HostConfig, Provider, Tool, ToolCall, ToolSet};
 use turnstile_http::{HttpProvider, KeySource, ModelConfig, ProviderConfig};
+use turnstile_testkit::fixtures::cases;
+use turnstile_testkit::provider::{Captured, FakeProvider, Reply};
 use turnstile_wire::recording::{Recording, request_meaning};
 use turnstile_wire::{Api, Decoder, ModelRequest, Prices, Target, ToolDef};
 
@@ -96,8 +95,10 @@ async fn every_recorded_case_through_http_decodes_as_recorded_and_sends_what_was
         Prices { input: 3_000_000, output: 15_000_000, cache_read: 300_000, cache_write: 0 };
     let mut checked = 0;
     for case in cases() {
-        let server =
-            Server::start(case.exchanges.iter().map(|(_, b)| Reply::sse(b)).collect()).await;
+        let server = FakeProvider::start(
+            case.exchanges.iter().map(|(_, b)| Reply::sse(b).in_pieces(3)).collect(),
+        )
+        .await;
         let (_, target) = case.request_for(0).unwrap();
         let p = provider(case.api, &server.base_url, &target);
         for (n, (recorded, body)) in case.exchanges.iter().enumerate() {
@@ -155,7 +156,7 @@ async fn a_whole_tool_turn_runs_through_the_host_for_each_api() {
             .find(|c| c.api == api && c.name.contains("__tool_streaming"))
             .expect("a tool case per API");
         let title = simple_case(api).exchanges[0].1.clone();
-        let server = Server::replaying(&case, &title).await;
+        let server = FakeProvider::replaying(&case, &title).await;
         let (first, target) = case.request_for(0).unwrap();
         let (second, _) = case.request_for(1).unwrap();
         let turnstile_wire::RequestMessage::ToolResults(results) = second.messages.last().unwrap()
@@ -178,15 +179,14 @@ async fn a_whole_tool_turn_runs_through_the_host_for_each_api() {
         let text = text_of(api, &case.exchanges[1].1);
         assert_eq!(done.outcome, turnstile_core::Outcome::Completed, "{}: {done:?}", case.name);
         assert_eq!(done.text.as_deref().map(str::trim), Some(text.trim()), "{}", case.name);
-        let sent = server.turn_requests();
+        let sent = server.steps();
         assert_eq!(sent.len(), 2, "{}", case.name);
         for (n, (sent, (recorded, _))) in sent.iter().zip(&case.exchanges).enumerate() {
             assert_eq!(
-                request_meaning(api, &sent.body),
+                request_meaning(api, sent),
                 request_meaning(api, recorded),
-                "{} {n}: {:#}",
+                "{} {n}: {sent:#}",
                 case.name,
-                sent.body
             );
         }
         host.shutdown().await.unwrap();
@@ -207,7 +207,7 @@ fn request() -> ModelRequest {
 }
 
 async fn one(reply: Reply, api: Api) -> Vec<StepEvent> {
-    let server = Server::start(vec![reply]).await;
+    let server = FakeProvider::start(vec![reply]).await;
     stream(&provider(api, &server.base_url, &Target::new("m")), request()).await
 }
 
@@ -296,7 +296,8 @@ async fn broken_streams_fail_retryably_and_unknown_events_are_ignored() {
     // Invalid JSON in a chunk.
     let e = failure(
         &one(
-            Reply::sse(b"event: ping\ndata: {\"type\": \"ping\"}\n\ndata: {not json\n\n"),
+            Reply::sse(b"event: ping\ndata: {\"type\": \"ping\"}\n\ndata: {not json\n\n")
+                .in_pieces(3),
             Api::AnthropicMessages,
         )
         .await,
@@ -305,7 +306,7 @@ async fn broken_streams_fail_retryably_and_unknown_events_are_ignored() {
     assert!(e.message.starts_with("invalid anthropic-messages stream at byte 36"), "{}", e.message);
     // A mid-stream error event: overloaded is retryable.
     let events = one(
-        Reply::sse(b"event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n"),
+        Reply::sse(b"event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n").in_pieces(3),
         Api::AnthropicMessages,
     )
     .await;
@@ -313,13 +314,13 @@ async fn broken_streams_fail_retryably_and_unknown_events_are_ignored() {
     // An unknown event type is not content: the stream still finishes as recorded.
     let mut with_unknown = b"event: brand_new\ndata: {\"type\":\"brand_new\",\"x\":1}\n\n".to_vec();
     with_unknown.extend_from_slice(&body);
-    let events = one(Reply::sse(&with_unknown), Api::AnthropicMessages).await;
+    let events = one(Reply::sse(&with_unknown).in_pieces(3), Api::AnthropicMessages).await;
     let expected = Decoder::decode_all(Api::AnthropicMessages, &body).unwrap();
     assert_eq!(events.len(), expected.len());
     assert!(matches!(events.last(), Some(StepEvent::Finished { .. })));
     // No terminal event: the body ends cleanly but without `message_stop`.
     let cut = &body[..body.windows(18).position(|w| w == b"event: message_sto").unwrap()];
-    let e = failure(&one(Reply::sse(cut), Api::AnthropicMessages).await);
+    let e = failure(&one(Reply::sse(cut).in_pieces(3), Api::AnthropicMessages).await);
     assert_eq!(
         (e.class, e.message.as_str()),
         (ErrorClass::Incomplete, "stream ended without a finish")
@@ -336,12 +337,8 @@ async fn broken_streams_fail_retryably_and_unknown_events_are_ignored() {
 
 #[tokio::test]
 async fn a_cancel_closes_the_connection_at_once() {
-    let server = Server::routing(|req| {
-        if req.body.to_string().contains("Write a short title") {
-            Reply::status(500, &[], "")
-        } else {
-            Reply::HeadersThenNothing
-        }
+    let server = FakeProvider::routing(|req| {
+        if req.is_title() { Reply::status(500, &[], "") } else { Reply::Hang }
     })
     .await;
     let dir = tempfile::tempdir().unwrap();
@@ -354,9 +351,7 @@ async fn a_cancel_closes_the_connection_at_once() {
     let index = loop {
         server.wait_requests(1).await;
         let requests = server.requests();
-        if let Some(i) =
-            requests.iter().position(|r| !r.body.to_string().contains("Write a short title"))
-        {
+        if let Some(i) = requests.iter().position(|r| !r.is_title()) {
             break i;
         }
         tokio::time::sleep(std::time::Duration::from_millis(2)).await;
@@ -374,7 +369,7 @@ async fn a_cancel_closes_the_connection_at_once() {
 
 #[tokio::test]
 async fn preparation_resolves_the_model_and_fails_clearly_without_a_key() {
-    let server = Server::start(vec![]).await;
+    let server = FakeProvider::start(vec![]).await;
     let p = provider(Api::OpenAiChat, &server.base_url, &Target::new("m"));
     let info = p.prepare(&turnstile_core::SessionId::new("s")).await.unwrap();
     assert_eq!(info.context_window, 200_000);
@@ -399,7 +394,7 @@ async fn preparation_resolves_the_model_and_fails_clearly_without_a_key() {
 #[tokio::test]
 async fn a_title_is_the_streamed_text_with_its_priced_usage() {
     let case = simple_case(Api::AnthropicMessages);
-    let server = Server::start(vec![Reply::sse(&case.exchanges[0].1)]).await;
+    let server = FakeProvider::start(vec![Reply::sse(&case.exchanges[0].1).in_pieces(3)]).await;
     let p = provider(Api::AnthropicMessages, &server.base_url, &Target::new("claude"));
     let (title, usage) = p.title("What is the weather?".into()).await.unwrap();
     let expected = text_of(Api::AnthropicMessages, &case.exchanges[0].1);
@@ -426,21 +421,17 @@ async fn watched_host(
     (Host::open(config, Arc::new(p), ToolSet::new()).await.unwrap(), flight)
 }
 
-fn is_title(req: &Captured) -> bool {
-    req.body.to_string().contains("Write a short title")
-}
-
 #[tokio::test]
 async fn headers_then_nothing_the_watchdog_closes_the_stream_and_the_retry_succeeds() {
     let case = simple_case(Api::OpenAiChat);
     let good = case.exchanges[0].1.clone();
     let mut turns = 0;
-    let server = Server::routing(move |req| {
-        if is_title(req) {
+    let server = FakeProvider::routing(move |req| {
+        if req.is_title() {
             return Reply::status(500, &[], "");
         }
         turns += 1;
-        if turns == 1 { Reply::HeadersThenNothing } else { Reply::sse(&good) }
+        if turns == 1 { Reply::Hang } else { Reply::sse(&good).in_pieces(3) }
     })
     .await;
     let dir = tempfile::tempdir().unwrap();
@@ -451,9 +442,9 @@ async fn headers_then_nothing_the_watchdog_closes_the_stream_and_the_retry_succe
     let expected = text_of(Api::OpenAiChat, &case.exchanges[0].1);
     assert_eq!(done.text.as_deref(), Some(expected.as_str()));
     // The stalled attempt's connection was closed by the client when the watchdog fired.
-    let stalled = server.requests().iter().position(|r| !is_title(r)).unwrap();
+    let stalled = server.requests().iter().position(|r| !r.is_title()).unwrap();
     assert!(server.wait_closed(stalled).await.is_some());
-    assert_eq!(server.turn_requests().len(), 2, "one retry");
+    assert_eq!(server.steps().len(), 2, "one retry");
     let trace = flight.text();
     assert!(
         trace.contains(r#""timer":"stream_idle""#) && trace.contains(r#""timer":"retry""#),
@@ -562,12 +553,12 @@ async fn a_200_that_is_not_an_event_stream_names_what_arrived_and_is_not_retried
     let events = one(bare, Api::AnthropicMessages).await;
     assert!(matches!(events.last(), Some(StepEvent::Finished { .. })), "{events:?}");
     // Through the host: one request, and the run fails with the message at once.
-    let server = Server::routing(move |_| html.clone()).await;
+    let server = FakeProvider::routing(move |_| html.clone()).await;
     let done = run_once(provider(Api::OpenAiChat, &server.base_url, &Target::new("m"))).await;
     assert_eq!(done.outcome, turnstile_core::Outcome::Failed);
     let error = done.error.expect("an error");
     assert!(error.message.contains("text/html"), "{error:?}");
-    assert_eq!(server.turn_requests().len(), 1, "not retried");
+    assert_eq!(server.steps().len(), 1, "not retried");
 }
 
 /// A refused key: the failure keeps the provider's message and says which variable the key
@@ -576,7 +567,7 @@ async fn a_200_that_is_not_an_event_stream_names_what_arrived_and_is_not_retried
 async fn a_refused_key_says_what_the_provider_said_and_where_the_key_came_from() {
     let refused =
         r#"{"error":{"message":"Incorrect API key provided","type":"invalid_request_error"}}"#;
-    let server = Server::routing(move |_| Reply::status(401, &[], refused)).await;
+    let server = FakeProvider::routing(move |_| Reply::status(401, &[], refused)).await;
     // Cargo sets this variable for every test process: a key that is always there.
     let key = KeySource::Env("CARGO_PKG_NAME".into());
     let done = run_once(provider_keyed(Api::OpenAiChat, &server.base_url, key)).await;

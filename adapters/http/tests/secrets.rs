@@ -1,16 +1,15 @@
 //! Keys never reach the store, the flight trace, the recordings or a logged error, even when
 //! a server echoes the key back; and a recorded run replays offline to the same result.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use common::{Reply, Server, cases};
 use turnstile_core::{Outcome, RunId, Submit};
 use turnstile_host::{Flight, Host, HostConfig, ToolSet};
 use turnstile_http::{HttpProvider, KeySource, ModelConfig, ProviderConfig};
+use turnstile_testkit::fixtures::cases;
+use turnstile_testkit::provider::{FakeProvider, Reply};
 use turnstile_wire::recording::{Recording, request_meaning};
 use turnstile_wire::{Api, MaxTokensField, Prices};
 
@@ -65,15 +64,15 @@ fn simple() -> Recording {
 async fn the_key_reaches_the_server_and_nothing_else_and_the_recording_replays() {
     let case = simple();
     let title = case.exchanges[0].1.clone();
-    let mut turns = vec![Reply::sse(&case.exchanges[0].1)];
+    let mut turns = vec![Reply::sse(&case.exchanges[0].1).in_pieces(3)];
     let echo = format!(
         r#"{{"error":{{"message":"Incorrect API key provided: {KEY}","type":"invalid_request_error"}}}}"#
     );
     turns.push(Reply::status(401, &[], &echo));
     turns.reverse();
-    let server = Server::routing(move |req| {
-        if req.body.to_string().contains("Write a short title") {
-            Reply::sse(&title)
+    let server = FakeProvider::routing(move |req| {
+        if req.is_title() {
+            Reply::sse(&title).in_pieces(3)
         } else {
             turns.pop().unwrap_or_else(|| Reply::status(500, &[], ""))
         }
@@ -133,7 +132,7 @@ async fn the_key_reaches_the_server_and_nothing_else_and_the_recording_replays()
     );
     let titles = Recording::read(&recordings.join("openai-chat").join("run-titles")).unwrap();
     assert_eq!(titles.exchanges.len(), 2, "one title per new session");
-    let replay = Server::replaying(&recorded, &titles.exchanges[0].1).await;
+    let replay = FakeProvider::replaying(&recorded, &titles.exchanges[0].1).await;
     let dir2 = tempfile::tempdir().unwrap();
     let host = Host::open(
         HostConfig::new(dir2.path().join("store.db")),
@@ -145,9 +144,9 @@ async fn the_key_reaches_the_server_and_nothing_else_and_the_recording_replays()
     host.submit(Submit::new("s1", prompt).with_run_id("ok")).await.unwrap();
     let again = host.wait(&RunId::new("ok")).await.unwrap();
     assert_eq!((again.outcome, again.text.clone()), (ok.outcome, ok.text.clone()));
-    let sent = replay.turn_requests();
+    let sent = replay.steps();
     assert_eq!(
-        request_meaning(Api::OpenAiChat, &sent[0].body),
+        request_meaning(Api::OpenAiChat, &sent[0]),
         request_meaning(Api::OpenAiChat, &recorded.exchanges[0].0)
     );
     host.shutdown().await.unwrap();

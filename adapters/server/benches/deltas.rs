@@ -21,7 +21,7 @@ use turnstile_host::store::StoredMessage;
 use turnstile_host::{Answer, Host, HostConfig, ScriptedProvider, ToolSet};
 use turnstile_server::delta::MessageDelta;
 use turnstile_server::{Asks, Server, ServerConfig, Token};
-use turnstile_wire::sse::Framer;
+use turnstile_testkit::events::Events;
 
 const TOKEN: &str = "deltas-bench-token-0123456789";
 /// Milliseconds between two pieces of the answer.
@@ -92,14 +92,8 @@ async fn one(chars: usize) {
     let http = reqwest::Client::new();
     let mut clients = Vec::new();
     for query in ["", "?deltas=false"] {
-        let resp = http
-            .get(format!("{base}/v1/events{query}"))
-            .bearer_auth(TOKEN)
-            .send()
-            .await
-            .expect("a stream");
-        assert_eq!(resp.status(), 200);
-        clients.push(tokio::spawn(follow(resp)));
+        let events = Events::connect_at(&base, &format!("/v1/events{query}"), TOKEN, None).await;
+        clients.push(tokio::spawn(follow(events)));
     }
     // Both streams are open once their first event is in; the prompt goes after.
     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -132,37 +126,31 @@ async fn one(chars: usize) {
 }
 
 /// Reads a stream until the RunComplete of `r1`, rebuilding the assistant message.
-async fn follow(mut resp: reqwest::Response) -> Read {
-    let (mut framer, mut frames, mut read) = (Framer::new(), Vec::new(), Read::default());
+async fn follow(mut events: Events) -> Read {
+    let mut read = Read::default();
     loop {
-        let chunk = tokio::time::timeout(Duration::from_secs(120), resp.chunk())
-            .await
-            .expect("events within 120 s")
-            .expect("the stream")
-            .expect("not ended");
-        read.bytes += chunk.len();
-        framer.feed(&chunk, &mut frames).expect("SSE");
-        for f in frames.drain(..) {
-            read.events += 1;
-            match f.event.as_str() {
-                "message" => {
-                    let v: serde_json::Value = serde_json::from_str(&f.data).expect("JSON");
-                    let m: StoredMessage =
-                        serde_json::from_value(v["message"].clone()).expect("a message");
-                    if m.role == turnstile_host::store::StoredRole::Assistant {
-                        read.message = Some((v["revision"].as_u64().expect("a revision"), m));
-                    }
+        let f = events.next_within(Duration::from_secs(120)).await.expect("an event within 120 s");
+        match f.event.as_str() {
+            "message" => {
+                let v: serde_json::Value = serde_json::from_str(&f.data).expect("JSON");
+                let m: StoredMessage =
+                    serde_json::from_value(v["message"].clone()).expect("a message");
+                if m.role == turnstile_host::store::StoredRole::Assistant {
+                    read.message = Some((v["revision"].as_u64().expect("a revision"), m));
                 }
-                "message_delta" => {
-                    let d: MessageDelta = serde_json::from_str(&f.data).expect("a delta");
-                    let (revision, m) = read.message.as_mut().expect("the message it is on");
-                    assert_eq!(*revision, d.base_revision);
-                    d.apply(m).expect("the same message");
-                    *revision = d.revision;
-                }
-                "run_complete" => return read,
-                _ => {}
             }
+            "message_delta" => {
+                let d: MessageDelta = serde_json::from_str(&f.data).expect("a delta");
+                let (revision, m) = read.message.as_mut().expect("the message it is on");
+                assert_eq!(*revision, d.base_revision);
+                d.apply(m).expect("the same message");
+                *revision = d.revision;
+            }
+            "run_complete" => {
+                (read.events, read.bytes) = (events.frames().len(), events.bytes());
+                return read;
+            }
+            _ => {}
         }
     }
 }

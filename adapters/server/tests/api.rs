@@ -7,9 +7,10 @@ mod common;
 
 use std::time::Duration;
 
-use common::{TOKEN, calls_echo_then_answers, data, run_completes, start};
+use common::{TOKEN, calls_echo_then_answers, start};
 use serde_json::json;
 use turnstile_host::{Answer, EchoTool, ScriptedProvider, ToolSet, Usage};
+use turnstile_testkit::events::{Events, data, run_complete_ids};
 
 fn answers_hello() -> ScriptedProvider {
     ScriptedProvider::new(|_, _| Answer::streamed("hello there", 3, 5, Usage::default()))
@@ -100,7 +101,7 @@ async fn a_client_that_reconnects_gets_each_missed_run_complete_exactly_once() {
     events.next().await;
     s.prompt("a", "one", "r1").await;
     events.until_run_complete("r1").await;
-    let resume = events.last.clone().unwrap();
+    let resume = events.last().unwrap().to_owned();
     drop(events);
     // Missed while away: three runs of two sessions.
     for (session, run) in [("a", "r2"), ("b", "r3"), ("a", "r4")] {
@@ -114,7 +115,7 @@ async fn a_client_that_reconnects_gets_each_missed_run_complete_exactly_once() {
     while let Some(f) = events.next_within(Duration::from_millis(600)).await {
         frames.push(f);
     }
-    let mut got = run_completes(&frames);
+    let mut got = run_complete_ids(&frames);
     got.sort();
     assert_eq!(got, ["r2", "r3", "r4"], "each missed RunComplete once, none from before");
     let sessions: Vec<_> = frames
@@ -141,7 +142,7 @@ async fn a_client_that_reconnects_gets_each_missed_run_complete_exactly_once() {
     assert_eq!(touched.len(), 3, "{touched:?}");
     assert!(touched.values().all(|t| t == "hello there"));
     // And from the newest id, nothing again.
-    let resume = events.last.clone().unwrap();
+    let resume = events.last().unwrap().to_owned();
     drop(events);
     let mut events = s.events(Some(&resume)).await;
     let mut again = Vec::new();
@@ -149,7 +150,7 @@ async fn a_client_that_reconnects_gets_each_missed_run_complete_exactly_once() {
         again.push(f);
     }
     assert!(
-        run_completes(&again).is_empty(),
+        run_complete_ids(&again).is_empty(),
         "{:?}",
         again.iter().map(|f| &f.event).collect::<Vec<_>>()
     );
@@ -200,7 +201,7 @@ async fn a_slow_client_slows_nobody_and_still_gets_every_run_complete_once() {
         assert!(revision >= *had, "{} {d} after revision {had}", f.event);
         *had = revision;
     }
-    let mut slow_seen = run_completes(&slow_frames);
+    let mut slow_seen = run_complete_ids(&slow_frames);
     slow_seen.sort();
     let mut want = runs.clone();
     want.sort();
@@ -210,7 +211,7 @@ async fn a_slow_client_slows_nobody_and_still_gets_every_run_complete_once() {
 }
 
 /// Reads events until an `ask`; returns its data.
-async fn until_ask(events: &mut common::Events) -> serde_json::Value {
+async fn until_ask(events: &mut Events) -> serde_json::Value {
     loop {
         let f = events.next().await;
         if f.event == "ask" {

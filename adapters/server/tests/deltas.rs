@@ -8,11 +8,11 @@ mod common;
 
 use std::collections::BTreeMap;
 
-use common::{Events, data, start};
+use common::start;
 use turnstile_host::store::StoredMessage;
 use turnstile_host::{Answer, ScriptedProvider, ToolSet, Usage};
 use turnstile_server::delta::MessageDelta;
-use turnstile_wire::sse::Frame;
+use turnstile_testkit::events::{Events, Frame, data};
 
 /// A long answer: about 3,000 characters.
 fn long_answer() -> String {
@@ -109,10 +109,10 @@ async fn streamed_text_goes_out_as_deltas_that_rebuild_every_message() {
     // Whole states cost the square of the answer; deltas its length (with 60 pieces, the
     // whole states are far more than three times the deltas).
     assert!(
-        with.bytes * 3 < whole.bytes,
+        with.bytes() * 3 < whole.bytes(),
         "{} bytes with deltas, {} without",
-        with.bytes,
-        whole.bytes
+        with.bytes(),
+        whole.bytes()
     );
 }
 
@@ -127,7 +127,7 @@ async fn a_resumed_stream_sends_whole_states_before_deltas() {
         let f = events.next().await;
         copy.read(&f);
     }
-    let last = events.last.clone().unwrap();
+    let last = events.last().unwrap().to_owned();
     drop(events);
 
     // The client keeps its copy; the new stream owes it whole states first: a delta on a

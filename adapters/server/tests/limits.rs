@@ -10,11 +10,12 @@ mod common;
 
 use std::time::Duration;
 
-use common::{TOKEN, run_completes, start};
+use common::{TOKEN, start};
 use serde_json::json;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpStream;
 use turnstile_host::{Answer, ScriptedProvider, ToolSet, Usage};
+use turnstile_testkit::events::run_complete_ids;
 
 fn answers(text: &'static str) -> ScriptedProvider {
     ScriptedProvider::new(move |_, _| Answer::streamed(text, 4, 1, Usage::default()))
@@ -238,7 +239,7 @@ async fn a_stream_that_stops_reading_is_ended_past_its_backlog_and_resumes_exact
     }
     assert_eq!(frames[0].event, "asks", "a resumed stream opens with the pending asks");
     let mut all = seen_before.clone();
-    all.extend(run_completes(&frames));
+    all.extend(run_complete_ids(&frames));
     all.sort();
     let mut want = runs.clone();
     want.sort();

@@ -9,10 +9,11 @@ mod common;
 
 use std::collections::BTreeSet;
 
-use common::{Running, TOKEN, answer, data, start};
+use common::{Running, TOKEN, answer, start};
 use serde_json::{Value, json};
 use turnstile_host::{Answer, EchoTool, ScriptedProvider, ToolSet, Usage};
 use turnstile_server::OPENAPI;
+use turnstile_testkit::events::data;
 
 /// Every operation the router serves, as the document must list it.
 const OPERATIONS: &[(&str, &str)] = &[

@@ -5,8 +5,9 @@
 
 mod common;
 
-use common::{data, start};
+use common::start;
 use turnstile_host::{Answer, ScriptedProvider, ToolSet, Usage};
+use turnstile_testkit::events::data;
 
 #[tokio::test]
 async fn a_resumed_stream_opens_with_the_pending_asks_then_catches_up() {

@@ -109,13 +109,16 @@ pub(super) struct Plan<'a> {
     checks: Vec<(usize, Check<'a>)>,
 }
 
+/// Says what was wrong, with the database at hand to name what it found instead.
+type Say<'a> = Box<dyn FnOnce(&dyn Db) -> String + 'a>;
+
 /// What a statement that changed no row says.
 enum Check<'a> {
     /// The op names a message of a role that its session does not hold (the streamed
     /// appends: most writes, so no allocation for them).
     Message { op: &'a StoreOp, id: turnstile_core::MessageId, role: &'static str },
     /// Anything else (with the database at hand, to name what it found instead).
-    Other(Box<dyn FnOnce(&dyn Db) -> String + 'a>),
+    Other(Say<'a>),
 }
 
 impl Check<'_> {

@@ -1,4 +1,5 @@
-//! A real server on 127.0.0.1 over a real host and store, and an HTTP client for it.
+//! A real server on 127.0.0.1 over a real host and store, and an HTTP client for it (its event
+//! stream read with the test kit's client).
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)] // each test uses a subset
 
@@ -8,8 +9,8 @@ use std::time::Duration;
 use serde_json::Value;
 use turnstile_host::{Host, HostConfig, Provider, ToolSet};
 use turnstile_server::{Asks, Server, ServerConfig, Token};
+use turnstile_testkit::events::Events;
 use turnstile_tools::{Gate, Permissions, PermissionsFile};
-use turnstile_wire::sse::{Frame, Framer};
 
 pub const TOKEN: &str = "test-token-0123456789";
 
@@ -100,18 +101,12 @@ impl Running {
 
     /// Opens the event stream, resuming after `last` when given.
     pub async fn events(&self, last: Option<&str>) -> Events {
-        self.events_at("/v1/events", last).await
+        Events::connect(&self.base, TOKEN, last).await
     }
 
     /// Opens the event stream at `path` (`/v1/events` with a query), resuming after `last`.
     pub async fn events_at(&self, path: &str, last: Option<&str>) -> Events {
-        let mut req = self.http.get(self.url(path)).bearer_auth(TOKEN);
-        if let Some(id) = last {
-            req = req.header("Last-Event-ID", id);
-        }
-        let resp = req.send().await.unwrap();
-        assert_eq!(resp.status().as_u16(), 200);
-        Events { resp, framer: Framer::new(), ready: Default::default(), last: None, bytes: 0 }
+        Events::connect_at(&self.base, path, TOKEN, last).await
     }
 }
 
@@ -119,67 +114,6 @@ pub async fn answer(r: reqwest::Response) -> (u16, Value) {
     let status = r.status().as_u16();
     let text = r.text().await.unwrap();
     (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
-}
-
-/// An open event stream.
-pub struct Events {
-    resp: reqwest::Response,
-    framer: Framer,
-    ready: std::collections::VecDeque<Frame>,
-    /// The id of the last event read.
-    pub last: Option<String>,
-    /// The bytes of the stream received so far.
-    pub bytes: usize,
-}
-
-impl Events {
-    /// The next event, or `None` when the stream ended or nothing came for `within`.
-    pub async fn next_within(&mut self, within: Duration) -> Option<Frame> {
-        let deadline = tokio::time::Instant::now() + within;
-        loop {
-            if let Some(f) = self.ready.pop_front() {
-                self.last.clone_from(&f.id);
-                return Some(f);
-            }
-            let chunk = tokio::time::timeout_at(deadline, self.resp.chunk()).await.ok()?.ok()??;
-            self.bytes += chunk.len();
-            let mut out = Vec::new();
-            self.framer.feed(&chunk, &mut out).unwrap();
-            self.ready.extend(out);
-        }
-    }
-
-    /// The next event; panics after 10 s of nothing.
-    pub async fn next(&mut self) -> Frame {
-        self.next_within(Duration::from_secs(10)).await.expect("an event within 10 s")
-    }
-
-    /// Reads events until the RunComplete of `run_id`; returns every event read.
-    pub async fn until_run_complete(&mut self, run_id: &str) -> Vec<Frame> {
-        let mut seen = Vec::new();
-        loop {
-            let f = self.next().await;
-            let done = f.event == "run_complete" && data(&f)["run_id"] == run_id;
-            seen.push(f);
-            if done {
-                return seen;
-            }
-        }
-    }
-}
-
-/// An event's JSON.
-pub fn data(f: &Frame) -> Value {
-    serde_json::from_str(&f.data).unwrap()
-}
-
-/// The RunIds of the `run_complete` events among `frames`, in order.
-pub fn run_completes(frames: &[Frame]) -> Vec<String> {
-    frames
-        .iter()
-        .filter(|f| f.event == "run_complete")
-        .map(|f| data(f)["run_id"].as_str().unwrap().to_owned())
-        .collect()
 }
 
 /// Calls `echo` first, then answers with text once the result is in.
