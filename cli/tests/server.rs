@@ -575,11 +575,8 @@ async fn a_cancel_withdraws_every_ask_and_a_late_answer_is_refused_and_runs_noth
     );
 }
 
-/// SPEC 9: `run --server` shows the server's ask (a JSON Line) and, with no terminal to ask
-/// on, denies it at once, as a local `run` does: the run completes stopped by the denial
-/// (status 3) instead of hanging.
-#[tokio::test(flavor = "multi_thread")]
-async fn run_server_without_a_terminal_shows_the_ask_and_denies_it() {
+/// A served project whose model calls `write` on `t.txt` (which asks, without `--yolo`).
+async fn serving_a_model_that_writes_t_txt() -> (FakeProvider, Project, Served) {
     let provider = FakeProvider::anthropic(vec![Reply::sse(tool_stream(
         "toolu_1",
         "write",
@@ -588,6 +585,15 @@ async fn run_server_without_a_terminal_shows_the_ask_and_denies_it() {
     .await;
     let project = Project::new(&provider.base_url, "");
     let served = Served::start(&project, free_port(), Some(TOKEN)).await;
+    (provider, project, served)
+}
+
+/// SPEC 9: `run --server` shows the server's ask (a JSON Line) and, with no terminal to ask
+/// on, denies it at once, as a local `run` does: the run completes stopped by the denial
+/// (status 3) instead of hanging.
+#[tokio::test(flavor = "multi_thread")]
+async fn run_server_without_a_terminal_shows_the_ask_and_denies_it() {
+    let (_provider, project, served) = serving_a_model_that_writes_t_txt().await;
     let client = run_server(&project, &served.base, &["--json", "Write t.txt"]);
     let done = common::finish(client).await;
     assert_eq!(done.code, Some(3), "{done:?}");
@@ -626,14 +632,7 @@ async fn run_server_without_a_terminal_shows_the_ask_and_denies_it() {
 /// fix, that event's list was read from the wrong place and the client waited forever.
 #[tokio::test(flavor = "multi_thread")]
 async fn run_server_attaching_to_a_run_takes_the_ask_already_pending() {
-    let provider = FakeProvider::anthropic(vec![Reply::sse(tool_stream(
-        "toolu_1",
-        "write",
-        &json!({"path": "t.txt", "content": "hi"}),
-    ))])
-    .await;
-    let project = Project::new(&provider.base_url, "");
-    let served = Served::start(&project, free_port(), Some(TOKEN)).await;
+    let (_provider, project, served) = serving_a_model_that_writes_t_txt().await;
     let prompt = "Write t.txt";
     let (status, v) = post(
         &served.base,

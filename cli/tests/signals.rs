@@ -205,14 +205,8 @@ async fn a_store_in_use_is_named() {
     let provider = FakeProvider::anthropic(vec![Reply::Hang]).await;
     let project = Project::new(&provider.base_url, "");
     let first = project.spawn(&["run", "Hang"]);
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while provider.steps().is_empty() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the first run did not start"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    // The first run started: its step reached the provider.
+    provider.wait_steps(1).await;
     let done = project.run(&["run", "Another"]).await;
     assert_eq!(done.code, Some(1), "{done:?}");
     assert!(

@@ -1309,10 +1309,7 @@ fn idle_in_transaction(url: &str) -> i64 {
 #[ignore = "needs PostgreSQL: eval \"$(scripts/postgres.sh env)\", then --ignored"]
 async fn postgres_dropped_futures_leave_no_connection_inside_a_transaction() {
     let dir = common::Scratch::new(common::Kind::Postgres);
-    let url = match &dir.store().location {
-        turnstile_host::store::Location::Postgres(url) => url.clone(),
-        other => panic!("{other}"),
-    };
+    let url = dir.url().expect("a database").to_owned();
     // The check can fail: a connection left in a transaction is found.
     let left = url.clone();
     let found = tokio::task::spawn_blocking(move || {
@@ -1385,10 +1382,7 @@ async fn postgres_dropped_futures_leave_no_connection_inside_a_transaction() {
 #[ignore = "needs PostgreSQL: eval \"$(scripts/postgres.sh env)\", then --ignored"]
 async fn postgres_a_lost_connection_stops_the_engine_and_the_next_start_recovers() {
     let dir = common::Scratch::new(common::Kind::Postgres);
-    let url = match &dir.store().location {
-        turnstile_host::store::Location::Postgres(url) => url.clone(),
-        other => panic!("{other}"),
-    };
+    let url = dir.url().expect("a database").to_owned();
     let mut c = config(&dir);
     c.store_retry = Duration::from_millis(300);
     let host = open(&c, hang()).await;

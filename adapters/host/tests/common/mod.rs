@@ -40,6 +40,11 @@ impl Scratch {
         self.dir.path()
     }
 
+    /// The database's URL, for a PostgreSQL store.
+    pub fn url(&self) -> Option<&str> {
+        self.database.as_ref().map(turnstile_host::store::ScratchDatabase::url)
+    }
+
     /// The store's configuration.
     pub fn store(&self) -> turnstile_host::store::StoreConfig {
         match &self.database {
