@@ -299,6 +299,23 @@ fn setup() -> turnstile_core::Setup {
     setup
 }
 
+/// Whether `child` is a sub-agent session of `ancestor`, at any depth (`parents`: each child
+/// session's parent, from the core's `ChildAccepted` writes).
+fn descends(
+    parents: &std::collections::BTreeMap<SessionId, SessionId>,
+    child: &SessionId,
+    ancestor: &SessionId,
+) -> bool {
+    let mut s = child;
+    while let Some(p) = parents.get(s) {
+        if p == ancestor {
+            return true;
+        }
+        s = p;
+    }
+    false
+}
+
 fn run(acts: &[Act]) -> Host {
     let mut h = Host::new(config());
     h.setup = setup();
@@ -365,11 +382,18 @@ proptest! {
                         prop_assert!(droppable, "only droppable calls are aborted, not {tool:?}");
                     }
                     OutputKind::SetTimer { purpose: TimerPurpose::CancelGrace { session, turn }, .. } => {
+                        // The aborted turn's calls, and its sub-agents' (a child session's run
+                        // belongs to the agent call of its parent's turn, SPEC 4.11).
+                        let parents: std::collections::BTreeMap<SessionId, SessionId> = h.log.iter().filter_map(|o| match &o.kind {
+                            OutputKind::Store(turnstile_core::StoreOp::ChildAccepted { session, parent, .. }) => Some((session.clone(), parent.clone())),
+                            _ => None,
+                        }).collect();
+                        let ours = |c: &turnstile_core::CallIo| (c.session == *session && c.turn == *turn) || descends(&parents, &c.session, session);
                         let waits = h.tools.iter().any(|(c, n)| {
-                            c.session == *session && c.turn == *turn && (n == "write" || (n == "edit" && began.contains(c)))
+                            ours(c) && (n == "write" || (n == "edit" && began.contains(c)))
                         });
-                        prop_assert!(waits, "a grace timer without a call left to finish running");
-                        let kept = h.tools.iter().filter(|(c, _)| c.session == *session && c.turn == *turn);
+                        prop_assert!(waits, "a grace timer without a call left to finish running: timer {session}/{turn:?}, tools {:?}", h.tools);
+                        let kept = h.tools.iter().filter(|(c, _)| ours(c));
                         for (c, n) in kept {
                             let finishes = n == "write" || (n == "edit" && began.contains(c));
                             prop_assert!(finishes, "the abort left the droppable call {n} running");
