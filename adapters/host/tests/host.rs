@@ -1422,3 +1422,51 @@ async fn postgres_a_lost_connection_stops_the_engine_and_the_next_start_recovers
     legal(&again, "s").await;
     again.shutdown().await.expect("shutdown");
 }
+
+/// A reader whose connection was lost (the server ended it: an idle timeout, a proxy, an
+/// administrator) connects again at its next read; the host goes on, and only the writer's
+/// loss stops it (the test above). `pg_stat_activity` names each connection's role.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL: eval \"$(scripts/postgres.sh env)\", then --ignored"]
+async fn postgres_a_reader_whose_connection_was_lost_connects_again() {
+    let dir = common::Scratch::new(common::Kind::Postgres);
+    let url = dir.url().expect("a database").to_owned();
+    let host = open(&config(&dir), echo()).await;
+    host.submit(Submit::new("s", "one").with_run_id("r1")).await.expect("accepted");
+    host.wait(&RunId::new("r1")).await.expect("done");
+    let ended: i64 = tokio::task::spawn_blocking(move || {
+        let mut admin = ::postgres::Client::connect(&url, ::postgres::NoTls).expect("connect");
+        let roles: Vec<String> = admin
+            .query(
+                "SELECT application_name FROM pg_stat_activity \
+                 WHERE datname = current_database() AND pid <> pg_backend_pid()",
+                &[],
+            )
+            .expect("roles")
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        assert!(roles.iter().any(|r| r == "turnstile writer"), "{roles:?}");
+        admin
+            .query_one(
+                "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+                 WHERE datname = current_database() AND application_name = 'turnstile reader') \
+                 AS ended",
+                &[],
+            )
+            .expect("terminate")
+            .get(0)
+    })
+    .await
+    .expect("join");
+    assert!(ended >= 2, "every reader's connection ended: {ended}");
+    // Reads (the ledger, a run's wait, the history) and new runs go on.
+    let runs = host.read(|r| r.runs()).await.expect("a reader connected again");
+    assert_eq!(runs.len(), 1);
+    host.submit(Submit::new("s", "two").with_run_id("r2")).await.expect("accepted");
+    let rec = host.wait(&RunId::new("r2")).await.expect("done");
+    assert_eq!(rec.outcome, Outcome::Completed);
+    legal(&host, "s").await;
+    assert_eq!(host.stopped(), None);
+    host.shutdown().await.expect("shutdown");
+}

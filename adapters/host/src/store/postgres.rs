@@ -45,6 +45,16 @@ pub(crate) struct PgConn {
     database: String,
     /// `None` only while being dropped.
     inner: Option<Mutex<Inner>>,
+    /// A reader's URL: a reader whose connection was lost connects again. The writer never
+    /// does: its owner lock was its connection's, and a store failure stops the host.
+    reconnect: Option<String>,
+}
+
+/// What a connection is for (its `application_name` says it too, for `pg_stat_activity`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Role {
+    Writer,
+    Reader,
 }
 
 struct Inner {
@@ -72,44 +82,40 @@ impl PgConn {
     /// The URL does not parse, or the server cannot be reached.
     pub(crate) fn connect(url: &str) -> Result<PgConn, StoreError> {
         let database = redact(url);
-        let runtime =
-            tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| {
-                StoreError::Postgres {
-                    database: database.clone(),
-                    message: format!("cannot start the client's runtime: {e}"),
-                    code: None,
-                }
-            })?;
-        let (client, connection) = runtime
-            .block_on(tokio_postgres::connect(url, NoTls))
-            .map_err(|e| error(&database, &e))?;
-        // The connection's IO runs while a call blocks on the runtime; when it ends (the
-        // server went away), the client's next call fails with its error.
-        runtime.spawn(async move {
-            if let Err(e) = connection.await {
-                tracing::debug!(error = %e, "a PostgreSQL connection ended");
-            }
-        });
-        Ok(PgConn {
-            database,
-            inner: Some(Mutex::new(Inner {
-                runtime,
-                client,
-                statements: HashMap::new(),
-                in_transaction: false,
-                prepares: 0,
-            })),
-        })
+        let inner = open(url, &database, Role::Writer)?;
+        Ok(PgConn { database, inner: Some(Mutex::new(inner)), reconnect: None })
     }
 
-    /// A connection for a reader: every transaction on it is read-only.
+    /// A connection for a reader: every transaction on it is read-only, and a lost
+    /// connection is made again at its next call.
     ///
     /// # Errors
     /// As [`PgConn::connect`].
     pub(crate) fn connect_reader(url: &str) -> Result<PgConn, StoreError> {
-        let conn = PgConn::connect(url)?;
-        conn.batch("SET default_transaction_read_only = on")?;
-        Ok(conn)
+        let database = redact(url);
+        let inner = open(url, &database, Role::Reader)?;
+        Ok(PgConn { database, inner: Some(Mutex::new(inner)), reconnect: Some(url.to_owned()) })
+    }
+
+    /// Runs `call` on the connection. A reader whose connection was lost outside a
+    /// transaction (the server restarted, or ended it) connects again and runs it once more:
+    /// nothing of the failed call was done.
+    fn with_client<T>(
+        &self,
+        call: impl Fn(&mut Inner) -> Result<T, tokio_postgres::Error>,
+    ) -> Result<T, StoreError> {
+        let mut inner = self.lock();
+        match call(&mut inner) {
+            // Closed, or ended by the server with a last word (`57P01`, "terminating
+            // connection due to administrator command"): the client is closed either way.
+            Err(e) if lost(&e, &inner.client) && !inner.in_transaction => {
+                let Some(url) = &self.reconnect else { return Err(error(&self.database, &e)) };
+                *inner = open(url, &self.database, Role::Reader)?;
+                tracing::info!(database = %self.database, "a PostgreSQL reader connected again");
+                call(&mut inner).map_err(|e| error(&self.database, &e))
+            }
+            r => r.map_err(|e| error(&self.database, &e)),
+        }
     }
 
     /// Takes the owner lock for this connection's life.
@@ -228,8 +234,7 @@ impl PgConn {
 
     /// Runs statements with the simple protocol (no parameters).
     fn batch(&self, sql: &str) -> Result<(), StoreError> {
-        let inner = self.lock();
-        inner.block_on(inner.client.batch_execute(sql)).map_err(|e| error(&self.database, &e))
+        self.with_client(|inner| inner.block_on(inner.client.batch_execute(sql)))
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -241,13 +246,11 @@ impl PgConn {
         inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    fn prepared(&self, inner: &mut Inner, sql: &str) -> Result<Statement, StoreError> {
+    fn prepared(inner: &mut Inner, sql: &str) -> Result<Statement, tokio_postgres::Error> {
         if let Some(s) = inner.statements.get(sql) {
             return Ok(s.clone());
         }
-        let statement = inner
-            .block_on(inner.client.prepare(&translate(sql)))
-            .map_err(|e| error(&self.database, &e))?;
+        let statement = inner.block_on(inner.client.prepare(&translate(sql)))?;
         inner.statements.insert(sql.to_owned(), statement.clone());
         inner.prepares += 1;
         Ok(statement)
@@ -275,12 +278,11 @@ impl Drop for PgConn {
 
 impl Db for PgConn {
     fn execute(&self, sql: &str, args: &[Arg<'_>]) -> Result<usize, StoreError> {
-        let mut inner = self.lock();
-        let statement = self.prepared(&mut inner, sql)?;
-        let params: Vec<&(dyn ToSql + Sync)> = args.iter().map(|a| a as _).collect();
-        let changed = inner
-            .block_on(inner.client.execute(&statement, &params))
-            .map_err(|e| error(&self.database, &e))?;
+        let changed = self.with_client(|inner| {
+            let statement = PgConn::prepared(inner, sql)?;
+            let params: Vec<&(dyn ToSql + Sync)> = args.iter().map(|a| a as _).collect();
+            inner.block_on(inner.client.execute(&statement, &params))
+        })?;
         Ok(usize::try_from(changed).unwrap_or(usize::MAX))
     }
 
@@ -291,9 +293,9 @@ impl Db for PgConn {
         let mut inner = self.lock();
         let mut statements = Vec::with_capacity(stmts.len());
         for (sql, _) in stmts {
-            match self.prepared(&mut inner, sql) {
+            match PgConn::prepared(&mut inner, sql) {
                 Ok(s) => statements.push(s),
-                Err(e) => return (Vec::new(), Some(e)),
+                Err(e) => return (Vec::new(), Some(error(&self.database, &e))),
             }
         }
         let params: Vec<Vec<&(dyn ToSql + Sync)>> =
@@ -312,12 +314,11 @@ impl Db for PgConn {
     }
 
     fn rows(&self, sql: &str, args: &[Arg<'_>]) -> Result<Vec<Row>, StoreError> {
-        let mut inner = self.lock();
-        let statement = self.prepared(&mut inner, sql)?;
-        let params: Vec<&(dyn ToSql + Sync)> = args.iter().map(|a| a as _).collect();
-        let rows = inner
-            .block_on(inner.client.query(&statement, &params))
-            .map_err(|e| error(&self.database, &e))?;
+        let rows = self.with_client(|inner| {
+            let statement = PgConn::prepared(inner, sql)?;
+            let params: Vec<&(dyn ToSql + Sync)> = args.iter().map(|a| a as _).collect();
+            inner.block_on(inner.client.query(&statement, &params))
+        })?;
         rows.iter().map(|r| row(r, &self.database)).collect()
     }
 
@@ -356,11 +357,59 @@ impl Inner {
 
 impl PgConn {
     fn transaction(&self, begin: &str) -> Result<(), StoreError> {
-        let mut inner = self.lock();
-        inner.block_on(inner.client.batch_execute(begin)).map_err(|e| error(&self.database, &e))?;
-        inner.in_transaction = true;
-        Ok(())
+        self.with_client(|inner| {
+            inner.block_on(inner.client.batch_execute(begin))?;
+            inner.in_transaction = true;
+            Ok(())
+        })
     }
+}
+
+/// Whether a call failed because the connection is gone: closed, or ended by the server with
+/// a last word (a `FATAL` error such as `57P01`, "terminating connection due to administrator
+/// command", which may come before the client sees the socket close).
+fn lost(e: &tokio_postgres::Error, client: &Client) -> bool {
+    e.is_closed()
+        || client.is_closed()
+        || e.as_db_error()
+            .is_some_and(|db| db.severity() == "FATAL" || db.code().code().starts_with("57P"))
+}
+
+/// A new connection (`application_name` "turnstile writer" or "turnstile reader" unless the
+/// URL names one), driven on a runtime of its own; a reader's transactions are read-only.
+fn open(url: &str, database: &str, role: Role) -> Result<Inner, StoreError> {
+    let failed = |message: String| StoreError::Postgres {
+        database: database.to_owned(),
+        message,
+        code: None,
+    };
+    let mut config: tokio_postgres::Config =
+        url.parse().map_err(|e: tokio_postgres::Error| failed(e.to_string()))?;
+    if config.get_application_name().is_none() {
+        config.application_name(match role {
+            Role::Writer => "turnstile writer",
+            Role::Reader => "turnstile reader",
+        });
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| failed(format!("cannot start the client's runtime: {e}")))?;
+    let (client, connection) =
+        runtime.block_on(config.connect(NoTls)).map_err(|e| error(database, &e))?;
+    // The connection's IO runs while a call blocks on the runtime; when it ends (the server
+    // went away), the client's next call fails with its error.
+    runtime.spawn(async move {
+        if let Err(e) = connection.await {
+            tracing::debug!(error = %e, "a PostgreSQL connection ended");
+        }
+    });
+    if role == Role::Reader {
+        runtime
+            .block_on(client.batch_execute("SET default_transaction_read_only = on"))
+            .map_err(|e| error(database, &e))?;
+    }
+    Ok(Inner { runtime, client, statements: HashMap::new(), in_transaction: false, prepares: 0 })
 }
 
 /// The shared SQL as PostgreSQL reads it: `?N` parameters as `$N`, SQLite's clock as
