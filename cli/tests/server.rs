@@ -677,7 +677,7 @@ async fn run_server_attaching_to_a_run_takes_the_ask_already_pending() {
 async fn run_server_shows_a_streamed_answer_piece_by_piece_from_deltas() {
     let answer: String = (0..30).map(|i| format!("word{i} ")).collect();
     let answer = answer.trim_end().to_owned();
-    let provider = FakeProvider::anthropic(vec![paced_text(&answer, 60)]).await;
+    let provider = FakeProvider::anthropic(vec![Reply::Paced(paced_text(&answer, 60))]).await;
     let project = Project::new(&provider.base_url, "");
     let served = Served::start(&project, free_port(), Some(TOKEN)).await;
     let mut events = Events::connect(&served.base, TOKEN, None).await;

@@ -1285,6 +1285,37 @@ async fn drop_after<F: std::future::Future>(fut: F, polls: usize) -> bool {
     true
 }
 
+/// Ends the connections of this test's database (the caller's own aside) that have this
+/// `application_name` (any, with `None`), as the server does when it restarts or an
+/// administrator ends them; first checks that the writer names its role. Returns how many.
+async fn terminate(url: String, role: Option<&'static str>) -> i64 {
+    tokio::task::spawn_blocking(move || {
+        let mut admin = ::postgres::Client::connect(&url, ::postgres::NoTls).expect("connect");
+        let roles: Vec<String> = admin
+            .query(
+                "SELECT application_name FROM pg_stat_activity \
+                 WHERE datname = current_database() AND pid <> pg_backend_pid()",
+                &[],
+            )
+            .expect("roles")
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        assert!(roles.iter().any(|r| r == "turnstile writer"), "{roles:?}");
+        admin
+            .query_one(
+                "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+                 WHERE datname = current_database() AND pid <> pg_backend_pid() \
+                 AND ($1::text IS NULL OR application_name = $1)) AS ended",
+                &[&role],
+            )
+            .expect("terminate")
+            .get(0)
+    })
+    .await
+    .expect("join")
+}
+
 /// The connections to this test's database that are inside a transaction they left idle.
 fn idle_in_transaction(url: &str) -> i64 {
     let mut client = ::postgres::Client::connect(url, ::postgres::NoTls).expect("connect");
@@ -1392,19 +1423,7 @@ async fn postgres_a_lost_connection_stops_the_engine_and_the_next_start_recovers
         let host = host.clone();
         tokio::spawn(async move { host.wait(&RunId::new("r1")).await })
     };
-    let ended: i64 = tokio::task::spawn_blocking(move || {
-        let mut admin = ::postgres::Client::connect(&url, ::postgres::NoTls).expect("connect");
-        admin
-            .query_one(
-                "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
-                 WHERE datname = current_database() AND pid <> pg_backend_pid()) AS ended",
-                &[],
-            )
-            .expect("terminate")
-            .get(0)
-    })
-    .await
-    .expect("join");
+    let ended = terminate(url, None).await;
     assert!(ended >= 2, "the writer's and the readers' connections ended: {ended}");
     // The cancel's clean-up cannot be written: retried for 300 ms, then the engine stops.
     host.cancel(&SessionId::new("s")).await.expect("cancel");
@@ -1434,31 +1453,7 @@ async fn postgres_a_reader_whose_connection_was_lost_connects_again() {
     let host = open(&config(&dir), echo()).await;
     host.submit(Submit::new("s", "one").with_run_id("r1")).await.expect("accepted");
     host.wait(&RunId::new("r1")).await.expect("done");
-    let ended: i64 = tokio::task::spawn_blocking(move || {
-        let mut admin = ::postgres::Client::connect(&url, ::postgres::NoTls).expect("connect");
-        let roles: Vec<String> = admin
-            .query(
-                "SELECT application_name FROM pg_stat_activity \
-                 WHERE datname = current_database() AND pid <> pg_backend_pid()",
-                &[],
-            )
-            .expect("roles")
-            .iter()
-            .map(|r| r.get(0))
-            .collect();
-        assert!(roles.iter().any(|r| r == "turnstile writer"), "{roles:?}");
-        admin
-            .query_one(
-                "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
-                 WHERE datname = current_database() AND application_name = 'turnstile reader') \
-                 AS ended",
-                &[],
-            )
-            .expect("terminate")
-            .get(0)
-    })
-    .await
-    .expect("join");
+    let ended = terminate(url, Some("turnstile reader")).await;
     assert!(ended >= 2, "every reader's connection ended: {ended}");
     // Reads (the ledger, a run's wait, the history) and new runs go on.
     let runs = host.read(|r| r.runs()).await.expect("a reader connected again");

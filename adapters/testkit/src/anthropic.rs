@@ -1,11 +1,10 @@
 //! Anthropic message streams (`text/event-stream` bodies) in the exact shape of the recorded
-//! ones, for a [`FakeProvider`](crate::provider::FakeProvider) to send: a text answer, a tool
-//! call, a paced answer, a half answer and the mid-stream error that fails it.
+//! ones, for the fake provider to send: a text answer, a tool call, a paced answer, a half
+//! answer and the mid-stream error that fails it.
 //!
 //! Pure functions of their arguments: no IO, no time (a paced answer's pauses are part of the
-//! [`Reply`] it returns).
-
-use crate::provider::Reply;
+//! pieces it returns). Bytes only, so that the server that sends them depends on this module
+//! and not the other way round.
 
 /// One event of the stream.
 fn event(name: &str, data: &serde_json::Value) -> String {
@@ -63,7 +62,7 @@ fn text_delta(piece: &str) -> String {
 }
 
 /// The opening of a text answer: its message start, its text block and `text` (the first
-/// piece of a [`Reply::Paced`] whose next piece is [`overloaded_event`]).
+/// piece of a paced reply whose next piece is [`overloaded_event`]).
 pub fn text_opening(text: &str) -> Vec<u8> {
     (message_start("msg_partial") + &text_block(&[text], false)).into_bytes()
 }
@@ -85,8 +84,9 @@ pub fn text_stream(text: &str) -> Vec<u8> {
 }
 
 /// An answer that is only text, a word every `every_ms` milliseconds (as a model writes; more
-/// than the store's 33 ms debounce, so most words are a commit of their own).
-pub fn paced_text(text: &str, every_ms: u64) -> Reply {
+/// than the store's 33 ms debounce, so most words are a commit of their own): the pieces of a
+/// `Reply::Paced`, each after its pause in milliseconds.
+pub fn paced_text(text: &str, every_ms: u64) -> Vec<(u64, Vec<u8>)> {
     let mut pieces = vec![(0, (message_start("msg_paced") + &text_block(&[], false)).into_bytes())];
     for word in text.split_inclusive(' ') {
         pieces.push((every_ms, text_delta(word).into_bytes()));
@@ -95,7 +95,7 @@ pub fn paced_text(text: &str, every_ms: u64) -> Reply {
         event("content_block_stop", &serde_json::json!({"type": "content_block_stop", "index": 0}))
             + &message_end("end_turn");
     pieces.push((0, end.into_bytes()));
-    Reply::Paced(pieces)
+    pieces
 }
 
 /// An answer with a short text and one tool call whose arguments stream in three pieces, in

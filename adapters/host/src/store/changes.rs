@@ -209,24 +209,16 @@ impl Reader {
                     UNION ALL SELECT rev FROM sessions WHERE rev >= ?1";
         let offset = i64::try_from(limit).unwrap_or(i64::MAX);
         let db = self.db();
-        let beyond = db
-            .row(
-                &format!("SELECT rev FROM ({revs}) AS revs ORDER BY rev LIMIT 1 OFFSET ?2"),
-                &args![from, offset],
-            )?
-            .map(|r| r.int(0))
-            .transpose()?;
+        let beyond = db.scalar(
+            &format!("SELECT rev FROM ({revs}) AS revs ORDER BY rev LIMIT 1 OFFSET ?2"),
+            &args![from, offset],
+        )?;
         let Some(beyond) = beyond else { return Ok(None) };
         if beyond > from {
             return Ok(Some(beyond));
         }
         // The first revision alone is over the limit: it comes whole, up to the next one.
-        let next = db
-            .row(&format!("SELECT min(rev) FROM ({revs}) AS revs WHERE rev > ?1"), &args![from])?
-            .map(|r| r.opt_int(0))
-            .transpose()?
-            .flatten();
-        Ok(next)
+        db.scalar(&format!("SELECT min(rev) FROM ({revs}) AS revs WHERE rev > ?1"), &args![from])
     }
 
     /// One session's current state, if the store holds it.

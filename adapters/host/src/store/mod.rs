@@ -16,6 +16,7 @@
 mod apply;
 mod changes;
 mod faults;
+mod integrity;
 mod location;
 #[cfg(not(madsim))]
 mod postgres;
@@ -37,10 +38,11 @@ use turnstile_core::{Attachment, CallId, MessageId, Mode, RunId, Seq, SessionId,
 
 pub use changes::{Change, Changes, Position, SessionState};
 pub use faults::{Fault, Faults};
+pub use integrity::{IntegrityError, IntegrityProblem};
 pub use location::{Location, MemoryDisk, is_postgres_url, redact};
 pub use read::{
-    IntegrityError, IntegrityProblem, Reader, RunRow, RunState, SessionActivity, SessionRow,
-    StoredCall, StoredMessage, StoredResult, StoredRole,
+    Reader, RunRow, RunState, SessionActivity, SessionRow, StoredCall, StoredMessage, StoredResult,
+    StoredRole,
 };
 #[cfg(not(madsim))]
 pub use scratch::{NO_TEST_POSTGRES, ScratchDatabase, TEST_POSTGRES};

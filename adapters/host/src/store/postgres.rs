@@ -29,8 +29,8 @@ use tokio_postgres::types::{IsNull, ToSql, Type, to_sql_checked};
 use tokio_postgres::{Client, NoTls, Statement};
 
 use super::StoreError;
+use super::integrity::IntegrityProblem;
 use super::location::redact;
-use super::read::IntegrityProblem;
 use super::sql::{Arg, Cell, Db, Row};
 
 /// The advisory lock key of the store's owner ("tstl", as the SQLite memory disk's mark).
@@ -129,8 +129,7 @@ impl PgConn {
     pub(crate) fn lock_owner(&self) -> Result<(), StoreError> {
         let deadline = std::time::Instant::now() + OWNER_WAIT;
         loop {
-            let row = self.row("SELECT pg_try_advisory_lock(?1)", &[Arg::Int(OWNER_LOCK)])?;
-            if row.map(|r| r.int(0)).transpose()? == Some(1) {
+            if self.scalar("SELECT pg_try_advisory_lock(?1)", &[Arg::Int(OWNER_LOCK)])? == Some(1) {
                 return Ok(());
             }
             if std::time::Instant::now() >= deadline {
@@ -146,12 +145,7 @@ impl PgConn {
     /// [`StoreError::Corrupt`] when the database is newer than this code; the server's errors.
     pub(crate) fn migrate(&self) -> Result<(), StoreError> {
         self.batch("CREATE TABLE IF NOT EXISTS schema_version (version BIGINT NOT NULL)")?;
-        let current = self
-            .row("SELECT max(version) FROM schema_version", &[])?
-            .map(|r| r.opt_int(0))
-            .transpose()?
-            .flatten()
-            .unwrap_or(0);
+        let current = self.scalar("SELECT max(version) FROM schema_version", &[])?.unwrap_or(0);
         let latest = MIGRATIONS.len();
         let current = usize::try_from(current).map_err(|_| {
             StoreError::Corrupt(format!("store schema version {current} is negative"))

@@ -11,6 +11,7 @@ use turnstile_core::{
     Attachment, CallId, Fingerprint, KnownRun, MessageId, Mode, RunId, Seq, SessionId, Start,
 };
 
+use super::integrity::{IntegrityError, IntegrityProblem};
 use super::schema::{int, parse_json, parse_mode, parse_outcome, uint};
 use super::sql::{Arg, Db, Row, args};
 use super::{Conn, Location, StoreError};
@@ -24,72 +25,6 @@ pub(super) const BUSY_TIMEOUT: Duration = Duration::from_millis(100);
 #[derive(Debug)]
 pub struct Reader {
     pub(super) conn: Conn,
-}
-
-/// Why [`Reader::integrity_check`] did not pass.
-#[derive(Debug, PartialEq)]
-pub enum IntegrityError {
-    /// The checks ran and found problems (at least one), in the order SQLite reported them.
-    /// Displayed joined with "; ".
-    Damaged(Vec<IntegrityProblem>),
-    /// The checks could not run: "integrity check failed: `<error>`".
-    Check(StoreError),
-}
-
-impl std::fmt::Display for IntegrityError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            IntegrityError::Damaged(problems) => {
-                for (i, p) in problems.iter().enumerate() {
-                    if i > 0 {
-                        f.write_str("; ")?;
-                    }
-                    write!(f, "{p}")?;
-                }
-                Ok(())
-            }
-            IntegrityError::Check(e) => write!(f, "integrity check failed: {e}"),
-        }
-    }
-}
-
-impl std::error::Error for IntegrityError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            IntegrityError::Damaged(_) => None,
-            IntegrityError::Check(e) => Some(e),
-        }
-    }
-}
-
-/// One problem an integrity check found.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum IntegrityProblem {
-    /// A line of `PRAGMA integrity_check` other than "ok" (damaged pages, indexes, ...), as
-    /// SQLite wrote it.
-    Damage(String),
-    /// A row of `PRAGMA foreign_key_check`: a row whose reference names nothing. Displayed
-    /// "foreign key violation: `<table>` row `<rowid>` references missing `<parent>`".
-    ForeignKey {
-        /// The table of the row.
-        table: String,
-        /// Its rowid (`None` for a table without rowids).
-        rowid: Option<i64>,
-        /// The table the reference should find a row in.
-        parent: String,
-    },
-}
-
-impl std::fmt::Display for IntegrityProblem {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            IntegrityProblem::Damage(line) => f.write_str(line),
-            IntegrityProblem::ForeignKey { table, rowid, parent } => {
-                let row = rowid.map_or_else(|| "?".to_owned(), |n| n.to_string());
-                write!(f, "foreign key violation: {table} row {row} references missing {parent}")
-            }
-        }
-    }
 }
 
 /// One session.
@@ -611,17 +546,13 @@ fn sqlite_integrity_problems(
 
 /// The newest cursor recorded; `Cursor(0)` when none.
 pub(super) fn newest_cursor(db: &dyn Db) -> Result<Cursor, StoreError> {
-    let max = db.row("SELECT max(cursor) FROM runs", &[])?.map(|r| r.opt_int(0)).transpose()?;
-    Ok(Cursor(max.flatten().map(|c| uint(c, "runs cursor")).transpose()?.unwrap_or(0)))
+    let max = db.scalar("SELECT max(cursor) FROM runs", &[])?;
+    Ok(Cursor(max.map(|c| uint(c, "runs cursor")).transpose()?.unwrap_or(0)))
 }
 
 /// The newest revision committed (0 for a store that never committed one).
 pub(super) fn revision(db: &dyn Db) -> Result<u64, StoreError> {
-    let value = db
-        .row("SELECT value FROM counters WHERE name = 'revision'", &[])?
-        .map(|r| r.opt_int(0))
-        .transpose()?
-        .flatten();
+    let value = db.scalar("SELECT value FROM counters WHERE name = 'revision'", &[])?;
     uint(value.unwrap_or(0), "revision")
 }
 
@@ -635,20 +566,10 @@ pub(super) struct LoadedMessage {
 /// What the engine starts from: sequences and message ids above every one the store ever
 /// held, and every run with a RunId and its outcome (recovery has run, so all are finished).
 pub(super) fn start(db: &dyn Db) -> Result<Start, StoreError> {
-    let max_seq = db.row("SELECT max(seq) FROM runs", &[])?.map(|r| r.opt_int(0)).transpose()?;
-    let next_seq = max_seq.flatten().map(|s| uint(s, "runs seq")).transpose()?.map(|s| Seq(s + 1));
-    let any = db.row("SELECT 1 FROM messages LIMIT 1", &[])?.is_some()
-        || db
-            .row("SELECT value FROM counters WHERE name = 'message_high'", &[])?
-            .map(|r| r.opt_int(0))
-            .transpose()?
-            .flatten()
-            .is_some();
-    let next_message = if any {
-        Some(MessageId(uint(super::recovery::message_high(db)?, "message id")? + 1))
-    } else {
-        None
-    };
+    let max_seq = db.scalar("SELECT max(seq) FROM runs", &[])?;
+    let next_seq = max_seq.map(|s| uint(s, "runs seq")).transpose()?.map(|s| Seq(s + 1));
+    let high = super::recovery::message_high(db)?;
+    let next_message = high.map(|h| uint(h, "message id")).transpose()?.map(|h| MessageId(h + 1));
     let rows = db.rows(
         "SELECT run_id, session, seq, fingerprint, outcome FROM runs \
          WHERE run_id IS NOT NULL ORDER BY seq",

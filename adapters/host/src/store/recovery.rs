@@ -114,17 +114,12 @@ fn has_messages(db: &dyn Db, seq: i64) -> Result<bool, StoreError> {
     Ok(db.row("SELECT 1 FROM messages WHERE seq = ?1 LIMIT 1", &[Arg::Int(seq)])?.is_some())
 }
 
-/// The highest message id the store ever held (0 for none): the counter kept by a trigger, or
-/// a message above it.
-pub(super) fn message_high(db: &dyn Db) -> Result<i64, StoreError> {
-    let counter = db
-        .row("SELECT value FROM counters WHERE name = 'message_high'", &[])?
-        .map(|r| r.opt_int(0))
-        .transpose()?
-        .flatten();
-    let max =
-        db.row("SELECT max(id) FROM messages", &[])?.map(|r| r.opt_int(0)).transpose()?.flatten();
-    Ok(counter.unwrap_or(0).max(max.unwrap_or(0)))
+/// The highest message id the store ever held (`None` for none): the counter kept by a
+/// trigger, or a message above it.
+pub(super) fn message_high(db: &dyn Db) -> Result<Option<i64>, StoreError> {
+    let counter = db.scalar("SELECT value FROM counters WHERE name = 'message_high'", &[])?;
+    let max = db.scalar("SELECT max(id) FROM messages", &[])?;
+    Ok(counter.max(max))
 }
 
 /// The submission's last assistant message (id and text); an empty one is inserted when it has
@@ -139,7 +134,7 @@ fn last_assistant(db: &dyn Db, run: &Unfinished) -> Result<(MessageId, String), 
         let id = r.int(0)?;
         return Ok((MessageId(uint(id, &format!("messages row {id} id"))?), r.text(1)?));
     }
-    let id = message_high(db)? + 1;
+    let id = message_high(db)?.unwrap_or(0) + 1;
     db.execute(
         "INSERT INTO messages (id, session, seq, role) VALUES (?1, ?2, ?3, 'assistant')",
         &args![id, &run.session, run.seq],

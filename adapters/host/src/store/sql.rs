@@ -228,6 +228,15 @@ pub(crate) trait Db {
         Ok(self.rows(sql, args)?.into_iter().next())
     }
 
+    /// The first column of the first row, as an integer: `None` for no row or NULL (what
+    /// `max(...)` and one counter read answer).
+    ///
+    /// # Errors
+    /// The database's error; [`StoreError::Corrupt`] when the column is text.
+    fn scalar(&self, sql: &str, args: &[Arg<'_>]) -> Result<Option<i64>, StoreError> {
+        Ok(self.row(sql, args)?.map(|r| r.opt_int(0)).transpose()?.flatten())
+    }
+
     /// Starts a writing transaction (SQLite takes the write lock at once).
     ///
     /// # Errors
