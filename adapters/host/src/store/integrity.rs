@@ -1,9 +1,9 @@
-//! What an integrity check reports ([`Reader::integrity_check`](super::Reader::integrity_check)),
+//! What an integrity check reports (`Reader::integrity_check`),
 //! for either store: SQLite's own checks, or references that name no row.
 
 use super::StoreError;
 
-/// Why [`Reader::integrity_check`] did not pass.
+/// Why `Reader::integrity_check` did not pass.
 #[derive(Debug, PartialEq)]
 pub enum IntegrityError {
     /// The checks ran and found problems (at least one), in the order SQLite reported them.
