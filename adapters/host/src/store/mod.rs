@@ -10,7 +10,7 @@
 //! `schema` (SQLite's versioned migrations), `postgres` (PostgreSQL's migrations, lock and
 //! connection), `apply` (one [`StoreOp`] as SQL, planned into one batch per commit),
 //! `recovery` (ending what a stopped process left unfinished), `read` and `changes`
-//! (queries), `faults` (injected failures), `scratch` (throwaway PostgreSQL databases for
+//! (queries), `integrity` (what an integrity check reports), `faults` (injected failures), `scratch` (throwaway PostgreSQL databases for
 //! tests).
 
 mod apply;
