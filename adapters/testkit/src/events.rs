@@ -4,7 +4,8 @@
 //!
 //! What it guarantees:
 //! - It connects to the address it is given (the tests' servers listen on 127.0.0.1) and
-//!   asserts the stream was opened (`200`).
+//!   asserts the stream was opened (`200`); while every stream slot is taken (`503`) it tries
+//!   again, as a client does.
 //! - Events come out one at a time, in the order the server sent them. Every event read is
 //!   kept ([`Events::frames`]), across reconnects, and [`Events::last`] is the id of the last
 //!   one read: a reconnect resumes exactly after what the test saw. Events that arrived but
@@ -85,16 +86,26 @@ impl Events {
     /// what was read is kept, what arrived unread is dropped (it comes again).
     ///
     /// # Panics
-    /// When the stream is not opened with a `200` within 20 s.
+    /// When the stream is not opened with a `200` within 20 s (a `503` is tried again).
     pub async fn reconnect(&mut self) {
-        let mut req = self.http.get(&self.url).bearer_auth(&self.token);
-        if let Some(id) = &self.last {
-            req = req.header("Last-Event-ID", id);
-        }
-        let resp = tokio::time::timeout(OPEN_WITHIN, req.send())
-            .await
-            .unwrap_or_else(|_| panic!("GET {}: no answer within 20 s", self.url))
-            .unwrap_or_else(|e| panic!("GET {}: {e}", self.url));
+        let deadline = tokio::time::Instant::now() + OPEN_WITHIN;
+        let resp = loop {
+            let mut req = self.http.get(&self.url).bearer_auth(&self.token);
+            if let Some(id) = &self.last {
+                req = req.header("Last-Event-ID", id);
+            }
+            let resp = tokio::time::timeout_at(deadline, req.send())
+                .await
+                .unwrap_or_else(|_| panic!("GET {}: no answer within 20 s", self.url))
+                .unwrap_or_else(|e| panic!("GET {}: {e}", self.url));
+            // Every stream slot is taken (a stream just closed may hold its slot until the
+            // server sees the close): wait for one, as a client does.
+            if resp.status().as_u16() == 503 && tokio::time::Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                continue;
+            }
+            break resp;
+        };
         assert_eq!(resp.status().as_u16(), 200, "GET {}", self.url);
         self.resp = Some(resp);
         self.framer = Framer::new();
