@@ -15,6 +15,8 @@
 //! - [`encode`]: the compact, exact state encoding.
 //! - [`configs`]: the named bounded configurations (`small`, `faults`, `default`, `nightly`).
 //! - `mutants` (with the `mutants` feature): hunts each of the core's test-only mutants.
+//! - [`lease`]: the lease and fencing protocol of several hosts over one database (SPEC 11),
+//!   a specification of its own with its own exhaustive checker and mutants.
 //!
 //! `turnstile-model check` runs it from the command line; `docs/verification.md` explains what
 //! it covers and what it found.
@@ -26,6 +28,7 @@ pub mod checker;
 pub mod configs;
 pub mod driver;
 pub mod encode;
+pub mod lease;
 #[cfg(feature = "mutants")]
 pub mod mutants;
 pub mod spec;
