@@ -89,7 +89,7 @@ enum Command {
     ///   turnstile-model lease --mutants
     Lease {
         /// The size: `tiny` (2 hosts, 1 submission), `small` (2 hosts, 2 submissions) or
-        /// `wide` (3 hosts, 1 submission, several GB of memory).
+        /// `wide` (3 hosts, 1 submission).
         #[arg(long, default_value = "small")]
         size: String,
         /// Switch on one of the protocol's deliberate bugs (see `--mutants` for the names).

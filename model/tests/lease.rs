@@ -18,14 +18,14 @@ fn shown(c: &lease::Counterexample) -> String {
     text.join("\n")
 }
 
-/// `tiny` here (a million states); CI checks `small` with the release build, and
+/// `tiny` here (half a million states); CI checks `small` with the release build, and
 /// `docs/verification.md` has both figures.
 #[test]
 fn the_protocol_passes_its_exhaustive_check() {
     let report = lease::check(&lease::named("tiny").unwrap());
     assert!(report.counterexample.is_none(), "{}", shown(report.counterexample.as_ref().unwrap()));
     // The size the docs state: a check that explored next to nothing could not fail.
-    assert!(report.states > 1_000_000, "{} states", report.states);
+    assert!(report.states > 500_000, "{} states", report.states);
 }
 
 /// Every mutant is found at `small`, by the check CI runs.

@@ -1,12 +1,16 @@
 //! The exhaustive check of the lease protocol: every state within the bounds, breadth first,
 //! each step judged by the ghost checks, and from every state a fault-free run that must end
 //! every submission (liveness). A problem comes back with the shortest path to it.
+//!
+//! Hosts are interchangeable, so each state is kept under its canonical numbering of the hosts
+//! ([`World::canonical`]); a counterexample is replayed from the start to name the hosts as
+//! its own steps do.
 
 use std::collections::HashMap;
 use std::time::Instant;
 
 use super::protocol::{Action, Bounds, Violation, apply, enabled};
-use super::state::{Row, World, seq};
+use super::state::{Renaming, Row, World, seq};
 
 /// A problem and the shortest way to it.
 #[derive(Clone, Debug)]
@@ -42,7 +46,7 @@ const DRAIN_STEPS: usize = 200;
 #[must_use]
 pub fn check(b: &Bounds) -> Report {
     let started = Instant::now();
-    let start = b.start();
+    let start = b.start().canonical();
     // Each state once, with its index; the tree of shortest paths: each state's parent and
     // the step from it. Only the frontier keeps whole states beside the index.
     let mut index: HashMap<World, u32> = HashMap::new();
@@ -54,9 +58,7 @@ pub fn check(b: &Bounds) -> Report {
         let mut next = Vec::new();
         for (i, w) in &level {
             if let Err((steps, v)) = drain(b, w) {
-                let mut path = path_to(&parent, *i);
-                path.extend(steps);
-                break 'search Some(Counterexample { path, violation: v });
+                break 'search Some(replay(b, &path_to(&parent, *i), &steps, v));
             }
             for a in enabled(b, w) {
                 transitions += 1;
@@ -64,9 +66,10 @@ pub fn check(b: &Bounds) -> Report {
                     Err(v) => {
                         let mut path = path_to(&parent, *i);
                         path.push(a);
-                        break 'search Some(Counterexample { path, violation: v });
+                        break 'search Some(replay(b, &path, &[], v));
                     }
                     Ok(target) => {
+                        let target = target.canonical();
                         if index.contains_key(&target) {
                             continue;
                         }
@@ -91,6 +94,45 @@ pub fn check(b: &Bounds) -> Report {
         seconds: started.elapsed().as_secs_f64(),
         counterexample,
     }
+}
+
+/// The counterexample with its hosts named as from the start. Each step of `path` names
+/// hosts as its source's canonical form does, and each of `tail` as the last state's: the
+/// path is replayed beside the canonical states it went through, each step renamed back by
+/// the renaming that takes the replayed world to its canonical state. `found` is what broke,
+/// kept when the replay ends without a step that breaks something (a stuck submission).
+fn replay(b: &Bounds, path: &[Action], tail: &[Action], found: Violation) -> Counterexample {
+    let mut world = b.start();
+    let mut canonical = world.canonical();
+    let renamings = Renaming::all(world.hosts.len());
+    let mut out = Vec::new();
+    for (k, &a) in path.iter().chain(tail).enumerate() {
+        let names = renamings
+            .iter()
+            .find(|r| world.renamed(r) == canonical)
+            .expect("a canonical form is a renaming");
+        let a = a.renamed(|h| names.invert(h));
+        // The tail runs with the clock and takes unbounded (the drain's bounds): only the
+        // search's steps are checked against the search's bounds.
+        assert!(
+            k >= path.len() || enabled(b, &world).contains(&a),
+            "the replay left the path at {a}"
+        );
+        out.push(a);
+        match apply(b, &world, a) {
+            Ok(next) => world = next,
+            Err(v) => return Counterexample { path: out, violation: v },
+        }
+        // The search's steps each start from a canonical state; the tail runs on from the
+        // last one without renumbering.
+        if k < path.len() {
+            let next = apply(b, &canonical, path[k]).expect("the search took this step");
+            canonical = next.canonical();
+        } else {
+            canonical = world.renamed(names);
+        }
+    }
+    Counterexample { path: out, violation: found }
 }
 
 fn path_to(parent: &[(u32, Option<Action>)], mut i: u32) -> Vec<Action> {

@@ -42,8 +42,8 @@ pub mod state;
 pub use check::{Counterexample, Report, check};
 pub use protocol::{Action, Bounds, Mutant, Violation, apply, enabled};
 
-/// The named sizes: `tiny` for the tests' exhaustive pass, `small` for CI and the mutant
-/// hunt, `wide` (three hosts) for a longer run. `docs/verification.md` has their figures.
+/// The named sizes: `tiny` for the tests' exhaustive pass, `small` and `wide` (three hosts)
+/// for CI and the mutant hunt. `docs/verification.md` has their figures.
 #[must_use]
 pub fn named(name: &str) -> Option<Bounds> {
     let small = Bounds {

@@ -144,6 +144,34 @@ pub enum Action {
     Wake(HostId),
 }
 
+impl Action {
+    /// The same action with its host renamed by `f`.
+    #[must_use]
+    pub fn renamed(self, f: impl Fn(HostId) -> HostId) -> Action {
+        match self {
+            Action::Tick => Action::Tick,
+            Action::Accept(h) => Action::Accept(f(h)),
+            Action::Cancel(h) => Action::Cancel(f(h)),
+            Action::Try(h) => Action::Try(f(h)),
+            Action::Renew(h) => Action::Renew(f(h)),
+            Action::Execute(h) => Action::Execute(f(h)),
+            Action::Receive(h) => Action::Receive(f(h)),
+            Action::Feed(h) => Action::Feed(f(h)),
+            Action::ApplyCancel(h) => Action::ApplyCancel(f(h)),
+            Action::CancelWaiting(h, s) => Action::CancelWaiting(f(h), s),
+            Action::Activate(h) => Action::Activate(f(h)),
+            Action::Effect(h) => Action::Effect(f(h)),
+            Action::Finish(h) => Action::Finish(f(h)),
+            Action::Release(h) => Action::Release(f(h)),
+            Action::Expire(h) => Action::Expire(f(h)),
+            Action::Crash(h) => Action::Crash(f(h)),
+            Action::Restart(h) => Action::Restart(f(h)),
+            Action::Freeze(h) => Action::Freeze(f(h)),
+            Action::Wake(h) => Action::Wake(f(h)),
+        }
+    }
+}
+
 impl fmt::Display for Action {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -395,23 +423,7 @@ pub fn apply(b: &Bounds, w: &World, a: Action) -> Result<World, Violation> {
             let rows = w.db.subs.len();
             owned(&mut w, h).local.resize(rows, Local::Waiting);
         }
-        Action::ApplyCancel(h) => {
-            let cancels = w.db.cancels.clone();
-            let o = owned(&mut w, h);
-            let row = cancels[usize::from(o.applied)];
-            o.applied += 1;
-            let fed = seq(o.local.len()) - 1;
-            let covers = if b.is(Mutant::WatermarkOutOfOrder) { row.min(fed) } else { row };
-            o.watermark = o.watermark.max(covers);
-            let watermark = o.watermark;
-            for (i, l) in o.local.iter_mut().enumerate() {
-                if let Local::Active { aborting } = l
-                    && seq(i) <= watermark
-                {
-                    *aborting = true;
-                }
-            }
-        }
+        Action::ApplyCancel(h) => apply_cancel(b, &mut w, h),
         Action::CancelWaiting(h, s) => {
             send(&mut w, h, Op::Outcome(s, Outcome::Cancelled));
         }
@@ -421,14 +433,7 @@ pub fn apply(b: &Bounds, w: &World, a: Action) -> Result<World, Violation> {
             covered_check(&w, h, s)?;
             send(&mut w, h, Op::Activate(s));
         }
-        Action::Effect(h) => {
-            let o = w.hosts[usize::from(h)].owned.as_ref().expect("enabled: an owner");
-            let lease = w.db.lease;
-            let current = lease.owner == Some(h) && lease.epoch == o.epoch && lease.expires_in > 0;
-            if !current {
-                return Err(Violation::ActedOutsideLease { host: h, epoch: o.epoch, lease });
-            }
-        }
+        Action::Effect(h) => effect_check(&w, h)?,
         Action::Finish(h) => {
             let o = w.hosts[usize::from(h)].owned.as_ref().expect("enabled: an owner");
             let (s, aborting) = o.active().expect("enabled: a running turn");
@@ -454,6 +459,38 @@ pub fn apply(b: &Bounds, w: &World, a: Action) -> Result<World, Violation> {
         Action::Wake(h) => w.hosts[usize::from(h)].status = Status::Up,
     }
     Ok(w)
+}
+
+/// Owner `h`'s core applies its next cancel row: its watermark covers everything at or below
+/// the row's, the running turn included, and what it is fed later.
+fn apply_cancel(b: &Bounds, w: &mut World, h: HostId) {
+    let cancels = w.db.cancels.clone();
+    let o = owned(w, h);
+    let row = cancels[usize::from(o.applied)];
+    o.applied += 1;
+    let fed = seq(o.local.len()) - 1;
+    let covers = if b.is(Mutant::WatermarkOutOfOrder) { row.min(fed) } else { row };
+    o.watermark = o.watermark.max(covers);
+    let watermark = o.watermark;
+    for (i, l) in o.local.iter_mut().enumerate() {
+        if let Local::Active { aborting } = l
+            && seq(i) <= watermark
+        {
+            *aborting = true;
+        }
+    }
+}
+
+/// A tool of owner `h`'s running turn acts outside the database, where no epoch can fence
+/// it: the host's lease must be current.
+fn effect_check(w: &World, h: HostId) -> Result<(), Violation> {
+    let o = w.hosts[usize::from(h)].owned.as_ref().expect("enabled: an owner");
+    let lease = w.db.lease;
+    if lease.owner == Some(h) && lease.epoch == o.epoch && lease.expires_in > 0 {
+        Ok(())
+    } else {
+        Err(Violation::ActedOutsideLease { host: h, epoch: o.epoch, lease })
+    }
 }
 
 fn owned(w: &mut World, h: HostId) -> &mut Owned {

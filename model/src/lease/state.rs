@@ -14,7 +14,7 @@ pub type HostId = u8;
 pub type Seq = u8;
 
 /// How a submission ended (the RunComplete's outcome, as far as this protocol cares).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Outcome {
     /// Its turn ran to the end.
     Completed,
@@ -25,7 +25,7 @@ pub enum Outcome {
 }
 
 /// A submission's row in the ledger.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Row {
     /// Accepted, not started.
     Waiting,
@@ -36,7 +36,7 @@ pub enum Row {
 }
 
 /// The session's lease row.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Lease {
     /// Its holder; `None` while free (never taken, or released).
     pub owner: Option<HostId>,
@@ -47,7 +47,7 @@ pub struct Lease {
 }
 
 /// The shared database: one session's lease, its ledger, and the checker's ghost records.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Db {
     /// The session's lease.
     pub lease: Lease,
@@ -80,7 +80,7 @@ impl Db {
 }
 
 /// Whether a host runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Status {
     /// Running.
     Up,
@@ -91,7 +91,7 @@ pub enum Status {
 }
 
 /// What an owner's core knows of a submission it was fed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Local {
     /// Waiting in the core's queue.
     Waiting,
@@ -105,7 +105,7 @@ pub enum Local {
 }
 
 /// What a host holds while it owns the session.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Owned {
     /// The lease epoch it took.
     pub epoch: u8,
@@ -150,7 +150,7 @@ pub fn seq(i: usize) -> Seq {
 }
 
 /// A write an owner makes for the session (in a transaction that checks its epoch).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Op {
     /// A waiting submission becomes the active turn.
     Activate(Seq),
@@ -161,7 +161,7 @@ pub enum Op {
 }
 
 /// A transaction a host sent that the database has not executed yet.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Request {
     /// Take the lease; `seen` is the row as the host read it when it decided to try.
     Take {
@@ -188,7 +188,7 @@ pub enum Request {
 }
 
 /// The database's answer, not yet received.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Reply {
     /// The lease is the host's at `epoch`; recovery ended `interrupted` the turn that was
     /// active, if one was.
@@ -212,7 +212,7 @@ pub enum Reply {
 }
 
 /// A host.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Host {
     /// Whether it runs.
     pub status: Status,
@@ -270,7 +270,7 @@ impl Default for Host {
 }
 
 /// The whole system: the database, the hosts, and what the bounds let still happen.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct World {
     /// The database.
     pub db: Db,
@@ -282,4 +282,83 @@ pub struct World {
     pub takes: u8,
     /// Freezes still allowed.
     pub freezes: u8,
+}
+
+/// A renaming of the hosts: `to[h]` is host `h`'s new number.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Renaming {
+    to: Vec<HostId>,
+}
+
+impl Renaming {
+    /// Every renaming of `n` hosts.
+    #[must_use]
+    pub fn all(n: usize) -> Vec<Renaming> {
+        let mut out = Vec::new();
+        let mut to: Vec<HostId> = (0..n).map(|h| HostId::try_from(h).expect("fits")).collect();
+        permute(&mut to, 0, &mut out);
+        out
+    }
+
+    /// Host `h`'s new number.
+    #[must_use]
+    pub fn apply(&self, h: HostId) -> HostId {
+        self.to[usize::from(h)]
+    }
+
+    /// The host whose new number is `h`.
+    #[must_use]
+    pub fn invert(&self, h: HostId) -> HostId {
+        let i = self.to.iter().position(|&t| t == h).expect("a renaming is a permutation");
+        HostId::try_from(i).expect("fits")
+    }
+}
+
+fn permute(to: &mut Vec<HostId>, k: usize, out: &mut Vec<Renaming>) {
+    if k == to.len() {
+        out.push(Renaming { to: to.clone() });
+        return;
+    }
+    for i in k..to.len() {
+        to.swap(k, i);
+        permute(to, k + 1, out);
+        to.swap(k, i);
+    }
+}
+
+impl World {
+    /// The same world with host `h` numbered `r.apply(h)`.
+    #[must_use]
+    pub fn renamed(&self, r: &Renaming) -> World {
+        let mut w = self.clone();
+        for (old, host) in self.hosts.iter().enumerate() {
+            w.hosts[usize::from(r.apply(HostId::try_from(old).expect("fits")))] = host.clone();
+        }
+        w.db.lease.owner = w.db.lease.owner.map(|o| r.apply(o));
+        for h in &mut w.hosts {
+            if let Some(Request::Take { seen, .. }) = &mut h.pending {
+                seen.owner = seen.owner.map(|o| r.apply(o));
+            }
+        }
+        w
+    }
+
+    /// The same world with the hosts numbered in a canonical order.
+    ///
+    /// Hosts are interchangeable (no rule reads a host's number but to name it), so a world
+    /// and its renamings have the same futures up to the names: the checker explores one of
+    /// them. Hosts are ordered by their state, the lease's holder first among equals. (Two
+    /// renamings of one world may still get two forms when hosts differ only in the holder
+    /// a pending take read: the search then keeps both, which costs states, never a verdict.)
+    #[must_use]
+    pub fn canonical(&self) -> World {
+        let holder = |i: usize| self.db.lease.owner != Some(HostId::try_from(i).expect("fits"));
+        let mut order: Vec<usize> = (0..self.hosts.len()).collect();
+        order.sort_by(|&a, &b| (&self.hosts[a], holder(a)).cmp(&(&self.hosts[b], holder(b))));
+        let mut to = vec![0; self.hosts.len()];
+        for (new, &old) in order.iter().enumerate() {
+            to[old] = HostId::try_from(new).expect("fits");
+        }
+        self.renamed(&Renaming { to })
+    }
 }
