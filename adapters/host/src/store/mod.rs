@@ -10,13 +10,18 @@
 //! `schema` (SQLite's versioned migrations), `postgres` (PostgreSQL's migrations, lock and
 //! connection), `apply` (one [`StoreOp`] as SQL, planned into one batch per commit),
 //! `recovery` (ending what a stopped process left unfinished), `read` and `changes`
-//! (queries), `integrity` (what an integrity check reports), `faults` (injected failures), `scratch` (throwaway PostgreSQL databases for
+//! (queries), `integrity` (what an integrity check reports), `lease` (the lease statements of
+//! several hosts, SPEC 11), `faults` (injected failures), `scratch` (throwaway PostgreSQL databases for
 //! tests).
 
 mod apply;
 mod changes;
 mod faults;
 mod integrity;
+// Several hosts are built on these next (SPEC 11); until then only its tests use them, and
+// the expectation fails the build once the host does.
+#[cfg_attr(not(test), expect(dead_code, reason = "the statements several hosts will run"))]
+mod lease;
 mod location;
 #[cfg(not(madsim))]
 mod postgres;

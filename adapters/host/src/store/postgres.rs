@@ -507,7 +507,7 @@ impl ToSql for Arg<'_> {
 
 /// The migrations, in order, with the meaning of the SQLite store's (`schema`): index `i`
 /// takes version `i` to `i + 1`.
-const MIGRATIONS: &[&str] = &[V1, V2, V3, V4];
+const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5];
 
 const V1: &str = r#"
 CREATE TABLE sessions (
@@ -672,6 +672,15 @@ FOR EACH ROW EXECUTE FUNCTION turnstile_stamp_message()
 
 const V4: &str = r#"
 ALTER TABLE tool_calls ADD COLUMN raw_input TEXT NULL
+"#;
+
+const V5: &str = r#"
+CREATE TABLE session_leases (
+    session TEXT PRIMARY KEY NOT NULL,
+    owner TEXT NULL,
+    epoch BIGINT NOT NULL CHECK (epoch > 0),
+    expires_ms BIGINT NOT NULL
+)
 "#;
 
 #[cfg(test)]

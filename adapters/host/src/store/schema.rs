@@ -30,6 +30,10 @@
 //! Version 4 adds `tool_calls.raw_input`: what the model sent as a call's arguments when that
 //! was not valid JSON (the call's `input` is then `{}`, SPEC 4.4), for people reading the
 //! history; NULL otherwise.
+//!
+//! Version 5 adds `session_leases`: which host holds a session's lease when several hosts
+//! share one store, its epoch, and its expiry by the database's clock (SPEC 11, `lease.rs`;
+//! one process never reads it).
 
 use rusqlite::{Connection, TransactionBehavior};
 use turnstile_core::{Mode, Outcome};
@@ -38,7 +42,7 @@ use super::StoreError;
 use super::sql::Db;
 
 /// The migrations, in order: index `i` takes version `i` to `i + 1`.
-pub(super) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4];
+pub(super) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5];
 
 /// Version 1: sessions, messages, tool calls and results, the run ledger, counters.
 const V1: &str = r#"
@@ -221,6 +225,17 @@ END;
 /// Version 4: the arguments the model sent that were not valid JSON (see the module docs).
 const V4: &str = r#"
 ALTER TABLE tool_calls ADD COLUMN raw_input TEXT NULL;
+"#;
+
+/// Version 5: session leases for several hosts over one store (SPEC 11, `lease.rs`): the
+/// holder, its epoch, and the expiry by the database's clock in milliseconds.
+const V5: &str = r#"
+CREATE TABLE session_leases (
+    session TEXT PRIMARY KEY NOT NULL,
+    owner TEXT NULL,
+    epoch INTEGER NOT NULL CHECK (epoch > 0),
+    expires_ms INTEGER NOT NULL
+);
 "#;
 
 /// Advances the change order by one inside the caller's (writing) transaction; every row the
