@@ -95,9 +95,7 @@ pub(crate) fn release(
     host: &str,
     epoch: Epoch,
 ) -> Result<bool, StoreError> {
-    let sql =
-        "UPDATE session_leases SET owner = NULL WHERE session = ?1 AND owner = ?2 AND epoch = ?3";
-    Ok(db.execute(sql, &[Arg::from(session), Arg::from(host), Arg::Int(int(epoch)?)])? == 1)
+    for_holder(db, "owner = NULL", session, host, epoch)
 }
 
 /// Inside the caller's writing transaction, before its writes for `session`: whether `host`
@@ -114,9 +112,20 @@ pub(crate) fn fence(
     host: &str,
     epoch: Epoch,
 ) -> Result<bool, StoreError> {
+    for_holder(db, "epoch = epoch", session, host, epoch)
+}
+
+/// Sets `set` on `session`'s lease row if `host` holds it at `epoch`; returns whether it did.
+fn for_holder(
+    db: &dyn Db,
+    set: &str,
+    session: &str,
+    host: &str,
+    epoch: Epoch,
+) -> Result<bool, StoreError> {
     let sql =
-        "UPDATE session_leases SET epoch = epoch WHERE session = ?1 AND owner = ?2 AND epoch = ?3";
-    Ok(db.execute(sql, &[Arg::from(session), Arg::from(host), Arg::Int(int(epoch)?)])? == 1)
+        format!("UPDATE session_leases SET {set} WHERE session = ?1 AND owner = ?2 AND epoch = ?3");
+    Ok(db.execute(&sql, &[Arg::from(session), Arg::from(host), Arg::Int(int(epoch)?)])? == 1)
 }
 
 /// `session`'s lease row, if it was ever taken.
