@@ -10,7 +10,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{TOKEN, start};
+use common::{Running, TOKEN, start};
 use serde_json::json;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpStream;
@@ -135,16 +135,22 @@ async fn a_closed_stream_frees_its_slot_at_once() {
         assert_eq!(events.next().await.event, "asks");
         drop(events);
         // The slot is free as soon as the server sees the connection close.
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-        loop {
-            let r = s.http.get(s.url("/v1/events")).bearer_auth(TOKEN).send().await.unwrap();
-            if r.status() == 200 {
-                break;
-            }
-            assert_eq!(r.status(), 503);
-            assert!(tokio::time::Instant::now() < deadline, "the slot was not freed");
-            tokio::time::sleep(Duration::from_millis(20)).await;
+        until_a_stream_opens(&s, Duration::from_secs(5), "the slot was not freed").await;
+    }
+}
+
+/// Opens event streams (dropped at once) until one is not refused for want of a slot:
+/// with one slot, until the stream that held it ended. Panics with `never` after `within`.
+async fn until_a_stream_opens(s: &Running, within: Duration, never: &str) {
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        let r = s.http.get(s.url("/v1/events")).bearer_auth(TOKEN).send().await.unwrap();
+        if r.status() == 200 {
+            return;
         }
+        assert_eq!(r.status(), 503);
+        assert!(tokio::time::Instant::now() < deadline, "{never}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 
@@ -204,16 +210,7 @@ async fn a_stream_that_stops_reading_is_ended_past_its_backlog_and_resumes_exact
     // `/wait` answers from the host, and the feed may still be behind it: the stream is ended
     // once the feed gets more than its backlog past it. Its slot tells when, without reading
     // (a client that read now would let it catch up).
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    loop {
-        let r = s.http.get(s.url("/v1/events")).bearer_auth(TOKEN).send().await.unwrap();
-        if r.status() == 200 {
-            break;
-        }
-        assert_eq!(r.status(), 503);
-        assert!(tokio::time::Instant::now() < deadline, "the stream was never ended");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    until_a_stream_opens(&s, Duration::from_secs(60), "the stream was never ended").await;
     // Ended: what was queued for it drains, then its last chunk comes.
     let mut buf = vec![0_u8; 1 << 16];
     let body = loop {

@@ -11,7 +11,7 @@ use std::fmt;
 
 use super::state::{
     Db, Host, HostId, Lease, Local, Op, Outcome, Owned, Reply, Request, Row, Seq, Status, World,
-    seq,
+    newest, seq,
 };
 
 /// A deliberate bug in the protocol, for the checker to find (SPEC 11 "Verification").
@@ -93,6 +93,11 @@ impl Bounds {
             takes: self.takes,
             freezes: self.freezes,
         }
+    }
+
+    /// A host's deadline after a take or renewal, counted from when it was sent.
+    fn deadline(&self) -> u8 {
+        self.lease - self.margin
     }
 
     fn is(&self, m: Mutant) -> bool {
@@ -369,7 +374,7 @@ fn owner_actions(b: &Bounds, w: &World, id: HostId, h: &Host, o: &Owned, out: &m
         return;
     }
     // At a third of the lease (SPEC 11): not before, which only spends.
-    if o.deadline_in <= (b.lease - b.margin).saturating_sub(b.lease / 3) {
+    if o.deadline_in <= b.deadline().saturating_sub(b.lease / 3) {
         out.push(Action::Renew(id));
     }
     for (i, l) in o.local.iter().enumerate() {
@@ -400,21 +405,19 @@ pub fn apply(b: &Bounds, w: &World, a: Action) -> Result<World, Violation> {
         Action::Tick => w.tick(),
         Action::Accept(_) => w.db.subs.push(Row::Waiting),
         Action::Cancel(_) => {
-            let newest = seq(w.db.subs.len()) - 1;
-            w.db.cancels.push(newest);
+            w.db.cancels.push(newest(w.db.subs.len()));
         }
         Action::Try(h) => {
             w.takes -= 1;
-            // Only the mutant reads `seen` back: the protocol decides from the row in the
-            // take's own transaction. Kept only then, so the correct protocol's states do
-            // not split on a value nothing reads.
-            let seen = if b.is(Mutant::TakeoverFromStaleRead) { w.db.lease } else { Lease::FREE };
-            let deadline_in = b.lease - b.margin;
-            w.hosts[usize::from(h)].pending = Some(Request::Take { deadline_in, seen });
+            // The protocol decides from the row in the take's own transaction and keeps
+            // nothing of this read; the mutant keeps the epoch it read, and trusts it.
+            let stale_epoch = b.is(Mutant::TakeoverFromStaleRead).then_some(w.db.lease.epoch);
+            let deadline_in = b.deadline();
+            w.hosts[usize::from(h)].pending = Some(Request::Take { deadline_in, stale_epoch });
         }
         Action::Renew(h) => {
             let epoch = owned(&mut w, h).epoch;
-            let deadline_in = b.lease - b.margin;
+            let deadline_in = b.deadline();
             w.hosts[usize::from(h)].pending = Some(Request::Renew { deadline_in, epoch });
         }
         Action::Execute(h) => execute(b, &mut w, h)?,
@@ -468,7 +471,7 @@ fn apply_cancel(b: &Bounds, w: &mut World, h: HostId) {
     let o = owned(w, h);
     let row = cancels[usize::from(o.applied)];
     o.applied += 1;
-    let fed = seq(o.local.len()) - 1;
+    let fed = newest(o.local.len());
     let covers = if b.is(Mutant::WatermarkOutOfOrder) { row.min(fed) } else { row };
     o.watermark = o.watermark.max(covers);
     let watermark = o.watermark;
@@ -519,13 +522,14 @@ fn execute(b: &Bounds, w: &mut World, h: HostId) -> Result<(), Violation> {
     let request = host.pending.take().expect("enabled: a transaction was sent");
     let db = &mut w.db;
     let reply = match request {
-        Request::Take { deadline_in, seen } => {
+        Request::Take { deadline_in, stale_epoch } => {
             // Decided from the row as it is now, in this transaction; the mutant trusts the
             // earlier read.
-            let takeable = b.is(Mutant::TakeoverFromStaleRead) || db.lease_takeable();
-            if takeable {
-                let base =
-                    if b.is(Mutant::TakeoverFromStaleRead) { seen.epoch } else { db.lease.epoch };
+            let base = match stale_epoch {
+                Some(read) => Some(read),
+                None => db.lease_takeable().then_some(db.lease.epoch),
+            };
+            if let Some(base) = base {
                 db.lease = Lease { owner: Some(h), epoch: base + 1, expires_in: b.lease };
                 // Recovery for this session alone, in the same transaction: the turn that
                 // was active ends `interrupted`; waiting ones stay queued.

@@ -149,6 +149,12 @@ pub fn seq(i: usize) -> Seq {
     Seq::try_from(i + 1).expect("a model's submissions fit a u8")
 }
 
+/// The newest sequence of `n` submissions (0: none).
+#[must_use]
+pub fn newest(n: usize) -> Seq {
+    Seq::try_from(n).expect("a model's submissions fit a u8")
+}
+
 /// A write an owner makes for the session (in a transaction that checks its epoch).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Op {
@@ -163,13 +169,15 @@ pub enum Op {
 /// A transaction a host sent that the database has not executed yet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Request {
-    /// Take the lease; `seen` is the row as the host read it when it decided to try.
+    /// Take the lease.
     Take {
         /// Ticks until the deadline it gives its host if it succeeds: the lease minus the
         /// margin from when it was sent.
         deadline_in: u8,
-        /// The row it read before.
-        seen: Lease,
+        /// The epoch the host read before it tried, kept only by a take that decides from
+        /// that read (the mutant [`crate::lease::Mutant::TakeoverFromStaleRead`]); the
+        /// protocol's take decides from the row in its own transaction and keeps nothing.
+        stale_epoch: Option<u8>,
     },
     /// Extend the lease.
     Renew {
@@ -335,11 +343,6 @@ impl World {
             w.hosts[usize::from(r.apply(HostId::try_from(old).expect("fits")))] = host.clone();
         }
         w.db.lease.owner = w.db.lease.owner.map(|o| r.apply(o));
-        for h in &mut w.hosts {
-            if let Some(Request::Take { seen, .. }) = &mut h.pending {
-                seen.owner = seen.owner.map(|o| r.apply(o));
-            }
-        }
         w
     }
 
@@ -347,14 +350,13 @@ impl World {
     ///
     /// Hosts are interchangeable (no rule reads a host's number but to name it), so a world
     /// and its renamings have the same futures up to the names: the checker explores one of
-    /// them. Hosts are ordered by their state, the lease's holder first among equals. (Two
-    /// renamings of one world may still get two forms when hosts differ only in the holder
-    /// a pending take read: the search then keeps both, which costs states, never a verdict.)
+    /// them. Hosts are ordered by their state, the lease's holder first among equals (a
+    /// host's state names no host, so every renaming of a world gets the same form).
     #[must_use]
     pub fn canonical(&self) -> World {
-        let holder = |i: usize| self.db.lease.owner != Some(HostId::try_from(i).expect("fits"));
+        let not_holder = |i: usize| self.db.lease.owner != Some(HostId::try_from(i).expect("fits"));
         let mut order: Vec<usize> = (0..self.hosts.len()).collect();
-        order.sort_by(|&a, &b| (&self.hosts[a], holder(a)).cmp(&(&self.hosts[b], holder(b))));
+        order.sort_by_key(|&i| (&self.hosts[i], not_holder(i)));
         let mut to = vec![0; self.hosts.len()];
         for (new, &old) in order.iter().enumerate() {
             to[old] = HostId::try_from(new).expect("fits");

@@ -145,9 +145,7 @@ pub(crate) fn holder(db: &dyn Db, session: &str) -> Result<Option<Holder>, Store
 }
 
 fn epoch_of(value: i64) -> Result<Epoch, StoreError> {
-    u64::try_from(value)
-        .map(Epoch)
-        .map_err(|_| StoreError::Corrupt(format!("a lease's epoch is negative ({value})")))
+    super::schema::uint(value, "a lease's epoch").map(Epoch)
 }
 
 fn int(epoch: Epoch) -> Result<i64, StoreError> {
