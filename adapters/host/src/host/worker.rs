@@ -240,7 +240,7 @@ impl Worker {
         let Some(p) = self.pipelines.get_mut(lane) else { return };
         let Some(writes) = p.open.remove(session) else { return };
         let streaming = writes.iter().all(Write::is_streamed);
-        let txn = Txn { session: session.clone(), writes };
+        let txn = Txn { session: session.clone(), writes, fence: None };
         let ack = if streaming {
             None
         } else {

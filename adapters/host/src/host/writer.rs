@@ -268,7 +268,11 @@ impl Writer {
                 break;
             }
             if let Some(h) = self.held.remove(&session) {
-                self.ready.push((Txn { session, writes: h.writes }, None, Some(h.since)));
+                self.ready.push((
+                    Txn { session, writes: h.writes, fence: None },
+                    None,
+                    Some(h.since),
+                ));
             }
         }
     }
@@ -276,7 +280,7 @@ impl Writer {
     fn release_all(&mut self) {
         self.due.clear();
         for (session, h) in std::mem::take(&mut self.held) {
-            self.ready.push((Txn { session, writes: h.writes }, None, Some(h.since)));
+            self.ready.push((Txn { session, writes: h.writes, fence: None }, None, Some(h.since)));
         }
     }
 

@@ -42,6 +42,13 @@ pub(super) fn write<'a>(
 ) -> Result<(), StoreError> {
     match w {
         Write::Accept(run) => accept(plan, run),
+        Write::CommandApplied(id) => {
+            let changed = plan.execute(
+                "UPDATE session_commands SET applied = 1 WHERE id = ?1",
+                argv![int(*id, "command id")?],
+            )?;
+            plan.one(changed, move |_| format!("session_commands has no row {id}"))
+        }
         Write::Op(op) => op_(plan, op, cursors),
         Write::RawInput { message, call, raw } => {
             let changed = plan.execute(

@@ -11,17 +11,19 @@
 //! connection), `apply` (one [`StoreOp`] as SQL, planned into one batch per commit),
 //! `recovery` (ending what a stopped process left unfinished), `read` and `changes`
 //! (queries), `integrity` (what an integrity check reports), `lease` (the lease statements of
-//! several hosts, SPEC 11), `faults` (injected failures), `scratch` (throwaway PostgreSQL databases for
+//! several hosts, SPEC 11), `cluster` (what a member host writes and reads besides its owned
+//! sessions' writes: accepts, commands, takes, polls), `faults` (injected failures), `scratch` (throwaway PostgreSQL databases for
 //! tests).
 
 mod apply;
 mod changes;
+// The host runs several members on these next (SPEC 11); until then only their tests do,
+// and the expectation fails the build once the host does.
+#[cfg_attr(not(test), expect(dead_code, reason = "what member hosts will run"))]
+pub(crate) mod cluster;
 mod faults;
 mod integrity;
-// Several hosts are built on these next (SPEC 11); until then only its tests use them, and
-// the expectation fails the build once the host does.
-#[cfg_attr(not(test), expect(dead_code, reason = "the statements several hosts will run"))]
-mod lease;
+pub(crate) mod lease;
 mod location;
 #[cfg(not(madsim))]
 mod postgres;
@@ -35,6 +37,8 @@ pub(crate) mod sql;
 pub(crate) use schema::{mode_text, outcome_text};
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_cluster;
 
 use std::path::PathBuf;
 
@@ -280,6 +284,10 @@ pub(crate) struct NewRun {
 pub(crate) enum Write {
     /// Insert a new submission's ledger row (state `waiting`), creating its session if needed.
     Accept(NewRun),
+    /// Several hosts: the owner's core was fed this command row (SPEC 11), so a later take
+    /// does not feed it again.
+    #[cfg_attr(not(test), expect(dead_code, reason = "what member hosts will write"))]
+    CommandApplied(u64),
     /// A write the core asked for.
     Op(StoreOp),
     /// The host's own, right after the core's `ToolCall` write of a call whose arguments were
@@ -318,6 +326,10 @@ pub(crate) struct Txn {
     pub(crate) session: SessionId,
     /// The writes, in the core's order.
     pub(crate) writes: Vec<Write>,
+    /// Several hosts: the epoch of the lease its writer holds the session under. The commit
+    /// writes the transaction only if the lease is still the writer's at that epoch (SPEC
+    /// 11's fencing); `None` for a store of one process.
+    pub(crate) fence: Option<lease::Epoch>,
 }
 
 /// What opening a store found and did.
@@ -346,6 +358,21 @@ pub struct Store {
     /// Held for the store's life: the exclusive owner lock (a PostgreSQL store's is held by
     /// its connection).
     _lock: Option<location::OwnerLock>,
+    /// Several hosts: this host's name. The store is then shared: cursors are read from the
+    /// ledger inside each commit, other hosts' revisions come between this one's, and each
+    /// transaction with a fence is written only under its lease.
+    member: Option<String>,
+}
+
+/// What a commit wrote.
+#[derive(Debug, Default)]
+pub(crate) struct Committed {
+    /// The cursor of each outcome it recorded, in order.
+    pub(crate) cursors: Vec<Cursor>,
+    /// The transactions it left out because their lease is no longer theirs (indexes into
+    /// the batch, ascending).
+    #[cfg_attr(not(test), expect(dead_code, reason = "what member hosts will read"))]
+    pub(crate) fenced: Vec<usize>,
 }
 
 /// A connection of one of the two stores.
@@ -441,8 +468,75 @@ impl Store {
         let recovered = recovery::recover(db, &mut last_cursor, config.armed())?;
         let start = read::start(db)?;
         let revision = read::revision(db)?;
-        let store = Store { conn, config: config.clone(), last_cursor, revision, _lock: lock };
+        let store = Store {
+            conn,
+            config: config.clone(),
+            last_cursor,
+            revision,
+            _lock: lock,
+            member: None,
+        };
         Ok(Opened { store, start, recovered })
+    }
+
+    /// Opens the store as one of several hosts named `host` (SPEC 11): migrates it, and runs no
+    /// recovery (each take recovers its session). Returns the writer of the sessions this host
+    /// will own and the coordination connection ([`cluster::Coordinator`]).
+    ///
+    /// A PostgreSQL store's members share its owner lock, so a single-process host cannot open
+    /// the store while members run, nor a member while a single-process host does. A SQLite
+    /// store's members must be in one process (its lock file is not taken).
+    ///
+    /// # Errors
+    /// [`StoreError::InUse`] when a single-process host holds the store; as [`Store::open`].
+    #[cfg_attr(not(test), expect(dead_code, reason = "what member hosts will run"))]
+    pub(crate) fn open_member(
+        config: &StoreConfig,
+        host: &str,
+    ) -> Result<(Store, cluster::Coordinator), StoreError> {
+        let (conn, coordinator) = match &config.location {
+            #[cfg(not(madsim))]
+            Location::Postgres(url) => {
+                let conn = Box::new(postgres::PgConn::connect(url)?);
+                conn.lock_member()?;
+                conn.migrate()?;
+                (Conn::Postgres(conn), Conn::Postgres(Box::new(postgres::PgConn::connect(url)?)))
+            }
+            #[cfg(madsim)]
+            Location::Postgres(url) => {
+                return Err(StoreError::Corrupt(format!(
+                    "{url}: the simulator's build has no PostgreSQL store"
+                )));
+            }
+            Location::File(_) | Location::Memory(_) => {
+                let connect = || -> Result<rusqlite::Connection, StoreError> {
+                    let conn = config.location.connect(true)?;
+                    let opening = |e| StoreError::opening(&config.location, e);
+                    conn.busy_timeout(read::BUSY_TIMEOUT).map_err(opening)?;
+                    conn.pragma_update(None, "journal_mode", config.location.journal_mode())
+                        .map_err(opening)?;
+                    conn.pragma_update(None, "foreign_keys", true)?;
+                    conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
+                    Ok(conn)
+                };
+                let mut conn = connect()?;
+                schema::migrate(&mut conn)?;
+                (Conn::Sqlite(conn), Conn::Sqlite(connect()?))
+            }
+        };
+        let db = conn.db();
+        let last_cursor = read::newest_cursor(db)?.0;
+        let revision = read::revision(db)?;
+        let store = Store {
+            conn,
+            config: config.clone(),
+            last_cursor,
+            revision,
+            _lock: None,
+            member: Some(host.to_owned()),
+        };
+        let coordinator = cluster::Coordinator::new(coordinator, host.to_owned(), config.armed());
+        Ok((store, coordinator))
     }
 
     /// Group commit: applies every write of every transaction, in order, in one SQLite
@@ -457,23 +551,34 @@ impl Store {
     /// timeout; the host retries with backoff); [`StoreError::Corrupt`] for a write that does
     /// not fit the store; injected faults.
     pub(crate) fn commit(&mut self, txns: &[Txn]) -> Result<Vec<Cursor>, StoreError> {
+        self.commit_fenced(txns).map(|c| c.cursors)
+    }
+
+    /// [`Store::commit`], saying also which transactions their fences left out (several
+    /// hosts, SPEC 11: a transaction whose lease is no longer its writer's at its epoch is not
+    /// written, and everything else is).
+    ///
+    /// # Errors
+    /// As [`Store::commit`].
+    pub(crate) fn commit_fenced(&mut self, txns: &[Txn]) -> Result<Committed, StoreError> {
         let fault = self.config.faults.as_ref().and_then(Faults::on_commit);
         if let Some(f) = fault.filter(|f| !f.after_apply()) {
             return Err(f.error());
         }
         let db = self.conn.db();
-        let result = apply_all(db, txns, self.last_cursor, self.revision, fault);
+        let last = (self.last_cursor, self.revision);
+        let result = apply_all(db, txns, last, fault, self.member.as_deref());
         if result.is_err() {
             // A failure after BEGIN (a write, an injected fault, COMMIT itself): undo it all,
             // so the next commit can begin. The rollback's own error adds nothing.
             db.rollback();
         }
-        let (cursors, revision) = result?;
+        let (committed, revision) = result?;
         self.revision = revision;
-        if let Some(last) = cursors.last() {
+        if let Some(last) = committed.cursors.last() {
             self.last_cursor = last.0;
         }
-        Ok(cursors)
+        Ok(committed)
     }
 
     /// The newest revision committed: every row a commit changed carries its revision.
@@ -520,25 +625,57 @@ impl Store {
 /// Applies and commits `txns` in one transaction; returns the cursors it assigned and its
 /// revision. On an error the transaction is left open for the caller to roll back. BEGIN and
 /// COMMIT are cached statements like every other, so a commit compiles nothing.
+///
+/// A member of several hosts (`member`, its name) shares the store: its cursors continue the
+/// ledger's as this transaction finds it (every writer advances the revision first, so no
+/// other commit runs between that read and this commit), and each transaction with a fence is
+/// written only if its lease is still this host's at that epoch (`lease::fence`, which holds
+/// the lease row until the commit, so no take slips in between).
 fn apply_all(
     db: &dyn Db,
     txns: &[Txn],
-    last_cursor: u64,
-    last_revision: u64,
+    (last_cursor, last_revision): (u64, u64),
     fault: Option<Fault>,
-) -> Result<(Vec<Cursor>, u64), StoreError> {
+    member: Option<&str>,
+) -> Result<(Committed, u64), StoreError> {
     db.begin_write()?;
     let revision = schema::bump_revision(db)?;
-    if revision != last_revision + 1 {
-        // Another writer committed to this store: the owner lock was bypassed.
-        return Err(StoreError::Corrupt(format!(
-            "the store's revision is {revision}, expected {}: another process wrote to it",
-            last_revision + 1
-        )));
+    let last_cursor = match member {
+        Some(_) => read::newest_cursor(db)?.0,
+        None if revision != last_revision + 1 => {
+            // Another writer committed to this store: the owner lock was bypassed.
+            return Err(StoreError::Corrupt(format!(
+                "the store's revision is {revision}, expected {}: another process wrote to it",
+                last_revision + 1
+            )));
+        }
+        None => last_cursor,
+    };
+    let mut fenced = Vec::new();
+    if let Some(host) = member {
+        let mut checked: Vec<(&SessionId, lease::Epoch, bool)> = Vec::new();
+        for (i, txn) in txns.iter().enumerate() {
+            let Some(epoch) = txn.fence else { continue };
+            let known = checked.iter().find(|(s, e, _)| *s == &txn.session && *e == epoch);
+            let holds = match known {
+                Some((_, _, holds)) => *holds,
+                None => {
+                    let holds = lease::fence(db, txn.session.as_str(), host, epoch)?;
+                    checked.push((&txn.session, epoch, holds));
+                    holds
+                }
+            };
+            if !holds {
+                fenced.push(i);
+            }
+        }
     }
     let mut cursors = apply::Cursors { last: last_cursor, assigned: Vec::new() };
     let mut plan = apply::Plan::new();
-    for txn in txns {
+    for (i, txn) in txns.iter().enumerate() {
+        if fenced.contains(&i) {
+            continue;
+        }
         for w in &txn.writes {
             apply::write(&mut plan, w, &mut cursors)?;
         }
@@ -547,6 +684,10 @@ fn apply_all(
     if let Some(f) = fault {
         return Err(f.error());
     }
+    if member.is_some() && !cursors.assigned.is_empty() {
+        // The other hosts' waiters and streams hear of these outcomes now, not at their poll.
+        db.notify(cluster::CHANNEL, &revision.to_string())?;
+    }
     db.commit()?;
-    Ok((cursors.assigned, revision))
+    Ok((Committed { cursors: cursors.assigned, fenced }, revision))
 }

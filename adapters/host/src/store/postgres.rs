@@ -139,6 +139,26 @@ impl PgConn {
         }
     }
 
+    /// Takes the owner lock shared, for this connection's life: the lock of one of several
+    /// hosts (SPEC 11). Members share it; a single-process host's exclusive lock excludes
+    /// them, and theirs excludes it. Tried as [`PgConn::lock_owner`] is.
+    ///
+    /// # Errors
+    /// [`StoreError::InUse`] when a single-process host holds the store.
+    pub(crate) fn lock_member(&self) -> Result<(), StoreError> {
+        let deadline = std::time::Instant::now() + OWNER_WAIT;
+        loop {
+            let sql = "SELECT pg_try_advisory_lock_shared(?1)";
+            if self.scalar(sql, &[Arg::Int(OWNER_LOCK)])? == Some(1) {
+                return Ok(());
+            }
+            if std::time::Instant::now() >= deadline {
+                return Err(StoreError::InUse);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
+
     /// Brings the schema to the newest version, one transaction per migration.
     ///
     /// # Errors
@@ -333,6 +353,11 @@ impl Db for PgConn {
         Ok(())
     }
 
+    fn notify(&self, channel: &str, payload: &str) -> Result<(), StoreError> {
+        self.rows("SELECT 1 FROM pg_notify(?1, ?2)", &[Arg::from(channel), Arg::from(payload)])
+            .map(drop)
+    }
+
     fn rollback(&self) {
         let mut inner = self.lock();
         if inner.in_transaction {
@@ -507,7 +532,7 @@ impl ToSql for Arg<'_> {
 
 /// The migrations, in order, with the meaning of the SQLite store's (`schema`): index `i`
 /// takes version `i` to `i + 1`.
-const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5];
+const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6];
 
 const V1: &str = r#"
 CREATE TABLE sessions (
@@ -681,6 +706,22 @@ CREATE TABLE session_leases (
     epoch BIGINT NOT NULL CHECK (epoch > 0),
     expires_ms BIGINT NOT NULL
 )
+"#;
+
+const V6: &str = r#"
+CREATE TABLE session_commands (
+    id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    session TEXT NOT NULL,
+    kind TEXT NOT NULL CHECK (kind IN ('cancel', 'cancel_run', 'clear_queue', 'summarize')),
+    up_to BIGINT NULL,
+    run_id TEXT NULL,
+    applied BIGINT NOT NULL DEFAULT 0 CHECK (applied IN (0, 1)),
+    CHECK ((kind = 'cancel_run') = (run_id IS NOT NULL))
+);
+CREATE INDEX session_commands_pending ON session_commands (session, id) WHERE applied = 0;
+ALTER TABLE runs ADD COLUMN accepted_by TEXT NULL;
+CREATE INDEX runs_unfinished_session ON runs (session, seq) WHERE state <> 'finished';
+INSERT INTO counters (name, value) VALUES ('message_block', NULL)
 "#;
 
 #[cfg(test)]

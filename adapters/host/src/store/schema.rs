@@ -34,6 +34,14 @@
 //! Version 5 adds `session_leases`: which host holds a session's lease when several hosts
 //! share one store, its epoch, and its expiry by the database's clock (SPEC 11, `lease.rs`;
 //! one process never reads it).
+//!
+//! Version 6 adds what several hosts need beyond the lease (SPEC 11, `cluster.rs`):
+//! `session_commands`, the cancels, `cancel_run`s, queue clears and summarize requests a host
+//! accepted for a session another host may own, each with the session's newest sequence when
+//! it committed (`up_to`, its watermark) and whether the owner applied it; `runs.accepted_by`,
+//! the host that wrote a submission's row (placement prefers it); and the `message_block`
+//! counter, from which each take of a session reserves a block of message ids of its own, so
+//! the cores of several hosts never hand out one id twice. One process never reads them.
 
 use rusqlite::{Connection, TransactionBehavior};
 use turnstile_core::{Mode, Outcome};
@@ -42,7 +50,7 @@ use super::StoreError;
 use super::sql::Db;
 
 /// The migrations, in order: index `i` takes version `i` to `i + 1`.
-pub(super) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5];
+pub(super) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6];
 
 /// Version 1: sessions, messages, tool calls and results, the run ledger, counters.
 const V1: &str = r#"
@@ -236,6 +244,24 @@ CREATE TABLE session_leases (
     epoch INTEGER NOT NULL CHECK (epoch > 0),
     expires_ms INTEGER NOT NULL
 );
+"#;
+
+/// Version 6: commands accepted for a session another host may own, the accepting host of a
+/// submission, and the message-id blocks of takes (SPEC 11, `cluster.rs`).
+const V6: &str = r#"
+CREATE TABLE session_commands (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    session TEXT NOT NULL,
+    kind TEXT NOT NULL CHECK (kind IN ('cancel', 'cancel_run', 'clear_queue', 'summarize')),
+    up_to INTEGER NULL,
+    run_id TEXT NULL,
+    applied INTEGER NOT NULL DEFAULT 0 CHECK (applied IN (0, 1)),
+    CHECK ((kind = 'cancel_run') = (run_id IS NOT NULL))
+);
+CREATE INDEX session_commands_pending ON session_commands (session, id) WHERE applied = 0;
+ALTER TABLE runs ADD COLUMN accepted_by TEXT NULL;
+CREATE INDEX runs_unfinished_session ON runs (session, seq) WHERE state <> 'finished';
+INSERT INTO counters (name, value) VALUES ('message_block', NULL);
 "#;
 
 /// Advances the change order by one inside the caller's (writing) transaction; every row the

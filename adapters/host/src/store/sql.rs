@@ -258,6 +258,16 @@ pub(crate) trait Db {
     /// Ends a transaction without its changes, if one is open; never fails (a connection
     /// whose rollback fails is broken, and its next statement says so).
     fn rollback(&self);
+
+    /// Notifies the listeners of `channel` with `payload` when the transaction commits
+    /// (PostgreSQL's `NOTIFY`; several hosts in one process, on SQLite, poll instead).
+    ///
+    /// # Errors
+    /// The database's error.
+    fn notify(&self, channel: &str, payload: &str) -> Result<(), StoreError> {
+        let _ = (channel, payload);
+        Ok(())
+    }
 }
 
 /// Runs `f` in one reading snapshot of `db`.

@@ -19,20 +19,20 @@ use turnstile_core::{HISTORY_REPAIR_RESULT, RECOVERY_MESSAGE};
 
 /// Which store a conformance test runs on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Kind {
+pub(super) enum Kind {
     Sqlite,
     Postgres,
 }
 
 /// Where a test's store lives: a scratch directory (SQLite's file, and files the test writes)
 /// and, for PostgreSQL, a scratch database.
-struct Scratch {
+pub(super) struct Scratch {
     dir: tempfile::TempDir,
-    database: Option<ScratchDatabase>,
+    pub(super) database: Option<ScratchDatabase>,
 }
 
 impl Scratch {
-    fn new(kind: Kind) -> Scratch {
+    pub(super) fn new(kind: Kind) -> Scratch {
         let database = match kind {
             Kind::Sqlite => None,
             Kind::Postgres => Some(ScratchDatabase::create().unwrap_or_else(|e| panic!("{e}"))),
@@ -49,7 +49,7 @@ impl Scratch {
     }
 }
 
-fn config(dir: &Scratch) -> StoreConfig {
+pub(super) fn config(dir: &Scratch) -> StoreConfig {
     match &dir.database {
         Some(db) => StoreConfig::at(Location::Postgres(db.url().to_owned())),
         None => StoreConfig::new(dir.path().join("store.db")),
@@ -107,7 +107,7 @@ fn postgres_a_newer_schema_is_refused_with_a_clear_message() {
     let err = Store::open(&config(&dir)).expect_err("newer");
     assert_eq!(
         err.to_string(),
-        "store schema version 99 is newer than this turnstile supports (5)"
+        "store schema version 99 is newer than this turnstile supports (6)"
     );
 }
 
@@ -132,7 +132,7 @@ both_stores!(
     the_end_of_a_summary_changes_its_session_so_streams_see_it_stop_summarizing,
 );
 
-fn sid(s: &str) -> SessionId {
+pub(super) fn sid(s: &str) -> SessionId {
     SessionId::new(s)
 }
 
@@ -147,19 +147,19 @@ fn new_run(session: &str, seq: u64, run_id: Option<&str>, prompt: &str) -> Write
     })
 }
 
-fn txn(session: &str, writes: Vec<Write>) -> Txn {
-    Txn { session: sid(session), writes }
+pub(super) fn txn(session: &str, writes: Vec<Write>) -> Txn {
+    Txn { session: sid(session), writes, fence: None }
 }
 
-fn ops(session: &str, ops: Vec<StoreOp>) -> Txn {
+pub(super) fn ops(session: &str, ops: Vec<StoreOp>) -> Txn {
     txn(session, ops.into_iter().map(Write::Op).collect())
 }
 
-fn activated(session: &str, seq: u64) -> StoreOp {
+pub(super) fn activated(session: &str, seq: u64) -> StoreOp {
     StoreOp::LedgerActivated { session: sid(session), seq: Seq(seq), turn: TurnId(1) }
 }
 
-fn user(session: &str, seq: u64, id: u64, text: &str) -> StoreOp {
+pub(super) fn user(session: &str, seq: u64, id: u64, text: &str) -> StoreOp {
     StoreOp::UserMessage {
         session: sid(session),
         seq: Seq(seq),
@@ -170,7 +170,7 @@ fn user(session: &str, seq: u64, id: u64, text: &str) -> StoreOp {
     }
 }
 
-fn assistant(session: &str, seq: u64, id: u64) -> StoreOp {
+pub(super) fn assistant(session: &str, seq: u64, id: u64) -> StoreOp {
     StoreOp::AssistantMessage {
         session: sid(session),
         seq: Seq(seq),
@@ -184,7 +184,7 @@ fn text(session: &str, seq: u64, id: u64, t: &str) -> StoreOp {
     StoreOp::AppendText { session: sid(session), seq: Seq(seq), id: MessageId(id), text: t.into() }
 }
 
-fn tool_call(session: &str, seq: u64, id: u64, call: &str) -> StoreOp {
+pub(super) fn tool_call(session: &str, seq: u64, id: u64, call: &str) -> StoreOp {
     StoreOp::ToolCall {
         session: sid(session),
         seq: Seq(seq),
@@ -223,7 +223,7 @@ fn finished(session: &str, seq: u64, id: u64, finish: MessageFinish) -> StoreOp 
 
 /// A real completion (only the core builds them): the submission `seq` of `session`,
 /// cancelled before it ran.
-fn cancelled(session: &str, seq: u64, run_id: Option<&str>) -> Completion {
+pub(super) fn cancelled(session: &str, seq: u64, run_id: Option<&str>) -> Completion {
     let start = Start { next_seq: Some(Seq(seq)), ..Start::default() };
     let mut engine = Engine::new(Config::default(), start).unwrap();
     let mut submit = Submit::new(session, "x");
@@ -243,7 +243,7 @@ fn cancelled(session: &str, seq: u64, run_id: Option<&str>) -> Completion {
     c
 }
 
-fn outcome(c: Completion) -> StoreOp {
+pub(super) fn outcome(c: Completion) -> StoreOp {
     StoreOp::LedgerOutcome { completion: c }
 }
 
@@ -337,7 +337,7 @@ fn open_creates_the_schema_and_reopen_keeps_the_data(kind: Kind) {
             .int(0)
             .unwrap(),
     };
-    assert_eq!(version, 5);
+    assert_eq!(version, 6);
     assert_eq!(reader.messages(&sid("s")).unwrap()[0].text, "hi");
     let activity = reader.activity(false).unwrap();
     let messages = reader.messages(&sid("s")).unwrap().len() as u64;
@@ -448,7 +448,7 @@ fn a_newer_schema_is_refused_with_a_clear_message() {
     assert!(matches!(err, StoreError::Corrupt(_)));
     assert_eq!(
         err.to_string(),
-        "store schema version 99 is newer than this turnstile supports (5)"
+        "store schema version 99 is newer than this turnstile supports (6)"
     );
 }
 
@@ -1230,7 +1230,9 @@ fn drive_turn(engine: &mut Engine, store: &mut Store, submit: &Submit) -> (Vec<C
                         attachments: submit.attachments.clone(),
                     };
                     // Durable before the reply is answered.
-                    store.commit(&[Txn { session, writes: vec![Write::Accept(run)] }]).unwrap();
+                    store
+                        .commit(&[Txn { session, writes: vec![Write::Accept(run)], fence: None }])
+                        .unwrap();
                 }
                 OutputKind::Prepare { session, seq } => inbox.push_back(Input::Prepared {
                     session,
@@ -1275,7 +1277,7 @@ fn drive_turn(engine: &mut Engine, store: &mut Store, submit: &Submit) -> (Vec<C
                 }
                 OutputKind::Commit { session } => {
                     let writes = pending.remove(&session).unwrap_or_default();
-                    store.commit(&[Txn { session, writes }]).unwrap();
+                    store.commit(&[Txn { session, writes, fence: None }]).unwrap();
                     commits += 1;
                 }
                 OutputKind::Finished(c) => done.push(c),
