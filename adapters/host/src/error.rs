@@ -209,6 +209,9 @@ pub enum OpenError {
     /// The engine refused the configuration or the ledger's start state; `Display` is the
     /// core's.
     Engine(HostError),
+    /// The configuration asks for something a member of several hosts does not offer
+    /// (SPEC 11): "several hosts: `<what>`".
+    Member(&'static str),
     /// The flight recorder's file could not be created or written: "cannot `<action>`
     /// `<path>`: `<error>`" ("cannot create the trace file ...").
     Trace {
@@ -226,6 +229,7 @@ impl std::fmt::Display for OpenError {
         match self {
             OpenError::Store(e) => write!(f, "{e}"),
             OpenError::Engine(e) => write!(f, "{e}"),
+            OpenError::Member(what) => write!(f, "several hosts: {what}"),
             OpenError::Trace { path, action, source } => {
                 write!(f, "cannot {action} {}: {source}", path.display())
             }
@@ -238,6 +242,7 @@ impl std::error::Error for OpenError {
         match self {
             OpenError::Store(e) => Some(e),
             OpenError::Engine(e) => Some(e),
+            OpenError::Member(_) => None,
             OpenError::Trace { source, .. } => Some(source),
         }
     }

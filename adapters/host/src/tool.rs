@@ -147,6 +147,11 @@ impl ToolSet {
         self
     }
 
+    /// Whether the `agent` tool is offered.
+    pub(crate) fn offers_agent(&self) -> bool {
+        self.agent
+    }
+
     /// The set with the `agent` tool offered: a call starts a sub-agent in a child session,
     /// whose turn the host drives like any other; its end is the call's result (SPEC 4.11).
     /// Replaces a [`Tool`] named `agent`.

@@ -29,13 +29,16 @@ use turnstile_core::{
     RunId, Seq, SessionId, StepEvent, StoreOp, Submit, TimerId, TimerPurpose,
 };
 
+use super::cores::{Cores, input_session};
 use super::log::{self as named, Failure};
+use super::member::{MemberMsg, Work};
 use super::worker::{Action, Lane, Routed, WorkerMsg};
 use super::writer::WriteReq;
 use super::{Command, Msg, Submitted};
 use crate::error::{InvalidRequest, Stopped, SubmitError};
 use crate::events::{Hub, Update};
-use crate::store::NewRun;
+use crate::store::lease::Epoch;
+use crate::store::{NewRun, Write};
 
 /// The core engine, optionally recording every input to a trace (the flight recorder).
 pub(crate) enum Driver {
@@ -62,7 +65,7 @@ impl FlightSink {
 }
 
 impl Driver {
-    fn handle(&mut self, now: Millis, input: Input) -> Result<(), HostError> {
+    pub(crate) fn handle(&mut self, now: Millis, input: Input) -> Result<(), HostError> {
         match self {
             Driver::Plain(e) => e.handle(now, input),
             Driver::Recording { recorder, sink } => {
@@ -76,14 +79,14 @@ impl Driver {
         }
     }
 
-    fn poll_output(&mut self) -> Option<Output> {
+    pub(crate) fn poll_output(&mut self) -> Option<Output> {
         match self {
             Driver::Plain(e) => e.poll_output(),
             Driver::Recording { recorder, .. } => recorder.poll_output(),
         }
     }
 
-    fn engine(&self) -> &Engine {
+    pub(crate) fn engine(&self) -> &Engine {
         match self {
             Driver::Plain(e) => e,
             Driver::Recording { recorder, .. } => recorder.engine(),
@@ -94,12 +97,16 @@ impl Driver {
 /// Who waits for the reply of the input being handled.
 enum Caller {
     None,
+    /// A member fed its core a submission or command from the ledger (SPEC 11): the caller
+    /// was answered by the host that wrote the row.
+    Ledger,
     Submit(Submit, oneshot::Sender<Result<Submitted, SubmitError>>),
     Summarize(oneshot::Sender<Result<(), SubmitError>>),
 }
 
 pub(crate) struct EngineTask {
-    pub(crate) driver: Driver,
+    /// The one engine of the store, or a member's engine per owned session.
+    pub(crate) cores: Cores,
     pub(crate) started: Instant,
     pub(crate) inbox: mpsc::Receiver<Msg>,
     pub(crate) workers: Vec<mpsc::UnboundedSender<WorkerMsg>>,
@@ -108,7 +115,9 @@ pub(crate) struct EngineTask {
     pub(crate) health: watch::Receiver<Option<Stopped>>,
     /// Armed timers with their deadlines and purposes: at most one per aborting turn or backoff
     /// and one per streaming attempt (its watchdog, SPEC 4.5), plus the shutdown deadline.
-    pub(crate) timers: BTreeMap<TimerId, (Millis, TimerPurpose)>,
+    /// Keyed by the owned session whose engine armed it (a member's engines each number their
+    /// timers), `None` for the one engine.
+    pub(crate) timers: BTreeMap<(Option<SessionId>, TimerId), (Millis, TimerPurpose)>,
     /// The RunIds of unfinished submissions accepted by this engine, for the logs' `run_id`
     /// field; entered at acceptance, left at the submission's `Finished`.
     pub(crate) run_ids: BTreeMap<Seq, RunId>,
@@ -158,7 +167,7 @@ impl EngineTask {
                 // The engine failed for good, or the store did.
                 break;
             }
-            if self.driver.engine().is_stopped() && !self.stopping.is_empty() {
+            if self.cores.is_stopped() && !self.stopping.is_empty() {
                 self.finish_shutdown().await;
                 return;
             }
@@ -192,18 +201,20 @@ impl EngineTask {
 
     fn fire_due(&mut self) {
         let now = self.now();
-        let due: Vec<TimerId> =
-            self.timers.iter().filter(|(_, (d, _))| *d <= now).map(|(t, _)| *t).collect();
-        for timer in due {
-            let purpose = self.timers.remove(&timer).map(|(_, purpose)| purpose);
+        let due: Vec<(Option<SessionId>, TimerId)> =
+            self.timers.iter().filter(|(_, (d, _))| *d <= now).map(|(k, _)| k.clone()).collect();
+        for key in due {
+            let purpose = self.timers.remove(&key).map(|(_, purpose)| purpose);
+            let (scope, timer) = key;
             trace!(timer = timer.0, ?purpose, "timer fired");
-            self.transition(Input::TimerFired { timer }, Caller::None, purpose);
+            self.transition(scope.as_ref(), Input::TimerFired { timer }, Caller::None, purpose);
         }
     }
 
     fn on_msg(&mut self, msg: Msg) {
         match msg {
             Msg::Input(input) => self.feed(input, Caller::None),
+            Msg::Member(m) => self.on_member(m),
             Msg::Command(cmd) => match cmd {
                 Command::Submit(submit, reply) => {
                     let run_id = submit.run_id.as_ref().map(RunId::as_str);
@@ -227,19 +238,33 @@ impl EngineTask {
                     self.feed(Input::Summarize { session }, Caller::Summarize(reply));
                 }
                 Command::IsBusy(session, reply) => {
-                    let _ = reply.send(self.driver.engine().is_busy(&session));
+                    let busy = self.cores.engine_of(&session).is_some_and(|e| e.is_busy(&session));
+                    let _ = reply.send(busy);
                 }
                 Command::BeginWork(call, reply) => {
                     self.feed(Input::ToolStarted { call: call.clone() }, Caller::None);
-                    let began = self.driver.engine().is_tool_started(&call);
+                    let began = self.cores.is_tool_started(&call);
                     debug!(session = %call.session, call = call.call.as_str(), began, "tool work");
                     let _ = reply.send(began);
                 }
                 Command::Shutdown(reply) => {
                     info!("shutdown requested");
                     self.stopping.push(reply);
-                    if !self.driver.engine().is_stopped() {
-                        self.feed(Input::Shutdown, Caller::None);
+                    match self.cores.begin_shutdown() {
+                        None if !self.cores.is_stopped() => {
+                            self.feed(Input::Shutdown, Caller::None);
+                        }
+                        None => {}
+                        Some(owned) => {
+                            for session in owned {
+                                self.transition(
+                                    Some(&session),
+                                    Input::Shutdown,
+                                    Caller::None,
+                                    None,
+                                );
+                            }
+                        }
                     }
                 }
             },
@@ -248,13 +273,126 @@ impl EngineTask {
 
     /// One transition of an input that is not a timer's firing.
     fn feed(&mut self, input: Input, caller: Caller) {
-        self.transition(input, caller, None);
+        self.transition(None, input, caller, None);
     }
 
-    /// One transition: handle the input, then route every output it produced. `fired` is the
-    /// purpose of the timer whose firing the input reports (for the logs).
-    fn transition(&mut self, input: Input, mut caller: Caller, fired: Option<TimerPurpose>) {
+    /// A member's coordination (SPEC 11): a session taken, new work for it, or a session that
+    /// is no longer this host's.
+    fn on_member(&mut self, m: MemberMsg) {
+        match m {
+            MemberMsg::Adopt { session, epoch, next_message, work } => {
+                if self.cores.adopt(&session, epoch, next_message) {
+                    info!(session = %session, epoch = epoch.0, "session taken: its core starts");
+                    self.feed_work(&session, work);
+                }
+            }
+            MemberMsg::Feed { session, epoch, work } => {
+                if self.cores.runs_at(&session, epoch) {
+                    self.feed_work(&session, work);
+                }
+            }
+            MemberMsg::Drop { session, epoch } => self.drop_session(&session, epoch),
+            MemberMsg::ReleaseIfIdle { session, epoch, reply } => {
+                let idle = self.cores.runs_at(&session, epoch)
+                    && self
+                        .cores
+                        .engine_of(&session)
+                        .is_some_and(|e| !e.is_busy(&session) && e.queue_len(&session) == 0);
+                if idle {
+                    self.cores.drop_session(&session, epoch);
+                    self.forget(&session);
+                    info!(session = %session, epoch = epoch.0, "idle session released");
+                }
+                let _ = reply.send(idle);
+            }
+        }
+    }
+
+    /// Feeds an owned session's core what was accepted for it, in the ledger's order. A
+    /// command is marked applied in the session's open transaction first, so the mark commits
+    /// with the command's own writes (or alone, right after, when it wrote nothing).
+    fn feed_work(&mut self, session: &SessionId, work: Vec<Work>) {
+        for w in work {
+            match w {
+                Work::Submit(run) => {
+                    let input = Input::Submit(run.submit());
+                    self.transition(Some(session), input, Caller::Ledger, None);
+                }
+                Work::Command(c) => {
+                    use crate::store::cluster::CommandKind;
+                    self.send_now(session, Action::Write(Write::CommandApplied(c.id)));
+                    let input = match c.kind {
+                        // A watermark of none: the session had nothing when it was cancelled.
+                        CommandKind::Cancel => c.up_to.map(|up_to| Input::Cancel {
+                            session: session.clone(),
+                            up_to: Some(up_to),
+                        }),
+                        CommandKind::CancelRun(run_id) => Some(Input::CancelRun { run_id }),
+                        CommandKind::ClearQueue => {
+                            Some(Input::ClearQueue { session: session.clone() })
+                        }
+                        CommandKind::Summarize => {
+                            Some(Input::Summarize { session: session.clone() })
+                        }
+                    };
+                    info!(session = %session, command = c.id, up_to = c.up_to.map(|s| s.0), "command applied");
+                    if let Some(input) = input {
+                        self.transition(Some(session), input, Caller::Ledger, None);
+                    }
+                    self.send_now(session, Action::CommitOpen);
+                }
+            }
+        }
+    }
+
+    /// Drops a session that is no longer this host's at `epoch`: its core and timers are
+    /// forgotten and its worker aborts its IO and discards what it had not written (SPEC 11:
+    /// nothing more is written for it).
+    fn drop_session(&mut self, session: &SessionId, epoch: Epoch) {
+        if !self.cores.drop_session(session, epoch) {
+            return;
+        }
+        warn!(session = %session, epoch = epoch.0, "session dropped: its lease is no longer this host's");
+        self.forget(session);
+    }
+
+    /// Forgets what the engine task kept for a session whose core is gone.
+    fn forget(&mut self, session: &SessionId) {
+        self.timers.retain(|(scope, _), _| scope.as_ref() != Some(session));
+        self.known.remove(session);
+        self.attempts.remove(session);
+        let lane = Lane(session.clone());
+        let w = self.worker_of(&lane);
+        let _ = self.workers[w].send(WorkerMsg::Drop(lane));
+    }
+
+    /// Routes one action of `session` to its worker at once.
+    fn send_now(&self, session: &SessionId, action: Action) {
+        let mut batches: Vec<Vec<Routed>> = (0..self.workers.len()).map(|_| Vec::new()).collect();
+        self.route(&mut batches, session.clone(), action);
+        for (w, batch) in batches.into_iter().enumerate() {
+            if !batch.is_empty() {
+                let _ = self.workers[w].send(WorkerMsg::Actions(batch));
+            }
+        }
+    }
+
+    /// One transition: handle the input (in the engine of `scope`, or of the input's session),
+    /// then route every output it produced. `fired` is the purpose of the timer whose firing
+    /// the input reports (for the logs).
+    fn transition(
+        &mut self,
+        scope: Option<&SessionId>,
+        input: Input,
+        mut caller: Caller,
+        fired: Option<TimerPurpose>,
+    ) {
         let now = self.now();
+        // The key of the timers this transition arms: the session whose engine handles it.
+        let timer_scope = match &self.cores {
+            Cores::One(_) => None,
+            Cores::Owned(_) => scope.or_else(|| input_session(&input)).cloned(),
+        };
         let mut failure = self.log_input(&input);
         let watchdog = matches!(fired, Some(TimerPurpose::StreamIdle { .. }));
         // What a backoff armed in this transition retries after (SPEC 4.5), for the live
@@ -262,7 +400,7 @@ impl EngineTask {
         let failed = match &input {
             Input::Step { event: StepEvent::Failed { error }, .. } => Some(error.message.clone()),
             _ if watchdog => Some(turnstile_core::stream_idle_message(
-                self.driver.engine().config().stream_idle_timeout_ms,
+                self.cores.config().stream_idle_timeout_ms,
             )),
             _ => None,
         };
@@ -276,36 +414,39 @@ impl EngineTask {
             }
             _ => None,
         };
-        if let Err(e) = self.driver.handle(now, input) {
-            // Host misuse (a request that does not fit this engine, or a bug in this host)
-            // leaves the engine unchanged; a failure (a bug in the core, a counter at its
-            // maximum) fails it for good. Either way nothing was decided: tell the caller, and
-            // stop on a failure.
-            let failed = matches!(e, HostError::Internal(_) | HostError::Exhausted { .. });
-            if failed {
-                error!(error = %e, "engine failed for good");
-            } else {
-                warn!(error = %e, "engine refused an input");
+        let outputs = match self.cores.handle(scope, now, input) {
+            Ok(outputs) => outputs,
+            Err(e) => {
+                // Host misuse (a request that does not fit this engine, or a bug in this host)
+                // leaves the engine unchanged; a failure (a bug in the core, a counter at its
+                // maximum) fails it for good. Either way nothing was decided: tell the caller, and
+                // stop on a failure.
+                let failed = matches!(e, HostError::Internal(_) | HostError::Exhausted { .. });
+                if failed {
+                    error!(error = %e, "engine failed for good");
+                } else {
+                    warn!(error = %e, "engine refused an input");
+                }
+                let answer = if failed {
+                    SubmitError::Stopped(Stopped::Engine(e.clone()))
+                } else {
+                    SubmitError::Invalid(InvalidRequest::Refused(e.clone()))
+                };
+                match caller {
+                    Caller::Submit(_, reply) => drop(reply.send(Err(answer))),
+                    Caller::Summarize(reply) => drop(reply.send(Err(answer))),
+                    Caller::None | Caller::Ledger => {}
+                }
+                if failed {
+                    self.hub.stop(&Stopped::Engine(e));
+                }
+                return;
             }
-            let answer = if failed {
-                SubmitError::Stopped(Stopped::Engine(e.clone()))
-            } else {
-                SubmitError::Invalid(InvalidRequest::Refused(e.clone()))
-            };
-            match caller {
-                Caller::Submit(_, reply) => drop(reply.send(Err(answer))),
-                Caller::Summarize(reply) => drop(reply.send(Err(answer))),
-                Caller::None => {}
-            }
-            if failed {
-                self.hub.stop(&Stopped::Engine(e));
-            }
-            return;
-        }
+        };
         let mut batches: Vec<Vec<Routed>> = (0..self.workers.len()).map(|_| Vec::new()).collect();
         let mut touched: Vec<SessionId> = Vec::new();
         let mut ended: Vec<SessionId> = Vec::new();
-        while let Some(out) = self.driver.poll_output() {
+        for out in outputs {
             if let Some(s) = out.kind.session()
                 && !touched.contains(s)
             {
@@ -320,10 +461,10 @@ impl EngineTask {
                         let delay_ms = deadline.0.saturating_sub(now.0);
                         self.retrying(&mut batches, session.clone(), delay_ms, reason);
                     }
-                    self.timers.insert(timer, (deadline, purpose));
+                    self.timers.insert((timer_scope.clone(), timer), (deadline, purpose));
                 }
                 OutputKind::CancelTimer { timer } => {
-                    self.timers.remove(&timer);
+                    self.timers.remove(&(timer_scope.clone(), timer));
                 }
                 OutputKind::Stopped => {}
                 kind => {
@@ -435,7 +576,7 @@ impl EngineTask {
                     "submission rejected"
                 );
                 let result = Err(SubmitError::Rejected(error));
-                match self.driver.engine().run_session(&run_id).cloned() {
+                match self.cores.run_session(&run_id).cloned() {
                     Some(session) => self.route(batches, session, Action::Reply { reply, result }),
                     None => drop(reply.send(result)),
                 }
@@ -457,6 +598,25 @@ impl EngineTask {
                 info!(session = %session, "summarization accepted");
                 let _ = reply.send(Ok(()));
             }
+            // A member's core was fed from the ledger: the host that wrote the row answered.
+            (Reply::Accepted { session, seq, run_id, mode }, Caller::Ledger) => {
+                info!(
+                    session = %session,
+                    seq = seq.0,
+                    run_id = run_id.as_ref().map(RunId::as_str),
+                    mode = named::mode(mode),
+                    "submission accepted"
+                );
+                if let Some(run_id) = run_id {
+                    self.run_ids.insert(seq, run_id);
+                }
+            }
+            (Reply::Rejected { error }, Caller::Ledger) => {
+                warn!(reason = %error, "a request from the ledger was refused");
+            }
+            (Reply::Summarizing { session }, Caller::Ledger) => {
+                info!(session = %session, "summarization accepted");
+            }
             (reply, other) => {
                 debug_assert!(false, "a reply {reply:?} without its caller");
                 *caller = other;
@@ -468,7 +628,8 @@ impl EngineTask {
     fn route(&self, batches: &mut [Vec<Routed>], session: SessionId, action: Action) {
         let lane = Lane(self.parents.get(&session).unwrap_or(&session).clone());
         let w = self.worker_of(&lane);
-        batches[w].push(Routed { lane, session, action });
+        let fence = self.cores.fence_of(&session);
+        batches[w].push(Routed { lane, session, action, fence });
     }
 
     /// The worker that drives `lane`: a stable hash, so a lane always goes to one task.
@@ -502,8 +663,10 @@ impl EngineTask {
 
     fn announce(&mut self, touched: Vec<SessionId>) {
         for session in touched {
-            let engine = self.driver.engine();
-            let now = (engine.is_busy(&session), engine.queue_len(&session));
+            let now = self
+                .cores
+                .engine_of(&session)
+                .map_or((false, 0), |e| (e.is_busy(&session), e.queue_len(&session)));
             let before = self.known.get(&session).copied().unwrap_or((false, 0));
             if now == before {
                 continue;
@@ -704,7 +867,7 @@ impl EngineTask {
                 );
             }
             OutputKind::AbortStep { step } if watchdog => {
-                let timeout_ms = self.driver.engine().config().stream_idle_timeout_ms;
+                let timeout_ms = self.cores.config().stream_idle_timeout_ms;
                 warn!(
                     session = %step.session,
                     seq = step.seq.0,
@@ -724,7 +887,7 @@ impl EngineTask {
                 });
             }
             OutputKind::AbortSummary { io } if watchdog => {
-                let timeout_ms = self.driver.engine().config().stream_idle_timeout_ms;
+                let timeout_ms = self.cores.config().stream_idle_timeout_ms;
                 warn!(
                     session = %io.session,
                     summary = io.summary.0,

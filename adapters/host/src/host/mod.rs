@@ -10,7 +10,10 @@
 //!                                                   └─────────────┘
 //! ```
 //!
-//! - `engine` — the one task that owns the core engine: inputs in, outputs routed.
+//! - `engine` — the one task that owns the core engines: inputs in, outputs routed.
+//! - `cores` — which core decides a session: the store's one engine, or (a member of several
+//!   hosts) an engine per owned session.
+//! - `member` — a member's leases: take, renew, feed, drop and release its sessions.
 //! - `worker` — per-session pipelines and IO; a session always goes to the same worker.
 //! - `writer` — the store's one writer: debounce, group commit, publish after commit,
 //!   fail-stop.
@@ -19,8 +22,10 @@
 //! global, no map iteration decides an order that reaches the engine (maps are `BTreeMap`s),
 //! and time comes from the runtime.
 
+mod cores;
 mod engine;
 mod log;
+mod member;
 mod worker;
 mod writer;
 
@@ -34,6 +39,7 @@ use turnstile_core::{
     TraceHeader,
 };
 
+pub use member::MemberConfig;
 pub use writer::WriterStats;
 
 use crate::error::{InvalidRequest, OpenError, Stopped, SubmitError, WaitError};
@@ -73,6 +79,8 @@ pub struct HostConfig {
     pub trace: Option<Flight>,
     /// Record the outputs too, so a replay compares them.
     pub trace_outputs: bool,
+    /// Run as one of several hosts over one store (SPEC 11), or alone (`None`, the default).
+    pub member: Option<MemberConfig>,
 }
 
 /// Where the flight recorder writes the trace (JSON lines, `docs/trace-format.md`).
@@ -124,6 +132,7 @@ impl HostConfig {
             readers: 4,
             trace: None,
             trace_outputs: false,
+            member: None,
         }
     }
 }
@@ -162,6 +171,7 @@ pub(crate) enum Command {
 pub(crate) enum Msg {
     Command(Command),
     Input(turnstile_core::Input),
+    Member(member::MemberMsg),
 }
 
 /// A running host. Cheap to clone; every clone talks to the same engine.
@@ -179,6 +189,54 @@ struct Inner {
     /// The store writer, for `flush`. Weak: the writer ends when the engine task does.
     writer: mpsc::WeakUnboundedSender<writer::WriteReq>,
     recovered: Vec<(Cursor, CompletionRecord)>,
+    /// A member's acceptor (SPEC 11); `None` for a host alone.
+    member: Option<Acceptor>,
+}
+
+/// How a member accepts: submissions and commands go to the ledger, on a connection of their
+/// own, and wake this host's member task.
+#[derive(Debug)]
+struct Acceptor {
+    coordinator: Arc<Mutex<crate::store::cluster::Coordinator>>,
+    wake: Arc<tokio::sync::Notify>,
+    /// Stops the listener thread when the host goes.
+    listening: Arc<std::sync::atomic::AtomicBool>,
+    /// Set by `shutdown`: this host accepts nothing more ("workspace closing").
+    closing: std::sync::atomic::AtomicBool,
+}
+
+impl Acceptor {
+    /// Runs a coordinator call on a blocking thread.
+    async fn call<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&crate::store::cluster::Coordinator) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, SubmitError> {
+        let c = self.coordinator.clone();
+        let run = move || f(&c.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
+        match crate::rt::blocking(run).await {
+            Ok(Ok(t)) => Ok(t),
+            Ok(Err(e)) | Err(e) => Err(SubmitError::Store(Arc::new(e))),
+        }
+    }
+
+    /// Writes a command for the owner to apply (SPEC 11), and wakes this host's member task.
+    async fn command(
+        &self,
+        session: Option<SessionId>,
+        kind: crate::store::cluster::CommandKind,
+    ) -> Result<(), SubmitError> {
+        let wrote = self.call(move |c| c.command(session.as_ref(), &kind)).await?;
+        if wrote {
+            self.wake.notify_one();
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Acceptor {
+    fn drop(&mut self) {
+        self.listening.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 impl Host {
@@ -200,19 +258,42 @@ impl Host {
         provider: Arc<dyn Provider>,
         tools: ToolSet,
     ) -> Result<Host, OpenError> {
+        if let Some(member) = &config.member {
+            if config.trace.is_some() {
+                return Err(OpenError::Member(
+                    "the flight recorder records one engine, and a member runs one per owned session",
+                ));
+            }
+            if tools.offers_agent() {
+                return Err(OpenError::Member(
+                    "sub-agents take their sequences from the core (SPEC 4.10), so a member does not offer the agent tool",
+                ));
+            }
+            if member.host.is_empty() {
+                return Err(OpenError::Member("a member needs a host name"));
+            }
+        }
         let store_config = config.store.clone();
         let reader_count = config.readers.max(1);
+        let member_name = config.member.as_ref().map(|m| m.host.clone());
         // Opening and the first reads are blocking work (a PostgreSQL client must not block
         // a thread of the async runtime).
         let opening = move || -> Result<_, StoreError> {
-            let opened = Store::open(&store_config)?;
+            let opened = match &member_name {
+                None => Opening::Alone(Store::open(&store_config)?),
+                Some(host) => {
+                    let (store, coordinator) = Store::open_member(&store_config, host)?;
+                    let acceptor = crate::store::cluster::Coordinator::open(&store_config, host)?;
+                    Opening::Member { store, coordinator, acceptor }
+                }
+            };
             let mut readers = Vec::new();
             for _ in 0..reader_count {
-                readers.push(opened.store.reader()?);
+                readers.push(opened.store().reader()?);
             }
             // A read connection of their own for the workers (requests, preparation), so that
             // clients' reads do not queue behind them.
-            let worker_reader = opened.store.reader()?;
+            let worker_reader = opened.store().reader()?;
             let newest = readers[0].newest_cursor()?;
             Ok((opened, readers, worker_reader, newest))
         };
@@ -223,10 +304,19 @@ impl Host {
                 return Err(e.into());
             }
         };
-        log_recovery(&opened.recovered, opened.start.runs.len());
-        let driver = driver(&config, &opened.start)?;
+        let (store, cores, recovered, coordination) = match opened {
+            Opening::Alone(opened) => {
+                log_recovery(&opened.recovered, opened.start.runs.len());
+                let cores = cores::Cores::One(driver(&config, &opened.start)?);
+                (opened.store, cores, opened.recovered, None)
+            }
+            Opening::Member { store, coordinator, acceptor } => {
+                let cores = cores::Cores::owned(config.engine.clone());
+                (store, cores, Vec::new(), Some((coordinator, acceptor)))
+            }
+        };
         let hub = Arc::new(Hub::new(newest, config.updates_capacity));
-        hub.revised(opened.store.revision());
+        hub.revised(store.revision());
         let stats = Arc::new(WriterStats::default());
         let (health_tx, health_rx) = watch::channel(None);
         let (write_tx, write_rx) = mpsc::unbounded_channel();
@@ -238,13 +328,15 @@ impl Host {
             group_commit: config.group_commit,
             retry_for: config.store_retry,
         };
+        let (fenced_tx, fenced_rx) = mpsc::unbounded_channel();
         let writer = writer::Writer::new(
-            opened.store,
+            store,
             write_rx,
             writer_config,
             hub.clone(),
             stats.clone(),
             health_tx,
+            coordination.is_some().then_some(fenced_tx),
         );
         tokio::spawn(writer.run());
         let (inbox_tx, inbox_rx) = mpsc::channel(config.inbox_capacity.max(1));
@@ -263,8 +355,41 @@ impl Host {
             tokio::spawn(worker::Worker::new(ctx.clone(), rx, tx.clone()).run());
             workers.push(tx);
         }
+        let member = match (coordination, &config.member) {
+            (Some((coordinator, acceptor)), Some(member)) => {
+                let wake = Arc::new(tokio::sync::Notify::new());
+                let listening = Arc::new(std::sync::atomic::AtomicBool::new(false));
+                #[cfg(not(madsim))]
+                if let crate::store::Location::Postgres(url) = &config.store.location {
+                    // Without the listener the poll still finds everything, later.
+                    if let Err(e) = member::listen(url.clone(), wake.clone(), listening.clone()) {
+                        tracing::warn!(error = %e, "the notification listener could not start");
+                    }
+                }
+                let task = member::Membership {
+                    config: member.clone(),
+                    coordinator: Arc::new(Mutex::new(coordinator)),
+                    inbox: inbox_tx.downgrade(),
+                    hub: hub.clone(),
+                    wake: wake.clone(),
+                    fenced: fenced_rx,
+                    ended: hub.ended(),
+                    after_seq: 0,
+                    after_command: 0,
+                    after_cursor: newest,
+                };
+                tokio::spawn(task.run());
+                Some(Acceptor {
+                    coordinator: Arc::new(Mutex::new(acceptor)),
+                    wake,
+                    listening,
+                    closing: std::sync::atomic::AtomicBool::new(false),
+                })
+            }
+            _ => None,
+        };
         let task = engine::EngineTask {
-            driver,
+            cores,
             started: tokio::time::Instant::now(),
             inbox: inbox_rx,
             workers,
@@ -279,14 +404,8 @@ impl Host {
             attempts: Default::default(),
         };
         tokio::spawn(task.run());
-        let inner = Inner {
-            inbox: inbox_tx,
-            hub,
-            reader,
-            stats,
-            writer: weak_writer,
-            recovered: opened.recovered,
-        };
+        let inner =
+            Inner { inbox: inbox_tx, hub, reader, stats, writer: weak_writer, recovered, member };
         Ok(Host { inner: Arc::new(inner) })
     }
 
@@ -331,6 +450,9 @@ impl Host {
     /// engine refuses as misuse, such as one that brings its own sequence while the engine
     /// assigns them; [`SubmitError::Stopped`] when the host stopped.
     pub async fn submit(&self, submit: Submit) -> Result<Submitted, SubmitError> {
+        if let Some(member) = &self.inner.member {
+            return self.accept(member, submit).await;
+        }
         // What the engine would refuse first, kept for when it is gone: SPEC 4.1's order
         // still holds then ("workspace closing" after the checks of the submission itself).
         let checked = turnstile_core::validate(&submit);
@@ -345,27 +467,95 @@ impl Host {
         rx.await.unwrap_or_else(|_| Err(refused(checked)))
     }
 
+    /// A member's acceptance (SPEC 11): the submission's ledger row, written on this host
+    /// and answered once durable; the session's owner (this host or another) runs it.
+    async fn accept(&self, member: &Acceptor, submit: Submit) -> Result<Submitted, SubmitError> {
+        use crate::store::cluster::Accepted;
+        use std::sync::atomic::Ordering;
+        turnstile_core::validate(&submit).map_err(SubmitError::Rejected)?;
+        if submit.seq.is_some() {
+            let reason = "the ledger assigns sequences; a submission must not bring one";
+            let e = turnstile_core::HostError::WrongAcceptor { reason };
+            return Err(SubmitError::Invalid(InvalidRequest::Refused(e)));
+        }
+        if let Some(why) = self.inner.hub.stopped() {
+            return Err(SubmitError::Stopped(why));
+        }
+        if member.closing.load(Ordering::Relaxed) || self.inner.hub.is_closed() {
+            return Err(SubmitError::Rejected(Rejection::WorkspaceClosing));
+        }
+        let mode =
+            if submit.run_id.is_some() { Mode::OwnTurn } else { submit.mode.unwrap_or(Mode::Fold) };
+        let row = submit.clone();
+        match member.call(move |c| c.accept(&row, mode)).await? {
+            Accepted::New(seq) => {
+                tracing::info!(
+                    session = %submit.session,
+                    seq = seq.0,
+                    run_id = submit.run_id.as_ref().map(RunId::as_str),
+                    "submission accepted into the ledger"
+                );
+                member.wake.notify_one();
+                Ok(Submitted {
+                    session: submit.session,
+                    seq,
+                    run_id: submit.run_id,
+                    mode: Some(mode),
+                    existing: false,
+                    outcome: None,
+                })
+            }
+            Accepted::Existing { session, seq, outcome } => Ok(Submitted {
+                session,
+                seq,
+                run_id: submit.run_id,
+                mode: None,
+                existing: true,
+                outcome,
+            }),
+            Accepted::Conflict => {
+                let run_id = submit.run_id.unwrap_or_else(|| RunId::new(""));
+                Err(SubmitError::Rejected(Rejection::RunIdConflict(run_id)))
+            }
+        }
+    }
+
     /// Cancels the session's unfinished submissions accepted so far (SPEC 4.10).
     ///
+    /// On a member of several hosts (SPEC 11), the cancel is a ledger row with the session's
+    /// newest sequence as its watermark, which the session's owner applies.
+    ///
     /// # Errors
-    /// The host stopped.
+    /// The host stopped; a member's ledger could not be written.
     pub async fn cancel(&self, session: &SessionId) -> Result<(), SubmitError> {
+        if let Some(member) = &self.inner.member {
+            let kind = crate::store::cluster::CommandKind::Cancel;
+            return member.command(Some(session.clone()), kind).await;
+        }
         self.send_cancel(Command::Cancel(session.clone())).await
     }
 
     /// Cancels exactly one run; a finished or unknown run is a no-op (SPEC 4.10).
     ///
     /// # Errors
-    /// The host stopped.
+    /// The host stopped; a member's ledger could not be written.
     pub async fn cancel_run(&self, run_id: &RunId) -> Result<(), SubmitError> {
+        if let Some(member) = &self.inner.member {
+            let kind = crate::store::cluster::CommandKind::CancelRun(run_id.clone());
+            return member.command(None, kind).await;
+        }
         self.send_cancel(Command::CancelRun(run_id.clone())).await
     }
 
     /// Ends every waiting submission of the session `cancelled`; the active turn goes on.
     ///
     /// # Errors
-    /// The host stopped.
+    /// The host stopped; a member's ledger could not be written.
     pub async fn clear_queue(&self, session: &SessionId) -> Result<(), SubmitError> {
+        if let Some(member) = &self.inner.member {
+            let kind = crate::store::cluster::CommandKind::ClearQueue;
+            return member.command(Some(session.clone()), kind).await;
+        }
         self.send_cancel(Command::ClearQueue(session.clone())).await
     }
 
@@ -387,6 +577,16 @@ impl Host {
             }
             Err(e) => return Err(SubmitError::Store(Arc::new(e))),
         }
+        if let Some(member) = &self.inner.member {
+            // The ledger says whether it is busy; the owner may still find it busy when the
+            // request reaches it (and then logs the refusal).
+            let s = session.clone();
+            if member.call(move |c| c.has_work(&s)).await? {
+                return Err(SubmitError::Rejected(Rejection::Busy));
+            }
+            let kind = crate::store::cluster::CommandKind::Summarize;
+            return member.command(Some(session.clone()), kind).await;
+        }
         let (tx, rx) = oneshot::channel();
         self.send(Command::Summarize(session.clone(), tx)).await?;
         rx.await.unwrap_or_else(|_| Err(self.gone()))
@@ -397,6 +597,10 @@ impl Host {
     /// # Errors
     /// The host stopped.
     pub async fn is_busy(&self, session: &SessionId) -> Result<bool, SubmitError> {
+        if let Some(member) = &self.inner.member {
+            let s = session.clone();
+            return member.call(move |c| c.has_work(&s)).await;
+        }
         let (tx, rx) = oneshot::channel();
         match self.send(Command::IsBusy(session.clone(), tx)).await {
             // After a clean shutdown nothing is busy.
@@ -535,6 +739,9 @@ impl Host {
     /// ([`Stopped::Storage`] also when the store could not be closed); the next start's
     /// recovery decides what was unfinished.
     pub async fn shutdown(&self) -> Result<(), Stopped> {
+        if let Some(member) = &self.inner.member {
+            member.closing.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
         let (tx, rx) = oneshot::channel();
         if self.inner.inbox.send(Msg::Command(Command::Shutdown(tx))).await.is_err() {
             return self.ended();
@@ -565,6 +772,26 @@ impl Host {
     #[must_use]
     pub fn stopped(&self) -> Option<Stopped> {
         self.inner.hub.stopped()
+    }
+}
+
+/// What opening the store gave: the store of a host alone (with its recovery), or a member's
+/// writer and its two coordination connections (the member task's and the acceptor's).
+enum Opening {
+    Alone(crate::store::Opened),
+    Member {
+        store: Store,
+        coordinator: crate::store::cluster::Coordinator,
+        acceptor: crate::store::cluster::Coordinator,
+    },
+}
+
+impl Opening {
+    fn store(&self) -> &Store {
+        match self {
+            Opening::Alone(o) => &o.store,
+            Opening::Member { store, .. } => store,
+        }
     }
 }
 

@@ -36,6 +36,7 @@ use crate::error::{Stopped, SubmitError};
 use crate::history;
 use crate::mutants::HostMutant;
 use crate::provider::{EngineTarget, EventSink, ModelRequest, Provider, RequestKind};
+use crate::store::lease::Epoch;
 use crate::store::{NewRun, Txn, Write};
 use crate::tool::{ToolCall, ToolSet, WorkGate};
 
@@ -60,6 +61,9 @@ pub(crate) enum Action {
     Announce { hub: Arc<crate::events::Hub>, update: crate::events::Update },
     /// A write of the host's own, into the session's open transaction.
     Write(Write),
+    /// End the session's open transaction now, if it holds anything (a member's mark of an
+    /// applied command that wrote nothing else).
+    CommitOpen,
 }
 
 /// The pipeline a session's actions go through: the session's own, or for a sub-agent's
@@ -72,14 +76,19 @@ pub(crate) struct Routed {
     pub(crate) lane: Lane,
     pub(crate) session: SessionId,
     pub(crate) action: Action,
+    /// A member's lease epoch for the session: its transactions are fenced with it.
+    pub(crate) fence: Option<Epoch>,
 }
 
 /// A worker's inbox.
 pub(crate) enum WorkerMsg {
     /// Actions for lanes of this worker, in the core's order.
     Actions(Vec<Routed>),
-    /// A structural transaction of a session in `lane` is durable (or the store failed).
-    Committed { lane: Lane, result: Result<(), Stopped> },
+    /// A structural transaction of a session in `lane`, written under `fence`, is durable (or
+    /// the store failed).
+    Committed { lane: Lane, fence: Option<Epoch>, result: Result<(), Stopped> },
+    /// A member's session is no longer its own: abort its IO, discard what it did not write.
+    Drop(Lane),
     /// Answer once every pipeline is empty, then end (shutdown).
     Drain(oneshot::Sender<()>),
 }
@@ -106,6 +115,19 @@ enum IoKey {
     Title(SessionId, Seq),
 }
 
+impl IoKey {
+    /// The session the IO is for.
+    fn session(&self) -> &SessionId {
+        match self {
+            IoKey::Prepare(s, _) | IoKey::Title(s, _) => s,
+            IoKey::Step(step) => &step.session,
+            IoKey::Tool(call) => &call.session,
+            IoKey::Refresh(attempt) => attempt.session(),
+            IoKey::Summary(io) => &io.session,
+        }
+    }
+}
+
 /// One lane's ordered work.
 #[derive(Default)]
 struct Pipeline {
@@ -114,6 +136,8 @@ struct Pipeline {
     open: BTreeMap<SessionId, Vec<Write>>,
     /// Waiting for a structural commit to be durable.
     blocked: bool,
+    /// A member's lease epoch for the lane's sessions (a new take starts a new pipeline).
+    fence: Option<Epoch>,
 }
 
 pub(crate) struct Worker {
@@ -160,8 +184,9 @@ impl Worker {
             match msg {
                 WorkerMsg::Actions(actions) => {
                     let mut touched: Vec<Lane> = Vec::new();
-                    for Routed { lane, session, action } in actions {
+                    for Routed { lane, session, action, fence } in actions {
                         let p = self.pipelines.entry(lane.clone()).or_default();
+                        p.fence = fence;
                         p.queue.push_back((session, action));
                         if touched.last() != Some(&lane) {
                             touched.push(lane);
@@ -171,14 +196,24 @@ impl Worker {
                         self.advance(&lane);
                     }
                 }
-                WorkerMsg::Committed { lane, result } => {
-                    if result.is_err() {
+                WorkerMsg::Committed { lane, fence, result } => {
+                    if self.pipelines.get(&lane).is_some_and(|p| p.fence != fence) {
+                        // A commit of a session dropped since: the lane is another take's.
+                    } else if result.is_err() {
                         // The store failed for good: the host is stopping. Drop this lane's
                         // pending work (its waiters hear the stop from the hub).
                         self.pipelines.remove(&lane);
                     } else if let Some(p) = self.pipelines.get_mut(&lane) {
                         p.blocked = false;
                         self.advance(&lane);
+                    }
+                }
+                WorkerMsg::Drop(lane) => {
+                    self.pipelines.remove(&lane);
+                    let gone: Vec<IoKey> =
+                        self.io.keys().filter(|k| k.session() == &lane.0).cloned().collect();
+                    for key in gone {
+                        self.abort(&key);
                     }
                 }
                 WorkerMsg::Drain(done) => self.drains.push(done),
@@ -230,6 +265,7 @@ impl Worker {
                     let _ = hub.updates.send(update);
                 }
                 Action::Write(w) => p.open.entry(session).or_default().push(w),
+                Action::CommitOpen => self.commit(lane, &session),
             }
         }
     }
@@ -240,7 +276,8 @@ impl Worker {
         let Some(p) = self.pipelines.get_mut(lane) else { return };
         let Some(writes) = p.open.remove(session) else { return };
         let streaming = writes.iter().all(Write::is_streamed);
-        let txn = Txn { session: session.clone(), writes, fence: None };
+        let fence = p.fence;
+        let txn = Txn { session: session.clone(), writes, fence };
         let ack = if streaming {
             None
         } else {
@@ -248,7 +285,7 @@ impl Worker {
             let (me, lane) = (self.me.clone(), lane.clone());
             let ack: super::writer::Ack = Box::new(move |result| {
                 if let Some(me) = me.upgrade() {
-                    let _ = me.send(WorkerMsg::Committed { lane, result });
+                    let _ = me.send(WorkerMsg::Committed { lane, fence, result });
                 }
             });
             Some(ack)

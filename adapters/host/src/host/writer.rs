@@ -29,7 +29,8 @@ use crate::error::Stopped;
 use crate::events::{Hub, Update};
 use crate::mutants::HostMutant;
 use crate::record::{CompletionRecord, Cursor};
-use crate::store::{Store, Txn, Write};
+use crate::store::lease::Epoch;
+use crate::store::{Committed, Store, Txn, Write};
 
 /// Where the acknowledgement of a structural transaction goes: the worker driving the session.
 pub(crate) type Ack = Box<dyn FnOnce(Result<(), Stopped>) + Send>;
@@ -128,6 +129,8 @@ pub(crate) struct WriterConfig {
 struct Held {
     since: Instant,
     writes: Vec<Write>,
+    /// A member's lease epoch they were written under.
+    fence: Option<Epoch>,
 }
 
 pub(crate) struct Writer {
@@ -147,6 +150,8 @@ pub(crate) struct Writer {
     ready: Vec<(Txn, Option<Ack>, Option<Instant>)>,
     /// Callers of a flush, answered after the next write.
     flushed: Vec<oneshot::Sender<Result<(), Stopped>>>,
+    /// A member's: where a session goes whose commit its fence left out (SPEC 11).
+    fenced: Option<mpsc::UnboundedSender<(SessionId, Epoch)>>,
 }
 
 impl Writer {
@@ -157,8 +162,10 @@ impl Writer {
         hub: Arc<Hub>,
         stats: Arc<WriterStats>,
         health: watch::Sender<Option<Stopped>>,
+        fenced: Option<mpsc::UnboundedSender<(SessionId, Epoch)>>,
     ) -> Writer {
         Writer {
+            fenced,
             store: Some(store),
             rx,
             config,
@@ -219,8 +226,11 @@ impl Writer {
                 let overtakes = self.config.armed.is(HostMutant::StructuralOvertakesHeld);
                 // The bug `structural_overtakes_held` leaves the held writes for later.
                 let held = if overtakes { None } else { self.held.remove(&txn.session) };
-                if let Some(held) = held {
+                if let Some(held) = &held {
                     self.due.remove(&(held.since, txn.session.clone()));
+                }
+                // Held writes of a dropped take never join a later take's transaction.
+                if let Some(held) = held.filter(|h| h.fence == txn.fence) {
                     let mut writes = held.writes;
                     writes.append(&mut txn.writes);
                     txn.writes = writes;
@@ -240,10 +250,16 @@ impl Writer {
     /// Holds a streaming transaction, coalescing consecutive appends to the same message.
     fn hold(&mut self, txn: Txn) {
         let now = Instant::now();
+        if let Some(old) = self.held.get(&txn.session).filter(|h| h.fence != txn.fence) {
+            // Held writes of a dropped take are discarded, never written under a new one.
+            self.due.remove(&(old.since, txn.session.clone()));
+            self.held.remove(&txn.session);
+        }
         let due = &mut self.due;
+        let fence = txn.fence;
         let held = self.held.entry(txn.session).or_insert_with_key(|session| {
             due.insert((now, session.clone()));
-            Held { since: now, writes: Vec::new() }
+            Held { since: now, writes: Vec::new(), fence }
         });
         for w in txn.writes {
             self.stats.appends_in.fetch_add(1, Ordering::Relaxed);
@@ -280,7 +296,11 @@ impl Writer {
     fn release_all(&mut self) {
         self.due.clear();
         for (session, h) in std::mem::take(&mut self.held) {
-            self.ready.push((Txn { session, writes: h.writes, fence: None }, None, Some(h.since)));
+            self.ready.push((
+                Txn { session, writes: h.writes, fence: h.fence },
+                None,
+                Some(h.since),
+            ));
         }
     }
 
@@ -325,7 +345,17 @@ impl Writer {
         }
         let result = self.commit_with_retry(txns).await;
         match result {
-            Ok((txns, cursors)) => {
+            Ok((mut txns, committed)) => {
+                let cursors = committed.cursors;
+                // What the fence left out was not written: nothing of it is published or
+                // acknowledged (the session is dropped, and its pipeline with it).
+                for &i in committed.fenced.iter().rev() {
+                    let txn = txns.remove(i);
+                    acks.remove(i);
+                    if let (Some(tx), Some(epoch)) = (&self.fenced, txn.fence) {
+                        let _ = tx.send((txn.session, epoch));
+                    }
+                }
                 let now = Instant::now();
                 for first in since {
                     self.stats.record_age(now.saturating_duration_since(first));
@@ -371,7 +401,7 @@ impl Writer {
     async fn commit_with_retry(
         &mut self,
         mut txns: Vec<Txn>,
-    ) -> Result<(Vec<Txn>, Vec<Cursor>), Stopped> {
+    ) -> Result<(Vec<Txn>, Committed), Stopped> {
         if let Some(why) = self.health.borrow().clone() {
             return Err(why);
         }
@@ -385,8 +415,9 @@ impl Writer {
             let joined = crate::rt::blocking(move || {
                 // A panicking commit loses the store (released without a commit) and stops
                 // the host, with or without the simulator.
-                let r =
-                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| store.commit(&txns)));
+                let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    store.commit_fenced(&txns)
+                }));
                 r.map(|r| (store, txns, r))
                     .map_err(|payload| crate::rt::panic_message(payload.as_ref()))
             })

@@ -32,7 +32,9 @@ use crate::record::{CompletionRecord, Cursor};
 /// The channel of the hosts' notifications.
 pub(crate) const CHANNEL: &str = "turnstile";
 
-/// A take's block of message ids: `2^32` ids, from `block << 32`.
+/// A take's block of message ids: `2^32` ids, from `block << 32`. An owner's core that
+/// handed out all of them (four billion messages in one session under one lease) would reach
+/// the next take's ids: no agent comes near it.
 const BLOCK_BITS: u32 = 32;
 
 /// What accepting a submission found.
@@ -112,8 +114,6 @@ pub(crate) struct Taken {
     pub(crate) epoch: Epoch,
     /// The first message id the new owner's core hands out (recovery used those below it).
     pub(crate) next_message: MessageId,
-    /// The end of the take's block: no id at or above it is the owner's.
-    pub(crate) block_end: MessageId,
     /// What recovery of the session ended `interrupted`, in cursor order.
     pub(crate) recovered: Vec<(Cursor, CompletionRecord)>,
     /// The session's waiting submissions, in sequence order.
@@ -157,6 +157,29 @@ impl Coordinator {
         Coordinator { conn, host, armed }
     }
 
+    /// A new coordination connection for `host` to the (migrated) store of `config`.
+    ///
+    /// # Errors
+    /// The store cannot be reached or opened.
+    pub(crate) fn open(config: &super::StoreConfig, host: &str) -> Result<Coordinator, StoreError> {
+        let conn = match &config.location {
+            #[cfg(not(madsim))]
+            super::Location::Postgres(url) => {
+                Conn::Postgres(Box::new(super::postgres::PgConn::connect(url)?))
+            }
+            #[cfg(madsim)]
+            super::Location::Postgres(url) => {
+                return Err(StoreError::Corrupt(format!(
+                    "{url}: the simulator's build has no PostgreSQL store"
+                )));
+            }
+            super::Location::File(_) | super::Location::Memory(_) => {
+                Conn::Sqlite(super::member_sqlite(config)?)
+            }
+        };
+        Ok(Coordinator::new(conn, host.to_owned(), config.armed()))
+    }
+
     fn db(&self) -> &dyn Db {
         self.conn.db()
     }
@@ -198,8 +221,8 @@ impl Coordinator {
                 if let Some(r) = found {
                     let (session, seq) = (r.text(0)?, r.int(1)?);
                     let what = format!("runs row {seq}");
-                    let mine = Fingerprint::of(&Submit { mode: Some(mode), ..submit.clone() });
-                    if r.opt_text(2)?.as_deref() != Some(mine.to_hex().as_str()) {
+                    let mine = Fingerprint::of(submit).to_hex();
+                    if r.opt_text(2)?.as_deref() != Some(mine.as_str()) {
                         return Ok((Accepted::Conflict, false));
                     }
                     let outcome = r
@@ -221,10 +244,7 @@ impl Coordinator {
                  ON CONFLICT (id) DO NOTHING",
                 &[Arg::from(submit.session.as_str())],
             )?;
-            let fingerprint = submit.run_id.as_ref().map(|_| {
-                Fingerprint::of(&Submit { mode: Some(mode), seq: Some(seq), ..submit.clone() })
-                    .to_hex()
-            });
+            let fingerprint = submit.run_id.as_ref().map(|_| Fingerprint::of(submit).to_hex());
             let attachments = if submit.attachments.is_empty() {
                 "[]".to_owned()
             } else {
@@ -361,14 +381,7 @@ impl Coordinator {
         if !recovered.is_empty() {
             db.notify(CHANNEL, &revision.to_string())?;
         }
-        Ok(Some(Taken {
-            epoch,
-            next_message: MessageId(next),
-            block_end: MessageId(first + (1 << BLOCK_BITS)),
-            recovered,
-            waiting,
-            commands,
-        }))
+        Ok(Some(Taken { epoch, next_message: MessageId(next), recovered, waiting, commands }))
     }
 
     /// Renews `session`'s lease at `epoch` for `lease_ms`; whether it was still ours.

@@ -17,9 +17,6 @@
 
 mod apply;
 mod changes;
-// The host runs several members on these next (SPEC 11); until then only their tests do,
-// and the expectation fails the build once the host does.
-#[cfg_attr(not(test), expect(dead_code, reason = "what member hosts will run"))]
 pub(crate) mod cluster;
 mod faults;
 mod integrity;
@@ -286,7 +283,6 @@ pub(crate) enum Write {
     Accept(NewRun),
     /// Several hosts: the owner's core was fed this command row (SPEC 11), so a later take
     /// does not feed it again.
-    #[cfg_attr(not(test), expect(dead_code, reason = "what member hosts will write"))]
     CommandApplied(u64),
     /// A write the core asked for.
     Op(StoreOp),
@@ -371,7 +367,6 @@ pub(crate) struct Committed {
     pub(crate) cursors: Vec<Cursor>,
     /// The transactions it left out because their lease is no longer theirs (indexes into
     /// the batch, ascending).
-    #[cfg_attr(not(test), expect(dead_code, reason = "what member hosts will read"))]
     pub(crate) fenced: Vec<usize>,
 }
 
@@ -489,18 +484,17 @@ impl Store {
     ///
     /// # Errors
     /// [`StoreError::InUse`] when a single-process host holds the store; as [`Store::open`].
-    #[cfg_attr(not(test), expect(dead_code, reason = "what member hosts will run"))]
     pub(crate) fn open_member(
         config: &StoreConfig,
         host: &str,
     ) -> Result<(Store, cluster::Coordinator), StoreError> {
-        let (conn, coordinator) = match &config.location {
+        let conn = match &config.location {
             #[cfg(not(madsim))]
             Location::Postgres(url) => {
                 let conn = Box::new(postgres::PgConn::connect(url)?);
                 conn.lock_member()?;
                 conn.migrate()?;
-                (Conn::Postgres(conn), Conn::Postgres(Box::new(postgres::PgConn::connect(url)?)))
+                Conn::Postgres(conn)
             }
             #[cfg(madsim)]
             Location::Postgres(url) => {
@@ -509,21 +503,12 @@ impl Store {
                 )));
             }
             Location::File(_) | Location::Memory(_) => {
-                let connect = || -> Result<rusqlite::Connection, StoreError> {
-                    let conn = config.location.connect(true)?;
-                    let opening = |e| StoreError::opening(&config.location, e);
-                    conn.busy_timeout(read::BUSY_TIMEOUT).map_err(opening)?;
-                    conn.pragma_update(None, "journal_mode", config.location.journal_mode())
-                        .map_err(opening)?;
-                    conn.pragma_update(None, "foreign_keys", true)?;
-                    conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
-                    Ok(conn)
-                };
-                let mut conn = connect()?;
+                let mut conn = member_sqlite(config)?;
                 schema::migrate(&mut conn)?;
-                (Conn::Sqlite(conn), Conn::Sqlite(connect()?))
+                Conn::Sqlite(conn)
             }
         };
+        let coordinator = cluster::Coordinator::open(config, host)?;
         let db = conn.db();
         let last_cursor = read::newest_cursor(db)?.0;
         let revision = read::revision(db)?;
@@ -535,7 +520,6 @@ impl Store {
             _lock: None,
             member: Some(host.to_owned()),
         };
-        let coordinator = cluster::Coordinator::new(coordinator, host.to_owned(), config.armed());
         Ok((store, coordinator))
     }
 
@@ -550,6 +534,7 @@ impl Store {
     /// SQLite errors (`SQLITE_BUSY` when another connection holds the write lock past the busy
     /// timeout; the host retries with backoff); [`StoreError::Corrupt`] for a write that does
     /// not fit the store; injected faults.
+    #[cfg(test)]
     pub(crate) fn commit(&mut self, txns: &[Txn]) -> Result<Vec<Cursor>, StoreError> {
         self.commit_fenced(txns).map(|c| c.cursors)
     }
@@ -620,6 +605,20 @@ impl Store {
         drop(lock);
         Ok(())
     }
+}
+
+/// A SQLite connection of a member host (several members in one process share the file).
+///
+/// # Errors
+/// The file cannot be opened or set up.
+fn member_sqlite(config: &StoreConfig) -> Result<rusqlite::Connection, StoreError> {
+    let conn = config.location.connect(true)?;
+    let opening = |e| StoreError::opening(&config.location, e);
+    conn.busy_timeout(read::BUSY_TIMEOUT).map_err(opening)?;
+    conn.pragma_update(None, "journal_mode", config.location.journal_mode()).map_err(opening)?;
+    conn.pragma_update(None, "foreign_keys", true)?;
+    conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
+    Ok(conn)
 }
 
 /// Applies and commits `txns` in one transaction; returns the cursors it assigned and its

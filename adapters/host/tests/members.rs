@@ -1,0 +1,152 @@
+//! Several hosts over one store (SPEC 11), in one process: submissions accepted on any host
+//! run once, on the session's owner, in order; every host answers `wait` and streams every
+//! completion; a cancel accepted on a host that does not own the session reaches the owner's
+//! core as a watermark. Each test runs on SQLite (members in one process) and PostgreSQL
+//! (ignored without a server). Killing and freezing owners needs processes: the CLI's tests
+//! do that (`cli/tests/members.rs`).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{Kind, Scratch};
+use turnstile_core::{Outcome, RunId, SessionId, Submit};
+use turnstile_host::record::Cursor;
+use turnstile_host::{
+    Answer, Host, HostConfig, MemberConfig, OpenError, Scripted, ScriptedProvider, ToolSet, Usage,
+};
+
+both_stores!(
+    submissions_accepted_anywhere_run_once_in_order_and_every_host_answers,
+    a_cancel_on_a_host_that_does_not_own_the_session_ends_its_running_turn_only,
+    a_member_refuses_what_it_cannot_offer,
+);
+
+/// A member named `name` with a short lease, so a test does not wait long.
+fn member(dir: &Scratch, name: &str) -> HostConfig {
+    let mut config = HostConfig::with_store(dir.store());
+    let mut m = MemberConfig::new(name);
+    m.lease = Duration::from_secs(3);
+    m.margin = Duration::from_secs(1);
+    m.poll = Duration::from_millis(100);
+    m.prefer_acceptor = Duration::from_millis(200);
+    config.member = Some(m);
+    config.workers = 2;
+    config
+}
+
+/// A provider that hangs on a prompt "stall" and answers any other at once.
+fn stalls_on_request() -> ScriptedProvider {
+    ScriptedProvider::new(|request, _| {
+        if request.strings().last() == Some("stall") {
+            Answer(vec![Scripted::Hang])
+        } else {
+            Answer::streamed("done", 2, 1, Usage::default())
+        }
+    })
+}
+
+async fn hosts(dir: &Scratch, n: usize, provider: &ScriptedProvider) -> Vec<Host> {
+    let mut hosts = Vec::new();
+    for i in 0..n {
+        let config = member(dir, &format!("h{i}"));
+        let host = Host::open(config, Arc::new(provider.clone()), ToolSet::new()).await;
+        hosts.push(host.unwrap_or_else(|e| panic!("member h{i}: {e}")));
+    }
+    hosts
+}
+
+/// Waits on `host` for `run`, bounded.
+async fn wait(host: &Host, run: &str) -> turnstile_host::record::CompletionRecord {
+    let run_id = RunId::new(run);
+    let waited = tokio::time::timeout(Duration::from_secs(30), host.wait(&run_id));
+    waited.await.unwrap_or_else(|_| panic!("{run} never finished")).unwrap()
+}
+
+async fn submissions_accepted_anywhere_run_once_in_order_and_every_host_answers(kind: Kind) {
+    let dir = Scratch::new(kind);
+    let hosts = hosts(&dir, 3, &stalls_on_request()).await;
+    for i in 0..6 {
+        let submit =
+            Submit::new(format!("s{}", i % 2), format!("p{i}")).with_run_id(format!("r{i}"));
+        let got = hosts[i % 3].submit(submit).await.unwrap();
+        assert!(!got.existing);
+    }
+    // A resubmission on another host is answered with the existing run.
+    let again = hosts[2].submit(Submit::new("s0", "p0").with_run_id("r0")).await.unwrap();
+    assert!(again.existing);
+    for i in 0..6 {
+        let run = format!("r{i}");
+        let first = wait(&hosts[0], &run).await;
+        assert_eq!(first.outcome, Outcome::Completed, "{run}: {first:?}");
+        assert_eq!(first.text.as_deref(), Some("done"));
+        for h in &hosts[1..] {
+            assert_eq!(wait(h, &run).await, first, "every host answers the same");
+        }
+    }
+    // Every host's completion stream has each run once, and each session's in order.
+    for (n, host) in hosts.iter().enumerate() {
+        let mut stream = host.completions(Cursor(0));
+        let mut seen: Vec<(SessionId, RunId)> = Vec::new();
+        while seen.len() < 6 {
+            let next = tokio::time::timeout(Duration::from_secs(30), stream.next()).await;
+            let next = next.unwrap_or_else(|_| panic!("h{n}'s stream stopped"));
+            let (_, record) = next.unwrap().expect("a completion");
+            seen.push((record.session.clone(), record.run_id.clone().unwrap()));
+        }
+        for s in ["s0", "s1"] {
+            let runs: Vec<&str> =
+                seen.iter().filter(|(x, _)| x.as_str() == s).map(|(_, r)| r.as_str()).collect();
+            let want: Vec<String> =
+                (0..6).filter(|i| format!("s{}", i % 2) == s).map(|i| format!("r{i}")).collect();
+            assert_eq!(runs, want, "h{n}: {s} in acceptance order, each once");
+        }
+    }
+    for h in &hosts {
+        h.shutdown().await.unwrap();
+    }
+}
+
+async fn a_cancel_on_a_host_that_does_not_own_the_session_ends_its_running_turn_only(kind: Kind) {
+    let dir = Scratch::new(kind);
+    let hosts = hosts(&dir, 3, &stalls_on_request()).await;
+    hosts[0].submit(Submit::new("s", "stall").with_run_id("r1")).await.unwrap();
+    common::until_active(&hosts[1], "r1").await;
+    assert!(hosts[2].is_busy(&SessionId::new("s")).await.unwrap());
+    // The acceptor owns the session; the cancel comes through another host.
+    hosts[2].cancel(&SessionId::new("s")).await.unwrap();
+    let done = wait(&hosts[1], "r1").await;
+    assert_eq!(done.outcome, Outcome::Cancelled, "{done:?}");
+    // The watermark covers what was accepted before the cancel, never what comes after.
+    hosts[1].submit(Submit::new("s", "after").with_run_id("r2")).await.unwrap();
+    assert_eq!(wait(&hosts[2], "r2").await.outcome, Outcome::Completed);
+    // cancel_run through a third host, for a run another host accepted.
+    hosts[2].submit(Submit::new("s", "stall").with_run_id("r3")).await.unwrap();
+    common::until_active(&hosts[0], "r3").await;
+    hosts[1].cancel_run(&RunId::new("r3")).await.unwrap();
+    assert_eq!(wait(&hosts[0], "r3").await.outcome, Outcome::Cancelled);
+    for h in &hosts {
+        h.shutdown().await.unwrap();
+    }
+}
+
+async fn a_member_refuses_what_it_cannot_offer(kind: Kind) {
+    let dir = Scratch::new(kind);
+    let provider = Arc::new(stalls_on_request());
+    let agent = Host::open(member(&dir, "a"), provider.clone(), ToolSet::new().with_agent()).await;
+    assert!(matches!(agent, Err(OpenError::Member(_))), "{agent:?}");
+    let mut unnamed = member(&dir, "a");
+    unnamed.member.as_mut().unwrap().host.clear();
+    let unnamed = Host::open(unnamed, provider.clone(), ToolSet::new()).await;
+    assert_eq!(unnamed.unwrap_err().to_string(), "several hosts: a member needs a host name");
+    let host = Host::open(member(&dir, "a"), provider, ToolSet::new()).await.unwrap();
+    let own_seq =
+        host.submit(Submit { seq: Some(turnstile_core::Seq(7)), ..Submit::new("s", "x") });
+    assert!(own_seq.await.is_err());
+    host.shutdown().await.unwrap();
+    let closed = host.submit(Submit::new("s", "late")).await.unwrap_err();
+    assert_eq!(closed.to_string(), "workspace closing");
+}
