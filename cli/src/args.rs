@@ -86,9 +86,15 @@ in it, and every provider exchange into DIR; a restart takes the next free name
 (flight-2.jsonl, ...) and never overwrites a recording. Read it with `turnstile-sim replay DIR`
 and `turnstile-sim view DIR`.
 
+Several servers (--member NAME) share one PostgreSQL store: each accepts prompts and cancels
+for every session, one at a time owns a session and runs it, and when a server dies another
+takes its sessions over within the lease (10 s) and a few seconds more. A client may use any
+of them (`turnstile run --server URL1,URL2`). docs/server.md, \"Several servers\", explains it.
+
 Examples:
   turnstile serve
   turnstile serve --listen 127.0.0.1:9000 --model anthropic/claude-sonnet-4
+  turnstile serve --store postgres://agent@db/agents --member a --listen 127.0.0.1:8701
   turnstile serve --record recordings/today
   TOKEN=$(cat .turnstile/server-token)
   curl -H \"Authorization: Bearer $TOKEN\" -d '{\"prompt\":\"hi\"}' \\
@@ -118,8 +124,27 @@ pub struct Serve {
     pub cwd: Option<PathBuf>,
     /// Record this server process into this folder: one flight trace of every session and
     /// every provider exchange [default: `[record] dir`].
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", conflicts_with = "member")]
     pub record: Option<PathBuf>,
+    /// Serve as one of several servers over one PostgreSQL store, under this name (unique
+    /// among them): every server accepts and cancels for every session, one owns each.
+    #[arg(long, value_name = "NAME", env = "TURNSTILE_MEMBER")]
+    pub member: Option<String>,
+    /// With --member: how long a server holds a session without renewing it, in seconds
+    /// [default: 10]. Another server takes a dead server's sessions after it.
+    #[arg(long, value_name = "SECONDS", requires = "member", value_parser = lease_seconds)]
+    pub lease: Option<std::time::Duration>,
+}
+
+/// A lease in seconds (decimals allowed): at least 0.5 s, at most an hour.
+fn lease_seconds(text: &str) -> Result<std::time::Duration, String> {
+    let secs: f64 = text
+        .parse()
+        .map_err(|_| format!("`{text}` is not a number of seconds"))?;
+    if !(0.5..=3600.0).contains(&secs) {
+        return Err(format!("{secs} s is outside 0.5 to 3600 seconds"));
+    }
+    Ok(std::time::Duration::from_secs_f64(secs))
 }
 
 const RUN_HELP: &str = "\

@@ -55,7 +55,15 @@ pub async fn run(global: &Global, a: Run) -> Result<u8, Failure> {
         .tools(&cwd, a.yolo, reaper.clone(), Arc::new(DenyAsks))
         .await?;
     let recording = crate::record::claim(loaded.record_folder(a.record.as_deref(), &cwd))?;
-    let host = setup::open(&store, provider, tools, recording.as_ref(), loaded.engine()).await?;
+    let host = setup::open(
+        &store,
+        provider,
+        tools,
+        recording.as_ref(),
+        loaded.engine(),
+        None,
+    )
+    .await?;
     if let Some(r) = recording.filter(|_| std::io::stderr().is_terminal()) {
         eprintln!("{}", r.describe());
     }

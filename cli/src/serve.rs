@@ -67,8 +67,44 @@ pub async fn serve(global: &Global, a: Serve) -> Result<u8, Failure> {
             Token::load_or_generate(&path).map_err(|e| Failure::setup(e.to_string()))?
         }
     };
-    let recording = crate::record::claim(loaded.record_folder(a.record.as_deref(), &cwd))?;
-    let host = setup::open(&store, provider, tools, recording.as_ref(), loaded.engine()).await?;
+    let member = match &a.member {
+        None => None,
+        Some(_) if !matches!(store.location, turnstile_host::store::Location::Postgres(_)) => {
+            return Err(Failure::usage(
+                "--member needs a PostgreSQL store (--store postgres://...): several servers \
+                 share one database, and a SQLite file is one process's",
+            ));
+        }
+        Some(name) => {
+            let mut m = turnstile_host::MemberConfig::new(name);
+            if let Some(lease) = a.lease {
+                m.lease = lease;
+                m.margin = lease / 5;
+            }
+            Some(m)
+        }
+    };
+    let recording = match &member {
+        // A member's recording would be one trace per session: not offered (`--record`
+        // conflicts with `--member`, and `[record] dir` is left out).
+        Some(_) => None,
+        None => crate::record::claim(loaded.record_folder(a.record.as_deref(), &cwd))?,
+    };
+    // A member offers no sub-agents: they take their sequences from the core (SPEC 4.10).
+    let tools = if member.is_some() {
+        tools.without_agent()
+    } else {
+        tools
+    };
+    let host = setup::open(
+        &store,
+        provider,
+        tools,
+        recording.as_ref(),
+        loaded.engine(),
+        member,
+    )
+    .await?;
     setup::reap(reaper.as_ref());
     if let Some(r) = &recording {
         eprintln!("{}", r.describe());

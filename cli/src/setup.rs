@@ -456,7 +456,7 @@ pub fn reap(reaper: Option<&Reaper>) {
 
 /// Opens the host on the store (creating its folder), with this provider and these tools,
 /// recording into `recording` when given (its claimed trace is given back when the host does
-/// not open).
+/// not open), as one of several servers when `member` is given (SPEC 11).
 ///
 /// # Errors
 /// The folder cannot be made, or the store cannot be opened (in use by another process:
@@ -467,9 +467,11 @@ pub async fn open(
     tools: ToolSet,
     recording: Option<&Recording>,
     engine: &turnstile_core::Config,
+    member: Option<turnstile_host::MemberConfig>,
 ) -> Result<Host, Failure> {
     let mut config = HostConfig::with_store(StoreConfig::at(store.location.clone()));
     config.engine = engine.clone();
+    config.member = member;
     let provider = match recording {
         None => provider,
         Some(r) => r

@@ -152,6 +152,14 @@ impl ToolSet {
         self.agent
     }
 
+    /// The set without the `agent` tool (a member of several hosts does not offer it: a
+    /// sub-agent takes its sequence from the core, SPEC 4.10).
+    #[must_use]
+    pub fn without_agent(mut self) -> ToolSet {
+        self.agent = false;
+        self
+    }
+
     /// The set with the `agent` tool offered: a call starts a sub-agent in a child session,
     /// whose turn the host drives like any other; its end is the call's result (SPEC 4.11).
     /// Replaces a [`Tool`] named `agent`.

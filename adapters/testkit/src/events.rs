@@ -112,6 +112,23 @@ impl Events {
         self.ready.clear();
     }
 
+    /// Opens the stream again on another server at `base` (several servers over one store
+    /// share one event order, SPEC 11), resuming after [`Events::last`]; the path and what
+    /// was read are kept.
+    ///
+    /// # Panics
+    /// As [`Events::reconnect`].
+    pub async fn reconnect_to(&mut self, base: &str) {
+        let path = self.url.find("/v1/").map_or("/v1/events", |i| &self.url[i..]).to_owned();
+        self.url = format!("{base}{path}");
+        self.reconnect().await;
+    }
+
+    /// Whether the connection is open (it ended when the server closed it or went away).
+    pub fn is_open(&self) -> bool {
+        self.resp.is_some()
+    }
+
     /// The next event, or `None` when the connection ended or nothing came for `within`.
     pub async fn next_within(&mut self, within: Duration) -> Option<Frame> {
         match self.read_before(tokio::time::Instant::now() + within).await {

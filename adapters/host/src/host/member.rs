@@ -77,6 +77,13 @@ impl MemberConfig {
     fn acting(&self) -> Duration {
         self.lease.saturating_sub(self.margin)
     }
+
+    /// How long the database lets a connection of this host sit inside a transaction: half
+    /// of the time it acts under a lease, so a frozen host never holds the change order's
+    /// row (which every writer takes) long enough to keep a takeover waiting past the lease.
+    pub(crate) fn idle_in_transaction(&self) -> Duration {
+        (self.acting() / 2).max(Duration::from_millis(100))
+    }
 }
 
 /// One thing accepted for an owned session, as its core is fed it.

@@ -275,15 +275,16 @@ impl Host {
         }
         let store_config = config.store.clone();
         let reader_count = config.readers.max(1);
-        let member_name = config.member.as_ref().map(|m| m.host.clone());
+        let member_name = config.member.as_ref().map(|m| (m.host.clone(), m.idle_in_transaction()));
         // Opening and the first reads are blocking work (a PostgreSQL client must not block
         // a thread of the async runtime).
         let opening = move || -> Result<_, StoreError> {
             let opened = match &member_name {
                 None => Opening::Alone(Store::open(&store_config)?),
-                Some(host) => {
-                    let (store, coordinator) = Store::open_member(&store_config, host)?;
-                    let acceptor = crate::store::cluster::Coordinator::open(&store_config, host)?;
+                Some((host, idle)) => {
+                    let (store, coordinator) = Store::open_member(&store_config, host, *idle)?;
+                    let acceptor =
+                        crate::store::cluster::Coordinator::open(&store_config, host, *idle)?;
                     Opening::Member { store, coordinator, acceptor }
                 }
             };

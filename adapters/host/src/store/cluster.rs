@@ -157,15 +157,20 @@ impl Coordinator {
         Coordinator { conn, host, armed }
     }
 
-    /// A new coordination connection for `host` to the (migrated) store of `config`.
+    /// A new coordination connection for `host` to the (migrated) store of `config` (see
+    /// [`super::Store::open_member`] for `idle`).
     ///
     /// # Errors
     /// The store cannot be reached or opened.
-    pub(crate) fn open(config: &super::StoreConfig, host: &str) -> Result<Coordinator, StoreError> {
+    pub(crate) fn open(
+        config: &super::StoreConfig,
+        host: &str,
+        idle: std::time::Duration,
+    ) -> Result<Coordinator, StoreError> {
         let conn = match &config.location {
             #[cfg(not(madsim))]
             super::Location::Postgres(url) => {
-                Conn::Postgres(Box::new(super::postgres::PgConn::connect(url)?))
+                Conn::Postgres(Box::new(super::postgres::PgConn::connect_member(url, idle)?))
             }
             #[cfg(madsim)]
             super::Location::Postgres(url) => {

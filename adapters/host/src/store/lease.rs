@@ -132,7 +132,6 @@ fn for_holder(
 ///
 /// # Errors
 /// The database's error.
-#[cfg_attr(not(test), expect(dead_code, reason = "read by tests; member hosts poll instead"))]
 pub(crate) fn holder(db: &dyn Db, session: &str) -> Result<Option<Holder>, StoreError> {
     let sql = format!(
         "SELECT owner, epoch, expires_ms - {NOW_MS} FROM session_leases WHERE session = ?1"

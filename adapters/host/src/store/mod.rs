@@ -475,7 +475,9 @@ impl Store {
     }
 
     /// Opens the store as one of several hosts named `host` (SPEC 11): migrates it, and runs no
-    /// recovery (each take recovers its session). Returns the writer of the sessions this host
+    /// recovery (each take recovers its session). On PostgreSQL its connections connect again
+    /// when lost, and the server ends one that sits inside a transaction for longer than
+    /// `idle`. Returns the writer of the sessions this host
     /// will own and the coordination connection ([`cluster::Coordinator`]).
     ///
     /// A PostgreSQL store's members share its owner lock, so a single-process host cannot open
@@ -487,11 +489,12 @@ impl Store {
     pub(crate) fn open_member(
         config: &StoreConfig,
         host: &str,
+        idle: std::time::Duration,
     ) -> Result<(Store, cluster::Coordinator), StoreError> {
         let conn = match &config.location {
             #[cfg(not(madsim))]
             Location::Postgres(url) => {
-                let conn = Box::new(postgres::PgConn::connect(url)?);
+                let conn = Box::new(postgres::PgConn::connect_member(url, idle)?);
                 conn.lock_member()?;
                 conn.migrate()?;
                 Conn::Postgres(conn)
@@ -508,7 +511,7 @@ impl Store {
                 Conn::Sqlite(conn)
             }
         };
-        let coordinator = cluster::Coordinator::open(config, host)?;
+        let coordinator = cluster::Coordinator::open(config, host, idle)?;
         let db = conn.db();
         let last_cursor = read::newest_cursor(db)?.0;
         let revision = read::revision(db)?;

@@ -45,9 +45,14 @@ pub(crate) struct PgConn {
     database: String,
     /// `None` only while being dropped.
     inner: Option<Mutex<Inner>>,
-    /// A reader's URL: a reader whose connection was lost connects again. The writer never
-    /// does: its owner lock was its connection's, and a store failure stops the host.
+    /// A reader's or a member's URL: a connection lost outside a transaction connects again.
+    /// A single process's writer never does: its owner lock was its connection's, and a store
+    /// failure stops the host.
     reconnect: Option<String>,
+    /// What the connection is for (a reconnection opens the same kind).
+    role: Role,
+    /// This connection holds a member's shared owner lock: taken again after a reconnection.
+    member_lock: std::sync::atomic::AtomicBool,
 }
 
 /// What a connection is for (its `application_name` says it too, for `pg_stat_activity`).
@@ -55,6 +60,12 @@ pub(crate) struct PgConn {
 enum Role {
     Writer,
     Reader,
+    /// A member of several hosts (SPEC 11): PostgreSQL ends its session when it sits inside
+    /// a transaction for longer than this many milliseconds (a frozen host must not hold the
+    /// change order's row, which every writer takes, past its lease).
+    Member {
+        idle_ms: u64,
+    },
 }
 
 struct Inner {
@@ -83,7 +94,34 @@ impl PgConn {
     pub(crate) fn connect(url: &str) -> Result<PgConn, StoreError> {
         let database = redact(url);
         let inner = open(url, &database, Role::Writer)?;
-        Ok(PgConn { database, inner: Some(Mutex::new(inner)), reconnect: None })
+        Ok(PgConn::new(database, inner, None, Role::Writer))
+    }
+
+    fn new(database: String, inner: Inner, reconnect: Option<String>, role: Role) -> PgConn {
+        PgConn {
+            database,
+            inner: Some(Mutex::new(inner)),
+            reconnect,
+            role,
+            member_lock: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    /// A connection of a member of several hosts (SPEC 11): read-write, connecting again when
+    /// lost outside a transaction, and ended by the server when it sits inside a transaction
+    /// for longer than `idle` (so a frozen host cannot hold a lock every writer needs).
+    ///
+    /// # Errors
+    /// As [`PgConn::connect`].
+    pub(crate) fn connect_member(
+        url: &str,
+        idle: std::time::Duration,
+    ) -> Result<PgConn, StoreError> {
+        let database = redact(url);
+        let idle_ms = u64::try_from(idle.as_millis()).unwrap_or(u64::MAX).max(1);
+        let role = Role::Member { idle_ms };
+        let inner = open(url, &database, role)?;
+        Ok(PgConn::new(database, inner, Some(url.to_owned()), role))
     }
 
     /// A connection for a reader: every transaction on it is read-only, and a lost
@@ -94,7 +132,7 @@ impl PgConn {
     pub(crate) fn connect_reader(url: &str) -> Result<PgConn, StoreError> {
         let database = redact(url);
         let inner = open(url, &database, Role::Reader)?;
-        Ok(PgConn { database, inner: Some(Mutex::new(inner)), reconnect: Some(url.to_owned()) })
+        Ok(PgConn::new(database, inner, Some(url.to_owned()), Role::Reader))
     }
 
     /// Runs `call` on the connection. A reader whose connection was lost outside a
@@ -110,8 +148,15 @@ impl PgConn {
             // connection due to administrator command"): the client is closed either way.
             Err(e) if lost(&e, &inner.client) && !inner.in_transaction => {
                 let Some(url) = &self.reconnect else { return Err(error(&self.database, &e)) };
-                *inner = open(url, &self.database, Role::Reader)?;
-                tracing::info!(database = %self.database, "a PostgreSQL reader connected again");
+                *inner = open(url, &self.database, self.role)?;
+                if self.member_lock.load(std::sync::atomic::Ordering::Relaxed) {
+                    let sql = "SELECT pg_try_advisory_lock_shared($1)";
+                    let row = inner.block_on(inner.client.query_one(sql, &[&OWNER_LOCK]));
+                    if !row.map_err(|e| error(&self.database, &e))?.get::<_, bool>(0) {
+                        return Err(StoreError::InUse);
+                    }
+                }
+                tracing::info!(database = %self.database, role = ?self.role, "a PostgreSQL connection connected again");
                 call(&mut inner).map_err(|e| error(&self.database, &e))
             }
             r => r.map_err(|e| error(&self.database, &e)),
@@ -150,6 +195,7 @@ impl PgConn {
         loop {
             let sql = "SELECT pg_try_advisory_lock_shared(?1)";
             if self.scalar(sql, &[Arg::Int(OWNER_LOCK)])? == Some(1) {
+                self.member_lock.store(true, std::sync::atomic::Ordering::Relaxed);
                 return Ok(());
             }
             if std::time::Instant::now() >= deadline {
@@ -408,6 +454,7 @@ fn open(url: &str, database: &str, role: Role) -> Result<Inner, StoreError> {
         config.application_name(match role {
             Role::Writer => "turnstile writer",
             Role::Reader => "turnstile reader",
+            Role::Member { .. } => "turnstile member",
         });
     }
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -423,10 +470,15 @@ fn open(url: &str, database: &str, role: Role) -> Result<Inner, StoreError> {
             tracing::debug!(error = %e, "a PostgreSQL connection ended");
         }
     });
-    if role == Role::Reader {
-        runtime
-            .block_on(client.batch_execute("SET default_transaction_read_only = on"))
-            .map_err(|e| error(database, &e))?;
+    let setting = match role {
+        Role::Writer => None,
+        Role::Reader => Some("SET default_transaction_read_only = on".to_owned()),
+        Role::Member { idle_ms } => {
+            Some(format!("SET idle_in_transaction_session_timeout = {idle_ms}"))
+        }
+    };
+    if let Some(sql) = setting {
+        runtime.block_on(client.batch_execute(&sql)).map_err(|e| error(database, &e))?;
     }
     Ok(Inner { runtime, client, statements: HashMap::new(), in_transaction: false, prepares: 0 })
 }

@@ -407,6 +407,16 @@ impl Reader {
         row.map(|r| raw_run(&r)?.parse()).transpose()
     }
 
+    /// Several hosts (SPEC 11): the host that holds the session's lease now, by the
+    /// database's clock; `None` when no host does (never taken, released, or expired).
+    ///
+    /// # Errors
+    /// The database's errors.
+    pub fn owner(&self, session: &SessionId) -> Result<Option<String>, StoreError> {
+        let held = super::lease::holder(self.db(), session.as_str())?;
+        Ok(held.filter(|h| h.expires_in_ms > 0).and_then(|h| h.owner))
+    }
+
     /// The ledger row of a sequence.
     ///
     /// # Errors

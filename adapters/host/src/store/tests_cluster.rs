@@ -46,7 +46,8 @@ struct Member {
 }
 
 fn member(dir: &Scratch, host: &str) -> Member {
-    let (store, coordinator) = Store::open_member(&config(dir), host).expect("open a member");
+    let idle = std::time::Duration::from_secs(5);
+    let (store, coordinator) = Store::open_member(&config(dir), host, idle).expect("open a member");
     Member { store, coordinator }
 }
 
@@ -241,7 +242,8 @@ fn postgres_members_and_a_single_process_host_exclude_each_other() {
     assert!(matches!(Store::open(&config(&dir)), Err(StoreError::InUse)));
     drop((a, b));
     let single = Store::open(&config(&dir)).expect("no member left");
-    assert!(matches!(Store::open_member(&config(&dir), "a"), Err(StoreError::InUse)));
+    let idle = std::time::Duration::from_secs(5);
+    assert!(matches!(Store::open_member(&config(&dir), "a", idle), Err(StoreError::InUse)));
     drop(single);
 }
 

@@ -1,0 +1,375 @@
+//! Several `turnstile serve` over one PostgreSQL store (SPEC 11), as real processes: clients
+//! submit and cancel through random servers while the owner of a running session is killed
+//! (SIGKILL) or frozen (SIGSTOP) past its lease, round after round. Checked at the clients and
+//! in the database: every run has exactly one RunComplete on the event stream (which moves to
+//! another server when its own dies), the running turn of a lost owner ends `interrupted` on
+//! another server and the submissions waiting behind it run there in order, a frozen owner
+//! that wakes up writes nothing, every session's history is protocol-legal, no connection is
+//! left idle inside a transaction.
+//!
+//! Bounded for CI (4 rounds); `TURNSTILE_MEMBER_ROUNDS=200` runs a longer one, and the
+//! failover times it prints are the figures of `docs/performance.md`. Needs a server
+//! (`TURNSTILE_TEST_POSTGRES`): `cargo test -- --ignored postgres` runs it.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::process::Child;
+use std::time::{Duration, Instant};
+
+use common::Project;
+use nix::sys::signal::Signal;
+use serde_json::{Value, json};
+use turnstile_core::SessionId;
+use turnstile_testkit::anthropic::{paced_text, text_stream};
+use turnstile_testkit::events::Events;
+use turnstile_testkit::provider::{FakeProvider, Reply};
+
+const TOKEN: &str = "several-servers-test-token";
+
+/// The lease the servers run with (seconds): short, so failovers are quick.
+const LEASE: &str = "2";
+
+/// One `turnstile serve --member NAME`.
+struct Server {
+    name: String,
+    port: u16,
+    child: Option<Child>,
+    frozen: bool,
+}
+
+impl Server {
+    async fn start(project: &Project, name: &str, port: u16) -> Server {
+        let listen = format!("127.0.0.1:{port}");
+        let log = format!("{name}.log");
+        let args = [
+            "serve",
+            "--member",
+            name,
+            "--lease",
+            LEASE,
+            "--listen",
+            &listen,
+            "--yolo",
+            "-vv",
+            "--log-file",
+            &log,
+        ];
+        let mut command = project.command(&args);
+        command.env("TURNSTILE_SERVER_TOKEN", TOKEN);
+        let server = Server {
+            name: name.to_owned(),
+            port,
+            child: Some(command.spawn().unwrap()),
+            frozen: false,
+        };
+        server.healthy().await;
+        server
+    }
+
+    fn base(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    fn alive(&self) -> bool {
+        self.child.is_some() && !self.frozen
+    }
+
+    /// Waits (20 s at most) for the health route to answer.
+    async fn healthy(&self) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let (status, _) = get(&self.base(), "/v1/health").await;
+            if status == 200 {
+                return;
+            }
+            assert!(Instant::now() < deadline, "{} did not come up", self.name);
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    fn kill9(&mut self) {
+        let mut child = self.child.take().unwrap();
+        common::signal(child.id(), Signal::SIGKILL);
+        child.wait().unwrap();
+    }
+
+    fn freeze(&mut self) {
+        common::signal(self.child.as_ref().unwrap().id(), Signal::SIGSTOP);
+        self.frozen = true;
+    }
+
+    fn thaw(&mut self) {
+        common::signal(self.child.as_ref().unwrap().id(), Signal::SIGCONT);
+        self.frozen = false;
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+async fn post(base: &str, path: &str, body: Value) -> (u16, Value) {
+    let sent = reqwest::Client::new()
+        .post(format!("{base}{path}"))
+        .bearer_auth(TOKEN)
+        .json(&body)
+        .timeout(Duration::from_secs(10))
+        .send()
+        .await;
+    match sent {
+        Ok(r) => {
+            let status = r.status().as_u16();
+            (status, r.json().await.unwrap_or(Value::Null))
+        }
+        Err(_) => (0, Value::Null),
+    }
+}
+
+async fn get(base: &str, path: &str) -> (u16, Value) {
+    let sent = reqwest::Client::new()
+        .get(format!("{base}{path}"))
+        .bearer_auth(TOKEN)
+        .timeout(Duration::from_secs(40))
+        .send()
+        .await;
+    match sent {
+        Ok(r) => {
+            let status = r.status().as_u16();
+            (status, r.json().await.unwrap_or(Value::Null))
+        }
+        Err(_) => (0, Value::Null),
+    }
+}
+
+/// A server that answers now: the `n`th alive one, round robin.
+fn pick(servers: &[Server], n: usize) -> &Server {
+    let alive: Vec<&Server> = servers.iter().filter(|s| s.alive()).collect();
+    alive[n % alive.len()]
+}
+
+/// The run's RunComplete, waited for on any server that answers (60 s at most).
+async fn outcome(servers: &[Server], run: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut n = 0;
+    loop {
+        let base = pick(servers, n).base();
+        let (status, body) = get(&base, &format!("/v1/runs/{run}/wait?timeout_ms=5000")).await;
+        if status == 200 && body["finished"] == true {
+            return body["run_complete"]["outcome"].as_str().unwrap().to_owned();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{run} never finished: {status} {body}"
+        );
+        n += 1;
+    }
+}
+
+/// Waits until the run is its session's active turn.
+async fn until_active(servers: &[Server], run: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (_, body) = get(&pick(servers, 0).base(), &format!("/v1/runs/{run}")).await;
+        if body["state"] == "active" {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{run} never became active: {body}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Reads what the stream has now, moving it to another server when its own is gone.
+async fn drain(events: &mut Events, on: &mut usize, servers: &[Server]) {
+    loop {
+        if !servers[*on].alive() {
+            *on = servers.iter().position(Server::alive).unwrap();
+            events.reconnect_to(&servers[*on].base()).await;
+        }
+        match events.next_within(Duration::from_millis(300)).await {
+            Some(_) => {}
+            // Quiet, and the connection lives: everything so far was read.
+            None if events.is_open() => return,
+            None => {
+                *on = (*on + 1) % servers.len();
+                while !servers[*on].alive() {
+                    *on = (*on + 1) % servers.len();
+                }
+                events.reconnect_to(&servers[*on].base()).await;
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs PostgreSQL: eval \"$(scripts/postgres.sh env)\", then --ignored"]
+async fn postgres_three_servers_lose_owners_to_sigkill_and_sigstop_and_every_run_completes_once() {
+    let rounds: usize = std::env::var("TURNSTILE_MEMBER_ROUNDS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(4);
+    let provider = FakeProvider::routing(|c| {
+        if c.is_title() {
+            Reply::sse(text_stream("A title"))
+        } else {
+            // About a second and a half of text: long enough to lose its owner midway.
+            Reply::Paced(paced_text(
+                "one two three four five six seven eight nine ten ",
+                150,
+            ))
+        }
+    })
+    .await;
+    let project = Project::new(&provider.base_url, "").on_postgres();
+    let mut servers = Vec::new();
+    for i in 0..3 {
+        servers.push(Server::start(&project, &format!("h{i}"), free_port()).await);
+    }
+    let mut events = Events::connect(&servers[0].base(), TOKEN, None).await;
+    let mut on = 0;
+    let mut failovers = Vec::new();
+    let mut expected: BTreeMap<String, String> = BTreeMap::new();
+    for round in 0..rounds {
+        let session = format!("s{}", round % 2);
+        let runs: Vec<String> = (0..3).map(|k| format!("r{round}-{k}")).collect();
+        for (k, run) in runs.iter().enumerate() {
+            let base = pick(&servers, round + k).base();
+            let path = format!("/v1/sessions/{session}/prompts");
+            let (status, body) = post(&base, &path, json!({"prompt": run, "run_id": run})).await;
+            assert_eq!(status, 202, "{run}: {body}");
+        }
+        until_active(&servers, &runs[0]).await;
+        // A cancel_run of the last one through a server chosen at random, on odd rounds.
+        if round % 2 == 1 {
+            let base = pick(&servers, round + 7).base();
+            let (status, _) = post(&base, &format!("/v1/runs/{}/cancel", runs[2]), json!({})).await;
+            assert_eq!(status, 202);
+        }
+        // The owner of the running turn dies (even rounds) or freezes past its lease (odd).
+        let owner = tokio::task::block_in_place(|| {
+            project.reader().owner(&SessionId::new(&session)).unwrap()
+        });
+        let owner = owner.expect("a running session has an owner");
+        let victim = servers.iter().position(|s| s.name == owner).unwrap();
+        let killed = round % 2 == 0;
+        let lost_at = Instant::now();
+        if killed {
+            servers[victim].kill9();
+        } else {
+            servers[victim].freeze();
+        }
+        assert_eq!(
+            outcome(&servers, &runs[0]).await,
+            "interrupted",
+            "{} lost its owner",
+            runs[0]
+        );
+        failovers.push(lost_at.elapsed());
+        if killed {
+            let port = servers[victim].port;
+            servers[victim] = Server::start(&project, &owner, port).await;
+        } else {
+            servers[victim].thaw();
+        }
+        expected.insert(runs[0].clone(), "interrupted".into());
+        assert_eq!(
+            outcome(&servers, &runs[1]).await,
+            "completed",
+            "{} ran after the takeover",
+            runs[1]
+        );
+        expected.insert(runs[1].clone(), "completed".into());
+        let last = outcome(&servers, &runs[2]).await;
+        let want = if round % 2 == 1 {
+            "cancelled"
+        } else {
+            "completed"
+        };
+        assert_eq!(last, want, "{}", runs[2]);
+        expected.insert(runs[2].clone(), want.into());
+        drain(&mut events, &mut on, &servers).await;
+    }
+    drain(&mut events, &mut on, &servers).await;
+
+    // Every run: exactly one RunComplete on the stream, with the outcome its clients saw.
+    let seen = events.run_completes();
+    for (run, want) in &expected {
+        let (count, got) = seen.get(run).cloned().unwrap_or_default();
+        assert_eq!(
+            (count, got.as_str()),
+            (1, want.as_str()),
+            "{run} on the event stream"
+        );
+    }
+    assert_eq!(seen.len(), expected.len(), "{seen:?}");
+
+    // The database: every submission finished, each session's history protocol-legal and
+    // its turns in acceptance order, no connection idle inside a transaction.
+    tokio::task::block_in_place(|| {
+        let reader = project.reader();
+        let runs = reader.runs().unwrap();
+        assert_eq!(runs.len(), expected.len());
+        assert!(runs.iter().all(|r| r.completion.is_some()), "{runs:?}");
+        for s in ["s0", "s1"] {
+            let session = SessionId::new(s);
+            assert_eq!(
+                reader.protocol_problems(&session).unwrap(),
+                Vec::<String>::new()
+            );
+            let seqs: Vec<u64> = reader
+                .messages(&session)
+                .unwrap()
+                .iter()
+                .filter_map(|m| m.seq.map(|q| q.0))
+                .collect();
+            assert!(
+                seqs.windows(2).all(|w| w[0] <= w[1]),
+                "{s}: turns out of order: {seqs:?}"
+            );
+        }
+        let url = project.database.as_ref().unwrap().url().to_owned();
+        let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+        let idle: i64 = c
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity \
+                 WHERE datname = current_database() AND state = 'idle in transaction'",
+                &[],
+            )
+            .unwrap()
+            .get(0);
+        assert_eq!(idle, 0, "a connection was left inside a transaction");
+    });
+
+    // Every server still up shuts down cleanly.
+    for s in &mut servers {
+        let child = s.child.take().unwrap();
+        common::signal(child.id(), Signal::SIGTERM);
+        let done = common::finish(child).await;
+        assert_eq!(done.code, Some(0), "{}: {done:?}", s.name);
+    }
+    let mut ms: Vec<u128> = failovers.iter().map(Duration::as_millis).collect();
+    ms.sort_unstable();
+    eprintln!(
+        "failover (owner lost to its interrupted RunComplete on another server), {} rounds, \
+         lease {LEASE} s: p50 {} ms, max {} ms",
+        ms.len(),
+        ms[ms.len() / 2],
+        ms[ms.len() - 1]
+    );
+}
