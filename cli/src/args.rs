@@ -172,6 +172,7 @@ Examples:
   turnstile run --json \"List the TODOs\" | jq -c 'select(.type == \"tool_call\")'
   turnstile run --run-id nightly-42 \"...\"   # rerun after a crash: attaches to the same run
   turnstile run --server http://127.0.0.1:8700 \"...\"   # on a running `turnstile serve`
+  turnstile run --server http://a:8700,http://b:8700 \"...\"   # several servers of one store
   turnstile run --record bug-42 \"...\"      # then: turnstile-sim replay bug-42
 
 --record DIR writes the core's flight trace (DIR/flight.jsonl; a later process takes
@@ -211,8 +212,9 @@ pub struct Run {
     /// The working directory the tools are confined to [default: the current directory].
     #[arg(long, value_name = "DIR")]
     pub cwd: Option<PathBuf>,
-    /// Run on a `turnstile serve` at this URL instead of in this process.
-    #[arg(long, value_name = "URL", env = "TURNSTILE_SERVER")]
+    /// Run on a `turnstile serve` at this URL instead of in this process; several servers of
+    /// one store as `URL1,URL2,...`: the run moves to the next when one cannot be reached.
+    #[arg(long, value_name = "URL[,URL...]", env = "TURNSTILE_SERVER")]
     pub server: Option<String>,
     /// With --server: the file holding its token [default: $TURNSTILE_SERVER_TOKEN, else
     /// .turnstile/server-token when it exists].

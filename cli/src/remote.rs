@@ -8,6 +8,11 @@
 //! cancels the run on the server with `cancel_run` (unlike Crush, which leaves it running:
 //! G-12) and keeps waiting for its RunComplete; a second exits at once.
 //!
+//! `--server` may name several servers of one store (`URL1,URL2,...`, SPEC 11): a request or
+//! the stream that cannot reach one moves to the next, and the stream resumes there from the
+//! same `Last-Event-ID` (every server builds it from the ledger's one order). The prompt
+//! carries its RunId, so sending it again elsewhere is answered with the same run.
+//!
 //! The server's permission asks for the run's sessions are shown (a `--json` line of type
 //! `ask`); on a terminal (stdin and stderr) the client asks the question and sends the answer,
 //! and anywhere else it answers `deny` at once, as a local `run` treats an ask (SPEC 9).
@@ -65,15 +70,21 @@ pub async fn run(_global: &Global, a: Run, url: &str, prompt: String) -> Result<
     let mut frames = follow(client.clone());
     // The first event, `asks`, lists what is pending, which an attached run's ask may be:
     // it is read once the view is ready.
+    let unreachable =
+        |client: &Client| Failure::setup(format!("cannot reach the server at {}", client.base()));
     let opening = match frames.recv().await {
         Some(Feed::Frame(f)) => f,
         Some(Feed::Lost(why)) | Some(Feed::Fatal(why)) => return Err(Failure::setup(why)),
-        None | Some(Feed::Reconnecting) => {
-            return Err(Failure::setup(format!(
-                "cannot reach the server at {}",
-                client.base
-            )));
+        // With several servers the stream goes on to the next ones: a few seconds each.
+        Some(Feed::Reconnecting) if client.servers.bases.len() > 1 => {
+            let patience = Duration::from_secs(5) * client.servers.bases.len() as u32;
+            match tokio::time::timeout(patience, frames.recv()).await {
+                Ok(Some(Feed::Frame(f))) => f,
+                Ok(Some(Feed::Lost(why) | Feed::Fatal(why))) => return Err(Failure::setup(why)),
+                _ => return Err(unreachable(&client)),
+            }
         }
+        None | Some(Feed::Reconnecting) => return Err(unreachable(&client)),
     };
     // Ctrl-C is ours from before the prompt is sent: a signal while it is on its way still
     // cancels the run on the server instead of leaving it running (G-12).
@@ -384,59 +395,105 @@ fn error_message(v: &Value) -> String {
         .map_or_else(|| v.to_string(), str::to_owned)
 }
 
-/// The server's address and token.
+/// The servers' addresses (one, or several of one store) and the token.
 #[derive(Clone)]
 struct Client {
     http: reqwest::Client,
-    base: String,
+    servers: std::sync::Arc<Servers>,
     token: String,
 }
 
+/// The servers a run may use, and the one it uses now.
+struct Servers {
+    bases: Vec<String>,
+    at: std::sync::atomic::AtomicUsize,
+}
+
 impl Client {
-    fn new(url: &str, token: String) -> Result<Client, Failure> {
-        let base = url.trim_end_matches('/').to_owned();
-        if !(base.starts_with("http://") || base.starts_with("https://")) {
-            return Err(Failure::usage(format!(
-                "--server: `{url}` is not an http:// or https:// URL"
-            )));
+    /// A client of `urls`: one URL, or several separated by commas.
+    fn new(urls: &str, token: String) -> Result<Client, Failure> {
+        let mut bases = Vec::new();
+        for url in urls.split(',').map(str::trim).filter(|u| !u.is_empty()) {
+            let base = url.trim_end_matches('/').to_owned();
+            if !(base.starts_with("http://") || base.starts_with("https://")) {
+                return Err(Failure::usage(format!(
+                    "--server: `{url}` is not an http:// or https:// URL"
+                )));
+            }
+            bases.push(base);
+        }
+        if bases.is_empty() {
+            return Err(Failure::usage("--server: no URL given".to_owned()));
         }
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(10))
             .build()
             .map_err(|e| Failure::setup(format!("cannot build the HTTP client: {e}")))?;
-        Ok(Client { http, base, token })
+        let servers = Servers {
+            bases,
+            at: std::sync::atomic::AtomicUsize::new(0),
+        };
+        Ok(Client {
+            http,
+            servers: std::sync::Arc::new(servers),
+            token,
+        })
+    }
+
+    /// The server in use.
+    fn base(&self) -> String {
+        let s = &self.servers;
+        s.bases[s.at.load(std::sync::atomic::Ordering::Relaxed) % s.bases.len()].clone()
+    }
+
+    /// Moves to the next server (the one in use could not be reached); false when there is
+    /// only one.
+    fn next_server(&self) -> bool {
+        let s = &self.servers;
+        s.at.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        s.bases.len() > 1
     }
 
     async fn get(&self, path: &str) -> Result<(u16, Value), Failure> {
-        let r = self
-            .http
-            .get(format!("{}{path}", self.base))
-            .bearer_auth(&self.token)
-            .send()
-            .await;
-        self.answer(r).await
+        self.send(|base| self.http.get(format!("{base}{path}")))
+            .await
     }
 
     async fn post(&self, path: &str, body: &Value) -> Result<(u16, Value), Failure> {
-        let r = self
-            .http
-            .post(format!("{}{path}", self.base))
-            .bearer_auth(&self.token)
-            .json(body)
-            .send()
-            .await;
-        self.answer(r).await
+        self.send(|base| self.http.post(format!("{base}{path}")).json(body))
+            .await
     }
 
-    async fn answer(&self, r: reqwest::Result<reqwest::Response>) -> Result<(u16, Value), Failure> {
-        let r = r.map_err(|e| {
-            Failure::setup(format!("cannot reach the server at {}: {e}", self.base))
-        })?;
+    /// Sends a request to the server in use, and to each next one while it cannot be
+    /// reached (every request of a run may be sent again: the prompt carries its RunId).
+    async fn send(
+        &self,
+        request: impl Fn(&str) -> reqwest::RequestBuilder,
+    ) -> Result<(u16, Value), Failure> {
+        let mut tries = self.servers.bases.len();
+        loop {
+            let base = self.base();
+            let r = request(&base).bearer_auth(&self.token).send().await;
+            tries -= 1;
+            match r {
+                Err(e) if tries > 0 && self.next_server() => {
+                    tracing::info!("cannot reach the server at {base}: {e}; trying the next one");
+                }
+                r => return self.answer(&base, r).await,
+            }
+        }
+    }
+
+    async fn answer(
+        &self,
+        base: &str,
+        r: reqwest::Result<reqwest::Response>,
+    ) -> Result<(u16, Value), Failure> {
+        let r = r.map_err(|e| Failure::setup(format!("cannot reach the server at {base}: {e}")))?;
         let status = r.status().as_u16();
         if status == 401 {
             return Err(Failure::setup(format!(
-                "the server at {} refused the token",
-                self.base
+                "the server at {base} refused the token"
             )));
         }
         let text = r.text().await.unwrap_or_default();
@@ -652,7 +709,8 @@ enum Feed {
     Fatal(String),
 }
 
-/// Follows `/v1/events`, resuming from the last event id after any loss.
+/// Follows `/v1/events`, resuming from the last event id after any loss (on the next server,
+/// when there are several).
 fn follow(client: Client) -> mpsc::Receiver<Feed> {
     let (tx, rx) = mpsc::channel(256);
     tokio::spawn(async move {
@@ -662,7 +720,7 @@ fn follow(client: Client) -> mpsc::Receiver<Feed> {
         loop {
             let mut req = client
                 .http
-                .get(format!("{}/v1/events", client.base))
+                .get(format!("{}/v1/events", client.base()))
                 .bearer_auth(&client.token);
             if let Some(id) = &last {
                 req = req.header("Last-Event-ID", id);
@@ -712,9 +770,9 @@ fn follow(client: Client) -> mpsc::Receiver<Feed> {
                 let _ = tx
                     .send(Feed::Lost(format!(
                         "lost the server at {} for {} s; the run goes on there (`turnstile run --server {} --run-id <id>` attaches again)",
-                        client.base,
+                        client.base(),
                         GIVE_UP_AFTER.as_secs(),
-                        client.base
+                        client.base()
                     )))
                     .await;
                 return;
@@ -722,6 +780,8 @@ fn follow(client: Client) -> mpsc::Receiver<Feed> {
             if first_loss && tx.send(Feed::Reconnecting).await.is_err() {
                 return;
             }
+            // With several servers, the next one: it resumes from the same event.
+            client.next_server();
             tokio::time::sleep(delay).await;
             delay = (delay * 2).min(Duration::from_secs(2));
         }

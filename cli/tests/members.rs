@@ -373,3 +373,50 @@ async fn postgres_three_servers_lose_owners_to_sigkill_and_sigstop_and_every_run
         ms[ms.len() - 1]
     );
 }
+
+/// `turnstile run --server URL1,URL2`: a first server that cannot be reached is passed over,
+/// and when the server the run talks to dies (owning the run's session), the run hears its
+/// `interrupted` RunComplete from the next one (status 2).
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs PostgreSQL: eval \"$(scripts/postgres.sh env)\", then --ignored"]
+async fn postgres_run_moves_to_the_next_server_when_its_own_dies() {
+    let provider = FakeProvider::routing(|c| {
+        if c.is_title() {
+            Reply::sse(text_stream("A title"))
+        } else if c.body.to_string().contains("slowly") {
+            Reply::Paced(paced_text(
+                "one two three four five six seven eight nine ten ",
+                300,
+            ))
+        } else {
+            Reply::sse(text_stream("Quick answer."))
+        }
+    })
+    .await;
+    let project = Project::new(&provider.base_url, "").on_postgres();
+    let mut servers = Vec::new();
+    for i in 0..2 {
+        servers.push(Server::start(&project, &format!("h{i}"), free_port()).await);
+    }
+    let run = |urls: String, prompt: &str| {
+        let mut c = project.command(&["run", "--server", &urls, prompt]);
+        c.env("TURNSTILE_SERVER_TOKEN", TOKEN);
+        c.spawn().unwrap()
+    };
+    // Nobody listens on the first URL: the run goes to the second.
+    let dead = format!("http://127.0.0.1:{}", free_port());
+    let done = common::finish(run(format!("{dead},{}", servers[1].base()), "Hi")).await;
+    assert_eq!(
+        (done.code, done.stdout.as_str()),
+        (Some(0), "Quick answer.\n"),
+        "{done:?}"
+    );
+    // The run's server accepts it, so it owns its session; it dies mid-turn.
+    let urls = format!("{},{}", servers[0].base(), servers[1].base());
+    let child = run(urls, "Answer slowly");
+    provider.wait_steps(2).await;
+    servers[0].kill9();
+    let done = common::finish(child).await;
+    assert_eq!(done.code, Some(2), "interrupted: {done:?}");
+    assert!(done.stderr.contains("interrupted"), "{}", done.stderr);
+}

@@ -27,12 +27,18 @@ both_stores!(
 
 /// A member named `name` with a short lease, so a test does not wait long.
 fn member(dir: &Scratch, name: &str) -> HostConfig {
+    member_with(dir, name, true)
+}
+
+/// The same, woken by notifications or (`false`) finding everything by its poll alone.
+fn member_with(dir: &Scratch, name: &str, notifications: bool) -> HostConfig {
     let mut config = HostConfig::with_store(dir.store());
     let mut m = MemberConfig::new(name);
     m.lease = Duration::from_secs(3);
     m.margin = Duration::from_secs(1);
     m.poll = Duration::from_millis(100);
     m.prefer_acceptor = Duration::from_millis(200);
+    m.notifications = notifications;
     config.member = Some(m);
     config.workers = 2;
     config
@@ -50,9 +56,18 @@ fn stalls_on_request() -> ScriptedProvider {
 }
 
 async fn hosts(dir: &Scratch, n: usize, provider: &ScriptedProvider) -> Vec<Host> {
+    hosts_with(dir, n, provider, true).await
+}
+
+async fn hosts_with(
+    dir: &Scratch,
+    n: usize,
+    provider: &ScriptedProvider,
+    notifications: bool,
+) -> Vec<Host> {
     let mut hosts = Vec::new();
     for i in 0..n {
-        let config = member(dir, &format!("h{i}"));
+        let config = member_with(dir, &format!("h{i}"), notifications);
         let host = Host::open(config, Arc::new(provider.clone()), ToolSet::new()).await;
         hosts.push(host.unwrap_or_else(|e| panic!("member h{i}: {e}")));
     }
@@ -66,9 +81,11 @@ async fn wait(host: &Host, run: &str) -> turnstile_host::record::CompletionRecor
     waited.await.unwrap_or_else(|_| panic!("{run} never finished")).unwrap()
 }
 
+/// Without a single notification (every one lost), the poll finds everything: slower, never
+/// lost.
 async fn submissions_accepted_anywhere_run_once_in_order_and_every_host_answers(kind: Kind) {
     let dir = Scratch::new(kind);
-    let hosts = hosts(&dir, 3, &stalls_on_request()).await;
+    let hosts = hosts_with(&dir, 3, &stalls_on_request(), false).await;
     for i in 0..6 {
         let submit =
             Submit::new(format!("s{}", i % 2), format!("p{i}")).with_run_id(format!("r{i}"));

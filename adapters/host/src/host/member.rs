@@ -56,6 +56,10 @@ pub struct MemberConfig {
     /// How long a free session's new work is left to the host that accepted it (default
     /// 500 ms).
     pub prefer_acceptor: Duration,
+    /// Wake at once on other hosts' notifications (PostgreSQL's `LISTEN`) and on this host's
+    /// own accepts (default). Off, the host finds everything by its poll alone: what a test
+    /// that loses every notification runs.
+    pub notifications: bool,
 }
 
 impl MemberConfig {
@@ -70,6 +74,7 @@ impl MemberConfig {
             idle_release: Duration::from_secs(30),
             poll: Duration::from_secs(1),
             prefer_acceptor: Duration::from_millis(500),
+            notifications: true,
         }
     }
 

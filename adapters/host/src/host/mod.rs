@@ -198,7 +198,8 @@ struct Inner {
 #[derive(Debug)]
 struct Acceptor {
     coordinator: Arc<Mutex<crate::store::cluster::Coordinator>>,
-    wake: Arc<tokio::sync::Notify>,
+    /// This host's member task, woken at each accept (`None`: notifications are off).
+    wake: Option<Arc<tokio::sync::Notify>>,
     /// Stops the listener thread when the host goes.
     listening: Arc<std::sync::atomic::AtomicBool>,
     /// Set by `shutdown`: this host accepts nothing more ("workspace closing").
@@ -226,8 +227,8 @@ impl Acceptor {
         kind: crate::store::cluster::CommandKind,
     ) -> Result<(), SubmitError> {
         let wrote = self.call(move |c| c.command(session.as_ref(), &kind)).await?;
-        if wrote {
-            self.wake.notify_one();
+        if let (true, Some(wake)) = (wrote, &self.wake) {
+            wake.notify_one();
         }
         Ok(())
     }
@@ -361,7 +362,9 @@ impl Host {
                 let wake = Arc::new(tokio::sync::Notify::new());
                 let listening = Arc::new(std::sync::atomic::AtomicBool::new(false));
                 #[cfg(not(madsim))]
-                if let crate::store::Location::Postgres(url) = &config.store.location {
+                if let (true, crate::store::Location::Postgres(url)) =
+                    (member.notifications, &config.store.location)
+                {
                     // Without the listener the poll still finds everything, later.
                     if let Err(e) = member::listen(url.clone(), wake.clone(), listening.clone()) {
                         tracing::warn!(error = %e, "the notification listener could not start");
@@ -382,7 +385,7 @@ impl Host {
                 tokio::spawn(task.run());
                 Some(Acceptor {
                     coordinator: Arc::new(Mutex::new(acceptor)),
-                    wake,
+                    wake: member.notifications.then_some(wake),
                     listening,
                     closing: std::sync::atomic::AtomicBool::new(false),
                 })
@@ -496,7 +499,9 @@ impl Host {
                     run_id = submit.run_id.as_ref().map(RunId::as_str),
                     "submission accepted into the ledger"
                 );
-                member.wake.notify_one();
+                if let Some(wake) = &member.wake {
+                    wake.notify_one();
+                }
                 Ok(Submitted {
                     session: submit.session,
                     seq,
