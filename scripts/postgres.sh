@@ -30,6 +30,8 @@ Commands:
                  eval "\$($PROG env)"
   stop DIR     Stop the cluster in DIR (immediate shutdown) if it runs and remove DIR.
                Succeeds when DIR is already gone.
+  restart DIR  Stop the cluster in DIR at once (as a crash does: every connection is cut)
+               and start it again on the same port, keeping its data.
   help         Print this help
 
 Options:
@@ -51,7 +53,7 @@ usage_error() {
   {
     echo "error: $*"
     echo
-    echo "Usage: $PROG <start [DIR] | env [DIR] | stop DIR>"
+    echo "Usage: $PROG <start [DIR] | env [DIR] | stop DIR | restart DIR>"
     echo
     echo "For more information, try '--help'."
   } >&2
@@ -330,6 +332,20 @@ stop() {
   say "stopped; $dir removed"
 }
 
+# restart DIR: an immediate stop (every connection cut, as in a crash), then a start on the
+# same port with the same data.
+restart() {
+  local dir=$1
+  [[ -d $dir && -e $dir/$MARKER ]] || die "$dir is not a cluster folder made by $PROG"
+  dir=$(cd "$dir" && pwd -P)
+  need_binaries
+  stop_cluster "$dir"
+  say "starting the server in $dir again"
+  as_pg timeout 90 "$PG_CTL" -D "$dir/data" -l "$dir/log" -w -t 60 start >&2 ||
+    die "the server did not start again (or not within 60 s); see $dir/log"
+  say "running again: $(cat "$dir/url")"
+}
+
 main() {
   (($#)) || usage_error "a command is required"
   local cmd=$1
@@ -339,7 +355,7 @@ main() {
     usage
     return 0
     ;;
-  start | env | stop) ;;
+  start | env | stop | restart) ;;
   -*) usage_error "unexpected argument '$cmd' found" ;;
   *) usage_error "unrecognized command '$cmd'" ;;
   esac
@@ -369,6 +385,11 @@ main() {
     (($# == 1)) || usage_error "'stop' needs the cluster's DIR"
     [[ -n $1 ]] || usage_error "'stop' needs the cluster's DIR (it was empty)"
     stop "$1"
+    ;;
+  restart)
+    (($# == 1)) || usage_error "'restart' needs the cluster's DIR"
+    [[ -n $1 ]] || usage_error "'restart' needs the cluster's DIR (it was empty)"
+    restart "$1"
     ;;
   esac
 }

@@ -167,3 +167,105 @@ async fn a_member_refuses_what_it_cannot_offer(kind: Kind) {
     let closed = host.submit(Submit::new("s", "late")).await.unwrap_err();
     assert_eq!(closed.to_string(), "workspace closing");
 }
+
+/// A PostgreSQL cluster of this test's own (`scripts/postgres.sh`), to restart.
+struct Cluster {
+    dir: tempfile::TempDir,
+    url: String,
+}
+
+impl Cluster {
+    fn script() -> std::path::PathBuf {
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/postgres.sh")
+    }
+
+    fn start() -> Cluster {
+        let dir = tempfile::tempdir().unwrap();
+        let out = std::process::Command::new("bash")
+            .arg(Cluster::script())
+            .arg("start")
+            .arg(dir.path())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let url = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+        Cluster { dir, url }
+    }
+
+    /// Cuts every connection at once (an immediate stop, as a crash) and starts again.
+    fn restart(&self) {
+        let out = std::process::Command::new("bash")
+            .arg(Cluster::script())
+            .arg("restart")
+            .arg(self.dir.path())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("bash")
+            .arg(Cluster::script())
+            .arg("stop")
+            .arg(self.dir.path())
+            .output();
+    }
+}
+
+/// A restart of the database itself: the members' connections are cut mid-turn; they connect
+/// again, take their sessions again, and nothing accepted is lost: the cut turn ends once
+/// (completed or interrupted), a prompt accepted after the restart runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL's programs (scripts/postgres.sh starts a cluster of its own)"]
+async fn postgres_a_restart_of_the_database_loses_nothing_accepted() {
+    let cluster = tokio::task::block_in_place(Cluster::start);
+    let store = turnstile_host::store::StoreConfig::at(turnstile_host::store::Location::Postgres(
+        cluster.url.clone(),
+    ));
+    let provider = ScriptedProvider::new(|request, _| {
+        if request.strings().last() == Some("slowly") {
+            Answer::streamed("a long answer written slowly", 20, 100, Usage::default())
+        } else {
+            Answer::streamed("done", 2, 1, Usage::default())
+        }
+    });
+    let mut hosts = Vec::new();
+    for i in 0..2 {
+        let mut config = HostConfig::with_store(store.clone());
+        let mut m = MemberConfig::new(format!("h{i}"));
+        m.lease = Duration::from_secs(2);
+        m.margin = Duration::from_millis(500);
+        m.poll = Duration::from_millis(100);
+        config.member = Some(m);
+        config.workers = 2;
+        hosts.push(Host::open(config, Arc::new(provider.clone()), ToolSet::new()).await.unwrap());
+    }
+    hosts[0].submit(Submit::new("s", "slowly").with_run_id("r1")).await.unwrap();
+    common::until_active(&hosts[1], "r1").await;
+    tokio::task::block_in_place(|| cluster.restart());
+    // A client retries a prompt the restart refused.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while let Err(e) = hosts[1].submit(Submit::new("s", "after").with_run_id("r2")).await {
+        assert!(tokio::time::Instant::now() < deadline, "never accepted again: {e}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let first = wait(&hosts[1], "r1").await;
+    assert!(matches!(first.outcome, Outcome::Completed | Outcome::Interrupted), "{first:?}");
+    assert_eq!(wait(&hosts[0], "r2").await.outcome, Outcome::Completed);
+    for (n, host) in hosts.iter().enumerate() {
+        let mut stream = host.completions(Cursor(0));
+        let mut seen = Vec::new();
+        while let Ok(Ok(Some((_, r)))) =
+            tokio::time::timeout(Duration::from_millis(1500), stream.next()).await
+        {
+            seen.push(r.run_id.unwrap().as_str().to_owned());
+        }
+        assert_eq!(seen, ["r1", "r2"], "h{n}: each run once");
+        assert_eq!(host.stopped(), None, "h{n} goes on");
+    }
+    for h in &hosts {
+        h.shutdown().await.unwrap();
+    }
+}
