@@ -148,6 +148,8 @@ pub async fn serve(global: &Global, a: Serve) -> Result<u8, Failure> {
     if config.limits.streams > streams_max {
         config.limits.streams = streams_max;
     }
+    // Several servers list and answer one another's asks (nothing changes for one alone).
+    asks.share(&host);
     let server = Server::start(host.clone(), asks, config).await;
     let listener = match tokio::net::TcpListener::bind(addr).await {
         Ok(l) => l,

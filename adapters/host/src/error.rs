@@ -132,6 +132,9 @@ pub enum InvalidRequest {
     /// ([`HostError::WrongAcceptor`]), or one whose sequence is not above the newest with an
     /// external acceptor. "engine refused an input: `<core error>`".
     Refused(HostError),
+    /// A request only several hosts over one store answer (SPEC 11), made of a host alone:
+    /// "not one of several hosts: `<what>`".
+    NotAMember(&'static str),
 }
 
 impl std::fmt::Display for InvalidRequest {
@@ -139,6 +142,7 @@ impl std::fmt::Display for InvalidRequest {
         match self {
             InvalidRequest::SessionNotFound(id) => write!(f, "session not found: {id}"),
             InvalidRequest::Refused(e) => write!(f, "engine refused an input: {e}"),
+            InvalidRequest::NotAMember(what) => write!(f, "not one of several hosts: {what}"),
         }
     }
 }
@@ -146,7 +150,7 @@ impl std::fmt::Display for InvalidRequest {
 impl std::error::Error for InvalidRequest {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            InvalidRequest::SessionNotFound(_) => None,
+            InvalidRequest::SessionNotFound(_) | InvalidRequest::NotAMember(_) => None,
             InvalidRequest::Refused(e) => Some(e),
         }
     }

@@ -481,8 +481,11 @@ async fn answer(
             Answer::Deny(req.message.unwrap_or_else(|| "the user denied this call".to_owned()))
         }
     };
-    match server.inner.asks.answer(&ask, answer) {
+    match server.inner.asks.answer_anywhere(&ask, answer).await {
         Ok(()) => Ok(Json(json!({"status": "answered"})).into_response()),
+        Err(AnswerError::Unavailable(why)) => Err(ApiError::store(format!(
+            "the store, which decides whether the ask was answered, could not be reached: {why}"
+        ))),
         Err(AnswerError::Unknown) => {
             Err(ApiError::not_found("ask_not_found", format!("ask not found: {ask}")))
         }

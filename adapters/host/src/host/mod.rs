@@ -281,12 +281,12 @@ impl Host {
         // a thread of the async runtime).
         let opening = move || -> Result<_, StoreError> {
             let opened = match &member_name {
-                None => Opening::Alone(Store::open(&store_config)?),
+                None => Opening::Alone(Box::new(Store::open(&store_config)?)),
                 Some((host, idle)) => {
                     let (store, coordinator) = Store::open_member(&store_config, host, *idle)?;
                     let acceptor =
                         crate::store::cluster::Coordinator::open(&store_config, host, *idle)?;
-                    Opening::Member { store, coordinator, acceptor }
+                    Opening::Member(Box::new(Member { store, coordinator, acceptor }))
                 }
             };
             let mut readers = Vec::new();
@@ -312,9 +312,9 @@ impl Host {
                 let cores = cores::Cores::One(driver(&config, &opened.start)?);
                 (opened.store, cores, opened.recovered, None)
             }
-            Opening::Member { store, coordinator, acceptor } => {
+            Opening::Member(m) => {
                 let cores = cores::Cores::owned(config.engine.clone());
-                (store, cores, Vec::new(), Some((coordinator, acceptor)))
+                (m.store, cores, Vec::new(), Some((m.coordinator, m.acceptor)))
             }
         };
         let hub = Arc::new(Hub::new(newest, config.updates_capacity));
@@ -565,6 +565,62 @@ impl Host {
         self.send_cancel(Command::ClearQueue(session.clone())).await
     }
 
+    /// Whether this host is one of several over its store (SPEC 11, [`HostConfig::member`]).
+    #[must_use]
+    pub fn is_member(&self) -> bool {
+        self.inner.member.is_some()
+    }
+
+    /// The acceptor of a member; a host alone has none.
+    fn member(&self, what: &'static str) -> Result<&Acceptor, SubmitError> {
+        self.inner.member.as_ref().ok_or(SubmitError::Invalid(InvalidRequest::NotAMember(what)))
+    }
+
+    /// Several hosts: shares a pending permission ask of one of this host's calls, so every
+    /// host lists it and any host may answer it ([`Host::close_shared_ask`]). `body` is how
+    /// clients see it (JSON).
+    ///
+    /// # Errors
+    /// [`InvalidRequest::NotAMember`] on a host alone; [`SubmitError::Store`].
+    pub async fn share_ask(
+        &self,
+        id: &str,
+        session: &SessionId,
+        body: String,
+    ) -> Result<(), SubmitError> {
+        let member = self.member("asks are shared only among several hosts")?;
+        let (id, session) = (id.to_owned(), session.clone());
+        member.call(move |c| c.open_ask(&id, &session, &body)).await
+    }
+
+    /// Several hosts: answers a shared ask with `answer` (JSON), or withdraws it (`None`). The
+    /// store decides once: the first close wins, and later ones hear how it closed.
+    ///
+    /// # Errors
+    /// [`InvalidRequest::NotAMember`] on a host alone; [`SubmitError::Store`].
+    pub async fn close_shared_ask(
+        &self,
+        id: &str,
+        answer: Option<String>,
+    ) -> Result<crate::store::AskClosing, SubmitError> {
+        let member = self.member("asks are shared only among several hosts")?;
+        let id = id.to_owned();
+        member.call(move |c| c.close_ask(&id, answer.as_deref())).await
+    }
+
+    /// Several hosts: the shared asks changed after revision `after`, in the order they
+    /// changed (read again after each new revision, [`Host::revisions`]).
+    ///
+    /// # Errors
+    /// [`InvalidRequest::NotAMember`] on a host alone; [`SubmitError::Store`].
+    pub async fn shared_asks_after(
+        &self,
+        after: u64,
+    ) -> Result<Vec<crate::store::AskRow>, SubmitError> {
+        let member = self.member("asks are shared only among several hosts")?;
+        member.call(move |c| c.asks_after(after)).await
+    }
+
     /// Summarizes the session now (SPEC 4.7), unless it is busy.
     ///
     /// # Errors
@@ -784,19 +840,22 @@ impl Host {
 /// What opening the store gave: the store of a host alone (with its recovery), or a member's
 /// writer and its two coordination connections (the member task's and the acceptor's).
 enum Opening {
-    Alone(crate::store::Opened),
-    Member {
-        store: Store,
-        coordinator: crate::store::cluster::Coordinator,
-        acceptor: crate::store::cluster::Coordinator,
-    },
+    Alone(Box<crate::store::Opened>),
+    Member(Box<Member>),
+}
+
+/// A member's writer and its two coordination connections.
+struct Member {
+    store: Store,
+    coordinator: crate::store::cluster::Coordinator,
+    acceptor: crate::store::cluster::Coordinator,
 }
 
 impl Opening {
     fn store(&self) -> &Store {
         match self {
             Opening::Alone(o) => &o.store,
-            Opening::Member { store, .. } => store,
+            Opening::Member(m) => &m.store,
         }
     }
 }

@@ -598,3 +598,140 @@ fn completions_after(
         })
         .collect()
 }
+
+/// Where a shared permission ask stands (several hosts, SPEC 11).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AskState {
+    /// Waiting for an answer.
+    Pending,
+    /// A client answered it (on any host).
+    Answered,
+    /// Its call was aborted before an answer.
+    Withdrawn,
+}
+
+impl AskState {
+    fn text(self) -> &'static str {
+        match self {
+            AskState::Pending => "pending",
+            AskState::Answered => "answered",
+            AskState::Withdrawn => "withdrawn",
+        }
+    }
+
+    fn parse(text: &str, what: &str) -> Result<AskState, StoreError> {
+        match text {
+            "pending" => Ok(AskState::Pending),
+            "answered" => Ok(AskState::Answered),
+            "withdrawn" => Ok(AskState::Withdrawn),
+            other => Err(StoreError::Corrupt(format!("{what}: `{other}` is not an ask's state"))),
+        }
+    }
+}
+
+/// A shared permission ask as the store holds it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AskRow {
+    /// Its id.
+    pub id: String,
+    /// The calling session.
+    pub session: SessionId,
+    /// The ask as its host described it (JSON, the server's `PendingAsk`).
+    pub body: String,
+    /// Where it stands.
+    pub state: AskState,
+    /// The answer (JSON), once answered.
+    pub answer: Option<String>,
+    /// The revision of its last change: read the asks after one to see what changed.
+    pub rev: u64,
+}
+
+/// What closing a shared ask found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AskClosing {
+    /// It was pending, and this closed it: the one decision about it.
+    Closed,
+    /// It was closed already (answered or withdrawn, by whichever host was first).
+    Already(AskState),
+    /// No ask has this id.
+    Unknown,
+}
+
+impl Coordinator {
+    /// Shares a pending ask of this host's call.
+    ///
+    /// # Errors
+    /// The database's errors (an id used twice among them).
+    pub(crate) fn open_ask(
+        &self,
+        id: &str,
+        session: &SessionId,
+        body: &str,
+    ) -> Result<(), StoreError> {
+        self.write(|db| {
+            db.execute(
+                "INSERT INTO asks (id, session, body, state, rev) VALUES (?1, ?2, ?3, 'pending', \
+                 (SELECT value FROM counters WHERE name = 'revision'))",
+                &args![id, session.as_str(), body],
+            )?;
+            Ok(((), true))
+        })
+    }
+
+    /// Closes a pending ask: answered with `answer` (JSON), or withdrawn when `None`. The
+    /// first host to close it decides; later ones hear how it closed.
+    ///
+    /// # Errors
+    /// The database's errors.
+    pub(crate) fn close_ask(
+        &self,
+        id: &str,
+        answer: Option<&str>,
+    ) -> Result<AskClosing, StoreError> {
+        self.write(|db| {
+            let state = if answer.is_some() { AskState::Answered } else { AskState::Withdrawn };
+            let changed = db.execute(
+                "UPDATE asks SET state = ?2, answer = ?3, \
+                 rev = (SELECT value FROM counters WHERE name = 'revision') \
+                 WHERE id = ?1 AND state = 'pending'",
+                &args![id, state.text(), answer],
+            )?;
+            if changed == 1 {
+                return Ok((AskClosing::Closed, true));
+            }
+            let found = db.row("SELECT state FROM asks WHERE id = ?1", &args![id])?;
+            let closing = match found {
+                Some(r) => {
+                    AskClosing::Already(AskState::parse(&r.text(0)?, &format!("asks row {id}"))?)
+                }
+                None => AskClosing::Unknown,
+            };
+            Ok((closing, false))
+        })
+    }
+
+    /// The asks changed after revision `after`, in the order they changed.
+    ///
+    /// # Errors
+    /// The database's errors; [`StoreError::Corrupt`] for a row that does not parse.
+    pub(crate) fn asks_after(&self, after: u64) -> Result<Vec<AskRow>, StoreError> {
+        let rows = self.db().rows(
+            "SELECT id, session, body, state, answer, rev FROM asks WHERE rev > ?1 ORDER BY rev, id",
+            &args![int(after, "revision")?],
+        )?;
+        rows.iter()
+            .map(|r| {
+                let id = r.text(0)?;
+                let what = format!("asks row {id}");
+                Ok(AskRow {
+                    session: SessionId::new(r.text(1)?),
+                    body: r.text(2)?,
+                    state: AskState::parse(&r.text(3)?, &what)?,
+                    answer: r.opt_text(4)?,
+                    rev: uint(r.int(5)?, &what)?,
+                    id,
+                })
+            })
+            .collect()
+    }
+}

@@ -43,6 +43,7 @@ use sql::Db;
 use turnstile_core::{Attachment, CallId, MessageId, Mode, RunId, Seq, SessionId, Start, StoreOp};
 
 pub use changes::{Change, Changes, Position, SessionState};
+pub use cluster::{AskClosing, AskRow, AskState};
 pub use faults::{Fault, Faults};
 pub use integrity::{IntegrityError, IntegrityProblem};
 pub use location::{Location, MemoryDisk, is_postgres_url, redact};

@@ -584,7 +584,7 @@ impl ToSql for Arg<'_> {
 
 /// The migrations, in order, with the meaning of the SQLite store's (`schema`): index `i`
 /// takes version `i` to `i + 1`.
-const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6];
+const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7];
 
 const V1: &str = r#"
 CREATE TABLE sessions (
@@ -774,6 +774,19 @@ CREATE INDEX session_commands_pending ON session_commands (session, id) WHERE ap
 ALTER TABLE runs ADD COLUMN accepted_by TEXT NULL;
 CREATE INDEX runs_unfinished_session ON runs (session, seq) WHERE state <> 'finished';
 INSERT INTO counters (name, value) VALUES ('message_block', NULL)
+"#;
+
+const V7: &str = r#"
+CREATE TABLE asks (
+    id TEXT PRIMARY KEY NOT NULL,
+    session TEXT NOT NULL,
+    body TEXT NOT NULL,
+    state TEXT NOT NULL CHECK (state IN ('pending', 'answered', 'withdrawn')),
+    answer TEXT NULL,
+    rev BIGINT NOT NULL,
+    CHECK ((state = 'answered') = (answer IS NOT NULL))
+);
+CREATE INDEX asks_rev ON asks (rev)
 "#;
 
 #[cfg(test)]

@@ -42,6 +42,11 @@
 //! the host that wrote a submission's row (placement prefers it); and the `message_block`
 //! counter, from which each take of a session reserves a block of message ids of its own, so
 //! the cores of several hosts never hand out one id twice. One process never reads them.
+//!
+//! Version 7 adds `asks`: the permission asks of several hosts' sessions (SPEC 11), so that
+//! every host lists them and any host answers them. A row is written by the host whose call
+//! waits, closed once (answered, with the answer, or withdrawn) by whichever host decides
+//! first, and stamped with the revision of its last change (`rev`), which hosts read from.
 
 use rusqlite::{Connection, TransactionBehavior};
 use turnstile_core::{Mode, Outcome};
@@ -50,7 +55,7 @@ use super::StoreError;
 use super::sql::Db;
 
 /// The migrations, in order: index `i` takes version `i` to `i + 1`.
-pub(super) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6];
+pub(super) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7];
 
 /// Version 1: sessions, messages, tool calls and results, the run ledger, counters.
 const V1: &str = r#"
@@ -262,6 +267,20 @@ CREATE INDEX session_commands_pending ON session_commands (session, id) WHERE ap
 ALTER TABLE runs ADD COLUMN accepted_by TEXT NULL;
 CREATE INDEX runs_unfinished_session ON runs (session, seq) WHERE state <> 'finished';
 INSERT INTO counters (name, value) VALUES ('message_block', NULL);
+"#;
+
+/// Version 7: permission asks shared by several hosts (SPEC 11, `cluster.rs`).
+const V7: &str = r#"
+CREATE TABLE asks (
+    id TEXT PRIMARY KEY NOT NULL,
+    session TEXT NOT NULL,
+    body TEXT NOT NULL,
+    state TEXT NOT NULL CHECK (state IN ('pending', 'answered', 'withdrawn')),
+    answer TEXT NULL,
+    rev INTEGER NOT NULL,
+    CHECK ((state = 'answered') = (answer IS NOT NULL))
+);
+CREATE INDEX asks_rev ON asks (rev);
 "#;
 
 /// Advances the change order by one inside the caller's (writing) transaction; every row the

@@ -107,7 +107,7 @@ fn postgres_a_newer_schema_is_refused_with_a_clear_message() {
     let err = Store::open(&config(&dir)).expect_err("newer");
     assert_eq!(
         err.to_string(),
-        "store schema version 99 is newer than this turnstile supports (6)"
+        "store schema version 99 is newer than this turnstile supports (7)"
     );
 }
 
@@ -337,7 +337,7 @@ fn open_creates_the_schema_and_reopen_keeps_the_data(kind: Kind) {
             .int(0)
             .unwrap(),
     };
-    assert_eq!(version, 6);
+    assert_eq!(version, 7);
     assert_eq!(reader.messages(&sid("s")).unwrap()[0].text, "hi");
     let activity = reader.activity(false).unwrap();
     let messages = reader.messages(&sid("s")).unwrap().len() as u64;
@@ -448,7 +448,7 @@ fn a_newer_schema_is_refused_with_a_clear_message() {
     assert!(matches!(err, StoreError::Corrupt(_)));
     assert_eq!(
         err.to_string(),
-        "store schema version 99 is newer than this turnstile supports (6)"
+        "store schema version 99 is newer than this turnstile supports (7)"
     );
 }
 
