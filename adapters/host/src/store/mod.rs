@@ -527,28 +527,25 @@ impl Store {
         Ok((store, coordinator))
     }
 
-    /// Group commit: applies every write of every transaction, in order, in one SQLite
-    /// transaction, and commits it. All or nothing: on any error nothing is applied and no
-    /// cursor is used up.
-    ///
-    /// Returns the cursor assigned to each [`StoreOp::LedgerOutcome`], in the order they
-    /// appear. Publish a completion only after this returned `Ok` (SPEC 4.12).
-    ///
-    /// # Errors
-    /// SQLite errors (`SQLITE_BUSY` when another connection holds the write lock past the busy
-    /// timeout; the host retries with backoff); [`StoreError::Corrupt`] for a write that does
-    /// not fit the store; injected faults.
+    /// [`Store::commit_fenced`]'s cursors alone (tests of a store of one process).
     #[cfg(test)]
     pub(crate) fn commit(&mut self, txns: &[Txn]) -> Result<Vec<Cursor>, StoreError> {
         self.commit_fenced(txns).map(|c| c.cursors)
     }
 
-    /// [`Store::commit`], saying also which transactions their fences left out (several
-    /// hosts, SPEC 11: a transaction whose lease is no longer its writer's at its epoch is not
-    /// written, and everything else is).
+    /// Group commit: applies every write of every transaction, in order, in one transaction,
+    /// and commits it. All or nothing: on any error nothing is applied and no cursor is used
+    /// up.
+    ///
+    /// Returns the cursor assigned to each [`StoreOp::LedgerOutcome`], in the order they
+    /// appear, and (several hosts, SPEC 11) the transactions their fences left out: a
+    /// transaction whose lease is no longer its writer's at its epoch is not written, and
+    /// everything else is. Publish a completion only after this returned `Ok` (SPEC 4.12).
     ///
     /// # Errors
-    /// As [`Store::commit`].
+    /// SQLite errors (`SQLITE_BUSY` when another connection holds the write lock past the busy
+    /// timeout; the host retries with backoff); PostgreSQL's; [`StoreError::Corrupt`] for a
+    /// write that does not fit the store; injected faults.
     pub(crate) fn commit_fenced(&mut self, txns: &[Txn]) -> Result<Committed, StoreError> {
         let fault = self.config.faults.as_ref().and_then(Faults::on_commit);
         if let Some(f) = fault.filter(|f| !f.after_apply()) {
