@@ -8,6 +8,8 @@
 //! - [`world`]: the simulated world around the real host (`turnstile-host`): a provider, tools,
 //!   clients that submit, cancel, clear and summarize at random moments, faults, and the
 //!   checks after every seed (SPEC 10 "Sim").
+//! - [`members`]: several member hosts over one store on simulated nodes (SPEC 11), with
+//!   kills, pauses past the lease and partitions from the store.
 //! - [`recorded`]: real recorded provider streams served through the real decoders.
 //! - [`shrink`]: delta debugging of a failing core trace down to a minimal one.
 //! - [`regression`]: a recorded trace (a live run's flight trace) made into a regression trace
@@ -53,6 +55,7 @@ pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
     }
 }
 
+pub mod members;
 pub mod recorded;
 pub mod regression;
 pub mod shrink;

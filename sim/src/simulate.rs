@@ -45,8 +45,20 @@ pub fn determinism(_: u64, _: u64, _: &str) -> ExitCode {
     needs_madsim()
 }
 
+/// `members`.
+#[cfg(not(madsim))]
+pub fn members(_: u64, _: u64, _: usize, _: Option<&str>) -> ExitCode {
+    needs_madsim()
+}
+
+/// `members-mutants`.
+#[cfg(not(madsim))]
+pub fn members_mutants(_: u64) -> ExitCode {
+    needs_madsim()
+}
+
 #[cfg(madsim)]
-pub use with_madsim::{determinism, mutants, regressions, seed, sweep};
+pub use with_madsim::{determinism, members, members_mutants, mutants, regressions, seed, sweep};
 
 #[cfg(madsim)]
 mod with_madsim {
@@ -180,6 +192,88 @@ mod with_madsim {
     }
 
     /// `mutants`: for each mutant, seeds until one fails; a table of what was found.
+    /// `members`: a sweep of several hosts over one store.
+    pub fn members(seeds: u64, first: u64, jobs: usize, mutant: Option<&str>) -> ExitCode {
+        let started = Instant::now();
+        let reports = turnstile_sim::members::sweep(first, seeds, jobs, mutant, false);
+        let failed: Vec<_> = reports.iter().filter(|r| !r.violations.is_empty()).collect();
+        // Determinism: the first seeds again, in this process, must end the same way (the
+        // ledger's hash: every outcome and its cursor).
+        let mut differ = Vec::new();
+        for r in reports.iter().take(3) {
+            let again = turnstile_sim::members::run_seed(r.seed, mutant);
+            if again.trace_hash != r.trace_hash || again.violations != r.violations {
+                differ.push(r.seed);
+            }
+        }
+        for seed in &differ {
+            eprintln!("seed {seed} is not deterministic: a second run ended differently");
+        }
+        let mut faults: std::collections::BTreeMap<&str, u64> = Default::default();
+        let mut outcomes: std::collections::BTreeMap<&str, u64> = Default::default();
+        for r in &reports {
+            for (k, n) in &r.faults {
+                *faults.entry(k.as_str()).or_default() += n;
+            }
+            for (k, n) in &r.outcomes {
+                *outcomes.entry(k.as_str()).or_default() += n;
+            }
+        }
+        for r in failed.iter().take(20) {
+            eprintln!("seed {} failed:", r.seed);
+            for v in r.violations.iter().take(5) {
+                eprintln!("  {v}");
+            }
+            let with = mutant.map(|m| format!(" --mutant {m}")).unwrap_or_default();
+            eprintln!("  rerun: turnstile-sim members --first {} --seeds 1{with}", r.seed);
+        }
+        eprintln!(
+            "members: {} of {} seeds passed in {:.1} s ({} rerun alike); faults {faults:?}; outcomes {outcomes:?}",
+            reports.len() - failed.len(),
+            reports.len(),
+            started.elapsed().as_secs_f64(),
+            reports.len().min(3) - differ.len(),
+        );
+        if failed.is_empty() && differ.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) }
+    }
+
+    /// `members-mutants`: each several-hosts mutant must fail a seed.
+    pub fn members_mutants(seeds: u64) -> ExitCode {
+        #[cfg(feature = "mutants")]
+        let names: Vec<&str> =
+            turnstile_host::HostMutant::MEMBERS.iter().map(|m| m.name()).collect();
+        #[cfg(not(feature = "mutants"))]
+        let names: Vec<&str> = Vec::new();
+        if names.is_empty() {
+            eprintln!("error: this build has no mutants; build with --features mutants");
+            return ExitCode::from(2);
+        }
+        println!("| mutant | found | seeds to find | seconds | first violation |");
+        println!("|---|---|---|---|---|");
+        let mut missed = 0;
+        for name in names {
+            let started = Instant::now();
+            let reports = turnstile_sim::members::sweep(1, seeds, 2, Some(name), true);
+            let found = reports.iter().find(|r| !r.violations.is_empty());
+            match found {
+                Some(r) => println!(
+                    "| `{name}` | yes | {} | {:.1} | {} |",
+                    r.seed,
+                    started.elapsed().as_secs_f64(),
+                    r.violations[0].replace('|', "/")
+                ),
+                None => {
+                    missed += 1;
+                    println!(
+                        "| `{name}` | **no** | {seeds}+ | {:.1} | |",
+                        started.elapsed().as_secs_f64()
+                    );
+                }
+            }
+        }
+        if missed == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) }
+    }
+
     pub fn mutants(seeds: u64, faults: &str, out: Option<&Path>) -> ExitCode {
         let names = hunted_mutant_names();
         if names.is_empty() {

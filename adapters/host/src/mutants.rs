@@ -23,10 +23,30 @@ pub enum HostMutant {
     /// The setup a preparation resolves names the tools but loses what an abort does to each:
     /// every call reads as droppable, so a cancel cuts off a call that must finish (SPEC 4.9).
     AbortPolicyLost,
+    /// Several hosts: an owner's commit does not check its lease's epoch, so a host that lost
+    /// the session writes over the new owner (SPEC 11).
+    MemberNoFence,
+    /// Several hosts: a take decides from an earlier look for unowned sessions (the previous
+    /// round's), not from the lease row as it is: it takes a lease another host took meanwhile
+    /// (SPEC 11, the River bug).
+    MemberStaleTake,
+    /// Several hosts: a host that could not renew goes on acting past its own deadline, and
+    /// renews late (SPEC 11).
+    MemberActsPastDeadline,
+    /// Several hosts: an owner applies a cancel after every submission it read with it, as if
+    /// its watermark were the newest of them, so it also cancels what was accepted after it
+    /// (SPEC 4.10, 11).
+    MemberWatermarkOutOfOrder,
+    /// Several hosts: a take hands the new owner none of the waiting submissions: they are
+    /// never run (SPEC 11).
+    MemberTakeDropsWaiting,
+    /// Several hosts: a take's recovery puts the interrupted turn back in the queue, so it
+    /// runs a second time (SPEC 11).
+    MemberTakeRunsTwice,
 }
 
 impl HostMutant {
-    /// Every mutant.
+    /// Every mutant of a host alone (the single-process world hunts them).
     pub const ALL: &'static [HostMutant] = &[
         HostMutant::PublishBeforeCommit,
         HostMutant::ReplyBeforeDurable,
@@ -34,6 +54,17 @@ impl HostMutant {
         HostMutant::RecoveryLeavesOrphans,
         HostMutant::ChildOfferedAgent,
         HostMutant::AbortPolicyLost,
+    ];
+
+    /// Every mutant of several hosts over one store (the simulator's members world hunts
+    /// them, SPEC 11).
+    pub const MEMBERS: &'static [HostMutant] = &[
+        HostMutant::MemberNoFence,
+        HostMutant::MemberStaleTake,
+        HostMutant::MemberActsPastDeadline,
+        HostMutant::MemberWatermarkOutOfOrder,
+        HostMutant::MemberTakeDropsWaiting,
+        HostMutant::MemberTakeRunsTwice,
     ];
 
     /// The mutant's name in `snake_case`.
@@ -46,13 +77,19 @@ impl HostMutant {
             HostMutant::RecoveryLeavesOrphans => "recovery_leaves_orphans",
             HostMutant::ChildOfferedAgent => "child_offered_agent",
             HostMutant::AbortPolicyLost => "abort_policy_lost",
+            HostMutant::MemberNoFence => "member_no_fence",
+            HostMutant::MemberStaleTake => "member_stale_take",
+            HostMutant::MemberActsPastDeadline => "member_acts_past_deadline",
+            HostMutant::MemberWatermarkOutOfOrder => "member_watermark_out_of_order",
+            HostMutant::MemberTakeDropsWaiting => "member_take_drops_waiting",
+            HostMutant::MemberTakeRunsTwice => "member_take_runs_twice",
         }
     }
 
-    /// The mutant with this name.
+    /// The mutant with this name (of a host alone, or of several hosts).
     #[must_use]
     pub fn from_name(name: &str) -> Option<HostMutant> {
-        HostMutant::ALL.iter().copied().find(|m| m.name() == name)
+        HostMutant::ALL.iter().chain(HostMutant::MEMBERS).copied().find(|m| m.name() == name)
     }
 }
 

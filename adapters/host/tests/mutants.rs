@@ -49,6 +49,29 @@ fn every_mutant_has_a_case_here_or_in_the_crash_test() {
     }
 }
 
+/// The mutants of several hosts are hunted by the simulator's members world (`turnstile-sim
+/// members-mutants`, in CI), where each is found; the real-process test finds the first too
+/// (a stale owner's commit stops its host).
+#[test]
+fn every_several_hosts_mutant_is_named_and_apart_from_a_host_alone() {
+    let names: Vec<&str> = HostMutant::MEMBERS.iter().map(|m| m.name()).collect();
+    assert_eq!(
+        names,
+        [
+            "member_no_fence",
+            "member_stale_take",
+            "member_acts_past_deadline",
+            "member_watermark_out_of_order",
+            "member_take_drops_waiting",
+            "member_take_runs_twice"
+        ]
+    );
+    for m in HostMutant::MEMBERS {
+        assert_eq!(HostMutant::from_name(m.name()), Some(*m));
+        assert!(!HostMutant::ALL.contains(m), "{} is several hosts' only", m.name());
+    }
+}
+
 /// Rejected by `a_persistent_store_failure_stops_the_engine_and_recovery_decides_on_restart`:
 /// a waiter hears an outcome that was never recorded, and recovery later decides another.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -103,13 +103,26 @@ pub(crate) enum Work {
 /// Puts submissions and commands in the order they were accepted: a command comes right
 /// after the submissions at or below its watermark, as it committed (every writer of the
 /// store commits one at a time, `store/cluster.rs`), and commands keep their own order.
-pub(crate) fn in_ledger_order(runs: Vec<WaitingRun>, commands: Vec<CommandRow>) -> Vec<Work> {
+pub(crate) fn in_ledger_order(
+    runs: Vec<WaitingRun>,
+    commands: Vec<CommandRow>,
+    armed: crate::mutants::Armed,
+) -> Vec<Work> {
+    // The bug `member_watermark_out_of_order`: the commands after every submission of the
+    // batch, a cancel covering all of them (its watermark ignored).
+    let out_of_order = armed.is(crate::mutants::HostMutant::MemberWatermarkOutOfOrder);
+    let newest = runs.iter().map(|r| r.seq).max();
+    let commands = commands.into_iter().map(|mut c| {
+        if out_of_order && c.kind == crate::store::cluster::CommandKind::Cancel {
+            c.up_to = c.up_to.max(newest);
+        }
+        c
+    });
+    let place = |c: &CommandRow| if out_of_order { u64::MAX } else { c.up_to.map_or(0, |s| s.0) };
     let mut work: Vec<((u64, u8, u64), Work)> = runs
         .into_iter()
         .map(|r| ((r.seq.0, 0, 0), Work::Submit(r)))
-        .chain(
-            commands.into_iter().map(|c| ((c.up_to.map_or(0, |s| s.0), 1, c.id), Work::Command(c))),
-        )
+        .chain(commands.map(|c| ((place(&c), 1, c.id), Work::Command(c))))
         .collect();
     work.sort_by_key(|(key, _)| *key);
     work.into_iter().map(|(_, w)| w).collect()
@@ -139,6 +152,45 @@ struct Lease {
     active: Instant,
 }
 
+/// Until when this host acts for each session it holds (its own deadline: the lease minus the
+/// margin, from when the take or the last renewal was sent), shared with the workers, which
+/// start no IO for a session past it (SPEC 11: "from then on it starts nothing"), whatever
+/// the order in which a host's tasks run after a pause.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Deadlines {
+    map: Arc<Mutex<BTreeMap<SessionId, (Epoch, Instant)>>>,
+    armed: crate::mutants::Armed,
+}
+
+impl Deadlines {
+    pub(crate) fn new(armed: crate::mutants::Armed) -> Deadlines {
+        Deadlines { map: Arc::default(), armed }
+    }
+
+    fn map(&self) -> std::sync::MutexGuard<'_, BTreeMap<SessionId, (Epoch, Instant)>> {
+        self.map.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn set(&self, session: &SessionId, epoch: Epoch, until: Instant) {
+        self.map().insert(session.clone(), (epoch, until));
+    }
+
+    fn forget(&self, session: &SessionId) {
+        self.map().remove(session);
+    }
+
+    /// Whether IO may start for `session` under the lease epoch `fence` now (always for a host
+    /// alone, `fence` `None`).
+    pub(crate) fn may_act(&self, session: &SessionId, fence: Option<Epoch>) -> bool {
+        let Some(epoch) = fence else { return true };
+        // The bug `member_acts_past_deadline`: the epoch is checked, the deadline not.
+        let late_too = self.armed.is(crate::mutants::HostMutant::MemberActsPastDeadline);
+        self.map()
+            .get(session)
+            .is_some_and(|(e, until)| *e == epoch && (late_too || Instant::now() < *until))
+    }
+}
+
 /// The member task.
 pub(crate) struct Membership {
     pub(crate) config: MemberConfig,
@@ -152,6 +204,12 @@ pub(crate) struct Membership {
     pub(crate) fenced: mpsc::UnboundedReceiver<(SessionId, Epoch)>,
     /// The host's end (a shutdown or a stop).
     pub(crate) ended: watch::Receiver<bool>,
+    /// The bug the host pretends to have (tests and the simulator).
+    pub(crate) armed: crate::mutants::Armed,
+    /// Until when this host acts for each held session (shared with the workers).
+    pub(crate) deadlines: Deadlines,
+    /// The mutant `member_stale_take`'s previous look for unowned sessions.
+    pub(crate) stale: Vec<SessionId>,
     /// Where the ledger was read up to.
     pub(crate) after_seq: u64,
     pub(crate) after_command: u64,
@@ -171,6 +229,7 @@ impl Membership {
                 Some((session, epoch)) = self.fenced.recv() => {
                     if owned.get(&session).is_some_and(|l| l.epoch == epoch) {
                         owned.remove(&session);
+                        self.deadlines.forget(&session);
                         warn!(session = %session, epoch = epoch.0, "a commit found another epoch: session dropped");
                         self.tell(MemberMsg::Drop { session, epoch }).await;
                     }
@@ -185,6 +244,7 @@ impl Membership {
         }
         // Give back every lease still held: another host need not wait for their expiry.
         for (session, lease) in owned {
+            self.deadlines.forget(&session);
             let _ = self.call(move |c| c.release(&session, lease.epoch)).await;
         }
     }
@@ -224,10 +284,16 @@ impl Membership {
         let lease_ms = u64::try_from(self.config.lease.as_millis()).unwrap_or(u64::MAX);
         // Past its deadline a session is dropped before anything else is done for it.
         let now = Instant::now();
-        let late: Vec<SessionId> =
-            owned.iter().filter(|(_, l)| l.sent + acting <= now).map(|(s, _)| s.clone()).collect();
+        // The bug `member_acts_past_deadline`: nothing is dropped for being late.
+        let keeps_deadline = !self.armed.is(crate::mutants::HostMutant::MemberActsPastDeadline);
+        let late: Vec<SessionId> = owned
+            .iter()
+            .filter(|(_, l)| keeps_deadline && l.sent + acting <= now)
+            .map(|(s, _)| s.clone())
+            .collect();
         for session in late {
             if let Some(l) = owned.remove(&session) {
+                self.deadlines.forget(&session);
                 warn!(session = %session, epoch = l.epoch.0, "lease not renewed in time: session dropped");
                 if !self.tell(MemberMsg::Drop { session, epoch: l.epoch }).await {
                     return false;
@@ -247,10 +313,12 @@ impl Membership {
                 Ok(true) => {
                     if let Some(l) = owned.get_mut(&session) {
                         l.sent = sent;
+                        self.deadlines.set(&session, epoch, sent + acting);
                     }
                 }
                 Ok(false) => {
                     owned.remove(&session);
+                    self.deadlines.forget(&session);
                     warn!(session = %session, epoch = epoch.0, "lease lost: session dropped");
                     if !self.tell(MemberMsg::Drop { session, epoch }).await {
                         return false;
@@ -300,7 +368,7 @@ impl Membership {
             l.fed_seq = runs.iter().map(|r| r.seq.0).fold(l.fed_seq, u64::max);
             l.fed_command = commands.iter().map(|c| c.id).fold(l.fed_command, u64::max);
             l.active = Instant::now();
-            let (epoch, work) = (l.epoch, in_ledger_order(runs, commands));
+            let (epoch, work) = (l.epoch, in_ledger_order(runs, commands, self.armed));
             if !self.tell(MemberMsg::Feed { session, epoch, work }).await {
                 return false;
             }
@@ -315,13 +383,17 @@ impl Membership {
             return true;
         }
         let prefer = u64::try_from(self.config.prefer_acceptor.as_millis()).unwrap_or(u64::MAX);
-        let unowned = match self.call(move |c| c.unowned(room, prefer)).await {
+        let mut unowned = match self.call(move |c| c.unowned(room, prefer)).await {
             Ok(u) => u,
             Err(e) => {
                 warn!(error = %e, "looking for sessions to take failed");
                 return true;
             }
         };
+        if self.armed.is(crate::mutants::HostMutant::MemberStaleTake) {
+            // The bug: the sessions to take come from the previous round's look.
+            unowned = std::mem::replace(&mut self.stale, unowned);
+        }
         let lease_ms = u64::try_from(self.config.lease.as_millis()).unwrap_or(u64::MAX);
         for session in unowned {
             if owned.contains_key(&session) {
@@ -356,8 +428,9 @@ impl Membership {
                 fed_command: commands.iter().map(|c| c.id).max().unwrap_or(0),
                 active: Instant::now(),
             };
+            self.deadlines.set(&session, epoch, sent + self.config.acting());
             owned.insert(session.clone(), lease);
-            let work = in_ledger_order(waiting, commands);
+            let work = in_ledger_order(waiting, commands, self.armed);
             if !self.tell(MemberMsg::Adopt { session, epoch, next_message, work }).await {
                 return false;
             }
@@ -381,6 +454,7 @@ impl Membership {
             }
             if rx.await.unwrap_or(false) {
                 owned.remove(&session);
+                self.deadlines.forget(&session);
                 let s = session.clone();
                 if let Err(e) = self.call(move |c| c.release(&s, epoch)).await {
                     // It expires by itself.

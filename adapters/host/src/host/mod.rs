@@ -343,6 +343,8 @@ impl Host {
         tokio::spawn(writer.run());
         let (inbox_tx, inbox_rx) = mpsc::channel(config.inbox_capacity.max(1));
         let reader = crate::rt::Readers::new(readers);
+        let deadlines =
+            coordination.is_some().then(|| member::Deadlines::new(config.store.armed()));
         let ctx = Arc::new(worker::Ctx {
             provider,
             tools,
@@ -350,6 +352,7 @@ impl Host {
             inbox: inbox_tx.downgrade(),
             writer: write_tx.clone(),
             armed,
+            deadlines: deadlines.clone(),
         });
         let mut workers = Vec::new();
         for _ in 0..config.workers.max(1) {
@@ -378,6 +381,9 @@ impl Host {
                     wake: wake.clone(),
                     fenced: fenced_rx,
                     ended: hub.ended(),
+                    armed: config.store.armed(),
+                    deadlines: deadlines.clone().unwrap_or_default(),
+                    stale: Vec::new(),
                     after_seq: 0,
                     after_command: 0,
                     after_cursor: newest,

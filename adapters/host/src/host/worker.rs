@@ -32,7 +32,7 @@ use turnstile_core::{
 
 use super::writer::WriteReq;
 use super::{Msg, Submitted};
-use crate::error::{Stopped, SubmitError};
+use crate::error::SubmitError;
 use crate::history;
 use crate::mutants::HostMutant;
 use crate::provider::{EngineTarget, EventSink, ModelRequest, Provider, RequestKind};
@@ -84,9 +84,8 @@ pub(crate) struct Routed {
 pub(crate) enum WorkerMsg {
     /// Actions for lanes of this worker, in the core's order.
     Actions(Vec<Routed>),
-    /// A structural transaction of a session in `lane`, written under `fence`, is durable (or
-    /// the store failed).
-    Committed { lane: Lane, fence: Option<Epoch>, result: Result<(), Stopped> },
+    /// What became of a structural transaction of a session in `lane`, written under `fence`.
+    Committed { lane: Lane, fence: Option<Epoch>, result: super::writer::Acked },
     /// A member's session is no longer its own: abort its IO, discard what it did not write.
     Drop(Lane),
     /// Answer once every pipeline is empty, then end (shutdown).
@@ -102,6 +101,8 @@ pub(crate) struct Ctx {
     pub(crate) inbox: mpsc::WeakSender<Msg>,
     pub(crate) writer: mpsc::UnboundedSender<WriteReq>,
     pub(crate) armed: crate::mutants::Armed,
+    /// A member's: until when it acts for each session it holds; no IO starts past it.
+    pub(crate) deadlines: Option<super::member::Deadlines>,
 }
 
 /// The running IO a later abort names.
@@ -199,9 +200,10 @@ impl Worker {
                 WorkerMsg::Committed { lane, fence, result } => {
                     if self.pipelines.get(&lane).is_some_and(|p| p.fence != fence) {
                         // A commit of a session dropped since: the lane is another take's.
-                    } else if result.is_err() {
-                        // The store failed for good: the host is stopping. Drop this lane's
-                        // pending work (its waiters hear the stop from the hub).
+                    } else if !matches!(result, super::writer::Acked::Durable) {
+                        // The store failed for good (the host is stopping: its waiters hear the
+                        // stop from the hub), or the session's lease is gone (it is dropped):
+                        // nothing more of this lane is written.
                         self.pipelines.remove(&lane);
                     } else if let Some(p) = self.pipelines.get_mut(&lane) {
                         p.blocked = false;
@@ -297,6 +299,21 @@ impl Worker {
     }
 
     fn perform(&mut self, lane: &Lane, session: &SessionId, kind: OutputKind) {
+        let starts_io = matches!(
+            kind,
+            OutputKind::Prepare { .. }
+                | OutputKind::StartStep { .. }
+                | OutputKind::StartSummary { .. }
+                | OutputKind::RunTool { .. }
+                | OutputKind::RefreshCredentials { .. }
+                | OutputKind::RequestTitle { .. }
+        );
+        if starts_io && !self.may_act(lane, session) {
+            // A member past its own deadline for the session starts nothing (SPEC 11): the
+            // session is being dropped, and its core with it.
+            debug!(session = %session, "past the lease's deadline: no IO started");
+            return;
+        }
         match kind {
             OutputKind::Store(op) => {
                 if let Some(p) = self.pipelines.get_mut(lane) {
@@ -414,6 +431,14 @@ impl Worker {
                 "the host does not perform {other:?}"
             ),
         }
+    }
+
+    /// Whether this host may start IO for `session` now: always alone; for a member, while it
+    /// holds the session's lease at the lane's epoch and its own deadline has not passed.
+    fn may_act(&self, lane: &Lane, session: &SessionId) -> bool {
+        let Some(deadlines) = &self.ctx.deadlines else { return true };
+        let fence = self.pipelines.get(lane).and_then(|p| p.fence);
+        deadlines.may_act(session, fence)
     }
 
     /// Runs one IO task in `span`. If it panics, `failed` turns the panic message into the

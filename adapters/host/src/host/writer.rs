@@ -33,7 +33,19 @@ use crate::store::lease::Epoch;
 use crate::store::{Committed, Store, Txn, Write};
 
 /// Where the acknowledgement of a structural transaction goes: the worker driving the session.
-pub(crate) type Ack = Box<dyn FnOnce(Result<(), Stopped>) + Send>;
+pub(crate) type Ack = Box<dyn FnOnce(Acked) + Send>;
+
+/// What became of a structural transaction.
+#[derive(Clone, Debug)]
+pub(crate) enum Acked {
+    /// It is durable.
+    Durable,
+    /// Several hosts: its lease is no longer its writer's, so it was not written; the session
+    /// is dropped (its pipeline with it).
+    Fenced,
+    /// The store failed for good: the host stops (every waiter hears why from the hub).
+    Failed,
+}
 
 /// A request to the writer.
 pub(crate) enum WriteReq {
@@ -351,7 +363,9 @@ impl Writer {
                 // acknowledged (the session is dropped, and its pipeline with it).
                 for &i in committed.fenced.iter().rev() {
                     let txn = txns.remove(i);
-                    acks.remove(i);
+                    if let Some(ack) = acks.remove(i) {
+                        ack(Acked::Fenced);
+                    }
                     if let (Some(tx), Some(epoch)) = (&self.fenced, txn.fence) {
                         let _ = tx.send((txn.session, epoch));
                     }
@@ -375,7 +389,7 @@ impl Writer {
                 }
                 announce(&self.hub, &txns);
                 for ack in acks.into_iter().flatten() {
-                    ack(Ok(()));
+                    ack(Acked::Durable);
                 }
             }
             Err(why) => {
@@ -390,7 +404,7 @@ impl Writer {
                 self.hub.stop(&why);
                 self.health.send_replace(Some(why.clone()));
                 for ack in acks.into_iter().flatten() {
-                    ack(Err(why.clone()));
+                    ack(Acked::Failed);
                 }
             }
         }

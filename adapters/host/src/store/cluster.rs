@@ -149,12 +149,97 @@ pub(crate) struct Coordinator {
     conn: Conn,
     host: String,
     armed: Armed,
+    audit: Option<Audit>,
+    faults: Option<super::Faults>,
+}
+
+/// The simulator's ghost log of several hosts (SPEC 11): every take and every commit of an
+/// owner, with its epoch and the revision it committed at. [`Audit::fenced_writes`] is the
+/// check "no write by a fenced epoch": nothing committed for a session at an epoch after a
+/// later epoch was taken.
+#[derive(Clone, Debug, Default)]
+pub struct Audit(std::sync::Arc<std::sync::Mutex<Vec<Audited>>>);
+
+/// One entry of the ghost log: a take (the new epoch) or a commit of an owner (its epoch).
+#[derive(Clone, Debug)]
+struct Audited {
+    session: SessionId,
+    epoch: Epoch,
+    revision: u64,
+    take: bool,
+}
+
+impl Audit {
+    fn log(&self) -> std::sync::MutexGuard<'_, Vec<Audited>> {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    pub(crate) fn took(&self, session: &SessionId, epoch: Epoch, revision: u64) {
+        self.log().push(Audited { session: session.clone(), epoch, revision, take: true });
+    }
+
+    pub(crate) fn wrote(&self, session: &SessionId, epoch: Epoch, revision: u64) {
+        self.log().push(Audited { session: session.clone(), epoch, revision, take: false });
+    }
+
+    /// Every write committed by an epoch that a later take had fenced off, as a sentence; and
+    /// every take that did not grow its session's epoch. Empty when the protocol held.
+    #[must_use]
+    pub fn fenced_writes(&self) -> Vec<String> {
+        let log = self.log();
+        let mut problems = Vec::new();
+        let mut newest: std::collections::BTreeMap<&SessionId, (Epoch, u64)> = Default::default();
+        let mut ordered: Vec<&Audited> = log.iter().collect();
+        // In commit order; at one revision the take first (a take commits alone).
+        ordered.sort_by_key(|a| (a.revision, !a.take));
+        for a in ordered {
+            let session = &a.session;
+            match (a.take, newest.get(session)) {
+                (true, Some((e, r))) if a.epoch <= *e => problems.push(format!(
+                    "session {session}: epoch {} taken at revision {} after epoch {} at {r}",
+                    a.epoch.0, a.revision, e.0
+                )),
+                (true, _) => {
+                    newest.insert(session, (a.epoch, a.revision));
+                }
+                (false, Some((e, r))) if a.epoch < *e => problems.push(format!(
+                    "session {session}: a write of epoch {} committed at revision {}, after epoch {} was taken at {r}",
+                    a.epoch.0, a.revision, e.0
+                )),
+                (false, _) => {}
+            }
+        }
+        problems
+    }
+
+    /// How many takes and writes were logged.
+    #[must_use]
+    pub fn counts(&self) -> (usize, usize) {
+        let log = self.log();
+        let takes = log.iter().filter(|a| a.take).count();
+        (takes, log.len() - takes)
+    }
 }
 
 impl Coordinator {
     /// A coordinator for `host` over `conn` (migrated).
-    pub(crate) fn new(conn: Conn, host: String, armed: Armed) -> Coordinator {
-        Coordinator { conn, host, armed }
+    pub(crate) fn new(conn: Conn, host: String, config: &super::StoreConfig) -> Coordinator {
+        Coordinator {
+            conn,
+            host,
+            armed: config.armed(),
+            audit: config.audit.clone(),
+            faults: config.faults.clone(),
+        }
+    }
+
+    /// A partition between this host and the store (injected, tests and the simulator): every
+    /// call fails while a fault is always on.
+    fn reachable(&self) -> Result<(), StoreError> {
+        match self.faults.as_ref().and_then(super::Faults::always) {
+            Some(fault) => Err(fault.error()),
+            None => Ok(()),
+        }
     }
 
     /// A new coordination connection for `host` to the (migrated) store of `config` (see
@@ -174,6 +259,7 @@ impl Coordinator {
             }
             #[cfg(madsim)]
             super::Location::Postgres(url) => {
+                let _ = idle;
                 return Err(StoreError::Corrupt(format!(
                     "{url}: the simulator's build has no PostgreSQL store"
                 )));
@@ -182,7 +268,7 @@ impl Coordinator {
                 Conn::Sqlite(super::member_sqlite(config)?)
             }
         };
-        Ok(Coordinator::new(conn, host.to_owned(), config.armed()))
+        Ok(Coordinator::new(conn, host.to_owned(), config))
     }
 
     fn db(&self) -> &dyn Db {
@@ -195,6 +281,7 @@ impl Coordinator {
         &self,
         f: impl FnOnce(&dyn Db) -> Result<(T, bool), StoreError>,
     ) -> Result<T, StoreError> {
+        self.reachable()?;
         let db = self.db();
         db.begin_write()?;
         let result = super::schema::bump_revision(db).and_then(|revision| {
@@ -326,6 +413,7 @@ impl Coordinator {
         session: &SessionId,
         lease_ms: u64,
     ) -> Result<Option<Taken>, StoreError> {
+        self.reachable()?;
         let db = self.db();
         db.begin_write()?;
         let result = self.take_in(db, session, lease_ms);
@@ -352,7 +440,13 @@ impl Coordinator {
         lease_ms: u64,
     ) -> Result<Option<Taken>, StoreError> {
         let revision = super::schema::bump_revision(db)?;
-        let Some(epoch) = lease::take(db, session.as_str(), &self.host, lease_ms)? else {
+        let taken = if self.armed.is(crate::mutants::HostMutant::MemberStaleTake) {
+            // The bug: decided from the earlier look for unowned sessions, not from the row.
+            lease::take_without_looking(db, session.as_str(), &self.host, lease_ms)?
+        } else {
+            lease::take(db, session.as_str(), &self.host, lease_ms)?
+        };
+        let Some(epoch) = taken else {
             return Ok(None);
         };
         let block = db
@@ -381,10 +475,18 @@ impl Coordinator {
             &mut next_id,
             self.armed,
         )?;
-        let waiting = waiting_runs(db, Some(session), 0)?;
+        let waiting = if self.armed.is(crate::mutants::HostMutant::MemberTakeDropsWaiting) {
+            // The bug: the waiting submissions are not handed over.
+            Vec::new()
+        } else {
+            waiting_runs(db, Some(session), 0)?
+        };
         let commands = pending_commands(db, Some(session), 0)?;
         if !recovered.is_empty() {
             db.notify(CHANNEL, &revision.to_string())?;
+        }
+        if let Some(audit) = &self.audit {
+            audit.took(session, epoch, revision);
         }
         Ok(Some(Taken { epoch, next_message: MessageId(next), recovered, waiting, commands }))
     }
@@ -399,6 +501,7 @@ impl Coordinator {
         epoch: Epoch,
         lease_ms: u64,
     ) -> Result<bool, StoreError> {
+        self.reachable()?;
         lease::renew(self.db(), session.as_str(), &self.host, epoch, lease_ms)
     }
 
@@ -407,6 +510,7 @@ impl Coordinator {
     /// # Errors
     /// The database's errors.
     pub(crate) fn release(&self, session: &SessionId, epoch: Epoch) -> Result<bool, StoreError> {
+        self.reachable()?;
         lease::release(self.db(), session.as_str(), &self.host, epoch)
     }
 
@@ -422,6 +526,7 @@ impl Coordinator {
         limit: usize,
         prefer_ms: u64,
     ) -> Result<Vec<SessionId>, StoreError> {
+        self.reachable()?;
         let sql = format!(
             "SELECT session FROM ( \
                  SELECT r.session AS session, min(r.seq) AS first FROM runs r \
@@ -459,6 +564,7 @@ impl Coordinator {
         after_command: u64,
         after_cursor: Cursor,
     ) -> Result<Polled, StoreError> {
+        self.reachable()?;
         let db = self.db();
         super::sql::in_snapshot(db, || {
             let newest_seq = db.scalar("SELECT max(seq) FROM runs", &[])?.unwrap_or(0);
@@ -715,6 +821,7 @@ impl Coordinator {
     /// # Errors
     /// The database's errors; [`StoreError::Corrupt`] for a row that does not parse.
     pub(crate) fn asks_after(&self, after: u64) -> Result<Vec<AskRow>, StoreError> {
+        self.reachable()?;
         let rows = self.db().rows(
             "SELECT id, session, body, state, answer, rev FROM asks WHERE rev > ?1 ORDER BY rev, id",
             &args![int(after, "revision")?],

@@ -80,6 +80,9 @@ struct Program {
     streak: u32,
     /// A burst waiting for the streak under way to end (see [`Faults::fail_burst`]).
     queued: Option<(u32, Fault)>,
+    /// Several hosts: the coordination calls (takes, renewals, polls) fail with this, the
+    /// commits not (a link of its own that broke).
+    coordination: Option<Fault>,
 }
 
 impl Faults {
@@ -132,6 +135,21 @@ impl Faults {
     #[must_use]
     pub fn injected(&self) -> u64 {
         self.program().injected
+    }
+
+    /// Several hosts: the coordination calls (takes, renewals, polls, accepts) fail with
+    /// `fault` until `None`, while the commits go on: one of the host's connections broke.
+    pub fn cut_coordination(&self, fault: Option<Fault>) {
+        self.program().coordination = fault;
+    }
+
+    /// The fault a coordination call fails with now: a partition between the host and the
+    /// store ([`Faults::fail_always`]) cuts them off as it does the commits, and
+    /// [`Faults::cut_coordination`] only them.
+    #[must_use]
+    pub fn always(&self) -> Option<Fault> {
+        let p = self.program();
+        p.always.or(p.coordination)
     }
 
     /// Called once per commit attempt: counts it and returns the fault it must suffer, if any.

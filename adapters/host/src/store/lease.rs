@@ -63,6 +63,29 @@ pub(crate) fn take(
     epoch.map(epoch_of).transpose()
 }
 
+/// The mutant `member_stale_take`: takes the lease whatever the row says now (as a take
+/// decided from an earlier read would), growing the epoch.
+///
+/// # Errors
+/// The database's error.
+pub(crate) fn take_without_looking(
+    db: &dyn Db,
+    session: &str,
+    host: &str,
+    lease_ms: u64,
+) -> Result<Option<Epoch>, StoreError> {
+    let sql = format!(
+        "INSERT INTO session_leases (session, owner, epoch, expires_ms) \
+         VALUES (?1, ?2, 1, {NOW_MS} + ?3) \
+         ON CONFLICT (session) DO UPDATE SET owner = excluded.owner, \
+         epoch = session_leases.epoch + 1, expires_ms = excluded.expires_ms \
+         RETURNING epoch"
+    );
+    let args = [Arg::from(session), Arg::from(host), Arg::Int(ms(lease_ms)?)];
+    let epoch = db.scalar(&sql, &args)?;
+    epoch.map(epoch_of).transpose()
+}
+
 /// Extends `session`'s lease by `lease_ms` from now, if `host` still holds it at `epoch`;
 /// returns whether it did.
 ///

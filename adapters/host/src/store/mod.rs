@@ -43,13 +43,13 @@ use sql::Db;
 use turnstile_core::{Attachment, CallId, MessageId, Mode, RunId, Seq, SessionId, Start, StoreOp};
 
 pub use changes::{Change, Changes, Position, SessionState};
-pub use cluster::{AskClosing, AskRow, AskState};
+pub use cluster::{AskClosing, AskRow, AskState, Audit};
 pub use faults::{Fault, Faults};
 pub use integrity::{IntegrityError, IntegrityProblem};
 pub use location::{Location, MemoryDisk, is_postgres_url, redact};
 pub use read::{
-    Reader, RunRow, RunState, SessionActivity, SessionRow, StoredCall, StoredMessage, StoredResult,
-    StoredRole,
+    Reader, RunRow, RunState, SessionActivity, SessionRow, StoredCall, StoredCommand,
+    StoredMessage, StoredResult, StoredRole,
 };
 #[cfg(not(madsim))]
 pub use scratch::{NO_TEST_POSTGRES, ScratchDatabase, TEST_POSTGRES};
@@ -70,6 +70,9 @@ pub struct StoreConfig {
     pub synchronous: Synchronous,
     /// Failures to inject (tests only; `None` in production).
     pub faults: Option<Faults>,
+    /// Several hosts: the ghost log of takes and fenced commits that the simulator checks
+    /// (`None` in production).
+    pub audit: Option<cluster::Audit>,
     /// The bug the host pretends to have (test builds with the `mutants` feature only).
     #[cfg(feature = "mutants")]
     pub mutant: Option<crate::HostMutant>,
@@ -116,6 +119,7 @@ impl StoreConfig {
             location,
             synchronous: Synchronous::Full,
             faults: None,
+            audit: None,
             #[cfg(feature = "mutants")]
             mutant: None,
         }
@@ -553,7 +557,12 @@ impl Store {
         }
         let db = self.conn.db();
         let last = (self.last_cursor, self.revision);
-        let result = apply_all(db, txns, last, fault, self.member.as_deref());
+        let member = self.member.as_deref().map(|host| Membership {
+            host,
+            armed: self.config.armed(),
+            audit: self.config.audit.as_ref(),
+        });
+        let result = apply_all(db, txns, last, fault, member);
         if result.is_err() {
             // A failure after BEGIN (a write, an injected fault, COMMIT itself): undo it all,
             // so the next commit can begin. The rollback's own error adds nothing.
@@ -631,12 +640,19 @@ fn member_sqlite(config: &StoreConfig) -> Result<rusqlite::Connection, StoreErro
 /// other commit runs between that read and this commit), and each transaction with a fence is
 /// written only if its lease is still this host's at that epoch (`lease::fence`, which holds
 /// the lease row until the commit, so no take slips in between).
+/// What a member's commit needs besides the writes: its name, its mutant, its ghost log.
+struct Membership<'a> {
+    host: &'a str,
+    armed: crate::mutants::Armed,
+    audit: Option<&'a cluster::Audit>,
+}
+
 fn apply_all(
     db: &dyn Db,
     txns: &[Txn],
     (last_cursor, last_revision): (u64, u64),
     fault: Option<Fault>,
-    member: Option<&str>,
+    member: Option<Membership<'_>>,
 ) -> Result<(Committed, u64), StoreError> {
     db.begin_write()?;
     let revision = schema::bump_revision(db)?;
@@ -652,15 +668,17 @@ fn apply_all(
         None => last_cursor,
     };
     let mut fenced = Vec::new();
-    if let Some(host) = member {
+    if let Some(m) = &member {
         let mut checked: Vec<(&SessionId, lease::Epoch, bool)> = Vec::new();
         for (i, txn) in txns.iter().enumerate() {
             let Some(epoch) = txn.fence else { continue };
             let known = checked.iter().find(|(s, e, _)| *s == &txn.session && *e == epoch);
             let holds = match known {
                 Some((_, _, holds)) => *holds,
+                // The bug: the epoch is not checked.
+                None if m.armed.is(crate::mutants::HostMutant::MemberNoFence) => true,
                 None => {
-                    let holds = lease::fence(db, txn.session.as_str(), host, epoch)?;
+                    let holds = lease::fence(db, txn.session.as_str(), m.host, epoch)?;
                     checked.push((&txn.session, epoch, holds));
                     holds
                 }
@@ -689,5 +707,12 @@ fn apply_all(
         db.notify(cluster::CHANNEL, &revision.to_string())?;
     }
     db.commit()?;
+    if let Some(audit) = member.as_ref().and_then(|m| m.audit) {
+        for (i, txn) in txns.iter().enumerate() {
+            if let (Some(epoch), false) = (txn.fence, fenced.contains(&i)) {
+                audit.wrote(&txn.session, epoch, revision);
+            }
+        }
+    }
     Ok((Committed { cursors: cursors.assigned, fenced }, revision))
 }

@@ -407,6 +407,32 @@ impl Reader {
         row.map(|r| raw_run(&r)?.parse()).transpose()
     }
 
+    /// Several hosts (SPEC 11): every command accepted for a session (cancels, `cancel_run`s,
+    /// queue clears, summarize requests), in the order they were accepted.
+    ///
+    /// # Errors
+    /// The database's errors; [`StoreError::Corrupt`] for a row that does not parse.
+    pub fn commands(&self) -> Result<Vec<StoredCommand>, StoreError> {
+        let rows = self.db().rows(
+            "SELECT id, session, kind, up_to, run_id, applied FROM session_commands ORDER BY id",
+            &[],
+        )?;
+        rows.iter()
+            .map(|r| {
+                let id = r.int(0)?;
+                let what = format!("session_commands row {id}");
+                Ok(StoredCommand {
+                    id: uint(id, &what)?,
+                    session: SessionId::new(r.text(1)?),
+                    kind: r.text(2)?,
+                    up_to: r.opt_int(3)?.map(|s| uint(s, &what).map(Seq)).transpose()?,
+                    run_id: r.opt_text(4)?.map(RunId::new),
+                    applied: r.flag(5)?,
+                })
+            })
+            .collect()
+    }
+
     /// Several hosts (SPEC 11): the host that holds the session's lease now, by the
     /// database's clock; `None` when no host does (never taken, released, or expired).
     ///
@@ -605,6 +631,23 @@ pub(super) fn start(db: &dyn Db) -> Result<Start, StoreError> {
         });
     }
     Ok(Start { next_seq, next_message, runs })
+}
+
+/// A command accepted for a session, as stored (several hosts, SPEC 11).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoredCommand {
+    /// Its id: the order commands were accepted in.
+    pub id: u64,
+    /// The session.
+    pub session: SessionId,
+    /// `cancel`, `cancel_run`, `clear_queue` or `summarize`.
+    pub kind: String,
+    /// The session's newest sequence when it was accepted (the watermark), if it had one.
+    pub up_to: Option<Seq>,
+    /// The run a `cancel_run` names.
+    pub run_id: Option<RunId>,
+    /// Whether the session's owner applied it.
+    pub applied: bool,
 }
 
 /// A session row as stored.

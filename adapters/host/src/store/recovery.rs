@@ -91,7 +91,17 @@ pub(super) fn recover_session(
     next_id: &mut dyn FnMut() -> i64,
     armed: Armed,
 ) -> Result<(u64, Vec<(Cursor, CompletionRecord)>), StoreError> {
-    let done = end_interrupted(db, unfinished(db, Some(session))?, cursor, next_id, false)?;
+    let runs = if armed.is(HostMutant::MemberTakeRunsTwice) {
+        // The bug: the started turn goes back to the queue instead of ending, and runs again.
+        db.execute(
+            "UPDATE runs SET state = 'waiting' WHERE session = ?1 AND state IN ('active', 'paused')",
+            &[Arg::from(session)],
+        )?;
+        Vec::new()
+    } else {
+        unfinished(db, Some(session))?
+    };
+    let done = end_interrupted(db, runs, cursor, next_id, false)?;
     repair_messages(db, armed, Some(session))?;
     Ok(done)
 }

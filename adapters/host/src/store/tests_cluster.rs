@@ -331,3 +331,48 @@ fn postgres_every_accept_command_and_outcome_notifies_once() {
     let revisions: Vec<u64> = heard.iter().map(|p| p.parse().unwrap()).collect();
     assert!(revisions.windows(2).all(|w| w[0] < w[1]), "{revisions:?}");
 }
+
+/// The simulator's ghost check: a write of an epoch after a later take is reported, and so is
+/// a take that does not grow its session's epoch; writes at the current epoch are fine.
+#[test]
+fn the_audit_reports_a_write_by_a_fenced_epoch() {
+    let audit = super::Audit::default();
+    let (s, t) = (sid("s"), sid("t"));
+    audit.took(&s, Epoch(1), 1);
+    audit.wrote(&s, Epoch(1), 2);
+    audit.took(&t, Epoch(1), 3);
+    audit.took(&s, Epoch(2), 4);
+    audit.wrote(&s, Epoch(2), 5);
+    audit.wrote(&t, Epoch(1), 6);
+    assert_eq!(audit.fenced_writes(), Vec::<String>::new());
+    audit.wrote(&s, Epoch(1), 7);
+    audit.took(&t, Epoch(1), 8);
+    assert_eq!(
+        audit.fenced_writes(),
+        [
+            "session s: a write of epoch 1 committed at revision 7, after epoch 2 was taken at 4",
+            "session t: epoch 1 taken at revision 8 after epoch 1 at 3",
+        ]
+    );
+    assert_eq!(audit.counts(), (4, 4));
+}
+
+/// A real stale owner's commit, logged by the store itself: the audit sees the fenced one
+/// left out, and a mutant-free store never logs a write by a fenced epoch.
+#[test]
+fn the_store_logs_takes_and_fenced_commits() {
+    let dir = Scratch::new(Kind::Sqlite);
+    let audit = super::Audit::default();
+    let mut cfg = config(&dir);
+    cfg.audit = Some(audit.clone());
+    let idle = std::time::Duration::from_secs(5);
+    let (mut a, ca) = Store::open_member(&cfg, "a", idle).unwrap();
+    let (_, cb) = Store::open_member(&cfg, "b", idle).unwrap();
+    ca.accept(&prompt("s", "one").with_run_id("r1"), Mode::OwnTurn).unwrap();
+    let stale = ca.take(&sid("s"), 0).unwrap().unwrap();
+    cb.take(&sid("s"), 60_000).unwrap().unwrap();
+    let late = fenced("s", stale.epoch, vec![Write::Op(outcome(cancelled("s", 1, Some("r1"))))]);
+    assert_eq!(a.commit_fenced(&[late]).unwrap().fenced, [0]);
+    assert_eq!(audit.counts(), (2, 0), "two takes, no write");
+    assert!(audit.fenced_writes().is_empty());
+}
