@@ -114,39 +114,21 @@ impl Drop for Server {
     }
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 async fn post(base: &str, path: &str, body: Value) -> (u16, Value) {
-    let sent = reqwest::Client::new()
+    let request = reqwest::Client::new()
         .post(format!("{base}{path}"))
-        .bearer_auth(TOKEN)
-        .json(&body)
-        .timeout(Duration::from_secs(10))
-        .send()
-        .await;
-    match sent {
-        Ok(r) => {
-            let status = r.status().as_u16();
-            (status, r.json().await.unwrap_or(Value::Null))
-        }
-        Err(_) => (0, Value::Null),
-    }
+        .json(&body);
+    answer(request.timeout(Duration::from_secs(10))).await
 }
 
 async fn get(base: &str, path: &str) -> (u16, Value) {
-    let sent = reqwest::Client::new()
-        .get(format!("{base}{path}"))
-        .bearer_auth(TOKEN)
-        .timeout(Duration::from_secs(40))
-        .send()
-        .await;
-    match sent {
+    let request = reqwest::Client::new().get(format!("{base}{path}"));
+    answer(request.timeout(Duration::from_secs(40))).await
+}
+
+/// The status and JSON body of a request with the token; `(0, null)` when nobody answered.
+async fn answer(request: reqwest::RequestBuilder) -> (u16, Value) {
+    match request.bearer_auth(TOKEN).send().await {
         Ok(r) => {
             let status = r.status().as_u16();
             (status, r.json().await.unwrap_or(Value::Null))
@@ -239,7 +221,7 @@ async fn postgres_three_servers_lose_owners_to_sigkill_and_sigstop_and_every_run
     let project = Project::new(&provider.base_url, "").on_postgres();
     let mut servers = Vec::new();
     for i in 0..3 {
-        servers.push(Server::start(&project, &format!("h{i}"), free_port()).await);
+        servers.push(Server::start(&project, &format!("h{i}"), common::free_port()).await);
     }
     let mut events = Events::connect(&servers[0].base(), TOKEN, None).await;
     let mut on = 0;
@@ -430,7 +412,7 @@ async fn postgres_run_moves_to_the_next_server_when_its_own_dies() {
     let project = Project::new(&provider.base_url, "").on_postgres();
     let mut servers = Vec::new();
     for i in 0..2 {
-        servers.push(Server::start(&project, &format!("h{i}"), free_port()).await);
+        servers.push(Server::start(&project, &format!("h{i}"), common::free_port()).await);
     }
     let run = |urls: String, prompt: &str| {
         let mut c = project.command(&["run", "--server", &urls, prompt]);
@@ -438,7 +420,7 @@ async fn postgres_run_moves_to_the_next_server_when_its_own_dies() {
         c.spawn().unwrap()
     };
     // Nobody listens on the first URL: the run goes to the second.
-    let dead = format!("http://127.0.0.1:{}", free_port());
+    let dead = format!("http://127.0.0.1:{}", common::free_port());
     let done = common::finish(run(format!("{dead},{}", servers[1].base()), "Hi")).await;
     assert_eq!(
         (done.code, done.stdout.as_str()),

@@ -372,14 +372,6 @@ async fn the_configuration_records_every_run_and_a_bad_folder_is_named_with_its_
 }
 
 /// A free port on 127.0.0.1.
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// A `turnstile serve --record rec` process, killed if a test fails before it stops it.
 struct Served(Option<std::process::Child>);
 
@@ -450,7 +442,7 @@ async fn a_recorded_server_keeps_its_sessions_in_one_trace_and_a_restart_takes_a
     let provider =
         FakeProvider::anthropic(vec![Reply::sse(text_stream("Hello from the server."))]).await;
     let project = keyed_project(&provider.base_url, "");
-    let port = free_port();
+    let port = common::free_port();
     let server = Served::start(&project, port).await;
     for (session, run) in [("s1", "r1"), ("s2", "r2")] {
         let complete = prompt_and_wait(port, session, run, &format!("Hello {session}")).await;

@@ -23,14 +23,6 @@ const TOOL_CASE: &str = "TestAnthropicCommon__claude-sonnet-4__tool_streaming";
 
 /// A free port on 127.0.0.1 (bound and released: the server binds it again, also after a
 /// restart).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// `turnstile serve` of a project, logging at debug to `server.log`.
 struct Served {
     child: Option<Child>,
@@ -139,7 +131,7 @@ async fn run_against_a_server_replays_a_recorded_tool_stream_and_prints_the_answ
     ])
     .await;
     let project = Project::new(&provider.base_url, "");
-    let port = free_port();
+    let port = common::free_port();
     let served = Served::start(&project, port, Some(TOKEN)).await;
     let done = common::finish(run_server(
         &project,
@@ -237,7 +229,7 @@ async fn kill_9_mid_turn_and_restart(postgres: bool) {
     if postgres {
         project = project.on_postgres();
     }
-    let port = free_port();
+    let port = common::free_port();
     let mut served = Served::start(&project, port, Some(TOKEN)).await;
     let base = served.base.clone();
     // Two listeners from the start; the first run completes before the kill.
@@ -348,7 +340,7 @@ async fn kill_9_mid_turn_and_restart(postgres: bool) {
 async fn sigterm_ends_the_unfinished_runs_interrupted_and_tells_the_clients() {
     let provider = FakeProvider::anthropic(vec![Reply::Hang]).await;
     let project = Project::new(&provider.base_url, "");
-    let served = Served::start(&project, free_port(), Some(TOKEN)).await;
+    let served = Served::start(&project, common::free_port(), Some(TOKEN)).await;
     let client = run_server(
         &project,
         &served.base,
@@ -376,7 +368,7 @@ async fn sigterm_ends_the_unfinished_runs_interrupted_and_tells_the_clients() {
 async fn ctrl_c_or_sigterm_of_run_server_cancels_the_run_on_the_server() {
     let provider = FakeProvider::anthropic(vec![Reply::Hang]).await;
     let project = Project::new(&provider.base_url, "");
-    let served = Served::start(&project, free_port(), Some(TOKEN)).await;
+    let served = Served::start(&project, common::free_port(), Some(TOKEN)).await;
     for (n, signal) in [Signal::SIGINT, Signal::SIGTERM].into_iter().enumerate() {
         let run_id = format!("c{n}");
         let client = run_server(&project, &served.base, &["--run-id", &run_id, "Think"]);
@@ -405,7 +397,7 @@ async fn ctrl_c_or_sigterm_of_run_server_cancels_the_run_on_the_server() {
 async fn a_generated_token_is_shown_once_kept_private_and_found_by_clients() {
     let provider = FakeProvider::anthropic(vec![Reply::sse(text_stream("hi back"))]).await;
     let project = Project::new(&provider.base_url, "");
-    let port = free_port();
+    let port = common::free_port();
     let first = Served::start(&project, port, None).await;
     let path = project.path().join(".turnstile").join("server-token");
     let token = std::fs::read_to_string(&path).unwrap().trim().to_owned();
@@ -494,7 +486,7 @@ async fn a_cancel_withdraws_every_ask_and_a_late_answer_is_refused_and_runs_noth
     );
     let project = Project::new(&provider.base_url, &config);
     std::fs::write(project.path().join("notes.txt"), "old text\n").unwrap();
-    let served = Served::start(&project, free_port(), Some(TOKEN)).await;
+    let served = Served::start(&project, common::free_port(), Some(TOKEN)).await;
     let base = served.base.clone();
     let mut events = Events::connect(&base, TOKEN, None).await;
     for (i, (tool, _)) in calls.iter().enumerate() {
@@ -584,7 +576,7 @@ async fn serving_a_model_that_writes_t_txt() -> (FakeProvider, Project, Served) 
     ))])
     .await;
     let project = Project::new(&provider.base_url, "");
-    let served = Served::start(&project, free_port(), Some(TOKEN)).await;
+    let served = Served::start(&project, common::free_port(), Some(TOKEN)).await;
     (provider, project, served)
 }
 
@@ -679,7 +671,7 @@ async fn run_server_shows_a_streamed_answer_piece_by_piece_from_deltas() {
     let answer = answer.trim_end().to_owned();
     let provider = FakeProvider::anthropic(vec![Reply::Paced(paced_text(&answer, 60))]).await;
     let project = Project::new(&provider.base_url, "");
-    let served = Served::start(&project, free_port(), Some(TOKEN)).await;
+    let served = Served::start(&project, common::free_port(), Some(TOKEN)).await;
     let mut events = Events::connect(&served.base, TOKEN, None).await;
     let client = run_server(&project, &served.base, &["--json", "Count"]);
     let done = common::finish(client).await;
@@ -723,7 +715,7 @@ async fn run_server_on_a_terminal_asks_and_a_yes_runs_the_call() {
     ])
     .await;
     let project = Project::new(&provider.base_url, "");
-    let served = Served::start(&project, free_port(), Some(TOKEN)).await;
+    let served = Served::start(&project, common::free_port(), Some(TOKEN)).await;
     // `script` gives the client a pseudo-terminal and passes what the test types to it.
     let command = format!(
         "{} run --server {} 'Write t.txt'",
@@ -785,7 +777,7 @@ async fn a_file_limit_too_low_to_serve_is_refused_at_start() {
     let serve = format!(
         "ulimit -n 100 && exec {} serve --listen 127.0.0.1:{}",
         env!("CARGO_BIN_EXE_turnstile"),
-        free_port()
+        common::free_port()
     );
     let mut command = std::process::Command::new("sh");
     command

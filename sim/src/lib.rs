@@ -30,7 +30,8 @@
 //! `docs/verification.md` ("Sweeps in your own tests") and the example crate
 //! `examples/sweep-your-tool` show a tool of your own with a check of its own.
 //!
-//! The command `turnstile-sim` exposes `sweep`, `seed`, `mutants`, `determinism`, `shrink`,
+//! The command `turnstile-sim` exposes `sweep`, `seed`, `mutants`, `members` and
+//! `members-mutants` (several hosts over one store), `determinism`, `shrink`,
 //! `replay` (also of a live run's recording, `turnstile run --record DIR`, and `--save` to make
 //! it a regression trace), `bless`, `view` and `decode` (recorded provider bodies into the core
 //! events they become).

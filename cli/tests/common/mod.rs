@@ -23,6 +23,15 @@ pub fn mcp_test_server() -> PathBuf {
     path
 }
 
+/// A port of 127.0.0.1 that was free a moment ago (for a server a test starts).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
 /// A scratch project: a working directory with a configuration for the provider.
 pub struct Project {
     pub dir: tempfile::TempDir,

@@ -516,13 +516,7 @@ impl EngineTask {
     fn reply(&mut self, reply: Reply, caller: &mut Caller, batches: &mut [Vec<Routed>]) {
         match (reply, std::mem::replace(caller, Caller::None)) {
             (Reply::Accepted { session, seq, run_id, mode }, Caller::Submit(submit, reply)) => {
-                info!(
-                    session = %session,
-                    seq = seq.0,
-                    run_id = run_id.as_ref().map(RunId::as_str),
-                    mode = named::mode(mode),
-                    "submission accepted"
-                );
+                accepted(&session, seq, run_id.as_ref(), mode);
                 if let Some(run_id) = &run_id {
                     self.run_ids.insert(seq, run_id.clone());
                 }
@@ -600,13 +594,7 @@ impl EngineTask {
             }
             // A member's core was fed from the ledger: the host that wrote the row answered.
             (Reply::Accepted { session, seq, run_id, mode }, Caller::Ledger) => {
-                info!(
-                    session = %session,
-                    seq = seq.0,
-                    run_id = run_id.as_ref().map(RunId::as_str),
-                    mode = named::mode(mode),
-                    "submission accepted"
-                );
+                accepted(&session, seq, run_id.as_ref(), mode);
                 if let Some(run_id) = run_id {
                     self.run_ids.insert(seq, run_id);
                 }
@@ -1044,6 +1032,17 @@ impl EngineTask {
             _ => {}
         }
     }
+}
+
+/// Logs an acceptance the core decided.
+fn accepted(session: &SessionId, seq: Seq, run_id: Option<&RunId>, mode: turnstile_core::Mode) {
+    info!(
+        session = %session,
+        seq = seq.0,
+        run_id = run_id.map(RunId::as_str),
+        mode = named::mode(mode),
+        "submission accepted"
+    );
 }
 
 async fn sleep_until(at: Option<Instant>) {

@@ -50,17 +50,9 @@ pub(crate) fn take(
     host: &str,
     lease_ms: u64,
 ) -> Result<Option<Epoch>, StoreError> {
-    let sql = format!(
-        "INSERT INTO session_leases (session, owner, epoch, expires_ms) \
-         VALUES (?1, ?2, 1, {NOW_MS} + ?3) \
-         ON CONFLICT (session) DO UPDATE SET owner = excluded.owner, \
-         epoch = session_leases.epoch + 1, expires_ms = excluded.expires_ms \
-         WHERE session_leases.owner IS NULL OR session_leases.expires_ms <= {NOW_MS} \
-         RETURNING epoch"
-    );
-    let args = [Arg::from(session), Arg::from(host), Arg::Int(ms(lease_ms)?)];
-    let epoch = db.scalar(&sql, &args)?;
-    epoch.map(epoch_of).transpose()
+    let only_when =
+        format!("WHERE session_leases.owner IS NULL OR session_leases.expires_ms <= {NOW_MS}");
+    upsert(db, &only_when, session, host, lease_ms)
 }
 
 /// The mutant `member_stale_take`: takes the lease whatever the row says now (as a take
@@ -74,12 +66,24 @@ pub(crate) fn take_without_looking(
     host: &str,
     lease_ms: u64,
 ) -> Result<Option<Epoch>, StoreError> {
+    upsert(db, "", session, host, lease_ms)
+}
+
+/// Inserts the lease row, or updates it `only_when` the condition holds, growing the epoch;
+/// returns the new epoch when it did.
+fn upsert(
+    db: &dyn Db,
+    only_when: &str,
+    session: &str,
+    host: &str,
+    lease_ms: u64,
+) -> Result<Option<Epoch>, StoreError> {
     let sql = format!(
         "INSERT INTO session_leases (session, owner, epoch, expires_ms) \
          VALUES (?1, ?2, 1, {NOW_MS} + ?3) \
          ON CONFLICT (session) DO UPDATE SET owner = excluded.owner, \
          epoch = session_leases.epoch + 1, expires_ms = excluded.expires_ms \
-         RETURNING epoch"
+         {only_when} RETURNING epoch"
     );
     let args = [Arg::from(session), Arg::from(host), Arg::Int(ms(lease_ms)?)];
     let epoch = db.scalar(&sql, &args)?;

@@ -467,16 +467,21 @@ impl Store {
         let mut last_cursor = read::newest_cursor(db)?.0;
         let recovered = recovery::recover(db, &mut last_cursor, config.armed())?;
         let start = read::start(db)?;
-        let revision = read::revision(db)?;
-        let store = Store {
-            conn,
-            config: config.clone(),
-            last_cursor,
-            revision,
-            _lock: lock,
-            member: None,
-        };
+        let store = Store::assemble(conn, config, lock, None)?;
         Ok(Opened { store, start, recovered })
+    }
+
+    /// The store over `conn` as the database stands: its newest cursor and revision.
+    fn assemble(
+        conn: Conn,
+        config: &StoreConfig,
+        lock: Option<location::OwnerLock>,
+        member: Option<String>,
+    ) -> Result<Store, StoreError> {
+        let db = conn.db();
+        let last_cursor = read::newest_cursor(db)?.0;
+        let revision = read::revision(db)?;
+        Ok(Store { conn, config: config.clone(), last_cursor, revision, _lock: lock, member })
     }
 
     /// Opens the store as one of several hosts named `host` (SPEC 11): migrates it, and runs no
@@ -517,17 +522,7 @@ impl Store {
             }
         };
         let coordinator = cluster::Coordinator::open(config, host, idle)?;
-        let db = conn.db();
-        let last_cursor = read::newest_cursor(db)?.0;
-        let revision = read::revision(db)?;
-        let store = Store {
-            conn,
-            config: config.clone(),
-            last_cursor,
-            revision,
-            _lock: None,
-            member: Some(host.to_owned()),
-        };
+        let store = Store::assemble(conn, config, None, Some(host.to_owned()))?;
         Ok((store, coordinator))
     }
 

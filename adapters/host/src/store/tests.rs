@@ -78,6 +78,7 @@ macro_rules! both_stores {
         }
     };
 }
+pub(super) use both_stores;
 
 #[test]
 fn a_url_is_a_postgres_store_and_anything_else_a_file() {

@@ -11,25 +11,11 @@ use turnstile_core::{MessageId, Mode, Outcome, RunId, Seq, Submit};
 use super::cluster::{Accepted, CommandKind, Coordinator};
 use super::lease::Epoch;
 use super::tests::{
-    Kind, Scratch, activated, assistant, cancelled, config, outcome, sid, tool_call, user,
+    Kind, Scratch, activated, assistant, both_stores, cancelled, config, outcome, sid, tool_call,
+    user,
 };
 use super::{Reader, RunState, Store, StoreError, Txn, Write};
 use crate::record::Cursor;
-
-macro_rules! both_stores {
-    ($($name:ident),* $(,)?) => {
-        mod sqlite {
-            $( #[test] fn $name() { super::$name(super::Kind::Sqlite) } )*
-        }
-        mod postgres {
-            $(
-                #[test]
-                #[ignore = "needs PostgreSQL: eval \"$(scripts/postgres.sh env)\", then --ignored"]
-                fn $name() { super::$name(super::Kind::Postgres) }
-            )*
-        }
-    };
-}
 
 both_stores!(
     members_accept_anywhere_in_one_sequence_and_answer_resubmissions,
