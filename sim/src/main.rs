@@ -65,6 +65,10 @@ enum Command {
         /// Switch on a mutant of several hosts (`--features mutants`).
         #[arg(long)]
         mutant: Option<String>,
+        /// Where failing seeds' core traces (the one that failed replay) and their shrunk
+        /// forms are written.
+        #[arg(long, default_value = "sim-failures")]
+        out: PathBuf,
     },
     /// Hunt the several-hosts mutants (`--features mutants`): for each, seeds until one fails,
     /// then a table. Exit status 1 when a mutant went unnoticed.
@@ -227,8 +231,8 @@ fn main() -> ExitCode {
         Command::Mutants { seeds, faults, out } => {
             simulate::mutants(seeds, &faults, out.as_deref())
         }
-        Command::Members { seeds, first, jobs, mutant } => {
-            simulate::members(seeds, first, jobs, mutant.as_deref())
+        Command::Members { seeds, first, jobs, mutant, out } => {
+            simulate::members(seeds, first, jobs, mutant.as_deref(), &out)
         }
         Command::MembersMutants { seeds } => simulate::members_mutants(seeds),
         Command::Shrink { path, out } => shrink_file(&path, out),

@@ -17,7 +17,8 @@
 //!   clear of its session;
 //! - **one actor**: a model request, and the tool `act` (an effect no epoch can fence), start
 //!   only on the host that holds their session's lease in the store;
-//! - every session's history is protocol-legal.
+//! - every session's history is protocol-legal, and every core's flight trace (one per take)
+//!   replays with the core's invariants after every input and its outputs as recorded.
 //!
 //! `turnstile-sim members` sweeps seeds; `turnstile-sim members-mutants` hunts the several-hosts
 //! mutants of the host (`HostMutant::MEMBERS`), each of which some seed must catch.
@@ -31,7 +32,9 @@ use turnstile_host::store::{
     Audit, Fault, Faults as StoreFaults, Location, MemoryDisk, Reader, RunState, StoreConfig,
     StoredRole,
 };
-use turnstile_host::{Answer, Host, HostConfig, MemberConfig, ScriptedProvider, ToolSet};
+use turnstile_host::{
+    Answer, Flight, FlightShelf, Host, HostConfig, MemberConfig, ScriptedProvider, ToolSet,
+};
 
 use crate::rng::Rng;
 use crate::world::SeedReport;
@@ -147,14 +150,25 @@ impl turnstile_host::Tool for Act {
     }
 }
 
+/// What every member of a world shares: the store's ghost log and the cores' flight traces.
+struct Shared {
+    audit: Audit,
+    flights: FlightShelf,
+}
+
 fn config(
     disk: &MemoryDisk,
     name: &str,
     link: &StoreFaults,
-    audit: &Audit,
+    shared: &Shared,
     mutant: Option<&str>,
 ) -> Result<HostConfig, String> {
+    let audit = &shared.audit;
     let mut config = HostConfig::with_store(StoreConfig::in_memory(disk));
+    // Every core of every member records its trace, with its outputs, which the core's
+    // replay checks after the seed.
+    config.trace = Some(Flight::Engines(shared.flights.clone()));
+    config.trace_outputs = true;
     config.workers = 1;
     // A partition longer than this stops the host: the partitions below are shorter.
     config.store_retry = Duration::from_secs(8);
@@ -259,13 +273,13 @@ pub(crate) async fn world(seed: u64, mutant: Option<&str>, disk: &MemoryDisk) ->
     let mut rng = Rng::new(seed);
     let started = tokio::time::Instant::now();
     let mut report = SeedReport { seed, ..SeedReport::default() };
-    let audit = Audit::default();
+    let shared = Shared { audit: Audit::default(), flights: FlightShelf::default() };
     let outside: Arc<Mutex<Vec<String>>> = Arc::default();
     let mut members = Vec::new();
     for i in 0..HOSTS {
         let name = format!("h{i}");
         let link = StoreFaults::default();
-        let opened = match config(disk, &name, &link, &audit, mutant) {
+        let opened = match config(disk, &name, &link, &shared, mutant) {
             Ok(c) => open(c, &name, &outside).await,
             Err(e) => Err(e),
         };
@@ -296,7 +310,7 @@ pub(crate) async fn world(seed: u64, mutant: Option<&str>, disk: &MemoryDisk) ->
                 tokio::time::sleep(Duration::from_millis(rng.between(10, 1_500))).await;
                 let link = StoreFaults::default();
                 let name = members[i].name.clone();
-                let opened = match config(disk, &name, &link, &audit, mutant) {
+                let opened = match config(disk, &name, &link, &shared, mutant) {
                     Ok(c) => open(c, &name, &outside).await,
                     Err(e) => Err(e),
                 };
@@ -357,7 +371,15 @@ pub(crate) async fn world(seed: u64, mutant: Option<&str>, disk: &MemoryDisk) ->
     }
     report.sim_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     report.violations.extend(lock(&outside).drain(..));
-    check(&location, &audit, &mut report);
+    check(&location, &shared.audit, &mut report);
+    // Every core's trace replays with the core's invariants after every input, and its
+    // outputs as recorded; the hash of them all is the seed's (for determinism).
+    let ledger = std::mem::take(&mut report.trace_hash);
+    let (_, kept) = crate::world::checks::check_traces(&shared.flights.traces(), &mut report);
+    report.trace_hash = format!("{}-{ledger}", report.trace_hash);
+    if !report.violations.is_empty() {
+        report.trace = kept;
+    }
     report
 }
 
@@ -435,9 +457,8 @@ fn check(location: &Location, audit: &Audit, report: &mut SeedReport) {
             v.push(format!("session {}: turns out of acceptance order: {prompts:?}", s.id));
         }
     }
-    let (takes, writes) = audit.counts();
+    let (takes, _) = audit.counts();
     *report.faults.entry("Takes".to_owned()).or_default() += takes as u64;
-    report.events = writes as u64;
     report.trace_hash = format!("{:016x}", std::hash::Hasher::finish(&hasher));
 }
 
@@ -513,4 +534,19 @@ pub fn sweep(
     let mut reports = reports.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
     reports.sort_by_key(|r| r.seed);
     reports
+}
+
+/// A failing seed's report as a sweep's [`crate::sweep::Failure`]: its violations, the
+/// command that reruns it, and (the first `detailed` ones) the core trace that failed, written
+/// into `out` and shrunk, when a core's trace is what failed.
+#[cfg(madsim)]
+#[must_use]
+pub fn failure(
+    report: &SeedReport,
+    mutant: Option<&str>,
+    out: Option<&std::path::Path>,
+) -> crate::sweep::Failure {
+    let with = mutant.map(|m| format!(" --mutant {m}")).unwrap_or_default();
+    let rerun = format!("turnstile-sim members --first {{seed}} --seeds 1{with}");
+    crate::sweep::failure(report, &rerun, out)
 }

@@ -47,7 +47,7 @@ pub fn determinism(_: u64, _: u64, _: &str) -> ExitCode {
 
 /// `members`.
 #[cfg(not(madsim))]
-pub fn members(_: u64, _: u64, _: usize, _: Option<&str>) -> ExitCode {
+pub fn members(_: u64, _: u64, _: usize, _: Option<&str>, _: &Path) -> ExitCode {
     needs_madsim()
 }
 
@@ -193,7 +193,13 @@ mod with_madsim {
 
     /// `mutants`: for each mutant, seeds until one fails; a table of what was found.
     /// `members`: a sweep of several hosts over one store.
-    pub fn members(seeds: u64, first: u64, jobs: usize, mutant: Option<&str>) -> ExitCode {
+    pub fn members(
+        seeds: u64,
+        first: u64,
+        jobs: usize,
+        mutant: Option<&str>,
+        out: &Path,
+    ) -> ExitCode {
         let started = Instant::now();
         let reports = turnstile_sim::members::sweep(first, seeds, jobs, mutant, false);
         let failed: Vec<_> = reports.iter().filter(|r| !r.violations.is_empty()).collect();
@@ -219,16 +225,20 @@ mod with_madsim {
                 *outcomes.entry(k.as_str()).or_default() += n;
             }
         }
-        for r in failed.iter().take(20) {
+        for (n, r) in failed.iter().enumerate() {
+            let f = turnstile_sim::members::failure(r, mutant, (n < 20).then_some(out));
             eprintln!("seed {} failed:", r.seed);
             for v in r.violations.iter().take(5) {
                 eprintln!("  {v}");
             }
-            let with = mutant.map(|m| format!(" --mutant {m}")).unwrap_or_default();
-            eprintln!("  rerun: turnstile-sim members --first {} --seeds 1{with}", r.seed);
+            eprintln!("  rerun: {}", f.rerun);
+            if let Some(trace) = &f.trace {
+                eprintln!("  core trace: {} {}", trace.display(), f.shrunk);
+            }
         }
+        let inputs: u64 = reports.iter().map(|r| r.events).sum();
         eprintln!(
-            "members: {} of {} seeds passed in {:.1} s ({} rerun alike); faults {faults:?}; outcomes {outcomes:?}",
+            "members: {} of {} seeds passed in {:.1} s ({} rerun alike; {inputs} core inputs replayed); faults {faults:?}; outcomes {outcomes:?}",
             reports.len() - failed.len(),
             reports.len(),
             started.elapsed().as_secs_f64(),

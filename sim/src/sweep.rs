@@ -456,6 +456,8 @@ fn excerpt(line: &str, other: &str) -> String {
 
 #[cfg(madsim)]
 mod run;
+#[cfg(madsim)]
+pub(crate) use run::failure;
 
 #[cfg(test)]
 mod tests {

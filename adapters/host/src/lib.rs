@@ -111,7 +111,9 @@ pub mod tool;
 
 pub use error::{InvalidRequest, OpenError, Stopped, SubmitError, WaitError};
 pub use events::{Completions, Event, Update, Updates};
-pub use host::{Flight, FlightBuffer, Host, HostConfig, MemberConfig, Submitted, WriterStats};
+pub use host::{
+    Flight, FlightBuffer, FlightShelf, Host, HostConfig, MemberConfig, Submitted, WriterStats,
+};
 #[cfg(feature = "mutants")]
 pub use mutants::HostMutant;
 pub use provider::{

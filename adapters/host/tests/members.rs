@@ -269,3 +269,38 @@ async fn postgres_a_restart_of_the_database_loses_nothing_accepted() {
         h.shutdown().await.unwrap();
     }
 }
+
+/// A member's flight recorder (`Flight::Engines`): one trace per take's core, each replaying
+/// through the core with its outputs as recorded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_members_cores_record_one_trace_each_that_replays() {
+    let dir = Scratch::new(Kind::Sqlite);
+    let shelf = turnstile_host::FlightShelf::default();
+    let provider = stalls_on_request();
+    let mut hosts = Vec::new();
+    for i in 0..2 {
+        let mut config = member(&dir, &format!("h{i}"));
+        config.trace = Some(turnstile_host::Flight::Engines(shelf.clone()));
+        config.trace_outputs = true;
+        hosts.push(Host::open(config, Arc::new(provider.clone()), ToolSet::new()).await.unwrap());
+    }
+    hosts[0].submit(Submit::new("s1", "one").with_run_id("r1")).await.unwrap();
+    hosts[1].submit(Submit::new("s2", "two").with_run_id("r2")).await.unwrap();
+    assert_eq!(wait(&hosts[1], "r1").await.outcome, Outcome::Completed);
+    assert_eq!(wait(&hosts[0], "r2").await.outcome, Outcome::Completed);
+    for h in &hosts {
+        h.shutdown().await.unwrap();
+    }
+    let traces = shelf.traces();
+    assert_eq!(traces.len(), 2, "one core a session");
+    for t in traces {
+        let trace = turnstile_core::Trace::parse(&t.text()).expect("parses");
+        let report = turnstile_core::replay(&trace).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!((report.run_completes, report.compared > 0), (1, true), "{report:?}");
+    }
+    // A member records per engine, not into one file.
+    let mut single = member(&dir, "h9");
+    single.trace = Some(turnstile_host::Flight::Memory(turnstile_host::FlightBuffer::default()));
+    let refused = Host::open(single, Arc::new(provider), ToolSet::new()).await;
+    assert!(matches!(refused, Err(OpenError::Member(_))), "{refused:?}");
+}

@@ -167,7 +167,7 @@ fn default_rerun() -> String {
 }
 
 /// A failing seed's entry; with `out`, its trace written there and shrunk.
-fn failure(r: &SeedReport, rerun: &str, out: Option<&Path>) -> Failure {
+pub(crate) fn failure(r: &SeedReport, rerun: &str, out: Option<&Path>) -> Failure {
     let mut f = Failure {
         seed: r.seed,
         violations: r.violations.clone(),

@@ -17,6 +17,7 @@ use turnstile_core::{
     SessionId, Start,
 };
 
+use super::FlightShelf;
 use super::engine::Driver;
 use crate::store::lease::Epoch;
 
@@ -32,6 +33,8 @@ pub(crate) enum Cores {
 pub(crate) struct Owned {
     /// Every owned session's engine configuration (its acceptor external).
     config: Config,
+    /// Where each engine records its flight trace (and whether with its outputs), if at all.
+    recording: Option<(FlightShelf, bool)>,
     sessions: BTreeMap<SessionId, OwnedCore>,
     /// Shutdown was fed: no new session is adopted.
     shutting_down: bool,
@@ -39,7 +42,7 @@ pub(crate) struct Owned {
 
 /// One owned session's engine, and the lease it runs under.
 pub(crate) struct OwnedCore {
-    engine: Box<Engine>,
+    engine: Driver,
     epoch: Epoch,
 }
 
@@ -64,9 +67,9 @@ pub(crate) fn input_session(input: &Input) -> Option<&SessionId> {
 
 impl Cores {
     /// A member's engines: none until a take.
-    pub(crate) fn owned(mut config: Config) -> Cores {
+    pub(crate) fn owned(mut config: Config, recording: Option<(FlightShelf, bool)>) -> Cores {
         config.acceptor = Acceptor::External;
-        Cores::Owned(Owned { config, sessions: BTreeMap::new(), shutting_down: false })
+        Cores::Owned(Owned { config, recording, sessions: BTreeMap::new(), shutting_down: false })
     }
 
     /// Feeds `input` to the engine of `scope` (or of the input's session): its outputs, in
@@ -81,20 +84,20 @@ impl Cores {
         now: Millis,
         input: Input,
     ) -> Result<Vec<Output>, HostError> {
-        let driver: &mut dyn Handle = match self {
+        let driver: &mut Driver = match self {
             Cores::One(d) => d,
             Cores::Owned(o) => {
                 let Some(session) = scope.or_else(|| input_session(&input)) else {
                     return Ok(Vec::new());
                 };
                 match o.sessions.get_mut(session) {
-                    Some(core) => core.engine.as_mut(),
+                    Some(core) => &mut core.engine,
                     None => return Ok(Vec::new()),
                 }
             }
         };
-        driver.handle_input(now, input)?;
-        Ok(std::iter::from_fn(|| driver.next_output()).collect())
+        driver.handle(now, input)?;
+        Ok(std::iter::from_fn(|| driver.poll_output()).collect())
     }
 
     /// The engine configuration (the same for every engine of this host).
@@ -109,7 +112,7 @@ impl Cores {
     pub(crate) fn engine_of(&self, session: &SessionId) -> Option<&Engine> {
         match self {
             Cores::One(d) => Some(d.engine()),
-            Cores::Owned(o) => o.sessions.get(session).map(|c| c.engine.as_ref()),
+            Cores::Owned(o) => o.sessions.get(session).map(|c| c.engine.engine()),
         }
     }
 
@@ -132,7 +135,7 @@ impl Cores {
         match self {
             Cores::One(d) => d.engine().is_stopped(),
             Cores::Owned(o) => {
-                o.shutting_down && o.sessions.values().all(|c| c.engine.is_stopped())
+                o.shutting_down && o.sessions.values().all(|c| c.engine.engine().is_stopped())
             }
         }
     }
@@ -162,8 +165,10 @@ impl Cores {
             return false;
         }
         let start = Start { next_seq: None, next_message: Some(next_message), runs: Vec::new() };
-        let Ok(engine) = Engine::new(o.config.clone(), start) else { return false };
-        o.sessions.insert(session.clone(), OwnedCore { engine: Box::new(engine), epoch });
+        let Ok(engine) = super::session_driver(&o.config, start, o.recording.as_ref()) else {
+            return false;
+        };
+        o.sessions.insert(session.clone(), OwnedCore { engine, epoch });
         true
     }
 
@@ -190,31 +195,5 @@ impl Cores {
     /// The session's engine at `epoch`, if this host still runs it.
     pub(crate) fn runs_at(&self, session: &SessionId, epoch: Epoch) -> bool {
         matches!(self, Cores::Owned(o) if o.sessions.get(session).is_some_and(|c| c.epoch == epoch))
-    }
-}
-
-/// What [`Cores::handle`] needs of an engine, recording or not.
-trait Handle {
-    fn handle_input(&mut self, now: Millis, input: Input) -> Result<(), HostError>;
-    fn next_output(&mut self) -> Option<Output>;
-}
-
-impl Handle for Driver {
-    fn handle_input(&mut self, now: Millis, input: Input) -> Result<(), HostError> {
-        self.handle(now, input)
-    }
-
-    fn next_output(&mut self) -> Option<Output> {
-        self.poll_output()
-    }
-}
-
-impl Handle for Engine {
-    fn handle_input(&mut self, now: Millis, input: Input) -> Result<(), HostError> {
-        self.handle(now, input)
-    }
-
-    fn next_output(&mut self) -> Option<Output> {
-        self.poll_output()
     }
 }

@@ -92,6 +92,30 @@ pub enum Flight {
     /// A buffer in memory that outlives the host (the simulator: a crashed host's trace is
     /// still there to check).
     Memory(FlightBuffer),
+    /// Buffers in memory, one per engine: a member of several hosts (SPEC 11) runs a core per
+    /// owned session, and each take's core records its own trace there (a host alone records
+    /// its one engine in one buffer of it).
+    Engines(FlightShelf),
+}
+
+/// The traces of several engines in memory, in the order the engines started; clones share
+/// them.
+#[derive(Clone, Debug, Default)]
+pub struct FlightShelf(Arc<Mutex<Vec<FlightBuffer>>>);
+
+impl FlightShelf {
+    /// Every trace recorded so far, in the order the engines started.
+    #[must_use]
+    pub fn traces(&self) -> Vec<FlightBuffer> {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
+    /// A new buffer for the next engine's trace.
+    pub(crate) fn next(&self) -> FlightBuffer {
+        let buffer = FlightBuffer::default();
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(buffer.clone());
+        buffer
+    }
 }
 
 /// A shared, growing flight trace in memory; clones write to and read the same text.
@@ -260,9 +284,9 @@ impl Host {
         tools: ToolSet,
     ) -> Result<Host, OpenError> {
         if let Some(member) = &config.member {
-            if config.trace.is_some() {
+            if matches!(config.trace, Some(Flight::File(_) | Flight::Memory(_))) {
                 return Err(OpenError::Member(
-                    "the flight recorder records one engine, and a member runs one per owned session",
+                    "a member runs a core per owned session: its flight recorder is `Flight::Engines`, one trace each",
                 ));
             }
             if tools.offers_agent() {
@@ -313,7 +337,11 @@ impl Host {
                 (opened.store, cores, opened.recovered, None)
             }
             Opening::Member(m) => {
-                let cores = cores::Cores::owned(config.engine.clone());
+                let recording = match &config.trace {
+                    Some(Flight::Engines(shelf)) => Some((shelf.clone(), config.trace_outputs)),
+                    _ => None,
+                };
+                let cores = cores::Cores::owned(config.engine.clone(), recording);
                 (m.store, cores, Vec::new(), Some((m.coordinator, m.acceptor)))
             }
         };
@@ -893,11 +921,37 @@ fn driver(config: &HostConfig, start: &Start) -> Result<engine::Driver, OpenErro
                     buffer.push(&recorder.header_jsonl());
                     engine::FlightSink::Memory(buffer.clone())
                 }
+                Flight::Engines(shelf) => {
+                    let buffer = shelf.next();
+                    buffer.push(&recorder.header_jsonl());
+                    engine::FlightSink::Memory(buffer)
+                }
             };
             engine::Driver::Recording { recorder: Box::new(recorder), sink }
         }
     };
     Ok(driver)
+}
+
+/// A member's engine for a session just taken, recording into a new buffer of `recording`'s
+/// shelf when there is one.
+pub(crate) fn session_driver(
+    config: &Config,
+    start: Start,
+    recording: Option<&(FlightShelf, bool)>,
+) -> Result<engine::Driver, turnstile_core::HostError> {
+    let Some((shelf, outputs)) = recording else {
+        return Ok(engine::Driver::Plain(Box::new(Engine::new(config.clone(), start)?)));
+    };
+    let mut header = TraceHeader::new(config.clone(), start);
+    header.origin = Some(serde_json::json!({ "recorded_by": "turnstile-host member" }));
+    let recorder = Recorder::new(header, *outputs)?;
+    let buffer = shelf.next();
+    buffer.push(&recorder.header_jsonl());
+    Ok(engine::Driver::Recording {
+        recorder: Box::new(recorder),
+        sink: engine::FlightSink::Memory(buffer),
+    })
 }
 
 /// Logs what crash recovery on open did: one event per submission it ended `interrupted`,
