@@ -309,8 +309,11 @@ impl EngineTask {
     }
 
     /// Feeds an owned session's core what was accepted for it, in the ledger's order. A
-    /// command is marked applied in the session's open transaction first, so the mark commits
-    /// with the command's own writes (or alone, right after, when it wrote nothing).
+    /// command is marked applied after everything its transition wrote (with its last
+    /// transaction, or alone): a crash before the mark is durable leaves it to be applied again
+    /// by the next owner, which covers exactly what the first application did not make durable
+    /// (the submissions at or below its watermark still waiting), so nothing it decided is
+    /// lost, and nothing above its watermark is touched.
     fn feed_work(&mut self, session: &SessionId, work: Vec<Work>) {
         for w in work {
             match w {
@@ -320,7 +323,7 @@ impl EngineTask {
                 }
                 Work::Command(c) => {
                     use crate::store::cluster::CommandKind;
-                    self.send_now(session, Action::Write(Write::CommandApplied(c.id)));
+                    let id = c.id;
                     let input = match c.kind {
                         // A watermark of none: the session had nothing when it was cancelled.
                         CommandKind::Cancel => c.up_to.map(|up_to| Input::Cancel {
@@ -339,7 +342,7 @@ impl EngineTask {
                     if let Some(input) = input {
                         self.transition(Some(session), input, Caller::Ledger, None);
                     }
-                    self.send_now(session, Action::CommitOpen);
+                    self.send_now(session, Action::Closing(Write::CommandApplied(id)));
                 }
             }
         }

@@ -61,9 +61,10 @@ pub(crate) enum Action {
     Announce { hub: Arc<crate::events::Hub>, update: crate::events::Update },
     /// A write of the host's own, into the session's open transaction.
     Write(Write),
-    /// End the session's open transaction now, if it holds anything (a member's mark of an
-    /// applied command that wrote nothing else).
-    CommitOpen,
+    /// A write of the host's own that follows everything routed before it: into the session's
+    /// open transaction when one is open (it commits with it), else in a transaction of its
+    /// own, committed at once (a member's mark of an applied command).
+    Closing(Write),
 }
 
 /// The pipeline a session's actions go through: the session's own, or for a sub-agent's
@@ -267,7 +268,13 @@ impl Worker {
                     let _ = hub.updates.send(update);
                 }
                 Action::Write(w) => p.open.entry(session).or_default().push(w),
-                Action::CommitOpen => self.commit(lane, &session),
+                Action::Closing(w) => {
+                    let open = p.open.get(&session).is_some_and(|ws| !ws.is_empty());
+                    p.open.entry(session.clone()).or_default().push(w);
+                    if !open {
+                        self.commit(lane, &session);
+                    }
+                }
             }
         }
     }

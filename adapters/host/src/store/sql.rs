@@ -279,12 +279,12 @@ pub(crate) fn in_snapshot<T>(
     f: impl FnOnce() -> Result<T, StoreError>,
 ) -> Result<T, StoreError> {
     db.begin_read()?;
-    match f() {
-        Ok(t) => {
-            db.commit()?;
-            Ok(t)
-        }
+    match f().and_then(|t| db.commit().map(|()| t)) {
+        Ok(t) => Ok(t),
         Err(e) => {
+            // Also when the commit itself failed (a connection lost at that moment): the
+            // transaction is over either way, and the connection must say so, or it never
+            // connects again.
             db.rollback();
             Err(e)
         }
