@@ -18,7 +18,7 @@ use turnstile_core::{
 };
 
 use super::FlightShelf;
-use super::engine::Driver;
+use super::driver::{self, Driver};
 use crate::store::lease::Epoch;
 
 /// The engines of a host.
@@ -165,7 +165,7 @@ impl Cores {
             return false;
         }
         let start = Start { next_seq: None, next_message: Some(next_message), runs: Vec::new() };
-        let Ok(engine) = super::session_driver(&o.config, start, o.recording.as_ref()) else {
+        let Ok(engine) = driver::for_session(&o.config, start, o.recording.as_ref()) else {
             return false;
         };
         o.sessions.insert(session.clone(), OwnedCore { engine, epoch });

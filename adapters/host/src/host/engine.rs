@@ -17,16 +17,14 @@
 //! Logging reads the outputs and never changes what is done with them or in which order.
 
 use std::collections::BTreeMap;
-use std::fs::File;
-use std::io::Write as _;
 use std::sync::Arc;
 
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
 use tracing::{debug, error, info, trace, warn};
 use turnstile_core::{
-    Engine, HostError, Input, Millis, Output, OutputClass, OutputKind, Recorder, Rejection, Reply,
-    RunId, Seq, SessionId, StepEvent, StoreOp, Submit, TimerId, TimerPurpose,
+    HostError, Input, Millis, OutputClass, OutputKind, Rejection, Reply, RunId, Seq, SessionId,
+    StepEvent, StoreOp, Submit, TimerId, TimerPurpose,
 };
 
 use super::cores::{Cores, input_session};
@@ -39,60 +37,6 @@ use crate::error::{InvalidRequest, Stopped, SubmitError};
 use crate::events::{Hub, Update};
 use crate::store::lease::Epoch;
 use crate::store::{NewRun, Write};
-
-/// The core engine, optionally recording every input to a trace (the flight recorder).
-pub(crate) enum Driver {
-    Plain(Box<Engine>),
-    Recording { recorder: Box<Recorder>, sink: FlightSink },
-}
-
-/// Where the flight recorder's lines go.
-pub(crate) enum FlightSink {
-    File(File),
-    Memory(super::FlightBuffer),
-}
-
-impl FlightSink {
-    pub(crate) fn write(&mut self, text: &str) -> std::io::Result<()> {
-        match self {
-            FlightSink::File(f) => f.write_all(text.as_bytes()),
-            FlightSink::Memory(b) => {
-                b.push(text);
-                Ok(())
-            }
-        }
-    }
-}
-
-impl Driver {
-    pub(crate) fn handle(&mut self, now: Millis, input: Input) -> Result<(), HostError> {
-        match self {
-            Driver::Plain(e) => e.handle(now, input),
-            Driver::Recording { recorder, sink } => {
-                let r = recorder.handle(now, input);
-                // The trace is a debugging aid: a failed write is reported, not fatal.
-                if let Err(e) = sink.write(&recorder.take_jsonl()) {
-                    warn!(error = %e, "flight recorder write failed");
-                }
-                r
-            }
-        }
-    }
-
-    pub(crate) fn poll_output(&mut self) -> Option<Output> {
-        match self {
-            Driver::Plain(e) => e.poll_output(),
-            Driver::Recording { recorder, .. } => recorder.poll_output(),
-        }
-    }
-
-    pub(crate) fn engine(&self) -> &Engine {
-        match self {
-            Driver::Plain(e) => e,
-            Driver::Recording { recorder, .. } => recorder.engine(),
-        }
-    }
-}
 
 /// Who waits for the reply of the input being handled.
 enum Caller {

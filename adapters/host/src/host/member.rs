@@ -32,8 +32,9 @@ use turnstile_core::{MessageId, SessionId};
 use super::Msg;
 use crate::events::Hub;
 use crate::record::Cursor;
+use crate::store::NewRun;
 use crate::store::StoreError;
-use crate::store::cluster::{CommandRow, Coordinator, Taken, WaitingRun};
+use crate::store::cluster::{CommandRow, Coordinator, Taken};
 use crate::store::lease::Epoch;
 
 /// How a host takes part in several hosts over one store (SPEC 11).
@@ -95,7 +96,7 @@ impl MemberConfig {
 #[derive(Debug)]
 pub(crate) enum Work {
     /// A waiting submission.
-    Submit(WaitingRun),
+    Submit(NewRun),
     /// A command not yet applied.
     Command(CommandRow),
 }
@@ -104,7 +105,7 @@ pub(crate) enum Work {
 /// after the submissions at or below its watermark, as it committed (every writer of the
 /// store commits one at a time, `store/cluster.rs`), and commands keep their own order.
 pub(crate) fn in_ledger_order(
-    runs: Vec<WaitingRun>,
+    runs: Vec<NewRun>,
     commands: Vec<CommandRow>,
     armed: crate::mutants::Armed,
 ) -> Vec<Work> {
@@ -352,7 +353,7 @@ impl Membership {
         self.hub.revised(polled.revision);
         self.after_seq = self.after_seq.max(polled.newest_seq);
         self.after_command = self.after_command.max(polled.newest_command);
-        let mut news: BTreeMap<SessionId, (Vec<WaitingRun>, Vec<CommandRow>)> = BTreeMap::new();
+        let mut news: BTreeMap<SessionId, (Vec<NewRun>, Vec<CommandRow>)> = BTreeMap::new();
         for run in polled.waiting {
             if owned.get(&run.session).is_some_and(|l| run.seq.0 > l.fed_seq) {
                 news.entry(run.session.clone()).or_default().0.push(run);

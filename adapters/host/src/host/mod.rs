@@ -11,6 +11,7 @@
 //! ```
 //!
 //! - `engine` — the one task that owns the core engines: inputs in, outputs routed.
+//! - `driver` — an engine, recording its flight trace or not.
 //! - `cores` — which core decides a session: the store's one engine, or (a member of several
 //!   hosts) an engine per owned session.
 //! - `member` — a member's leases: take, renew, feed, drop and release its sessions.
@@ -23,6 +24,7 @@
 //! and time comes from the runtime.
 
 mod cores;
+mod driver;
 mod engine;
 mod log;
 mod member;
@@ -34,10 +36,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot, watch};
-use turnstile_core::{
-    Config, Engine, Mode, Outcome, Recorder, Rejection, RunId, Seq, SessionId, Start, Submit,
-    TraceHeader,
-};
+use turnstile_core::{Config, Mode, Outcome, Rejection, RunId, Seq, SessionId, Submit};
 
 pub use member::MemberConfig;
 pub use writer::WriterStats;
@@ -333,7 +332,7 @@ impl Host {
         let (store, cores, recovered, coordination) = match opened {
             Opening::Alone(opened) => {
                 log_recovery(&opened.recovered, opened.start.runs.len());
-                let cores = cores::Cores::One(driver(&config, &opened.start)?);
+                let cores = cores::Cores::One(driver::open(&config, &opened.start)?);
                 (opened.store, cores, opened.recovered, None)
             }
             Opening::Member(m) => {
@@ -892,66 +891,6 @@ impl Opening {
             Opening::Member(m) => &m.store,
         }
     }
-}
-
-/// The engine the host drives, recording every input to the flight trace when one is
-/// configured (its header written before the host starts).
-fn driver(config: &HostConfig, start: &Start) -> Result<engine::Driver, OpenError> {
-    let driver = match &config.trace {
-        None => engine::Driver::Plain(Box::new(
-            Engine::new(config.engine.clone(), start.clone()).map_err(OpenError::Engine)?,
-        )),
-        Some(flight) => {
-            let mut header = TraceHeader::new(config.engine.clone(), start.clone());
-            header.origin = Some(serde_json::json!({ "recorded_by": "turnstile-host host" }));
-            let recorder =
-                Recorder::new(header, config.trace_outputs).map_err(OpenError::Engine)?;
-            let sink = match flight {
-                Flight::File(path) => {
-                    let trace =
-                        |action, source| OpenError::Trace { path: path.clone(), action, source };
-                    let file = std::fs::File::create(path)
-                        .map_err(|e| trace("create the trace file", e))?;
-                    let mut sink = engine::FlightSink::File(file);
-                    sink.write(&recorder.header_jsonl())
-                        .map_err(|e| trace("write the trace file", e))?;
-                    sink
-                }
-                Flight::Memory(buffer) => {
-                    buffer.push(&recorder.header_jsonl());
-                    engine::FlightSink::Memory(buffer.clone())
-                }
-                Flight::Engines(shelf) => {
-                    let buffer = shelf.next();
-                    buffer.push(&recorder.header_jsonl());
-                    engine::FlightSink::Memory(buffer)
-                }
-            };
-            engine::Driver::Recording { recorder: Box::new(recorder), sink }
-        }
-    };
-    Ok(driver)
-}
-
-/// A member's engine for a session just taken, recording into a new buffer of `recording`'s
-/// shelf when there is one.
-pub(crate) fn session_driver(
-    config: &Config,
-    start: Start,
-    recording: Option<&(FlightShelf, bool)>,
-) -> Result<engine::Driver, turnstile_core::HostError> {
-    let Some((shelf, outputs)) = recording else {
-        return Ok(engine::Driver::Plain(Box::new(Engine::new(config.clone(), start)?)));
-    };
-    let mut header = TraceHeader::new(config.clone(), start);
-    header.origin = Some(serde_json::json!({ "recorded_by": "turnstile-host member" }));
-    let recorder = Recorder::new(header, *outputs)?;
-    let buffer = shelf.next();
-    buffer.push(&recorder.header_jsonl());
-    Ok(engine::Driver::Recording {
-        recorder: Box::new(recorder),
-        sink: engine::FlightSink::Memory(buffer),
-    })
 }
 
 /// Logs what crash recovery on open did: one event per submission it ended `interrupted`,

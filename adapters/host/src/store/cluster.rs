@@ -18,14 +18,12 @@
 //! - **Hints.** A transaction that others must hear about ends with one `NOTIFY` (PostgreSQL);
 //!   every host also polls ([`Coordinator::poll`]), so a lost notification only delays.
 
-use turnstile_core::{
-    Attachment, Fingerprint, MessageId, Mode, Outcome, RunId, Seq, SessionId, Submit,
-};
+use turnstile_core::{Fingerprint, MessageId, Mode, Outcome, RunId, Seq, SessionId, Submit};
 
 use super::lease::{self, Epoch};
 use super::schema::{int, mode_text, to_json, uint};
 use super::sql::{Arg, Db, args};
-use super::{Conn, StoreError};
+use super::{Conn, NewRun, StoreError};
 use crate::mutants::Armed;
 use crate::record::{CompletionRecord, Cursor};
 
@@ -75,24 +73,7 @@ pub(crate) struct CommandRow {
     pub(crate) up_to: Option<Seq>,
 }
 
-/// A waiting submission, as the owner's core is fed it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct WaitingRun {
-    /// The session.
-    pub(crate) session: SessionId,
-    /// Its sequence.
-    pub(crate) seq: Seq,
-    /// Its RunId.
-    pub(crate) run_id: Option<RunId>,
-    /// Its mode.
-    pub(crate) mode: Mode,
-    /// The prompt.
-    pub(crate) prompt: String,
-    /// The attachments.
-    pub(crate) attachments: Vec<Attachment>,
-}
-
-impl WaitingRun {
+impl NewRun {
     /// The submission the owner's core is fed (an external acceptor's: it brings its
     /// sequence).
     pub(crate) fn submit(&self) -> Submit {
@@ -117,7 +98,7 @@ pub(crate) struct Taken {
     /// What recovery of the session ended `interrupted`, in cursor order.
     pub(crate) recovered: Vec<(Cursor, CompletionRecord)>,
     /// The session's waiting submissions, in sequence order.
-    pub(crate) waiting: Vec<WaitingRun>,
+    pub(crate) waiting: Vec<NewRun>,
     /// Its commands not yet applied, in id order.
     pub(crate) commands: Vec<CommandRow>,
 }
@@ -126,7 +107,7 @@ pub(crate) struct Taken {
 #[derive(Debug, Default)]
 pub(crate) struct Polled {
     /// Waiting submissions above the sequence polled from, in sequence order.
-    pub(crate) waiting: Vec<WaitingRun>,
+    pub(crate) waiting: Vec<NewRun>,
     /// The newest sequence in the ledger.
     pub(crate) newest_seq: u64,
     /// Commands above the id polled from, not yet applied, in id order.
@@ -602,7 +583,7 @@ fn waiting_runs(
     db: &dyn Db,
     session: Option<&SessionId>,
     after: u64,
-) -> Result<Vec<WaitingRun>, StoreError> {
+) -> Result<Vec<NewRun>, StoreError> {
     const COLUMNS: &str = "session, seq, run_id, mode, prompt, attachments";
     let rows = match session {
         Some(s) => db.rows(
@@ -623,7 +604,7 @@ fn waiting_runs(
         .map(|r| {
             let seq = r.int(1)?;
             let what = format!("runs row {seq}");
-            Ok(WaitingRun {
+            Ok(NewRun {
                 session: SessionId::new(r.text(0)?),
                 seq: Seq(uint(seq, &what)?),
                 run_id: r.opt_text(2)?.map(RunId::new),
