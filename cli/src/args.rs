@@ -69,6 +69,32 @@ pub enum Command {
     /// Serve the agent over HTTP, with an event stream that survives restarts.
     #[command(after_help = SERVE_HELP)]
     Serve(Serve),
+    /// Run one engine behind JSON Lines on stdin and stdout, for hosts in other languages (the
+    /// same as the `turnstile-driver` binary).
+    #[command(after_help = DRIVER_HELP)]
+    Driver(Driver),
+}
+
+const DRIVER_HELP: &str = "\
+Write a trace header first (the engine's configuration and start state), then one input per
+line ({\"at\": ms, \"input\": {...}}); every line is answered with one JSON line: ready, outputs,
+error (a bad line, naming its field; the engine goes on), refused (host misuse; nothing
+changed), failed (the engine failed; exit status 70). A line with `expect` is compared
+(mismatch), so a recorded trace piped in replays. docs/embedding.md walks through a session.
+
+Exit status: 0 at the end of the input, 2 when the header is unusable, 70 when the engine
+failed, 1 when reading or writing failed.
+
+Examples:
+  turnstile driver < tests/traces/cancel-active-turn-g01.jsonl
+  my-host | turnstile driver --record run.jsonl";
+
+/// `turnstile driver`.
+#[derive(Debug, Args)]
+pub struct Driver {
+    /// Append every input handled, with its outputs, to this trace file (created or truncated).
+    #[arg(long, value_name = "FILE")]
+    pub record: Option<PathBuf>,
 }
 
 const SERVE_HELP: &str = "\

@@ -75,6 +75,10 @@ fn main() -> ExitCode {
             return ExitCode::from(status);
         }
     };
+    // The driver is synchronous and speaks only JSON Lines: no runtime, no logs on stdout.
+    if let args::Command::Driver(a) = &cli.command {
+        return driver(a);
+    }
     if let Err(message) = logs(&cli.global) {
         eprintln!("error: {message}");
         return ExitCode::from(EXIT_USAGE);
@@ -100,6 +104,7 @@ fn main() -> ExitCode {
                 tokio::task::block_in_place(|| show::history(&cli.global, &a))
             }
             args::Command::Serve(a) => serve::serve(&cli.global, a).await,
+            args::Command::Driver(_) => Ok(0), // answered above, before the runtime
         }
     });
     // A tool's process or a provider's stream left behind must not hold the exit.
@@ -109,6 +114,31 @@ fn main() -> ExitCode {
         Err(f) => {
             eprintln!("error: {}", f.message);
             ExitCode::from(f.status)
+        }
+    }
+}
+
+/// `turnstile driver`: the process driver (`turnstile-driver`) over stdin and stdout.
+fn driver(a: &args::Driver) -> ExitCode {
+    use std::io::Write;
+    let mut flight = match &a.record {
+        None => None,
+        Some(path) => match std::fs::File::create(path) {
+            Ok(f) => Some(std::io::BufWriter::new(f)),
+            Err(e) => {
+                eprintln!("error: cannot create the recording {}: {e}", path.display());
+                return ExitCode::from(EXIT_USAGE);
+            }
+        },
+    };
+    let stdout = std::io::BufWriter::new(std::io::stdout().lock());
+    let flight = flight.as_mut().map(|f| f as &mut dyn Write);
+    match turnstile_driver::run(std::io::stdin().lock(), stdout, flight) {
+        Ok(status) => ExitCode::from(status),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
         }
     }
 }

@@ -277,7 +277,34 @@ fn measure_watchdog(inputs: &[(Millis, Input)], reps: u32) {
     );
 }
 
+/// Writes a mix as a trace file (default configuration and start state), the inputs the
+/// bindings' benchmark (`bindings/python/bench/bench.py`) feeds the Python package and the
+/// process driver.
+fn write_trace(path: &std::path::Path, inputs: &[(Millis, Input)]) {
+    use turnstile_core::{Trace, TraceHeader, TraceLine};
+    let lines = inputs
+        .iter()
+        .enumerate()
+        .map(|(i, (at, input))| {
+            let line =
+                TraceLine { at: *at, input: input.clone(), expect: None, expect_projection: None };
+            (i + 2, line)
+        })
+        .collect();
+    let trace = Trace { header: TraceHeader::new(Config::default(), Start::default()), lines };
+    std::fs::write(path, trace.to_jsonl()).expect("write the trace");
+    println!("wrote {} ({} inputs)", path.display(), inputs.len());
+}
+
 fn main() {
+    // TURNSTILE_BENCH_WRITE=DIR writes both mixes as traces into DIR and measures nothing.
+    if let Some(dir) = std::env::var_os("TURNSTILE_BENCH_WRITE") {
+        let dir = std::path::Path::new(&dir);
+        std::fs::create_dir_all(dir).expect("create the folder");
+        write_trace(&dir.join("admission.jsonl"), &record());
+        write_trace(&dir.join("streaming.jsonl"), &record_streaming());
+        return;
+    }
     // TURNSTILE_BENCH_REPS=1 makes a quick run for profilers; TURNSTILE_BENCH_MIX=admission or
     // =streaming runs one mix only.
     let reps =

@@ -124,3 +124,31 @@ impl fmt::Display for HostError {
 }
 
 impl std::error::Error for HostError {}
+
+impl HostError {
+    /// A stable name for the kind of error (`time_went_backwards`, `internal`, ...), for hosts
+    /// in other languages that map it to their own error types (the process driver's and the
+    /// Python package's).
+    #[must_use]
+    pub fn code(&self) -> &'static str {
+        match self {
+            HostError::TimeWentBackwards { .. } => "time_went_backwards",
+            HostError::TimerNotDue { .. } => "timer_not_due",
+            HostError::SequenceNotIncreasing { .. } => "sequence_not_increasing",
+            HostError::WrongAcceptor { .. } => "wrong_acceptor",
+            HostError::WatermarkAhead { .. } => "watermark_ahead",
+            HostError::SequenceOutOfRange { .. } => "sequence_out_of_range",
+            HostError::InvalidConfig { .. } => "invalid_config",
+            HostError::InvalidStart { .. } => "invalid_start",
+            HostError::Exhausted { .. } => "exhausted",
+            HostError::Internal(_) => "internal",
+        }
+    }
+
+    /// Whether the engine is finished: it accepts no further input (a counter at its maximum,
+    /// or a bug it detected in itself). Every other error is host misuse that changed nothing.
+    #[must_use]
+    pub fn is_fatal(&self) -> bool {
+        matches!(self, HostError::Exhausted { .. } | HostError::Internal(_))
+    }
+}

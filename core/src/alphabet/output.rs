@@ -150,7 +150,9 @@ pub enum OutputKind {
 /// A host handles the outputs it knows and falls back on the class for the rest; it must never
 /// drop an output of the first two classes (the enums are `#[non_exhaustive]`, so a catch-all
 /// arm is needed: make it check the class).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
 pub enum OutputClass {
     /// Start the IO and, when it ends, send the input that answers it, naming the IO exactly
     /// as the output did ([`OutputKind::Prepare`], [`OutputKind::StartStep`],

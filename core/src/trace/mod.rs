@@ -14,6 +14,7 @@ use serde_json::Value;
 use crate::alphabet::{Config, HostError, Input, Millis, Outcome, Output, Seq, Start};
 use crate::engine::Engine;
 
+pub mod driver;
 pub mod replay;
 pub mod schema;
 

@@ -54,6 +54,8 @@ pub const PATTERNS: &[&str] = &["^\\d+$"];
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Problem {
     pub(crate) message: String,
+    /// The field's path (`input.up_to`), or `None` when the value itself is at fault.
+    pub(crate) field: Option<String>,
     /// How deep into the value the problem is (to report the branch of a union that fit best).
     depth: usize,
 }
@@ -87,14 +89,14 @@ impl At<'_> {
     fn problem(&self, what: impl Into<String>) -> Problem {
         let (path, what) = (self.render(), what.into());
         let message = if path.is_empty() { what } else { format!("field {path:?} {what}") };
-        Problem { message, depth: self.depth() }
+        Problem { message, field: (!path.is_empty()).then_some(path), depth: self.depth() }
     }
 
     /// A value of the wrong kind: `field "<path>": expected <expected>, found <value>`.
     fn wrong(&self, expected: &str, found: &Value) -> Problem {
         let (path, what) = (self.render(), format!("expected {expected}, found {}", render(found)));
         let message = if path.is_empty() { what } else { format!("field {path:?}: {what}") };
-        Problem { message, depth: self.depth() }
+        Problem { message, field: (!path.is_empty()).then_some(path), depth: self.depth() }
     }
 }
 
@@ -576,6 +578,8 @@ pub fn generate() -> Value {
     let mut generator = schemars::generate::SchemaSettings::draft2020_12().into_generator();
     let header = generator.subschema_for::<crate::trace::TraceHeader>();
     let line = generator.subschema_for::<crate::trace::TraceLine>();
+    // The process driver's replies: not a line of a trace file, so under $defs only.
+    let _reply = generator.subschema_for::<crate::trace::driver::DriverReply>();
     let mut defs: Map<String, Value> = generator.take_definitions(true).into_iter().collect();
     let originals = defs.clone();
     for def in defs.values_mut() {
@@ -585,7 +589,7 @@ pub fn generate() -> Value {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": "turnstile-trace-v1",
         "title": "turnstile trace, version 1 (JSON Lines)",
-        "description": "A trace file is JSON Lines: the first non-blank line is a TraceHeader, every later non-blank line is a TraceLine (both under $defs; validate each line against its definition). Generated from the Rust types of turnstile-core; see docs/trace-format.md.",
+        "description": "A trace file is JSON Lines: the first non-blank line is a TraceHeader, every later non-blank line is a TraceLine (both under $defs; validate each line against its definition). The process driver (turnstile-driver) reads the same lines and writes one DriverReply (under $defs) for each. Generated from the Rust types of turnstile-core; see docs/trace-format.md.",
         "$defs": defs,
         "anyOf": [header, line],
     })
