@@ -252,3 +252,33 @@ fn help_explains_the_protocol_with_examples() {
         assert!(text.contains(word), "--help mentions {word}:\n{text}");
     }
 }
+
+/// The fenced block after an HTML comment marker in `docs/embedding.md`.
+fn doc_block(doc: &str, marker: &str) -> String {
+    let start = doc
+        .find(marker)
+        .unwrap_or_else(|| panic!("docs/embedding.md has {marker}"));
+    let rest = &doc[start..];
+    let open = rest
+        .find("```json\n")
+        .expect("a json block after the marker")
+        + "```json\n".len();
+    let len = rest[open..].find("```").expect("the block ends");
+    rest[open..open + len].to_owned()
+}
+
+#[test]
+fn the_worked_session_in_the_docs_is_what_the_driver_answers() {
+    let doc =
+        fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/embedding.md"))
+            .expect("docs/embedding.md");
+    let input = doc_block(&doc, "<!-- driver-session:in -->");
+    let expected = doc_block(&doc, "<!-- driver-session:out -->");
+    let out = driver(&[], input.as_bytes());
+    assert!(out.status.success());
+    let actual = String::from_utf8(out.stdout).expect("utf-8");
+    assert_eq!(
+        actual, expected,
+        "docs/embedding.md's worked session is stale"
+    );
+}
