@@ -14,7 +14,7 @@ use std::time::Instant;
 use pyo3::prelude::*;
 use turnstile_core::trace::driver::{Invalid, parse};
 use turnstile_core::trace::output_value;
-use turnstile_core::{HostError, Input, Millis, Recorder, SessionId, Trace, TraceHeader};
+use turnstile_core::{CallIo, HostError, Input, Millis, Recorder, SessionId, Trace, TraceHeader};
 
 /// Raises `turnstile.errors.<class>(*args)`.
 fn raise<A>(py: Python<'_>, class: &str, args: A) -> PyErr
@@ -147,6 +147,13 @@ impl Engine {
     /// Whether the session has a turn running.
     fn is_busy(&self, session: String) -> bool {
         self.engine().is_busy(&SessionId::new(session))
+    }
+
+    /// Whether a call's work may begin: it runs and the host reported `tool_started` before any
+    /// abort (a tool left to finish once started begins only then). `call_json`: a `CallIo`.
+    fn is_tool_started(&self, py: Python<'_>, call_json: &str) -> PyResult<bool> {
+        let call: CallIo = parse("CallIo", json(py, call_json)?).map_err(|e| invalid(py, e))?;
+        Ok(self.engine().is_tool_started(&call))
     }
 
     /// Submissions waiting in the session's queue.

@@ -100,3 +100,28 @@ def test_a_trace_that_does_not_replay_names_its_line(tmp_path: Path) -> None:
     with pytest.raises(ReplayError) as e:
         turnstile.replay(path)
     assert e.value.line == 2
+
+
+def test_a_tool_left_to_finish_once_started_begins_only_if_not_aborted_first() -> None:
+    from turnstile.types import (
+        CallIo, InputStep, Prepared, Setup, StepEventFinished, StepEventToolCall, StepIo,
+        ToolSpec, ToolStarted,
+    )
+
+    def started(cancel_first: bool) -> bool:
+        engine = Engine()
+        engine.handle(0, Submit(session="s", prompt="a", run_id="r"))
+        tools = [ToolSpec(name="w", on_abort="finish_once_started")]
+        engine.handle(0, Prepared(session="s", seq=1, setup=Setup(tools=tools)))
+        step = StepIo(session="s", seq=1, turn=1, step=0, attempt=0)
+        engine.handle(0, InputStep(step=step, event=StepEventToolCall(id="c", name="w", input="{}")))
+        engine.handle(0, InputStep(step=step, event=StepEventFinished(reason="tool_calls")))
+        call = CallIo(session="s", seq=1, turn=1, step=0, call="c")
+        assert not engine.is_tool_started(call)
+        if cancel_first:
+            engine.handle(1, Cancel(session="s"))
+        engine.handle(1, ToolStarted(call=call))
+        return engine.is_tool_started(call.to_json())
+
+    assert started(cancel_first=False)
+    assert not started(cancel_first=True)

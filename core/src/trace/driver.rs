@@ -48,6 +48,11 @@ pub enum DriverReply {
         /// perform it, or may ignore it ([`OutputClass`]). A host's catch-all for an output kind
         /// it does not know checks this, and never drops one it must answer or perform.
         classes: Vec<OutputClass>,
+        /// For a `tool_started` input only: whether the call's work may begin now
+        /// ([`crate::Engine::is_tool_started`] right after it). `false`: the call was aborted
+        /// first, and its work must never begin.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        tool_started: Option<bool>,
     },
     /// The input was handled, and the outputs differ from the line's `expect`.
     Mismatch {
@@ -263,6 +268,10 @@ impl Driver {
 
     fn handle(&mut self, line: usize, l: TraceLine) -> (Option<DriverReply>, Next) {
         let Some(core) = &mut self.core else { return (None, Next::Continue) };
+        let started_call = match &l.input {
+            crate::alphabet::Input::ToolStarted { call } => Some(call.clone()),
+            _ => None,
+        };
         let result = match core {
             Core::Plain(e) => e.handle(l.at, l.input),
             Core::Recording(r) => r.handle(l.at, l.input),
@@ -285,11 +294,16 @@ impl Driver {
             outputs.push(o);
         }
         let classes = outputs.iter().map(|o| o.kind.class()).collect();
+        let engine = match core {
+            Core::Plain(e) => &*e,
+            Core::Recording(r) => r.engine(),
+        };
+        let tool_started = started_call.map(|call| engine.is_tool_started(&call));
         let reply = match l.expect.as_deref().and_then(|e| first_difference(e, &outputs)) {
             Some((index, expected)) => {
                 DriverReply::Mismatch { line, index, expected, outputs, classes }
             }
-            None => DriverReply::Outputs { line, outputs, classes },
+            None => DriverReply::Outputs { line, outputs, classes, tool_started },
         };
         (Some(reply), Next::Continue)
     }
@@ -388,6 +402,42 @@ mod tests {
         let r = run(&[r#"{"format":"turnstile-trace","version":1,"start":{"next_seq":0}}"#]);
         assert_eq!(r[0].1, Next::Exit(EXIT_BAD_HEADER));
         assert!(r[0].0["message"].as_str().is_some_and(|m| m.contains("next_seq")));
+    }
+
+    #[test]
+    fn a_tool_started_reply_says_whether_the_work_may_begin() {
+        let call = r#"{"session":"s","seq":1,"turn":1,"step":0,"call":"c1"}"#;
+        let step = r#"{"session":"s","seq":1,"turn":1,"step":0,"attempt":0}"#;
+        let tools = r#"[{"name":"w","on_abort":"finish_once_started"}]"#;
+        let lines = [
+            HEADER.to_owned(),
+            r#"{"at":0,"input":{"type":"submit","session":"s","prompt":"a","run_id":"r"}}"#.into(),
+            format!(
+                r#"{{"at":0,"input":{{"type":"prepared","session":"s","seq":1,"setup":{{"tools":{tools}}}}}}}"#
+            ),
+            format!(
+                r#"{{"at":0,"input":{{"type":"step","step":{step},"event":{{"kind":"tool_call","id":"c1","name":"w","input":"{{}}"}}}}}}"#
+            ),
+            format!(
+                r#"{{"at":0,"input":{{"type":"step","step":{step},"event":{{"kind":"finished","reason":"tool_calls"}}}}}}"#
+            ),
+            format!(r#"{{"at":2,"input":{{"type":"tool_started","call":{call}}}}}"#),
+            r#"{"at":2,"input":{"type":"cancel","session":"s"}}"#.into(),
+            format!(r#"{{"at":3,"input":{{"type":"tool_started","call":{call}}}}}"#),
+        ];
+        let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
+        let r = run(&refs);
+        assert!(r.iter().all(|(v, _)| v["type"] != "error"), "{r:?}");
+        assert!(r[4].0.get("tool_started").is_none(), "only a tool_started reply says it");
+        assert_eq!(r[5].0["tool_started"], true);
+        // After the cancel the call is left to finish: still started.
+        assert_eq!(r[7].0["tool_started"], true);
+
+        // Aborted before it started: its work must never begin.
+        let mut early = refs.clone();
+        early.swap(5, 6);
+        let r = run(&early);
+        assert_eq!(r[6].0["tool_started"], false);
     }
 
     #[test]

@@ -26,7 +26,7 @@ from typing import Any, Dict, List, Optional, Union
 
 from . import _native, types
 from .errors import EngineFailed, HostError, InputError, ReplayError, TurnstileError
-from .types import Config, Input, Output, Start
+from .types import CallIo, Config, Input, Output, Start
 
 __all__ = [
     "Engine",
@@ -127,6 +127,14 @@ class Engine:
     def queue_len(self, session: str) -> int:
         """Submissions waiting in the session's queue."""
         return self._native.queue_len(session)
+
+    def is_tool_started(self, call: Union[CallIo, JsonObject]) -> bool:
+        """Whether a call's work may begin: the host reported ``ToolStarted`` for it before any
+        abort. A tool left to finish once started (``on_abort="finish_once_started"``) begins
+        its work only when this is true right after that input; when false, the call was
+        aborted and its work must never begin."""
+        value = call if isinstance(call, dict) else call.to_json()
+        return self._native.is_tool_started(json.dumps(value))
 
 
 def _object(value: Any) -> JsonObject:

@@ -343,22 +343,33 @@ class Outputs:
     it, or may ignore it (`OutputClass`). A host's catch-all for an output kind it does
     not know checks this, and never drops one it must answer or perform.
     """
+    tool_started: Optional[bool] = None
+    """For a `tool_started` input only: whether the call's work may begin now
+    (`crate::Engine::is_tool_started` right after it). `false`: the call was aborted
+    first, and its work must never begin.
+    """
 
     def to_json(self) -> Dict[str, Any]:
-        return {
+        d: Dict[str, Any] = {
             "type": "outputs",
             "line": self.line,
             "outputs": [x0.to_json() for x0 in self.outputs],
             "classes": list(self.classes),
         }
+        if self.tool_started is not None:
+            d["tool_started"] = self.tool_started
+        return d
 
     @classmethod
     def from_json(cls, d: Dict[str, Any]) -> Outputs:
-        _check(d, "Outputs", {"type": "outputs"}, ("line", "outputs", "classes"), ())
+        _check(d, "Outputs", {"type": "outputs"},
+               ("line", "outputs", "classes"),
+               ("tool_started",))
         return cls(
             line=d["line"],
             outputs=[Output.from_json(x0) for x0 in d["outputs"]],
             classes=list(d["classes"]),
+            tool_started=d.get("tool_started"),
         )
 
 
