@@ -48,7 +48,6 @@ from turnstile.types import (
     TimerFired,
     ToolOutput,
     ToolSpec,
-    ToolStarted,
 )
 
 StepEvent = Union[TextDelta, StepEventToolCall, StepEventFinished]
@@ -169,8 +168,7 @@ class AsyncHost:
         elif kind.type == "start_step":
             asyncio.create_task(self._stream(kind.step))
         elif kind.type == "run_tool":
-            call = kind.call
-            self._post(ToolStarted(call=call))
+            call = kind.call  # `slow` is dropped on abort: its work begins now
             self.tools[call.call] = asyncio.create_task(self._slow_tool(call))
         elif kind.type == "abort_tool":
             task = self.tools.pop(kind.call.call, None)

@@ -49,8 +49,10 @@ pub enum DriverReply {
         /// it does not know checks this, and never drops one it must answer or perform.
         classes: Vec<OutputClass>,
         /// For a `tool_started` input only: whether the call's work may begin now
-        /// ([`crate::Engine::is_tool_started`] right after it). `false`: the call was aborted
-        /// first, and its work must never begin.
+        /// ([`crate::Engine::is_tool_started`] right after it). Only a tool left to finish once
+        /// started ([`crate::OnAbort::FinishOnceStarted`]) waits for this, and for it `false`
+        /// means the call was aborted first and its work must never begin; for any other tool
+        /// it is `false` (such a call's work began at `run_tool`).
         #[serde(skip_serializing_if = "Option::is_none")]
         tool_started: Option<bool>,
     },

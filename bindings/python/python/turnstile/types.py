@@ -345,8 +345,10 @@ class Outputs:
     """
     tool_started: Optional[bool] = None
     """For a `tool_started` input only: whether the call's work may begin now
-    (`crate::Engine::is_tool_started` right after it). `false`: the call was aborted
-    first, and its work must never begin.
+    (`crate::Engine::is_tool_started` right after it). Only a tool left to finish once
+    started (`crate::OnAbort::FinishOnceStarted`) waits for this, and for it `false` means
+    the call was aborted first and its work must never begin; for any other tool it is
+    `false` (such a call's work began at `run_tool`).
     """
 
     def to_json(self) -> Dict[str, Any]:
