@@ -22,26 +22,11 @@ TARGET="${CARGO_TARGET_DIR:-target}"
 TARGET="$(mkdir -p "$TARGET" && cd "$TARGET" && pwd)"
 export CARGO_TARGET_DIR="$TARGET"
 
-venv() {
-  if ! python3 -m venv "$1" 2>/dev/null; then
-    # Debian's python3 without its venv module.
-    echo "python3 -m venv failed: installing python3-venv"
-    rm -rf "$1"
-    timeout 300 apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive timeout 300 apt-get install -y -qq python3-venv
-    python3 -m venv "$1"
-  fi
-}
+source .ci/venv.sh
 
-# The build tools, reused while the pins are the same (a `.ok` marker says the install ended).
-TOOLS="$TARGET/python-tools-$MATURIN_VERSION-$PYTEST_VERSION-$HYPOTHESIS_VERSION-$MYPY_VERSION"
-if [ ! -f "$TOOLS/.ok" ]; then
-  rm -rf "$TOOLS"
-  venv "$TOOLS"
-  timeout 600 "$TOOLS/bin/pip" install -q --disable-pip-version-check \
-    "maturin==$MATURIN_VERSION" "mypy==$MYPY_VERSION"
-  touch "$TOOLS/.ok"
-fi
+# The build tools, reused while the pins are the same.
+TOOLS="$TARGET/python-tools-$MATURIN_VERSION-$MYPY_VERSION"
+kept_venv "$TOOLS" "maturin==$MATURIN_VERSION" "mypy==$MYPY_VERSION"
 
 SCRATCH="$(mktemp -d)"
 trap 'rm -rf "$SCRATCH"' EXIT
@@ -53,7 +38,7 @@ echo "built $(basename "$WHEEL")"
 
 # A fresh virtualenv with nothing but the wheel and the test tools: the tests import the
 # installed package, never the source tree.
-venv "$SCRATCH/venv"
+new_venv "$SCRATCH/venv"
 timeout 600 "$SCRATCH/venv/bin/pip" install -q --disable-pip-version-check "$WHEEL" \
   "pytest==$PYTEST_VERSION" "hypothesis==$HYPOTHESIS_VERSION"
 "$SCRATCH/venv/bin/python" -c 'import turnstile, sys; print("installed", turnstile.__file__)' \

@@ -27,22 +27,10 @@ cargo build --locked -q -p turnstile
 TARGET="$(cd "$CARGO_TARGET_DIR" && pwd)"
 BIN="$TARGET/debug/turnstile"
 
-# The virtualenv, reused while the pinned version is the same (a `.ok` marker says the
-# install finished).
+# The virtualenv, reused while the pinned version is the same.
+source .ci/venv.sh
 VENV="$TARGET/schemathesis-$SCHEMATHESIS_VERSION"
-if [ ! -f "$VENV/.ok" ]; then
-  rm -rf "$VENV"
-  if ! python3 -m venv "$VENV" 2>/dev/null; then
-    # Debian's python3 without its venv module.
-    echo "python3 -m venv failed: installing python3-venv"
-    rm -rf "$VENV"
-    timeout 300 apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive timeout 300 apt-get install -y -qq python3-venv
-    python3 -m venv "$VENV"
-  fi
-  timeout 600 "$VENV/bin/pip" install -q --disable-pip-version-check "schemathesis==$SCHEMATHESIS_VERSION"
-  touch "$VENV/.ok"
-fi
+kept_venv "$VENV" "schemathesis==$SCHEMATHESIS_VERSION"
 "$VENV/bin/schemathesis" --version
 
 free_port() {

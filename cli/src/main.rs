@@ -120,27 +120,7 @@ fn main() -> ExitCode {
 
 /// `turnstile driver`: the process driver (`turnstile-driver`) over stdin and stdout.
 fn driver(a: &args::Driver) -> ExitCode {
-    use std::io::Write;
-    let mut flight = match &a.record {
-        None => None,
-        Some(path) => match std::fs::File::create(path) {
-            Ok(f) => Some(std::io::BufWriter::new(f)),
-            Err(e) => {
-                eprintln!("error: cannot create the recording {}: {e}", path.display());
-                return ExitCode::from(EXIT_USAGE);
-            }
-        },
-    };
-    let stdout = std::io::BufWriter::new(std::io::stdout().lock());
-    let flight = flight.as_mut().map(|f| f as &mut dyn Write);
-    match turnstile_driver::run(std::io::stdin().lock(), stdout, flight) {
-        Ok(status) => ExitCode::from(status),
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::FAILURE,
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    ExitCode::from(turnstile_driver::run_stdio(a.record.as_deref()))
 }
 
 /// Logs: nothing unless `-v` or `--log-file`; `RUST_LOG` refines the filter.

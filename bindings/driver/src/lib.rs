@@ -8,7 +8,9 @@
 //! appends the flight recording to a file when asked. The binary `turnstile-driver` and the
 //! command `turnstile driver` both call it. `docs/embedding.md` documents the protocol.
 
-use std::io::{self, BufRead, Write};
+use std::fs::File;
+use std::io::{self, BufRead, BufWriter, Write};
+use std::path::Path;
 
 use turnstile_core::trace::driver::{Driver, Next, reply_line};
 
@@ -48,4 +50,31 @@ pub fn run(
         }
     }
     Ok(0)
+}
+
+/// The whole process: stdin through one driver to stdout, the flight recording to `record`
+/// (created or truncated) when given. Problems of the process itself (the recording cannot be
+/// created, stdin or stdout failed) are told on stderr and end with status 1; a host that
+/// closed stdout has stopped listening, so nothing is said then.
+#[must_use]
+pub fn run_stdio(record: Option<&Path>) -> Status {
+    let mut flight = match record {
+        None => None,
+        Some(path) => match File::create(path) {
+            Ok(f) => Some(BufWriter::new(f)),
+            Err(e) => {
+                eprintln!("error: cannot create the recording {}: {e}", path.display());
+                return 1;
+            }
+        },
+    };
+    let stdout = BufWriter::new(io::stdout().lock());
+    match run(io::stdin().lock(), stdout, flight.as_mut().map(|f| f as &mut dyn Write)) {
+        Ok(status) => status,
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => 1,
+        Err(e) => {
+            eprintln!("error: {e}");
+            1
+        }
+    }
 }

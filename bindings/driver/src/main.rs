@@ -1,7 +1,5 @@
 //! `turnstile-driver`: the turnstile core behind JSON Lines on stdin and stdout.
 
-use std::fs::File;
-use std::io::{self, BufWriter, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -43,26 +41,5 @@ struct Args {
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    let mut flight = match &args.record {
-        None => None,
-        Some(path) => match File::create(path) {
-            Ok(f) => Some(BufWriter::new(f)),
-            Err(e) => {
-                eprintln!("error: cannot create the recording {}: {e}", path.display());
-                return ExitCode::FAILURE;
-            }
-        },
-    };
-    let stdin = io::stdin().lock();
-    let stdout = BufWriter::new(io::stdout().lock());
-    let result = turnstile_driver::run(stdin, stdout, flight.as_mut().map(|f| f as &mut dyn Write));
-    match result {
-        Ok(status) => ExitCode::from(status),
-        // A host that closed our stdout has stopped listening: nothing is left to tell it.
-        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => ExitCode::FAILURE,
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    ExitCode::from(turnstile_driver::run_stdio(args.record.as_deref()))
 }
