@@ -69,7 +69,11 @@ pub fn run_stdio(record: Option<&Path>) -> Status {
         },
     };
     let stdout = BufWriter::new(io::stdout().lock());
-    match run(io::stdin().lock(), stdout, flight.as_mut().map(|f| f as &mut dyn Write)) {
+    match run(
+        io::stdin().lock(),
+        stdout,
+        flight.as_mut().map(|f| f as &mut dyn Write),
+    ) {
         Ok(status) => status,
         Err(e) if e.kind() == io::ErrorKind::BrokenPipe => 1,
         Err(e) => {

@@ -16,6 +16,7 @@ use crate::engine::Engine;
 
 pub mod driver;
 pub mod replay;
+pub mod reply;
 pub mod schema;
 
 /// The value of the header's `format` field.

@@ -579,7 +579,7 @@ pub fn generate() -> Value {
     let header = generator.subschema_for::<crate::trace::TraceHeader>();
     let line = generator.subschema_for::<crate::trace::TraceLine>();
     // The process driver's replies: not a line of a trace file, so under $defs only.
-    let _reply = generator.subschema_for::<crate::trace::driver::DriverReply>();
+    let _reply = generator.subschema_for::<crate::trace::reply::DriverReply>();
     let mut defs: Map<String, Value> = generator.take_definitions(true).into_iter().collect();
     let originals = defs.clone();
     for def in defs.values_mut() {
