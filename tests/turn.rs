@@ -201,6 +201,47 @@ fn usage_sets_the_gauges_and_adds_the_cost_and_estimates_cost_nothing() {
 }
 
 #[test]
+fn a_runs_completion_carries_the_usage_of_its_steps_summed() {
+    use turnstile_core::RunUsage;
+    let mut h = Host::new(no_watchdog());
+    h.setup = turnstile_core::Setup::with_tools(&["ls"]);
+    let a = h.submit(Submit::new("s", "go").with_run_id("r"));
+    h.prepare(a);
+    let step = |input, output, cost, estimated| Usage {
+        input_tokens: input,
+        cache_read_tokens: 10,
+        output_tokens: output,
+        cost_micros: cost,
+        estimated,
+        ..Usage::default()
+    };
+    h.tool_call(a, "c1", "ls");
+    let first = Some(step(100, 5, 40, false));
+    h.stream(a, StepEvent::Finished { reason: FinishReason::ToolCalls, usage: first });
+    h.tool_result(a, "c1", ToolOutput::ok("a.rs"));
+    // An estimate counts its tokens and costs nothing, as for the session (SPEC 4.4).
+    let second = Some(step(200, 7, 999, true));
+    h.stream(a, StepEvent::Finished { reason: FinishReason::Stop, usage: second });
+    let usage = h.finished[&a].usage();
+    assert_eq!(
+        usage,
+        RunUsage { prompt_tokens: 110 + 210, completion_tokens: 12, cost_micros: 40 },
+        "both steps, with their cache tokens"
+    );
+    // The ledger's record carries the same, and a run that reported nothing leaves it out.
+    let record = ops(&h.log).into_iter().find_map(|op| match op {
+        StoreOp::LedgerOutcome { completion } if completion.seq() == a => Some(completion),
+        _ => None,
+    });
+    assert_eq!(record.map(|c| c.usage()), Some(usage));
+    let b = active(&mut h, "t");
+    h.finish(b, FinishReason::Stop);
+    assert!(h.finished[&b].usage().is_zero());
+    let json = serde_json::to_value(&h.finished[&b]).expect("json");
+    assert!(json.get("usage").is_none(), "{json}");
+}
+
+#[test]
 fn retry_delays_follow_the_backoff_and_the_headers() {
     let plain = error(Some(429), ErrorClass::Provider);
     assert_eq!(

@@ -300,6 +300,7 @@ mod tests {
             message_id: None,
             text: None,
             error: None,
+            usage: Default::default(),
         }
     }
 

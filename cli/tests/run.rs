@@ -143,6 +143,12 @@ async fn json_lines_show_a_retry_as_its_own_event_and_end_with_the_run_complete(
     assert_eq!(types.first(), Some(&"accepted"), "{types:?}");
     assert_eq!(types.last(), Some(&"run_complete"), "{types:?}");
     assert_eq!(types.iter().filter(|t| **t == "run_complete").count(), 1);
+    // The run's usage: both steps' tokens as the provider reported them (100 input and 20
+    // output tokens a step; the failed attempt reported none), at this model's prices (none).
+    assert_eq!(
+        events.last().unwrap()["usage"],
+        json!({"prompt_tokens": 200, "completion_tokens": 40, "cost_micros": 0})
+    );
     let retry = events
         .iter()
         .find(|e| e["type"] == "retry")

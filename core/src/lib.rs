@@ -149,8 +149,8 @@ pub use alphabet::{
     Acceptor, Attachment, AttemptIo, CallId, CallIo, Completion, Config, ErrorClass, ErrorInfo,
     ErrorKind, Fingerprint, FinishReason, HostError, Input, KnownRun, MessageFinish, MessageId,
     Millis, Mode, OnAbort, Outcome, Output, OutputClass, OutputKind, ProviderError, Rejection,
-    Reply, RunId, Seq, SessionId, Setup, Start, StepEvent, StepIo, StopReason, StopTurn, StoreOp,
-    Submit, SummaryIo, TimerId, TimerPurpose, ToolOutput, ToolSpec, TurnId, Usage,
+    Reply, RunId, RunUsage, Seq, SessionId, Setup, Start, StepEvent, StepIo, StopReason, StopTurn,
+    StoreOp, Submit, SummaryIo, TimerId, TimerPurpose, ToolOutput, ToolSpec, TurnId, Usage,
 };
 pub use alphabet::{ids, input, outcome, output, text};
 pub use check::{Auditor, Violation, projection};

@@ -7,7 +7,7 @@
 use serde::{Deserialize, Serialize};
 use turnstile_core::{
     Completion, ErrorInfo, ErrorKind, INTERRUPTED_TITLE, MessageId, Outcome, RECOVERY_MESSAGE,
-    RunId, Seq, SessionId, StopReason,
+    RunId, RunUsage, Seq, SessionId, StopReason,
 };
 
 /// How a submission ended, with SPEC section 5's fields: `{session, run_id, seq, outcome,
@@ -38,6 +38,11 @@ pub struct CompletionRecord {
     /// The error; present exactly for `failed` and `interrupted`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<ErrorInfo>,
+    /// What the run's model requests used: tokens and cost ([`RunUsage`]); left out when none
+    /// was reported (and for a run that recovery ended: what it used before the stop is not
+    /// known).
+    #[serde(default, skip_serializing_if = "RunUsage::is_zero")]
+    pub usage: RunUsage,
 }
 
 impl CompletionRecord {
@@ -71,6 +76,7 @@ impl CompletionRecord {
                 title: INTERRUPTED_TITLE.to_owned(),
                 message: RECOVERY_MESSAGE.to_owned(),
             }),
+            usage: RunUsage::default(),
         }
     }
 }
@@ -86,6 +92,7 @@ impl From<&Completion> for CompletionRecord {
             message_id: c.message_id(),
             text: c.text().map(str::to_owned),
             error: c.error().cloned(),
+            usage: c.usage(),
         }
     }
 }

@@ -473,7 +473,10 @@ async fn the_answers_and_events_of_a_run_with_a_permission_ask_are_as_documented
     let provider = ScriptedProvider::new(|req, _| {
         if req.messages.iter().any(|m| matches!(m, turnstile_host::RequestMessage::ToolResults(_)))
         {
-            Answer::streamed("The echo said x; that is all it said.", 6, 50, Usage::default())
+            // Usage reported, so the RunComplete carries the run's (checked against the doc).
+            let usage =
+                Usage { input_tokens: 30, output_tokens: 9, cost_micros: 12, ..Usage::default() };
+            Answer::streamed("The echo said x; that is all it said.", 6, 50, usage)
         } else {
             Answer::tool_call("c1", "echo", r#"{"text":"x"}"#)
         }
@@ -522,6 +525,12 @@ async fn the_answers_and_events_of_a_run_with_a_permission_ask_are_as_documented
     }
     let want = ["ask", "ask_closed", "asks", "message", "message_delta", "run_complete", "session"];
     assert_eq!(types, want.into_iter().collect(), "the event types seen");
+    let done = frames.iter().find(|f| f.event == "run_complete").map(data).unwrap();
+    assert_eq!(
+        done["usage"],
+        json!({"prompt_tokens": 3 + 30, "completion_tokens": 5 + 9, "cost_micros": 12}),
+        "both steps: the tool call step reported none (the host estimated it: tokens, no cost), the answer its own: {done}"
+    );
     let with_call = frames.iter().filter(|f| f.event == "message").map(data).find(|m| {
         m["message"]["calls"].as_array().is_some_and(|c| !c.is_empty())
             && m["message"]["results"].as_array().is_some_and(|r| !r.is_empty())

@@ -533,6 +533,12 @@ impl Usage {
     pub fn prompt_tokens(&self) -> u64 {
         self.input_tokens + self.cache_read_tokens + self.cache_creation_tokens
     }
+
+    /// The cost to account: estimated usage costs nothing (SPEC 4.4).
+    #[must_use]
+    pub fn billed_micros(&self) -> u64 {
+        if self.estimated { 0 } else { self.cost_micros }
+    }
 }
 
 /// A provider's finish reason, normalised by the host (SPEC 4.4).

@@ -25,7 +25,7 @@ pub use input::{
 };
 #[cfg(feature = "mutants")]
 pub use mutants::Mutant;
-pub use outcome::{Completion, ErrorInfo, ErrorKind, Outcome, StopReason};
+pub use outcome::{Completion, ErrorInfo, ErrorKind, Outcome, RunUsage, StopReason};
 pub use output::{
     MessageFinish, Output, OutputClass, OutputKind, Rejection, Reply, StoreOp, TimerPurpose,
 };

@@ -87,6 +87,38 @@ pub struct ErrorInfo {
     pub message: String,
 }
 
+/// What a submission's model requests used: the tokens and cost of its turn's steps (every
+/// attempt that reported usage) and of a summarization that paused it, summed. A folded
+/// submission's prompt runs in another's turn, so its usage is that turn's; a sub-agent's is
+/// its own run's (its parent session's total cost includes it, SPEC 4.11); a title is requested
+/// beside the run and is not part of it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct RunUsage {
+    /// Prompt tokens over the steps (each step's input + cache-read + cache-creation tokens).
+    pub prompt_tokens: u64,
+    /// Completion (output) tokens over the steps.
+    pub completion_tokens: u64,
+    /// Cost in millionths of the price's currency unit; estimated usage costs nothing.
+    pub cost_micros: u64,
+}
+
+impl RunUsage {
+    /// True when nothing was used (no usage was reported): the completion leaves it out.
+    #[must_use]
+    pub fn is_zero(&self) -> bool {
+        *self == RunUsage::default()
+    }
+
+    /// Adds one report, saturating (a counter that cannot overflow decides nothing).
+    pub(crate) fn add(&mut self, prompt_tokens: u64, completion_tokens: u64, cost_micros: u64) {
+        self.prompt_tokens = self.prompt_tokens.saturating_add(prompt_tokens);
+        self.completion_tokens = self.completion_tokens.saturating_add(completion_tokens);
+        self.cost_micros = self.cost_micros.saturating_add(cost_micros);
+    }
+}
+
 /// The completion record of a submission: its outcome with SPEC section 5's fields.
 ///
 /// Built only by the outcome decider, exactly once per accepted submission. When `run_id` is
@@ -118,6 +150,8 @@ struct Fields {
     text: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<ErrorInfo>,
+    #[serde(default, skip_serializing_if = "RunUsage::is_zero")]
+    usage: RunUsage,
 }
 
 impl Completion {
@@ -166,6 +200,11 @@ impl Completion {
     pub fn error(&self) -> Option<&ErrorInfo> {
         self.0.error.as_ref()
     }
+    /// What the submission's model requests used ([`RunUsage`]; zero when none reported).
+    #[must_use]
+    pub fn usage(&self) -> RunUsage {
+        self.0.usage
+    }
 }
 
 impl Completion {
@@ -179,6 +218,7 @@ impl Completion {
         stop_reason: Option<StopReason>,
         last: Option<(MessageId, String)>,
         error: Option<ErrorInfo>,
+        usage: RunUsage,
     ) -> Completion {
         let (message_id, text) = match last {
             Some((id, text)) => (Some(id), Some(text)),
@@ -193,6 +233,7 @@ impl Completion {
             message_id,
             text,
             error,
+            usage,
         }))
     }
 }

@@ -1,7 +1,7 @@
 //! Validation, acceptance and RunId idempotency (SPEC 4.1).
 
 use crate::alphabet::mutants::mutant;
-use crate::alphabet::{Fingerprint, Mode, OutputKind, Rejection, Reply, Submit};
+use crate::alphabet::{Fingerprint, Mode, OutputKind, Rejection, Reply, RunUsage, Submit};
 use crate::lifecycle::outcome::{self, Verdict};
 use crate::state::RunEntry;
 use crate::state::Tx;
@@ -109,6 +109,7 @@ pub(crate) fn on_submit(st: &mut State, ss: &mut Sessions, tx: &mut Tx, submit: 
         attachments,
         steps: 0,
         summaries: 0,
+        usage: RunUsage::default(),
     };
     // Watermarks exist only with an external acceptor; most engines skip this.
     let covered = !st.watermarks.is_empty()

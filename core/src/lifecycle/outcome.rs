@@ -45,13 +45,13 @@ fn complete(
         Verdict::Failed(e) | Verdict::Interrupted(e) => (None, Some(e)),
         Verdict::Cancelled | Verdict::Folded => (None, None),
     };
-    let Submission { seq, session, run_id, .. } = sub;
+    let Submission { seq, session, run_id, usage, .. } = sub;
     if let Some(run_id) = &run_id {
         st.runs.finish(run_id, outcome);
     }
     st.outcomes_decided = st.bump(st.outcomes_decided, "outcomes_decided");
     let last = last.map(|m| (m.id, m.text));
-    Completion::record(session, run_id, seq, outcome, stop_reason, last, error)
+    Completion::record(session, run_id, seq, outcome, stop_reason, last, error, usage)
 }
 
 /// Ends `sub` with `verdict` in its own bucket of the transition (SPEC 7 step 3): the final
@@ -87,7 +87,16 @@ pub(crate) fn decide(
 pub(crate) fn premature(sub: &Submission, last: &LastMessage) -> Completion {
     let (session, run_id, last) =
         (sub.session.clone(), sub.run_id.clone(), (last.id, last.text.clone()));
-    Completion::record(session, run_id, sub.seq, Outcome::Completed, None, Some(last), None)
+    Completion::record(
+        session,
+        run_id,
+        sub.seq,
+        Outcome::Completed,
+        None,
+        Some(last),
+        None,
+        sub.usage,
+    )
 }
 
 /// Ends a folded submission (SPEC 4.3). The caller writes the returned ledger op in the

@@ -44,7 +44,7 @@ pub(crate) fn account_usage(
         seq: Some(seq),
         prompt_tokens: (prompt > 0).then_some(prompt),
         completion_tokens: (u.output_tokens > 0).then_some(u.output_tokens),
-        cost_micros: if u.estimated { 0 } else { u.cost_micros },
+        cost_micros: u.billed_micros(),
         ancestor: ancestor.cloned(),
     };
     tx.decided(seq, OutputKind::Store(op));

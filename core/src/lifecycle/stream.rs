@@ -205,6 +205,7 @@ fn stream_end(
     if let Some(u) = usage {
         let ancestor = s.parent.as_ref().map(|l| l.call.session.clone());
         step::account_usage(&mut s.gauges, tx, &session, seq, &u, ancestor.as_ref());
+        t.owner.usage.add(u.prompt_tokens(), u.output_tokens, u.billed_micros());
         if ancestor.is_some() && mutant!(st.config, ChildCostTwice) {
             // The bug: the sub-agent's usage, and so its parent's share, written twice.
             step::account_usage(&mut s.gauges, tx, &session, seq, &u, ancestor.as_ref());

@@ -13,7 +13,7 @@
 
 use crate::alphabet::{
     AGENT_TOOL, CANCELLED_TOOL_RESULT, CallId, MessageId, Millis, Mode, NEW_AGENT_TITLE,
-    NO_TEXT_OUTPUT, OutputKind, SessionId, Setup, StoreOp, ToolOutput, ToolSpec,
+    NO_TEXT_OUTPUT, OutputKind, RunUsage, SessionId, Setup, StoreOp, ToolOutput, ToolSpec,
 };
 use crate::lifecycle::admission;
 use crate::lifecycle::cancel;
@@ -131,6 +131,7 @@ pub(crate) fn cross(st: &mut State, ss: &mut Sessions, tx: &mut Tx, now: Millis,
                     attachments,
                     steps: 0,
                     summaries: 0,
+                    usage: RunUsage::default(),
                 };
                 admission::start_child(st, tx, s, sub, *setup);
             });

@@ -203,7 +203,7 @@ pub(crate) fn attempt_failed(
 /// The summary succeeded: pointer and gauges, then the paused submission resumes or the queue
 /// moves on.
 fn done(st: &mut State, tx: &mut Tx, s: &mut Session, usage: Usage) {
-    let Lane::Summary(sm) = std::mem::take(&mut s.lane) else { return };
+    let Lane::Summary(mut sm) = std::mem::take(&mut s.lane) else { return };
     let (k, session) = (key(&sm), s.id.clone());
     let completion_tokens = usage.output_tokens;
     tx.decided(
@@ -214,11 +214,15 @@ fn done(st: &mut State, tx: &mut Tx, s: &mut Session, usage: Usage) {
             completion_tokens,
         }),
     );
-    let seq = match &sm.purpose {
-        Purpose::Resume(p) => Some(p.sub.seq),
+    let cost_micros = usage.billed_micros();
+    let seq = match &mut sm.purpose {
+        Purpose::Resume(p) => {
+            // The summary ran for this submission: its usage is part of the run's.
+            p.sub.usage.add(usage.prompt_tokens(), usage.output_tokens, cost_micros);
+            Some(p.sub.seq)
+        }
         Purpose::Housekeeping => None,
     };
-    let cost_micros = if usage.estimated { 0 } else { usage.cost_micros };
     let op = StoreOp::SessionUsage {
         session,
         seq,

@@ -1,6 +1,6 @@
 //! A submission and where it waits (SPEC 3 "Submission", "Waiting", 4.1, 4.2).
 
-use crate::alphabet::{Attachment, Mode, RunId, Seq, SessionId, Setup};
+use crate::alphabet::{Attachment, Mode, RunId, RunUsage, Seq, SessionId, Setup};
 
 /// An accepted, unfinished submission. Deliberately not `Clone`: it lives in exactly one place
 /// until [`crate::lifecycle::outcome`] consumes it (SPEC I1). The `checker` feature clones it only as part
@@ -21,10 +21,22 @@ pub(crate) struct Submission {
     /// Summarizations not separated by a step that ended below the threshold (the no-progress
     /// guard of SPEC 4.7); at most [`SUMMARIES_WITHOUT_PROGRESS_MAX`].
     pub(crate) summaries: u32,
+    /// What its model requests used so far ([`RunUsage`]): its completion carries it.
+    pub(crate) usage: RunUsage,
 }
 
 #[cfg(feature = "checker")]
-clone_reusing!(Submission { seq, session, run_id, mode, prompt, attachments, steps, summaries });
+clone_reusing!(Submission {
+    seq,
+    session,
+    run_id,
+    mode,
+    prompt,
+    attachments,
+    steps,
+    summaries,
+    usage
+});
 
 /// Summarizations without progress before the submission fails `context_window` (SPEC 8).
 pub(crate) const SUMMARIES_WITHOUT_PROGRESS_MAX: u32 = 2;
