@@ -192,6 +192,7 @@ class CompletionFields:
     run_id: Optional[RunId] = None
     stop_reason: Optional[StopReason] = None
     text: Optional[str] = None
+    usage: Optional[RunUsage] = None
 
     def to_json(self) -> Dict[str, Any]:
         d: Dict[str, Any] = {"session": self.session, "seq": self.seq, "outcome": self.outcome}
@@ -205,13 +206,15 @@ class CompletionFields:
             d["stop_reason"] = self.stop_reason
         if self.text is not None:
             d["text"] = self.text
+        if self.usage is not None:
+            d["usage"] = self.usage.to_json()
         return d
 
     @classmethod
     def from_json(cls, d: Dict[str, Any]) -> CompletionFields:
         _check(d, "CompletionFields", {},
                ("session", "seq", "outcome"),
-               ("error", "message_id", "run_id", "stop_reason", "text"))
+               ("error", "message_id", "run_id", "stop_reason", "text", "usage"))
         return cls(
             session=d["session"],
             seq=d["seq"],
@@ -221,6 +224,7 @@ class CompletionFields:
             run_id=d.get("run_id"),
             stop_reason=d.get("stop_reason"),
             text=d.get("text"),
+            usage=None if d.get("usage") is None else RunUsage.from_json(d["usage"]),
         )
 
 
@@ -2595,6 +2599,7 @@ class OutputKindFinished:
     run_id: Optional[RunId] = None
     stop_reason: Optional[StopReason] = None
     text: Optional[str] = None
+    usage: Optional[RunUsage] = None
 
     def to_json(self) -> Dict[str, Any]:
         d: Dict[str, Any] = {
@@ -2613,13 +2618,15 @@ class OutputKindFinished:
             d["stop_reason"] = self.stop_reason
         if self.text is not None:
             d["text"] = self.text
+        if self.usage is not None:
+            d["usage"] = self.usage.to_json()
         return d
 
     @classmethod
     def from_json(cls, d: Dict[str, Any]) -> OutputKindFinished:
         _check(d, "OutputKindFinished", {"type": "finished"},
                ("session", "seq", "outcome"),
-               ("error", "message_id", "run_id", "stop_reason", "text"))
+               ("error", "message_id", "run_id", "stop_reason", "text", "usage"))
         return cls(
             session=d["session"],
             seq=d["seq"],
@@ -2629,6 +2636,7 @@ class OutputKindFinished:
             run_id=d.get("run_id"),
             stop_reason=d.get("stop_reason"),
             text=d.get("text"),
+            usage=None if d.get("usage") is None else RunUsage.from_json(d["usage"]),
         )
 
 
@@ -3271,6 +3279,38 @@ class ReplyPRejected:
 
 
 RunId = str
+
+
+@dataclass(frozen=True)
+class RunUsage:
+    """What a submission's model requests used: the tokens and cost of its turn's steps
+    (every attempt that reported usage) and of a summarization that paused it, summed. A
+    folded submission's prompt runs in another's turn, so its usage is that turn's; a
+    sub-agent's is its own run's (its parent session's total cost includes it, SPEC 4.11);
+    a title is requested beside the run and is not part of it.
+    """
+    prompt_tokens: int
+    """Prompt tokens over the steps (each step's input + cache-read + cache-creation tokens)."""
+    completion_tokens: int
+    """Completion (output) tokens over the steps."""
+    cost_micros: int
+    """Cost in millionths of the price's currency unit; estimated usage costs nothing."""
+
+    def to_json(self) -> Dict[str, Any]:
+        return {
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "cost_micros": self.cost_micros,
+        }
+
+    @classmethod
+    def from_json(cls, d: Dict[str, Any]) -> RunUsage:
+        _check(d, "RunUsage", {}, ("prompt_tokens", "completion_tokens", "cost_micros"), ())
+        return cls(
+            prompt_tokens=d["prompt_tokens"],
+            completion_tokens=d["completion_tokens"],
+            cost_micros=d["cost_micros"],
+        )
 
 
 Seq = int
@@ -4394,7 +4434,7 @@ __all__ = [
     "RecSummaryDeleted", "RecSummaryDone", "RecSummaryFailed", "RecSummaryReset",
     "RecTitle", "RecToolCall", "RecToolResult", "Record", "Refresh", "RefreshCredentials",
     "Refused", "Rejection", "ReplyP", "ReplyPAccepted", "ReplyPExisting", "ReplyPRejected",
-    "ReplyPSummarizing", "Reset", "RunId", "RunIdConflict", "Seq", "SessionId",
+    "ReplyPSummarizing", "Reset", "RunId", "RunIdConflict", "RunUsage", "Seq", "SessionId",
     "SessionIdMissing", "SessionUsage", "Setup", "Shutdown", "ShutdownDeadline", "Start",
     "StepEvent", "StepEventFailed", "StepEventFinished", "StepEventToolCall", "StepIo",
     "StopReason", "StopTurn", "Stopped", "StreamIdle", "Submit", "Summarize", "SummaryIo",
