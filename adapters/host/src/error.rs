@@ -135,6 +135,9 @@ pub enum InvalidRequest {
     /// A request only several hosts over one store answer (SPEC 11), made of a host alone:
     /// "not one of several hosts: `<what>`".
     NotAMember(&'static str),
+    /// A request a host alone answers, made of one of several hosts (SPEC 11): "not available
+    /// on several hosts: `<what>`".
+    MembersOnly(&'static str),
 }
 
 impl std::fmt::Display for InvalidRequest {
@@ -143,6 +146,9 @@ impl std::fmt::Display for InvalidRequest {
             InvalidRequest::SessionNotFound(id) => write!(f, "session not found: {id}"),
             InvalidRequest::Refused(e) => write!(f, "engine refused an input: {e}"),
             InvalidRequest::NotAMember(what) => write!(f, "not one of several hosts: {what}"),
+            InvalidRequest::MembersOnly(what) => {
+                write!(f, "not available on several hosts: {what}")
+            }
         }
     }
 }
@@ -150,7 +156,9 @@ impl std::fmt::Display for InvalidRequest {
 impl std::error::Error for InvalidRequest {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            InvalidRequest::SessionNotFound(_) | InvalidRequest::NotAMember(_) => None,
+            InvalidRequest::SessionNotFound(_)
+            | InvalidRequest::NotAMember(_)
+            | InvalidRequest::MembersOnly(_) => None,
             InvalidRequest::Refused(e) => Some(e),
         }
     }

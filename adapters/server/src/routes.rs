@@ -15,7 +15,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::{Value, json};
-use turnstile_core::{Attachment, MessageId, RunId, SessionId, Submit};
+use turnstile_core::{Attachment, MessageId, Mode, RunId, SessionId, Submit};
 use turnstile_host::store::RunRow;
 use turnstile_host::{CompletionRecord, Cursor};
 use turnstile_tools::Answer;
@@ -300,6 +300,19 @@ struct PromptRequest {
     run_id: Option<String>,
     #[serde(default)]
     attachments: Vec<Attachment>,
+    #[serde(default)]
+    mode: PromptMode,
+}
+
+/// How a prompt meets a session that is working (SPEC 4.3).
+#[derive(Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+enum PromptMode {
+    /// Its own turn, after the ones before it.
+    #[default]
+    Queue,
+    /// Folded into the running turn at its next step; its own turn when none runs.
+    Steer,
 }
 
 async fn prompt(
@@ -354,11 +367,22 @@ async fn prompt(
         attachments: req.attachments,
         ..Submit::new(&session, req.prompt).with_run_id(&run_id)
     };
-    let done = server.inner.host.submit(submit).await?;
-    let body = json!({
+    let host = &server.inner.host;
+    let done = match req.mode {
+        PromptMode::Queue => host.submit(submit).await?,
+        PromptMode::Steer => host.steer(submit).await?,
+    };
+    // Steered into a running turn, the prompt has no RunId (a fold has none: it ends `folded`
+    // with that turn, and no RunComplete of its own is sent).
+    let steered = done.mode == Some(Mode::Fold);
+    let run_id = if steered { serde_json::Value::Null } else { json!(run_id) };
+    let mut body = json!({
         "session": done.session, "seq": done.seq, "run_id": run_id,
         "existing": done.existing, "outcome": done.outcome,
     });
+    if req.mode == PromptMode::Steer {
+        body["steered"] = json!(steered);
+    }
     Ok((StatusCode::ACCEPTED, Json(body)).into_response())
 }
 

@@ -366,3 +366,84 @@ async fn a_manual_summarize_of_an_idle_session_is_accepted_and_written() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// Calls `echo` (slow: the test types meanwhile), then answers with every user message it saw.
+fn echoes_then_repeats_the_user() -> ScriptedProvider {
+    ScriptedProvider::new(|req, _| {
+        if req.messages.iter().any(|m| matches!(m, turnstile_host::RequestMessage::ToolResults(_)))
+        {
+            let users: Vec<&str> = req
+                .messages
+                .iter()
+                .filter_map(|m| match m {
+                    turnstile_host::RequestMessage::User { text, .. } => Some(text.as_str()),
+                    _ => None,
+                })
+                .collect();
+            Answer::streamed(&format!("saw: {}", users.join(" | ")), 1, 1, Usage::default())
+        } else {
+            Answer::tool_call("c1", "echo", r#"{"text":"x"}"#)
+        }
+    })
+}
+
+#[tokio::test]
+async fn a_steered_prompt_joins_the_running_turn_and_an_idle_one_runs_on_its_own() {
+    let tools = ToolSet::new().with(EchoTool { name: "echo".into(), delay_ms: 400 });
+    let s = start(echoes_then_repeats_the_user(), tools, |_| {}).await;
+    let mut events = s.events(None).await;
+    s.prompt("s", "list the files", "r1").await;
+    let ask = until_ask(&mut events).await;
+    let id = ask["id"].as_str().unwrap();
+    let (status, v) = s.post(&format!("/v1/asks/{id}"), json!({"answer": "session"})).await;
+    assert_eq!(status, 200, "{v}");
+    // While the tool runs, a steer: folded into the turn at its next step, no RunId of its own.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let (status, v) = s
+        .post(
+            "/v1/sessions/s/prompts",
+            json!({"prompt": "and the tests", "mode": "steer", "run_id": "ignored"}),
+        )
+        .await;
+    assert_eq!(status, 202, "{v}");
+    assert_eq!((v["steered"].as_bool(), v["run_id"].is_null()), (Some(true), true), "{v}");
+    let done = s.finished("r1").await;
+    assert_eq!(
+        done["text"], "saw: list the files | and the tests",
+        "the model saw the steered text at its next step"
+    );
+    let (status, run) = s.get("/v1/runs/ignored").await;
+    assert_eq!(status, 404, "a steered prompt has no RunId: {run}");
+    // Idle: a steer runs as its own turn, with its RunId and its RunComplete.
+    let (status, v) = s
+        .post(
+            "/v1/sessions/s/prompts",
+            json!({"prompt": "now run them", "mode": "steer", "run_id": "r2"}),
+        )
+        .await;
+    assert_eq!(status, 202, "{v}");
+    assert_eq!((v["steered"].as_bool(), v["run_id"].as_str()), (Some(false), Some("r2")), "{v}");
+    assert_eq!(s.finished("r2").await["outcome"], "completed");
+    let seen: Vec<(serde_json::Value, serde_json::Value)> = events
+        .until_run_complete("r2")
+        .await
+        .iter()
+        .filter(|f| f.event == "run_complete")
+        .map(|f| (data(f)["run_id"].clone(), data(f)["outcome"].clone()))
+        .collect();
+    let want = [
+        (json!(null), json!("folded")), // the steered prompt, published with its turn's writes
+        (json!("r1"), json!("completed")),
+        (json!("r2"), json!("completed")),
+    ];
+    assert_eq!(
+        seen, want,
+        "one RunComplete for each run; the steered prompt's completion has no RunId"
+    );
+    // A queued prompt's answer does not carry `steered`; an unknown mode is refused.
+    let v = s.prompt("s", "thanks", "r3").await;
+    assert!(v.get("steered").is_none(), "{v}");
+    let (status, v) =
+        s.post("/v1/sessions/s/prompts", json!({"prompt": "x", "mode": "interrupt"})).await;
+    assert_eq!(status, 400, "{v}");
+}

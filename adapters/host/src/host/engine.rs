@@ -165,6 +165,18 @@ impl EngineTask {
                     debug!(session = %submit.session, run_id, "submission received");
                     self.feed(Input::Submit(submit.clone()), Caller::Submit(submit, reply));
                 }
+                Command::Steer(mut submit, reply) => {
+                    let session = submit.session.clone();
+                    let running =
+                        self.cores.engine_of(&session).is_some_and(|e| e.has_active_turn(&session));
+                    if running {
+                        // Folded at the running turn's next step (SPEC 4.3): a fold has no RunId.
+                        submit.run_id = None;
+                        submit.mode = Some(turnstile_core::Mode::Fold);
+                    }
+                    debug!(session = %session, running, "steer received");
+                    self.feed(Input::Submit(submit.clone()), Caller::Submit(submit, reply));
+                }
                 Command::Cancel(session) => {
                     info!(session = %session, "cancel requested");
                     self.feed(Input::Cancel { session, up_to: None }, Caller::None)

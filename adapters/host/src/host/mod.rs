@@ -180,6 +180,9 @@ pub struct Submitted {
 /// A client command.
 pub(crate) enum Command {
     Submit(Submit, oneshot::Sender<Result<Submitted, SubmitError>>),
+    /// A submission that folds into the session's running turn, or runs as its own turn (with
+    /// its RunId) when none runs: decided by the engine task, in order with every other input.
+    Steer(Submit, oneshot::Sender<Result<Submitted, SubmitError>>),
     Cancel(SessionId),
     CancelRun(RunId),
     ClearQueue(SessionId),
@@ -499,6 +502,31 @@ impl Host {
         };
         let (tx, rx) = oneshot::channel();
         if self.send(Command::Submit(submit, tx)).await.is_err() {
+            return Err(refused(checked));
+        }
+        rx.await.unwrap_or_else(|_| Err(refused(checked)))
+    }
+
+    /// Steers a running turn (SPEC 4.3): when the session has a turn running, the prompt is a
+    /// submission without a RunId that folds into it at its next step (`mode` of the answer:
+    /// `fold`; it ends `folded`, or runs as a turn of its own if the turn ends first, and has no
+    /// RunComplete); when none runs, it is `submit` as given (`own_turn`, with its RunId).
+    /// Decided in order with every other input, so no turn can start or end in between.
+    ///
+    /// # Errors
+    /// As [`Host::submit`]; on one of several hosts, [`InvalidRequest::MembersOnly`] (the
+    /// session's owner, not the accepting host, knows whether a turn runs).
+    pub async fn steer(&self, submit: Submit) -> Result<Submitted, SubmitError> {
+        if self.inner.member.is_some() {
+            return Err(SubmitError::Invalid(InvalidRequest::MembersOnly("steer")));
+        }
+        let checked = turnstile_core::validate(&submit);
+        let (tx, rx) = oneshot::channel();
+        let refused = |checked: Result<(), Rejection>| match checked {
+            Err(rejection) => SubmitError::Rejected(rejection),
+            Ok(()) => self.gone(),
+        };
+        if self.send(Command::Steer(submit, tx)).await.is_err() {
             return Err(refused(checked));
         }
         rx.await.unwrap_or_else(|_| Err(refused(checked)))
