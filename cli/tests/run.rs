@@ -62,7 +62,17 @@ async fn a_run_views_edits_and_runs_a_command() {
             .collect();
         assert_eq!(
             tools,
-            ["agent", "bash", "edit", "grep", "ls", "view", "write"]
+            [
+                "agent",
+                "bash",
+                "edit",
+                "glob",
+                "grep",
+                "ls",
+                "multiedit",
+                "view",
+                "write"
+            ]
         );
     }
     let viewed = last_results(&steps[1]);

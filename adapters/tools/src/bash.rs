@@ -9,6 +9,7 @@ use turnstile_core::{ToolOutput, ToolSpec};
 use turnstile_host::{BoxFuture, Tool, ToolCall};
 use turnstile_wire::ToolDef;
 
+use crate::args;
 use crate::process::{self, Ended};
 use crate::workspace::Workspace;
 
@@ -56,21 +57,23 @@ impl Tool for Bash {
                 "timeout_ms": {"type": "integer", "minimum": 1, "maximum": BASH_TIMEOUT_MAX.as_millis() as u64, "description": "The timeout in milliseconds (default 120000)."},
             },
             "required": ["command"],
+            "additionalProperties": false,
         }))
     }
 
     fn run(&self, call: ToolCall) -> BoxFuture<ToolOutput> {
         let this = self.clone();
-        Box::pin(async move { this.bash(&call.input).await })
+        Box::pin(async move {
+            match args::parse(&this.definition(), &call.input) {
+                Ok((a, ignored)) => ignored.annotate(this.bash(a).await),
+                Err(invalid) => invalid,
+            }
+        })
     }
 }
 
 impl Bash {
-    async fn bash(&self, input: &str) -> ToolOutput {
-        let a: BashArgs = match serde_json::from_str(input) {
-            Ok(a) => a,
-            Err(e) => return ToolOutput::error(format!("invalid arguments for `bash`: {e}")),
-        };
+    async fn bash(&self, a: BashArgs) -> ToolOutput {
         let timeout =
             a.timeout_ms.map_or(BASH_TIMEOUT_DEFAULT, Duration::from_millis).min(BASH_TIMEOUT_MAX);
         let mut command = tokio::process::Command::new("bash");

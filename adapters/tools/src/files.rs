@@ -1,4 +1,5 @@
-//! `view`, `write` and `edit`: reading and changing files inside the working directory.
+//! `view`, `write`, `edit` and `multiedit`: reading and changing files inside the working
+//! directory.
 //!
 //! A file must be viewed before it is changed, and must not have changed on disk since: each
 //! session remembers the content hash of what it last viewed or wrote, so an edit never
@@ -15,6 +16,7 @@ use turnstile_core::{SessionId, ToolOutput, ToolSpec};
 use turnstile_host::{BoxFuture, Tool, ToolCall};
 use turnstile_wire::ToolDef;
 
+use crate::args;
 use crate::workspace::Workspace;
 
 /// Lines `view` returns when no limit is given.
@@ -61,17 +63,12 @@ fn hash(content: &[u8]) -> [u8; 32] {
     Sha256::digest(content).into()
 }
 
-fn args<T: for<'de> Deserialize<'de>>(call: &ToolCall, tool: &str) -> Result<T, ToolOutput> {
-    serde_json::from_str(&call.input)
-        .map_err(|e| ToolOutput::error(format!("invalid arguments for `{tool}`: {e}")))
-}
-
 /// Reads a file with line numbers.
 #[derive(Clone, Debug)]
 pub struct View {
     /// The working directory.
     pub workspace: Workspace,
-    /// What sessions have seen (shared with `write` and `edit`).
+    /// What sessions have seen (shared with `write`, `edit` and `multiedit`).
     pub seen: Seen,
 }
 
@@ -104,18 +101,20 @@ impl Tool for View {
                 "limit": {"type": "integer", "minimum": 1, "description": "Lines to show (default 2000)."},
             },
             "required": ["path"],
+            "additionalProperties": false,
         }))
     }
 
     fn run(&self, call: ToolCall) -> BoxFuture<ToolOutput> {
         let this = self.clone();
-        Box::pin(async move { this.view(&call).unwrap_or_else(|e| e) })
+        Box::pin(async move {
+            args::lenient(&this.definition(), &call.input, |a| this.view(&call.session, a))
+        })
     }
 }
 
 impl View {
-    fn view(&self, call: &ToolCall) -> Result<ToolOutput, ToolOutput> {
-        let a: ViewArgs = args(call, "view")?;
+    fn view(&self, session: &SessionId, a: ViewArgs) -> Result<ToolOutput, ToolOutput> {
         let path = self.workspace.resolve(&a.path).map_err(|r| ToolOutput::error(r.0))?;
         let shown = self.workspace.display(&path);
         let meta = std::fs::metadata(&path)
@@ -134,7 +133,7 @@ impl View {
         let Ok(text) = std::str::from_utf8(&bytes) else {
             return Err(ToolOutput::error(format!("`{shown}` is not a text file (not UTF-8)")));
         };
-        self.seen.remember(&call.session, &path, &bytes);
+        self.seen.remember(session, &path, &bytes);
         let offset = a.offset.unwrap_or(0);
         let limit = a.limit.unwrap_or(VIEW_DEFAULT_LINES).max(1);
         let total = text.lines().count();
@@ -196,18 +195,20 @@ impl Tool for Write {
                 "content": {"type": "string", "description": "The whole new content."},
             },
             "required": ["path", "content"],
+            "additionalProperties": false,
         }))
     }
 
     fn run(&self, call: ToolCall) -> BoxFuture<ToolOutput> {
         let this = self.clone();
-        Box::pin(async move { this.write(&call).unwrap_or_else(|e| e) })
+        Box::pin(async move {
+            args::lenient(&this.definition(), &call.input, |a| this.write(&call.session, a))
+        })
     }
 }
 
 impl Write {
-    fn write(&self, call: &ToolCall) -> Result<ToolOutput, ToolOutput> {
-        let a: WriteArgs = args(call, "write")?;
+    fn write(&self, session: &SessionId, a: WriteArgs) -> Result<ToolOutput, ToolOutput> {
         let path = self.workspace.resolve(&a.path).map_err(|r| ToolOutput::error(r.0))?;
         let shown = self.workspace.display(&path);
         if path.is_dir() {
@@ -217,7 +218,7 @@ impl Write {
         if existed {
             let old = std::fs::read(&path)
                 .map_err(|e| ToolOutput::error(format!("cannot read `{shown}`: {e}")))?;
-            self.seen.check(&call.session, &path, &old, &shown).map_err(ToolOutput::error)?;
+            self.seen.check(session, &path, &old, &shown).map_err(ToolOutput::error)?;
         } else if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent).map_err(|e| {
                 ToolOutput::error(format!("cannot create the folders of `{shown}`: {e}"))
@@ -225,7 +226,7 @@ impl Write {
         }
         std::fs::write(&path, &a.content)
             .map_err(|e| ToolOutput::error(format!("cannot write `{shown}`: {e}")))?;
-        self.seen.remember(&call.session, &path, a.content.as_bytes());
+        self.seen.remember(session, &path, a.content.as_bytes());
         let lines = a.content.lines().count();
         let verb = if existed { "replaced" } else { "created" };
         Ok(ToolOutput::ok(format!("{verb} `{shown}` ({lines} lines)")))
@@ -251,12 +252,97 @@ struct EditArgs {
     replace_all: bool,
 }
 
+/// One exact replacement, of `edit` or of one of `multiedit`'s edits.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Replacement {
+    old_string: String,
+    new_string: String,
+    #[serde(default)]
+    replace_all: bool,
+}
+
+/// The schema's properties of one replacement (`edit`'s, and each of `multiedit`'s edits).
+fn replacement_properties() -> serde_json::Value {
+    json!({
+        "old_string": {"type": "string", "description": "The exact text to replace."},
+        "new_string": {"type": "string", "description": "The text to put in its place."},
+        "replace_all": {"type": "boolean", "description": "Replace every occurrence (default false)."},
+    })
+}
+
+impl Replacement {
+    /// `text` with this replacement made, and the number of places replaced; or why it cannot
+    /// be made (no match, several without `replace_all`, nothing to replace or to change).
+    fn apply(&self, text: &str, shown: &str) -> Result<(String, usize), String> {
+        if self.old_string.is_empty() {
+            return Err("old_string is empty; use `write` to create a file".to_owned());
+        }
+        if self.old_string == self.new_string {
+            return Err("old_string and new_string are the same; nothing to do".to_owned());
+        }
+        match (text.matches(self.old_string.as_str()).count(), self.replace_all) {
+            (0, _) => Err(format!(
+                "old_string was not found in `{shown}`; view the file and copy the text exactly"
+            )),
+            (n @ 1, _) | (n, true) => Ok((text.replace(&self.old_string, &self.new_string), n)),
+            (n, false) => Err(format!(
+                "old_string matches {n} places in `{shown}`; include more surrounding text to make it unique, or set replace_all"
+            )),
+        }
+    }
+}
+
+/// A file about to be changed: inside the working directory, text, viewed by this session and
+/// unchanged on disk since.
+struct Target {
+    path: PathBuf,
+    shown: String,
+    text: String,
+}
+
+impl Target {
+    /// The file at `path` (as the call gave it), checked against what `session` has seen.
+    fn open(
+        workspace: &Workspace,
+        seen: &Seen,
+        session: &SessionId,
+        path: &str,
+    ) -> Result<Target, ToolOutput> {
+        let path = workspace.resolve(path).map_err(|r| ToolOutput::error(r.0))?;
+        let shown = workspace.display(&path);
+        let bytes = std::fs::read(&path)
+            .map_err(|e| ToolOutput::error(format!("cannot read `{shown}`: {e}")))?;
+        seen.check(session, &path, &bytes, &shown).map_err(ToolOutput::error)?;
+        let Ok(text) = String::from_utf8(bytes) else {
+            return Err(ToolOutput::error(format!("`{shown}` is not a text file (not UTF-8)")));
+        };
+        Ok(Target { path, shown, text })
+    }
+
+    /// Writes `new` in place of the file, and remembers it as seen by `session` (its own
+    /// change does not make the file stale).
+    fn save(&self, seen: &Seen, session: &SessionId, new: &str) -> Result<(), ToolOutput> {
+        std::fs::write(&self.path, new)
+            .map_err(|e| ToolOutput::error(format!("cannot write `{}`: {e}", self.shown)))?;
+        seen.remember(session, &self.path, new.as_bytes());
+        Ok(())
+    }
+}
+
+/// "1 place", "3 places".
+fn places(count: usize) -> String {
+    if count == 1 { "1 place".to_owned() } else { format!("{count} places") }
+}
+
 impl Tool for Edit {
     fn spec(&self) -> ToolSpec {
         ToolSpec::new("edit").left_to_finish()
     }
 
     fn definition(&self) -> ToolDef {
+        let mut properties = replacement_properties();
+        properties["path"] = json!({"type": "string", "description": "The file, relative to the working directory."});
         ToolDef::new(
             "edit",
             "Replace an exact piece of text in a file of the working directory. old_string must \
@@ -265,61 +351,134 @@ impl Tool for Edit {
         )
         .with_schema(json!({
             "type": "object",
-            "properties": {
-                "path": {"type": "string", "description": "The file, relative to the working directory."},
-                "old_string": {"type": "string", "description": "The exact text to replace."},
-                "new_string": {"type": "string", "description": "The text to put in its place."},
-                "replace_all": {"type": "boolean", "description": "Replace every occurrence (default false)."},
-            },
+            "properties": properties,
             "required": ["path", "old_string", "new_string"],
+            "additionalProperties": false,
         }))
     }
 
     fn run(&self, call: ToolCall) -> BoxFuture<ToolOutput> {
         let this = self.clone();
-        Box::pin(async move { this.edit(&call).unwrap_or_else(|e| e) })
+        Box::pin(async move {
+            args::lenient(&this.definition(), &call.input, |a| this.edit(&call.session, a))
+        })
     }
 }
 
 impl Edit {
-    fn edit(&self, call: &ToolCall) -> Result<ToolOutput, ToolOutput> {
-        let a: EditArgs = args(call, "edit")?;
-        let path = self.workspace.resolve(&a.path).map_err(|r| ToolOutput::error(r.0))?;
-        let shown = self.workspace.display(&path);
-        let bytes = std::fs::read(&path)
-            .map_err(|e| ToolOutput::error(format!("cannot read `{shown}`: {e}")))?;
-        self.seen.check(&call.session, &path, &bytes, &shown).map_err(ToolOutput::error)?;
-        let Ok(text) = String::from_utf8(bytes) else {
-            return Err(ToolOutput::error(format!("`{shown}` is not a text file (not UTF-8)")));
+    fn edit(&self, session: &SessionId, a: EditArgs) -> Result<ToolOutput, ToolOutput> {
+        let target = Target::open(&self.workspace, &self.seen, session, &a.path)?;
+        let edit = Replacement {
+            old_string: a.old_string,
+            new_string: a.new_string,
+            replace_all: a.replace_all,
         };
-        if a.old_string.is_empty() {
-            return Err(ToolOutput::error(
-                "old_string is empty; use `write` to create a file".to_owned(),
-            ));
-        }
-        if a.old_string == a.new_string {
-            return Err(ToolOutput::error(
-                "old_string and new_string are the same; nothing to do".to_owned(),
-            ));
-        }
-        let count = text.matches(a.old_string.as_str()).count();
-        let new = match (count, a.replace_all) {
-            (0, _) => {
-                return Err(ToolOutput::error(format!(
-                    "old_string was not found in `{shown}`; view the file and copy the text exactly"
-                )));
-            }
-            (1, _) | (_, true) => text.replace(a.old_string.as_str(), &a.new_string),
-            (n, false) => {
-                return Err(ToolOutput::error(format!(
-                    "old_string matches {n} places in `{shown}`; include more surrounding text to make it unique, or set replace_all"
-                )));
-            }
-        };
-        std::fs::write(&path, &new)
-            .map_err(|e| ToolOutput::error(format!("cannot write `{shown}`: {e}")))?;
-        self.seen.remember(&call.session, &path, new.as_bytes());
-        let what = if count == 1 { "1 place".to_owned() } else { format!("{count} places") };
-        Ok(ToolOutput::ok(format!("edited `{shown}`: replaced {what}")))
+        let (new, count) = edit.apply(&target.text, &target.shown).map_err(ToolOutput::error)?;
+        target.save(&self.seen, session, &new)?;
+        Ok(ToolOutput::ok(format!("edited `{}`: replaced {}", target.shown, places(count))))
     }
+}
+
+/// Makes several exact replacements in one file, all or none.
+#[derive(Clone, Debug)]
+pub struct MultiEdit {
+    /// The working directory.
+    pub workspace: Workspace,
+    /// What sessions have seen (shared with `view`).
+    pub seen: Seen,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MultiEditArgs {
+    path: String,
+    edits: Vec<Replacement>,
+}
+
+impl Tool for MultiEdit {
+    fn spec(&self) -> ToolSpec {
+        // All or none holds on disk only if its one write is not cut off.
+        ToolSpec::new("multiedit").left_to_finish()
+    }
+
+    fn definition(&self) -> ToolDef {
+        ToolDef::new(
+            "multiedit",
+            "Make several exact replacements in one file of the working directory, all or none. \
+             The edits apply in order, each to the text the ones before it left; each old_string \
+             must match exactly once, or set its replace_all. If any edit cannot be made, nothing \
+             is written and the error names the edit. The file must have been viewed and not \
+             changed since.",
+        )
+        .with_schema(json!({
+            "type": "object",
+            "properties": {
+                "path": {"type": "string", "description": "The file, relative to the working directory."},
+                "edits": {
+                    "type": "array",
+                    "minItems": 1,
+                    "description": "The replacements, made in this order.",
+                    "items": {
+                        "type": "object",
+                        "properties": replacement_properties(),
+                        "required": ["old_string", "new_string"],
+                        "additionalProperties": false,
+                    },
+                },
+            },
+            "required": ["path", "edits"],
+            "additionalProperties": false,
+        }))
+    }
+
+    fn run(&self, call: ToolCall) -> BoxFuture<ToolOutput> {
+        let this = self.clone();
+        Box::pin(async move {
+            args::lenient(&this.definition(), &call.input, |a| this.multiedit(&call.session, a))
+        })
+    }
+}
+
+impl MultiEdit {
+    fn multiedit(&self, session: &SessionId, a: MultiEditArgs) -> Result<ToolOutput, ToolOutput> {
+        let target = Target::open(&self.workspace, &self.seen, session, &a.path)?;
+        let (new, count) = apply_all(&a.edits, &target.text, &target.shown)?;
+        target.save(&self.seen, session, &new)?;
+        let n = a.edits.len();
+        let edits = if n == 1 { "1 edit".to_owned() } else { format!("{n} edits") };
+        Ok(ToolOutput::ok(format!(
+            "edited `{}`: {edits}, replaced {}",
+            target.shown,
+            places(count)
+        )))
+    }
+}
+
+/// `text` with every edit made in order, and the places replaced in all; or the error naming
+/// the first edit that cannot be made (counted from 1), after which nothing may be written.
+fn apply_all(
+    edits: &[Replacement],
+    text: &str,
+    shown: &str,
+) -> Result<(String, usize), ToolOutput> {
+    let mut text = text.to_owned();
+    let mut count = 0;
+    for (i, edit) in edits.iter().enumerate() {
+        let (next, n) = edit.apply(&text, shown).map_err(|why| {
+            // A later edit may fail because an earlier one changed its text.
+            let order = if i == 0 {
+                ""
+            } else {
+                " (each edit applies to the text the ones before it left)"
+            };
+            ToolOutput::error(format!(
+                "edit {} of {}: {why}{order}. Nothing was written: the edits apply all or none.",
+                i + 1,
+                edits.len()
+            ))
+        })?;
+        text = next;
+        count += n;
+    }
+    Ok((text, count))
 }

@@ -10,6 +10,12 @@
 //!    session already answered "yes for this session" for this tool; otherwise the [`Asker`]
 //!    answers. `turnstile run` asks nobody ([`DenyAsks`]): there an ask is a denial.
 //!
+//! Hooks and rules see the call's arguments as its tool reads them ([`crate::args::canonical`],
+//! from the tool's own schema): a call that sends `file_path` for `path`, or adds a field the
+//! tool ignores, is judged by what the tool will do with it, not by how it was spelled. (An MCP
+//! tool gets its arguments as sent; what its schema closes out is not seen here, and is its
+//! server's to refuse.)
+//!
 //! A refused call's result asks the core to stop the turn: it ends `completed` with stop
 //! reason `permission_denied` (SPEC 4.6 case 1). `yolo` answers every ask with yes; a `deny`
 //! rule someone wrote still holds, because it is a decision, not a question.
@@ -22,6 +28,7 @@ use turnstile_core::{OnAbort, SessionId, StopTurn, ToolOutput, ToolSpec};
 use turnstile_host::{BoxFuture, Tool, ToolCall, ToolSet};
 use turnstile_wire::ToolDef;
 
+use crate::args;
 use crate::hook::{Hook, HookInput, Verdict, run_hooks};
 use crate::permission::{Because, Level, Permissions, subject};
 
@@ -34,7 +41,8 @@ pub struct Ask {
     pub tool: String,
     /// The call (its id and arguments).
     pub call: ToolCall,
-    /// What the call acts on ([`crate::permission::subject`]), if it says.
+    /// What the call acts on ([`crate::permission::subject`] of its arguments as the tool reads
+    /// them), if it says.
     pub subject: Option<String>,
 }
 
@@ -147,19 +155,20 @@ impl Gate {
         self.denials.lock().unwrap_or_else(PoisonError::into_inner).clone()
     }
 
-    /// What the gate says for one call: `Ok` to run it, `Err` the result instead.
-    async fn check(&self, tool: &str, call: &ToolCall) -> Result<(), ToolOutput> {
+    /// What the gate says for one call whose arguments, as its tool reads them, are `input`:
+    /// `Ok` to run it, `Err` the result instead.
+    async fn check(&self, tool: &str, call: &ToolCall, input: &str) -> Result<(), ToolOutput> {
         let mut approved = false;
         if !call.session.is_child() && !self.hooks.is_empty() {
-            let input = HookInput {
+            let hook_input = HookInput {
                 event: "pre_tool".into(),
                 session_id: call.session.as_str().to_owned(),
                 call_id: call.call.as_str().to_owned(),
                 tool_name: tool.to_owned(),
-                tool_input: serde_json::from_str(&call.input).unwrap_or(serde_json::Value::Null),
+                tool_input: serde_json::from_str(input).unwrap_or(serde_json::Value::Null),
                 cwd: self.cwd.display().to_string(),
             };
-            match run_hooks(&self.hooks, &input, &self.cwd).await {
+            match run_hooks(&self.hooks, &hook_input, &self.cwd).await {
                 Verdict::Proceed { approved: a } => approved = a,
                 Verdict::Block(text) => {
                     tracing::info!(session = %call.session, call = %call.call, tool, "a hook blocked the call");
@@ -175,8 +184,8 @@ impl Gate {
                 }
             }
         }
-        let (level, because) = self.permissions.level(tool, &call.input);
-        let refuse = |why: String| self.refuse(tool, call, why);
+        let (level, because) = self.permissions.level(tool, input);
+        let refuse = |why: String| self.refuse(tool, call, input, why);
         match level {
             Level::Allow => Ok(()),
             Level::Deny => Err(refuse(match because {
@@ -189,7 +198,7 @@ impl Gate {
                     session: call.session.clone(),
                     tool: tool.to_owned(),
                     call: call.clone(),
-                    subject: subject(&call.input),
+                    subject: subject(input),
                 };
                 match self.asker.ask(ask).await {
                     Answer::Once => Ok(()),
@@ -214,8 +223,8 @@ impl Gate {
     }
 
     /// Records a denial and builds the result that stops the turn.
-    fn refuse(&self, tool: &str, call: &ToolCall, why: String) -> ToolOutput {
-        let subject = subject(&call.input);
+    fn refuse(&self, tool: &str, call: &ToolCall, input: &str, why: String) -> ToolOutput {
+        let subject = subject(input);
         tracing::info!(session = %call.session, call = %call.call, tool, "permission denied: {why}");
         let on = subject.as_deref().map(|s| format!(" on `{s}`")).unwrap_or_default();
         let content = format!("Permission denied: `{tool}`{on} was not allowed: {why}.");
@@ -258,7 +267,9 @@ impl Tool for Gated {
         let (inner, gate) = (Arc::clone(&self.inner), Arc::clone(&self.gate));
         Box::pin(async move {
             let spec = inner.spec();
-            if let Err(result) = gate.check(&spec.name, &call).await {
+            // Judged as the tool reads them, so that no spelling dodges a rule or a hook.
+            let input = args::canonical(&inner.definition().input_schema, &call.input);
+            if let Err(result) = gate.check(&spec.name, &call, &input).await {
                 return result;
             }
             if spec.on_abort == OnAbort::Finish && !call.begin_work().await {

@@ -7,6 +7,7 @@ use turnstile_core::{ToolOutput, ToolSpec};
 use turnstile_host::{BoxFuture, Tool, ToolCall};
 use turnstile_wire::ToolDef;
 
+use crate::args;
 use crate::workspace::Workspace;
 
 /// Matches returned when the call gives no cap.
@@ -61,19 +62,18 @@ impl Tool for Grep {
                 "max_results": {"type": "integer", "minimum": 1, "maximum": GREP_RESULTS_MAX, "description": "Matching lines to return (default 100)."},
             },
             "required": ["pattern"],
+            "additionalProperties": false,
         }))
     }
 
     fn run(&self, call: ToolCall) -> BoxFuture<ToolOutput> {
         let this = self.clone();
-        Box::pin(async move { this.grep(&call.input).unwrap_or_else(|e| e) })
+        Box::pin(async move { args::lenient(&this.definition(), &call.input, |a| this.grep(a)) })
     }
 }
 
 impl Grep {
-    fn grep(&self, input: &str) -> Result<ToolOutput, ToolOutput> {
-        let a: GrepArgs = serde_json::from_str(input)
-            .map_err(|e| ToolOutput::error(format!("invalid arguments for `grep`: {e}")))?;
+    fn grep(&self, a: GrepArgs) -> Result<ToolOutput, ToolOutput> {
         let regex = regex::RegexBuilder::new(&a.pattern)
             .case_insensitive(a.ignore_case)
             .build()

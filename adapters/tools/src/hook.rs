@@ -10,7 +10,8 @@
 //! ```
 //!
 //! The hook gets the call as one JSON object on stdin ([`HookInput`]: `event`, `session_id`,
-//! `call_id`, `tool_name`, `tool_input`, `cwd`) and answers with its exit status:
+//! `call_id`, `tool_name`, `tool_input`, `cwd`; `tool_input` as the tool reads it, so `path`
+//! when the model sent `file_path`) and answers with its exit status:
 //!
 //! | exit | meaning |
 //! |---|---|
@@ -103,7 +104,7 @@ pub struct HookInput {
     pub call_id: String,
     /// The tool's name.
     pub tool_name: String,
-    /// The call's arguments.
+    /// The call's arguments as the tool reads them ([`crate::args::canonical`]).
     pub tool_input: serde_json::Value,
     /// The working directory.
     pub cwd: String,

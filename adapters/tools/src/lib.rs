@@ -1,8 +1,11 @@
 //! # turnstile-tools: the built-in tools of the reference agent (SPEC 9 "Tools")
 //!
-//! `view`, `ls`, `grep`, `write`, `edit` and `bash`, each confined to a working directory ([`Workspace`]):
-//! a path that leaves it is refused with a result the model reads. Each tool has a
-//! description and a JSON schema ([`turnstile_host::Tool::definition`]) the providers send.
+//! `view`, `ls`, `glob`, `grep`, `write`, `edit`, `multiedit` and `bash`, each confined to a
+//! working directory ([`Workspace`]): a path that leaves it is refused with a result the model
+//! reads. Each tool has a description and a JSON schema ([`turnstile_host::Tool::definition`])
+//! the providers send, and reads its arguments leniently against that schema ([`args`]):
+//! `file_path` for `path`, an unknown field ignored and named in the result, `"20"` for `20`;
+//! any other slip is an error result naming the field.
 //!
 //! Around them, the [`Gate`] every call passes first: pre-tool [`hook`]s, then the
 //! [`permission`] rules, then a person for what the rules say to ask about.
@@ -16,9 +19,11 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+pub mod args;
 pub mod bash;
 pub mod files;
 pub mod gate;
+pub mod glob;
 pub mod grep;
 pub mod hook;
 pub mod ls;
@@ -27,8 +32,9 @@ pub mod process;
 pub mod workspace;
 
 pub use bash::Bash;
-pub use files::{Edit, Seen, View, Write};
+pub use files::{Edit, MultiEdit, Seen, View, Write};
 pub use gate::{Answer, Ask, Asker, Denial, DenyAsks, Gate};
+pub use glob::Glob;
 pub use grep::Grep;
 pub use hook::{Hook, HooksFile};
 pub use ls::Ls;
@@ -50,8 +56,10 @@ pub fn builtins(
     Ok(turnstile_host::ToolSet::new()
         .with(View { workspace: workspace.clone(), seen: seen.clone() })
         .with(Write { workspace: workspace.clone(), seen: seen.clone() })
-        .with(Edit { workspace: workspace.clone(), seen })
+        .with(Edit { workspace: workspace.clone(), seen: seen.clone() })
+        .with(MultiEdit { workspace: workspace.clone(), seen })
         .with(Ls { workspace: workspace.clone() })
+        .with(Glob { workspace: workspace.clone() })
         .with(Grep { workspace: workspace.clone() })
         .with(Bash { workspace, reaper })
         .with_agent())

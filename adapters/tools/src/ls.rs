@@ -6,6 +6,7 @@ use turnstile_core::{ToolOutput, ToolSpec};
 use turnstile_host::{BoxFuture, Tool, ToolCall};
 use turnstile_wire::ToolDef;
 
+use crate::args;
 use crate::workspace::Workspace;
 
 /// Entries listed at most; the rest is counted in a note.
@@ -46,19 +47,18 @@ impl Tool for Ls {
                 "path": {"type": "string", "description": "The folder, relative to the working directory."},
                 "depth": {"type": "integer", "minimum": 1, "maximum": LS_DEPTH_MAX, "description": "Levels to list (default 2)."},
             },
+            "additionalProperties": false,
         }))
     }
 
     fn run(&self, call: ToolCall) -> BoxFuture<ToolOutput> {
         let this = self.clone();
-        Box::pin(async move { this.ls(&call.input).unwrap_or_else(|e| e) })
+        Box::pin(async move { args::lenient(&this.definition(), &call.input, |a| this.ls(a)) })
     }
 }
 
 impl Ls {
-    fn ls(&self, input: &str) -> Result<ToolOutput, ToolOutput> {
-        let a: LsArgs = serde_json::from_str(input)
-            .map_err(|e| ToolOutput::error(format!("invalid arguments for `ls`: {e}")))?;
+    fn ls(&self, a: LsArgs) -> Result<ToolOutput, ToolOutput> {
         let path = self
             .workspace
             .resolve(a.path.as_deref().unwrap_or(""))

@@ -2,9 +2,11 @@
 //! person's yes.
 //!
 //! A rule names a tool, or a tool and a pattern over the call's **subject**: its `command`
-//! argument when it has one (`bash`), else its `path` argument (`view`, `write`, `edit`, `ls`,
-//! `grep`, and any tool, MCP's included, with such a field). Patterns are globs (`*` any run
-//! of characters, `/` included; `?` one; `[...]` a class), matched against the whole subject.
+//! argument when it has one (`bash`), else its `path` argument (`view`, `write`, `edit`,
+//! `multiedit`, `ls`, `glob`, `grep`, and any tool, MCP's included, with such a field). The
+//! gate reads the arguments as the tool does first ([`crate::args::canonical`]), so a call that
+//! sends `file_path` is matched by its `path`. Patterns are globs (`*` any run of characters,
+//! `/` included; `?` one; `[...]` a class), matched against the whole subject.
 //!
 //! ```toml
 //! [permissions]
@@ -14,9 +16,9 @@
 //! ```
 //!
 //! The first matching list in the order deny, ask, allow decides; a call no rule matches gets
-//! the tool's default: read-only tools (`view`, `ls`, `grep`) are allowed, every other tool
-//! asks. What an ask becomes is the gate's business ([`crate::gate`]): in `turnstile run` it is
-//! a denial unless `--yolo`, in a server a question to a client.
+//! the tool's default: read-only tools (`view`, `ls`, `glob`, `grep`) are allowed, every other
+//! tool asks. What an ask becomes is the gate's business ([`crate::gate`]): in `turnstile run`
+//! it is a denial unless `--yolo`, in a server a question to a client.
 
 use globset::{GlobBuilder, GlobMatcher};
 use serde::Deserialize;
@@ -34,7 +36,7 @@ pub enum Level {
 }
 
 /// The tools that only read, allowed unless a rule says otherwise.
-pub const READ_ONLY: [&str; 3] = ["view", "ls", "grep"];
+pub const READ_ONLY: [&str; 4] = ["view", "ls", "glob", "grep"];
 
 /// The `[permissions]` section as written.
 #[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
@@ -196,7 +198,7 @@ mod tests {
         for tool in READ_ONLY {
             assert_eq!(level(&p, tool, serde_json::json!({})), Level::Allow, "{tool}");
         }
-        for tool in ["bash", "write", "edit", "mcp_x_y"] {
+        for tool in ["bash", "write", "edit", "multiedit", "mcp_x_y"] {
             assert_eq!(level(&p, tool, serde_json::json!({})), Level::Ask, "{tool}");
         }
     }

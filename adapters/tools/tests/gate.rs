@@ -331,3 +331,94 @@ fn a_hook_without_a_command_is_named() {
         "hooks.pre_tool[0]: `command` is empty; give the program and its arguments"
     );
 }
+
+/// The real built-in tools behind a gate with these rules and hooks, in a scratch working
+/// directory with a secret `conf/.env` and a `src/a.rs`.
+fn builtins_behind(
+    permissions: Permissions,
+    hooks: Vec<Hook>,
+) -> (tempfile::TempDir, ToolSet, Arc<Gate>) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("conf")).unwrap();
+    std::fs::write(dir.path().join("conf/.env"), "SECRET=s3cret\n").unwrap();
+    std::fs::create_dir_all(dir.path().join("src")).unwrap();
+    std::fs::write(dir.path().join("src/a.rs"), "fn a() {}\n").unwrap();
+    let gate = Arc::new(Gate::new(permissions, hooks, Arc::new(DenyAsks), dir.path()));
+    let tools = gate.wrap(turnstile_tools::builtins(dir.path(), None).unwrap());
+    (dir, tools, gate)
+}
+
+async fn run(tools: &ToolSet, tool: &str, input: serde_json::Value) -> ToolOutput {
+    let call = ToolCall::new(SessionId::new("s1"), CallId::new("call-1"), input.to_string());
+    tools.get(tool).expect("a tool").run(call).await
+}
+
+#[tokio::test]
+async fn a_deny_rule_on_path_catches_file_path_and_no_ignored_field_dodges_it() {
+    let (dir, tools, gate) = builtins_behind(
+        rules(&["edit(src/**)", "multiedit(src/**)"], &["view(conf/.env)", "multiedit(conf/**)"]),
+        vec![],
+    );
+    for input in [
+        serde_json::json!({"file_path": "conf/.env"}),
+        serde_json::json!({"file_path": "conf/.env", "description": "Read the settings"}),
+        // Read as sent, `command` would be the subject; the tool ignores it and reads `path`.
+        serde_json::json!({"path": "conf/.env", "command": "ls"}),
+        serde_json::json!({"file_path": "conf/.env", "command": "ls", "limit": "5"}),
+    ] {
+        let out = run(&tools, "view", input.clone()).await;
+        assert!(denied(&out), "{input}: {out:?}");
+        assert!(!out.content.contains("s3cret"), "{input}: {}", out.content);
+        assert!(out.content.contains("the rule `view(conf/.env)`"), "{}", out.content);
+    }
+    assert!(gate.denials().iter().all(|d| d.subject.as_deref() == Some("conf/.env")));
+    let out = run(
+        &tools,
+        "multiedit",
+        serde_json::json!({"file_path": "conf/.env", "edits": [{"old_string": "s3cret", "new_string": "x"}]}),
+    )
+    .await;
+    assert!(denied(&out), "{out:?}");
+    assert_eq!(std::fs::read_to_string(dir.path().join("conf/.env")).unwrap(), "SECRET=s3cret\n");
+    // Allow rules match `file_path` the same way (here an ask would be a denial).
+    assert!(!run(&tools, "view", serde_json::json!({"file_path": "src/a.rs"})).await.is_error);
+    let out = run(
+        &tools,
+        "edit",
+        serde_json::json!({"file_path": "src/a.rs", "old_string": "fn a", "new_string": "fn b"}),
+    )
+    .await;
+    assert_eq!(out, ToolOutput::ok("edited `src/a.rs`: replaced 1 place"));
+    let out = run(
+        &tools,
+        "multiedit",
+        serde_json::json!({"file_path": "src/a.rs", "edits": [{"old_string": "fn b", "new_string": "fn c"}]}),
+    )
+    .await;
+    assert_eq!(out, ToolOutput::ok("edited `src/a.rs`: 1 edit, replaced 1 place"));
+    // Without a rule, glob reads freely and multiedit asks (a denial in `run`).
+    assert!(!run(&tools, "glob", serde_json::json!({"pattern": "**/*.rs"})).await.is_error);
+    let out = run(
+        &tools,
+        "multiedit",
+        serde_json::json!({"path": "other.rs", "edits": [{"old_string": "a", "new_string": "b"}]}),
+    )
+    .await;
+    assert!(denied(&out) && out.content.contains("needs approval"), "{out:?}");
+}
+
+#[tokio::test]
+async fn a_hook_sees_the_arguments_as_the_tool_reads_them() {
+    let (dir, tools, _gate) =
+        builtins_behind(Permissions::default(), vec![hook("cat > input.json")]);
+    let out = run(
+        &tools,
+        "view",
+        serde_json::json!({"file_path": "src/a.rs", "limit": "1", "description": "d"}),
+    )
+    .await;
+    assert!(out.content.starts_with("(ignored unknown field `description`)\n"), "{out:?}");
+    let text = std::fs::read_to_string(dir.path().join("input.json")).unwrap();
+    let input: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(input["tool_input"], serde_json::json!({"path": "src/a.rs", "limit": 1}));
+}
