@@ -216,7 +216,13 @@ connection is resumed from the last event received, and the exit statuses are th
 #[derive(Debug, Args)]
 pub struct Run {
     /// The prompt; `-` reads it from stdin.
-    pub prompt: String,
+    #[arg(required_unless_present = "print_system_prompt")]
+    pub prompt: Option<String>,
+    /// Print the system prompt a request would be sent with (the configured or default one,
+    /// the tools, then the project's AGENTS.md or CLAUDE.md files from the repository's root
+    /// down) and exit; nothing is run and no key is needed.
+    #[arg(long, conflicts_with = "server")]
+    pub print_system_prompt: bool,
     /// The model, as `provider/model` [default: the configuration's `model`].
     #[arg(long, short, env = "TURNSTILE_MODEL", value_name = "PROVIDER/MODEL")]
     pub model: Option<String>,

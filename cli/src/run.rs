@@ -6,13 +6,14 @@
 //! and keeps waiting for its RunComplete (`cancelled`, status 130); a second exits at once.
 
 use std::io::{IsTerminal, Read as _};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde_json::json;
 use turnstile_core::{Outcome, Rejection, RunId, SessionId, StopReason, Submit};
 use turnstile_host::{CompletionRecord, Host, SubmitError};
-use turnstile_tools::DenyAsks;
+use turnstile_tools::hook::{self, HookInput};
+use turnstile_tools::{DenyAsks, Hooks};
 
 use crate::args::{Global, Run};
 use crate::live::{Follower, Show};
@@ -37,7 +38,10 @@ pub fn status(record: &CompletionRecord) -> u8 {
 /// # Errors
 /// What kept the run from starting, or from being waited for.
 pub async fn run(global: &Global, a: Run) -> Result<u8, Failure> {
-    let prompt = read_prompt(&a.prompt)?;
+    if a.print_system_prompt {
+        return print_system_prompt(global, &a).await;
+    }
+    let prompt = read_prompt(a.prompt.as_deref().unwrap_or_default())?;
     if prompt.trim().is_empty() {
         // The core refuses only an empty prompt; one of blanks (`echo "" | turnstile run -`)
         // says nothing either, and is refused the same way, before anything starts.
@@ -71,12 +75,14 @@ pub async fn run(global: &Global, a: Run) -> Result<u8, Failure> {
     // killed before any of ours starts.
     setup::reap(reaper.as_ref());
 
-    let result = drive(&host, &a, prompt).await;
+    let hooks = loaded.hooks()?;
+    let result = drive(&host, &a, prompt, &hooks, &cwd).await;
     // Whatever happened, the store is closed cleanly (a cancelled or failed run included).
     if let Err(e) = host.shutdown().await {
         tracing::warn!("the host stopped before its shutdown: {e}");
     }
     let (record, show) = result?;
+    run_stop_hooks(&hooks.stop, &record, &cwd).await;
     let code = report(&record, show);
     if code != 0 && !out::is_closed() {
         for d in gate.denials() {
@@ -85,6 +91,38 @@ pub async fn run(global: &Global, a: Run) -> Result<u8, Failure> {
         }
     }
     Ok(code)
+}
+
+/// The `stop` hooks, with the run's RunComplete (they only observe; each is bounded by its
+/// timeout).
+pub async fn run_stop_hooks(
+    hooks: &[turnstile_tools::Hook],
+    record: &CompletionRecord,
+    cwd: &Path,
+) {
+    if hooks.is_empty() {
+        return;
+    }
+    let run = match serde_json::to_value(record) {
+        Ok(serde_json::Value::Object(map)) => map,
+        _ => return,
+    };
+    let input = HookInput {
+        run: Some(run),
+        ..HookInput::new("stop", record.session.as_str(), cwd)
+    };
+    hook::stop(hooks, &input, cwd).await;
+}
+
+/// `turnstile run --print-system-prompt`: the system prompt of a request of this run, with the
+/// tools it would offer (the MCP servers' included), on stdout.
+async fn print_system_prompt(global: &Global, a: &Run) -> Result<u8, Failure> {
+    let cwd = working_dir(a.cwd.as_deref())?;
+    let loaded = setup::load(global, &cwd)?;
+    let provider = loaded.provider_for_show(a.model.as_deref(), &cwd)?;
+    let (tools, _) = loaded.tools(&cwd, false, None, Arc::new(DenyAsks)).await?;
+    out::line(&provider.system_prompt(&tools.definitions()));
+    Ok(0)
 }
 
 /// The working directory: `dir`, else the current one, made absolute.
@@ -159,8 +197,23 @@ pub fn show(json: bool) -> Show {
 }
 
 /// Submits and waits for the RunComplete, following the live events.
-async fn drive(host: &Host, a: &Run, prompt: String) -> Result<(CompletionRecord, Show), Failure> {
+async fn drive(
+    host: &Host,
+    a: &Run,
+    prompt: String,
+    hooks: &Hooks,
+    cwd: &Path,
+) -> Result<(CompletionRecord, Show), Failure> {
     let session = session(host, a).await?;
+    // `user_prompt_submit` hooks see the prompt first and may refuse it (as the engine would:
+    // a `rejected` line, status 64).
+    let input = HookInput {
+        prompt: Some(prompt.clone()),
+        ..HookInput::new("user_prompt_submit", session.as_str(), cwd)
+    };
+    if let Err(why) = hook::user_prompt_submit(&hooks.user_prompt_submit, &input, cwd).await {
+        return Err(rejected(a.json, &why));
+    }
     let run_id = RunId::new(
         a.run_id
             .clone()

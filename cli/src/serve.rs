@@ -28,6 +28,23 @@ pub fn default_token_file(store: &setup::StoreAt) -> PathBuf {
     store.folder.join("server-token")
 }
 
+/// Runs the `stop` hooks for every run that ends from now on, in the order they end.
+fn follow_stops(host: &turnstile_host::Host, hooks: Vec<turnstile_tools::Hook>, cwd: PathBuf) {
+    let host = host.clone();
+    tokio::spawn(async move {
+        let newest = match host.read(|r| r.newest_cursor()).await {
+            Ok(c) => c,
+            Err(e) => return tracing::warn!("stop hooks not run: cannot read the store: {e}"),
+        };
+        let mut completions = host.completions(newest);
+        while let Ok(Some((_, record))) = completions.next().await {
+            if record.is_run_complete() {
+                crate::run::run_stop_hooks(&hooks, &record, &cwd).await;
+            }
+        }
+    });
+}
+
 /// Runs `turnstile serve`.
 ///
 /// # Errors
@@ -147,6 +164,17 @@ pub async fn serve(global: &Global, a: Serve) -> Result<u8, Failure> {
     let streams_max = config.connections.max - config.connections.max / 4;
     if config.limits.streams > streams_max {
         config.limits.streams = streams_max;
+    }
+    let hooks = loaded.hooks()?;
+    config.prompt_hooks = hooks.user_prompt_submit;
+    config.hooks_cwd = cwd.clone();
+    if !hooks.stop.is_empty() {
+        if a.member.is_some() {
+            // Every member hears every run's end: each would run the hooks again.
+            eprintln!("warning: [[hooks.stop]] is not run by several servers (--member)");
+        } else {
+            follow_stops(&host, hooks.stop, cwd.clone());
+        }
     }
     // Several servers list and answer one another's asks (nothing changes for one alone).
     asks.share(&host);

@@ -26,7 +26,7 @@ use serde::Deserialize;
 use turnstile_host::store::{Location, StoreConfig};
 use turnstile_host::{Host, HostConfig, OpenError, StoreError, ToolSet};
 use turnstile_http::{Config, HttpProvider, KeySource};
-use turnstile_tools::{Asker, Gate, Hook, HooksFile, Permissions, PermissionsFile, Reaper};
+use turnstile_tools::{Asker, Gate, Hooks, HooksFile, Permissions, PermissionsFile, Reaper};
 
 use crate::Failure;
 use crate::args::Global;
@@ -306,6 +306,28 @@ impl Loaded {
     /// # Errors
     /// No model, an unknown model, or a key that is not set: each says what to set and where.
     pub fn provider(&self, model: Option<&str>, cwd: &Path) -> Result<HttpProvider, Failure> {
+        self.provider_with(model, cwd, true)
+    }
+
+    /// The provider as [`Loaded::provider`] finds it, without requiring its key: for showing
+    /// what would be sent.
+    ///
+    /// # Errors
+    /// No model, or an unknown model.
+    pub fn provider_for_show(
+        &self,
+        model: Option<&str>,
+        cwd: &Path,
+    ) -> Result<HttpProvider, Failure> {
+        self.provider_with(model, cwd, false)
+    }
+
+    fn provider_with(
+        &self,
+        model: Option<&str>,
+        cwd: &Path,
+        need_key: bool,
+    ) -> Result<HttpProvider, Failure> {
         let set = |var: &str| std::env::var_os(var).is_some_and(|v| !v.is_empty());
         let name = match model
             .map(str::to_owned)
@@ -328,6 +350,7 @@ impl Loaded {
             .resolve(Some(&name))
             .map_err(|e| Failure::setup(e.to_string()))?;
         if let KeySource::Env(var) = &provider.key
+            && need_key
             && !set(var)
         {
             return Err(Failure::setup(format!(
@@ -337,7 +360,19 @@ impl Loaded {
         }
         let p = HttpProvider::new(&self.config, Some(&name))
             .map_err(|e| Failure::setup(e.to_string()))?;
-        Ok(p.with_working_dir(cwd.display().to_string()))
+        // The project's AGENTS.md (or CLAUDE.md) files, from the repository's root down.
+        let instructions = turnstile_http::prompt::project_instructions(cwd);
+        Ok(p.with_working_dir(cwd.display().to_string())
+            .with_project_instructions(instructions))
+    }
+
+    /// The configured hooks of every moment.
+    ///
+    /// # Errors
+    /// A hook that cannot be used, named by its section and index.
+    pub fn hooks(&self) -> Result<Hooks, Failure> {
+        Hooks::new(&self.agent.hooks)
+            .map_err(|e| Failure::setup(format!("invalid configuration {}: {e}", self.where_())))
     }
 
     /// The tools of a run in `cwd`: the built-ins and the MCP servers' tools, behind the gate
@@ -358,7 +393,7 @@ impl Loaded {
             Failure::setup(format!("invalid configuration {}: {e}", self.where_()))
         };
         let permissions = Permissions::new(&self.agent.permissions).map_err(|e| invalid(&e))?;
-        let hooks = Hook::all(&self.agent.hooks).map_err(|e| invalid(&e))?;
+        let hooks = self.hooks()?;
         let mut tools = turnstile_tools::builtins(cwd, reaper).map_err(|e| {
             Failure::setup(format!(
                 "cannot use `{}` as the working directory: {e}",
@@ -372,7 +407,10 @@ impl Loaded {
             }
             tools = turnstile_mcp::add_tools(tools, mcp);
         }
-        let gate = Arc::new(Gate::new(permissions, hooks, asker, cwd).yolo(yolo));
+        let gate = Gate::new(permissions, hooks.pre_tool, asker, cwd)
+            .with_post_tool(hooks.post_tool)
+            .yolo(yolo);
+        let gate = Arc::new(gate);
         Ok((gate.wrap(tools), gate))
     }
 }

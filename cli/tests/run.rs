@@ -513,3 +513,97 @@ async fn an_escape_from_the_working_directory_is_a_result_the_model_reads() {
         "the absolute path outside was not written"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_other_hooks_see_the_prompt_the_result_and_the_runs_end() {
+    // user_prompt_submit refuses prompts that mention a password; post_tool adds feedback after
+    // `ls`; stop writes the RunComplete it read.
+    let hooks = "[[hooks.user_prompt_submit]]\n\
+                 command = [\"sh\", \"-c\", \"grep -q password && { echo 'no secrets' >&2; exit 2; }; exit 0\"]\n\
+                 [[hooks.post_tool]]\ncommand = [\"sh\", \"-c\", \"echo 'now run the tests' >&2; exit 2\"]\ntools = \"ls\"\n\
+                 [[hooks.stop]]\ncommand = [\"sh\", \"-c\", \"cat > stop.json\"]\n";
+    let provider = FakeProvider::anthropic(vec![
+        Reply::sse(tool_stream("toolu_1", "ls", &json!({}))),
+        Reply::sse(text_stream("Listed.")),
+    ])
+    .await;
+    let project = Project::new(&provider.base_url, hooks);
+    let refused = project
+        .run(&["run", "--json", "my password is hunter2"])
+        .await;
+    assert_eq!(refused.code, Some(64), "{refused:?}");
+    assert!(
+        refused
+            .stdout
+            .contains("Prompt blocked by hook. Reason: no secrets"),
+        "{}",
+        refused.stdout
+    );
+    assert!(
+        provider.steps().is_empty(),
+        "a refused prompt reaches no model"
+    );
+    assert!(
+        !project.path().join("stop.json").exists(),
+        "nothing ran, nothing stopped"
+    );
+
+    let done = project
+        .run(&["run", "--run-id", "r1", "What is here?"])
+        .await;
+    assert_eq!(done.code, Some(0), "{done:?}");
+    let steps = provider.steps();
+    let result = &last_results(&steps[1])[0].1;
+    assert!(
+        result.ends_with("\n\nHook feedback: now run the tests"),
+        "{result}"
+    );
+    let stop: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(project.path().join("stop.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        (
+            stop["event"].as_str(),
+            stop["run_id"].as_str(),
+            stop["outcome"].as_str()
+        ),
+        (Some("stop"), Some("r1"), Some("completed"))
+    );
+    assert_eq!(stop["text"], "Listed.");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_system_prompt_carries_the_projects_agents_md_and_can_be_printed() {
+    let provider = FakeProvider::anthropic(vec![Reply::sse(text_stream("Noted."))]).await;
+    let project = Project::new(&provider.base_url, "");
+    std::fs::create_dir(project.path().join(".git")).unwrap();
+    std::fs::write(project.path().join("AGENTS.md"), "Always answer in haiku.").unwrap();
+    std::fs::create_dir(project.path().join("sub")).unwrap();
+    std::fs::write(project.path().join("sub/CLAUDE.md"), "Tabs, not spaces.").unwrap();
+    // Printed without a key and without running anything.
+    let shown = project
+        .run(&["run", "--print-system-prompt", "--cwd", "sub"])
+        .await;
+    assert_eq!(shown.code, Some(0), "{shown:?}");
+    let text = &shown.stdout;
+    assert!(text.contains("You are turnstile"), "{text}");
+    assert!(
+        text.contains("- glob:") && text.contains("- multiedit:"),
+        "the tools: {text}"
+    );
+    let (outer, inner) = (
+        text.find("Always answer in haiku.")
+            .expect("the root's AGENTS.md"),
+        text.find("Tabs, not spaces.").expect("sub/CLAUDE.md"),
+    );
+    assert!(outer < inner, "outermost first: {text}");
+    assert!(provider.steps().is_empty());
+    // A run sends the same.
+    let done = project.run(&["run", "--cwd", "sub", "Hello"]).await;
+    assert_eq!(done.code, Some(0), "{done:?}");
+    let system = provider.steps()[0]["system"].to_string();
+    assert!(
+        system.contains("Always answer in haiku.") && system.contains("Tabs, not spaces."),
+        "{system}"
+    );
+}

@@ -1,6 +1,83 @@
-//! The default system prompt, for a coding agent: where it works, the date, its tools.
+//! The default system prompt, for a coding agent: where it works, the date, its tools, and the
+//! project's own instructions (`AGENTS.md`, or `CLAUDE.md` where there is none).
+
+use std::path::{Path, PathBuf};
 
 use turnstile_wire::ToolDef;
+
+/// The instruction files read in each folder, in order of preference: the first one present is
+/// read, the others in that folder are not (`CLAUDE.md` only where there is no `AGENTS.md`).
+pub const INSTRUCTION_FILES: [&str; 2] = ["AGENTS.md", "CLAUDE.md"];
+
+/// Bytes of one instruction file put in the prompt; the rest is cut with a note (a file of
+/// instructions the size of a book would crowd the context out).
+pub const INSTRUCTIONS_BYTES_MAX: usize = 32 * 1024;
+
+/// One project instruction file, as it goes into the system prompt.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Instructions {
+    /// Where it was read.
+    pub path: PathBuf,
+    /// Its text (cut at [`INSTRUCTIONS_BYTES_MAX`], with a note).
+    pub text: String,
+}
+
+/// The project's instructions for work in `dir`: in every folder from the repository's root
+/// (the nearest folder upward with `.git`; without one, `dir` alone) down to `dir`, its
+/// `AGENTS.md`, or its `CLAUDE.md` when it has no `AGENTS.md`. Outermost first, so the more
+/// specific ones come later and read as refinements. A file that cannot be read as UTF-8 text
+/// is left out; an empty one is skipped.
+#[must_use]
+pub fn project_instructions(dir: &Path) -> Vec<Instructions> {
+    let dir = dir.canonicalize().unwrap_or_else(|_| dir.to_owned());
+    let root = dir.ancestors().find(|d| d.join(".git").exists()).unwrap_or(&dir);
+    let mut folders: Vec<&Path> = dir.ancestors().take_while(|d| d.starts_with(root)).collect();
+    folders.reverse();
+    folders
+        .into_iter()
+        .filter_map(|folder| {
+            INSTRUCTION_FILES.iter().map(|name| folder.join(name)).find(|p| p.is_file())
+        })
+        .filter_map(|path| {
+            let text = std::fs::read_to_string(&path).ok()?;
+            let text = text.trim();
+            (!text.is_empty()).then(|| Instructions { text: cut(text), path })
+        })
+        .collect()
+}
+
+/// `text` cut at [`INSTRUCTIONS_BYTES_MAX`] (on a character boundary), with a note.
+fn cut(text: &str) -> String {
+    if text.len() <= INSTRUCTIONS_BYTES_MAX {
+        return text.to_owned();
+    }
+    let mut end = INSTRUCTIONS_BYTES_MAX;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!(
+        "{}\n[... cut: the file has {} bytes; the first {end} are shown]",
+        &text[..end],
+        text.len()
+    )
+}
+
+/// `system` with the project's instructions appended (nothing when there are none).
+#[must_use]
+pub fn with_instructions(mut system: String, instructions: &[Instructions], dir: &Path) -> String {
+    if instructions.is_empty() {
+        return system;
+    }
+    system.push_str(
+        "\n\nThe project's instructions follow, from its own files (the later, more specific \
+         ones refine the earlier). Follow them.",
+    );
+    for i in instructions {
+        let shown = i.path.strip_prefix(dir).unwrap_or(&i.path);
+        system.push_str(&format!("\n\n# {}\n\n{}", shown.display(), i.text));
+    }
+    system
+}
 
 /// The system prompt for a request offering `tools`, working in `working_dir`, on `date`.
 #[must_use]
@@ -44,6 +121,42 @@ pub fn utc_date(unix_secs: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn instructions_are_read_from_the_repository_root_down_agents_before_claude() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("repo");
+        let deep = root.join("crates/app");
+        std::fs::create_dir_all(&deep).unwrap();
+        std::fs::create_dir(root.join(".git")).unwrap();
+        // Above the repository: never read.
+        std::fs::write(tmp.path().join("AGENTS.md"), "outside").unwrap();
+        std::fs::write(root.join("AGENTS.md"), "root rules").unwrap();
+        std::fs::write(root.join("CLAUDE.md"), "not read: AGENTS.md is here").unwrap();
+        std::fs::write(root.join("crates/CLAUDE.md"), "crates rules").unwrap();
+        std::fs::write(deep.join("AGENTS.md"), "  \n").unwrap(); // empty: skipped
+        let found = project_instructions(&deep);
+        let texts: Vec<&str> = found.iter().map(|i| i.text.as_str()).collect();
+        assert_eq!(texts, ["root rules", "crates rules"]);
+        let system = with_instructions("base".into(), &found, &deep.canonicalize().unwrap());
+        assert!(system.starts_with("base\n\nThe project's instructions"), "{system}");
+        assert!(system.contains("root rules") && system.contains("crates rules"), "{system}");
+        assert!(system.find("root rules") < system.find("crates rules"), "outermost first");
+        // Without a repository, the working directory's own file alone.
+        let lone = tempfile::tempdir().unwrap();
+        std::fs::write(lone.path().join("CLAUDE.md"), "lone").unwrap();
+        let found = project_instructions(lone.path());
+        assert_eq!(found.iter().map(|i| i.text.as_str()).collect::<Vec<_>>(), ["lone"]);
+        assert_eq!(with_instructions("base".into(), &[], lone.path()), "base");
+    }
+
+    #[test]
+    fn a_long_file_is_cut_with_a_note() {
+        let long = "é".repeat(INSTRUCTIONS_BYTES_MAX);
+        let text = cut(&long);
+        assert!(text.len() < long.len() + 100);
+        assert!(text.contains("[... cut: the file has"), "{}", &text[text.len() - 80..]);
+    }
 
     #[test]
     fn dates() {

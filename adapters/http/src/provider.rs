@@ -14,13 +14,15 @@ use futures_util::{Stream, StreamExt};
 use turnstile_core::{SessionId, StepEvent, Usage};
 use turnstile_host::{BoxError, BoxFuture, EventSink, ModelInfo, Provider};
 use turnstile_wire::{
-    Api, Decoder, Headers as _, ModelRequest, Prices, RequestKind, RequestMessage, Target,
+    Api, Decoder, Headers as _, ModelRequest, Prices, RequestKind, RequestMessage, Target, ToolDef,
     classify, encode, not_a_stream, transport,
 };
 
 use crate::config::{Config, ConfigError, KeySource, ModelConfig, ProviderConfig};
 use crate::key::{self, ApiKey};
-use crate::prompt::{TITLE_PROMPT, default_system_prompt, utc_date};
+use crate::prompt::{
+    Instructions, TITLE_PROMPT, default_system_prompt, utc_date, with_instructions,
+};
 use crate::record::{Exchange, Recorder};
 
 /// How long connecting may take before the attempt fails as a transport error.
@@ -45,6 +47,8 @@ struct Inner {
     model: ModelConfig,
     url: String,
     system_prompt: Option<String>,
+    /// The project's instruction files (`AGENTS.md`, `CLAUDE.md`), appended to the system prompt.
+    instructions: Vec<Instructions>,
     working_dir: String,
     /// The key in use, read at the first request (or preparation) and at each refresh.
     key: Mutex<Option<ApiKey>>,
@@ -165,6 +169,7 @@ impl HttpProvider {
                 model,
                 url,
                 system_prompt: None,
+                instructions: Vec::new(),
                 working_dir,
                 key: Mutex::new(None),
                 recordings: None,
@@ -185,6 +190,21 @@ impl HttpProvider {
     pub fn with_system_prompt(self, system: impl Into<String>) -> HttpProvider {
         let system = system.into();
         self.edit(|i| i.system_prompt = Some(system))
+    }
+
+    /// The same provider, whose system prompt ends with the project's instructions (read with
+    /// [`crate::prompt::project_instructions`]; the configured system prompt gets them too).
+    #[must_use]
+    pub fn with_project_instructions(self, instructions: Vec<Instructions>) -> HttpProvider {
+        self.edit(|i| i.instructions = instructions)
+    }
+
+    /// The system prompt a request offering `tools` is sent with: the configured one or the
+    /// default (the working directory, today's date, the tools), then the project's
+    /// instructions. What `turnstile run --print-system-prompt` shows.
+    #[must_use]
+    pub fn system_prompt(&self, tools: &[ToolDef]) -> String {
+        self.inner.system(tools)
     }
 
     /// The same provider, whose default system prompt names `dir` as the working directory.
@@ -240,12 +260,16 @@ impl Inner {
         format!("{message} ({from})")
     }
 
-    fn target(&self, request: &ModelRequest) -> Target {
+    fn system(&self, tools: &[ToolDef]) -> String {
         let system = self.system_prompt.clone().unwrap_or_else(|| {
             let secs = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
-            default_system_prompt(&self.working_dir, &utc_date(secs), &request.tools)
+            default_system_prompt(&self.working_dir, &utc_date(secs), tools)
         });
-        self.model.target(Some(system))
+        with_instructions(system, &self.instructions, std::path::Path::new(&self.working_dir))
+    }
+
+    fn target(&self, request: &ModelRequest) -> Target {
+        self.model.target(Some(self.system(&request.tools)))
     }
 
     fn prices(&self) -> Prices {

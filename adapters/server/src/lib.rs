@@ -107,6 +107,11 @@ pub struct ServerConfig {
     /// Rows (messages and sessions, whole revisions) or RunCompletes a resumed stream reads
     /// from the store at a time ([`feed::CATCH_UP_PAGE`]): what a catch-up from far back holds.
     pub catch_up_page: usize,
+    /// The `user_prompt_submit` hooks every prompt passes before it is submitted (a block is
+    /// 400 `blocked_by_hook`).
+    pub prompt_hooks: Vec<turnstile_tools::Hook>,
+    /// Where hooks run.
+    pub hooks_cwd: std::path::PathBuf,
 }
 
 impl ServerConfig {
@@ -122,6 +127,8 @@ impl ServerConfig {
             stream_backlog_bytes: 16 << 20,
             connections: ConnectionLimits::default(),
             catch_up_page: feed::CATCH_UP_PAGE,
+            prompt_hooks: Vec::new(),
+            hooks_cwd: std::path::PathBuf::from("."),
         }
     }
 }

@@ -19,6 +19,7 @@ use turnstile_core::{Attachment, MessageId, Mode, RunId, SessionId, Submit};
 use turnstile_host::store::RunRow;
 use turnstile_host::{CompletionRecord, Cursor};
 use turnstile_tools::Answer;
+use turnstile_tools::hook::{self, HookInput};
 
 use crate::asks::{AnswerError, Closed};
 use crate::auth::{Guard, guard};
@@ -354,6 +355,17 @@ async fn prompt(
                 limits.attachments
             ),
         ));
+    }
+    let config = &server.inner.config;
+    if !config.prompt_hooks.is_empty() {
+        let cwd = &config.hooks_cwd;
+        let input = HookInput {
+            prompt: Some(req.prompt.clone()),
+            ..HookInput::new("user_prompt_submit", &session, cwd)
+        };
+        if let Err(why) = hook::user_prompt_submit(&config.prompt_hooks, &input, cwd).await {
+            return Err(ApiError::new(StatusCode::BAD_REQUEST, "blocked_by_hook", why));
+        }
     }
     let run_id = match req.run_id {
         Some(r) => {

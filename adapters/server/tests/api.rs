@@ -447,3 +447,21 @@ async fn a_steered_prompt_joins_the_running_turn_and_an_idle_one_runs_on_its_own
         s.post("/v1/sessions/s/prompts", json!({"prompt": "x", "mode": "interrupt"})).await;
     assert_eq!(status, 400, "{v}");
 }
+
+#[tokio::test]
+async fn a_user_prompt_submit_hook_refuses_a_prompt_with_400_blocked_by_hook() {
+    let script = "grep -q password && { echo 'no secrets' >&2; exit 2; }; exit 0";
+    let guard = turnstile_tools::Hook::new(
+        vec!["sh".into(), "-c".into(), script.into()],
+        Duration::from_secs(10),
+    );
+    let s = start(answers_hello(), ToolSet::new(), |c| c.prompt_hooks = vec![guard]).await;
+    let (status, v) = s
+        .post("/v1/sessions/s/prompts", json!({"prompt": "my password is x", "run_id": "r1"}))
+        .await;
+    assert_eq!((status, v["error"]["code"].as_str()), (400, Some("blocked_by_hook")), "{v}");
+    assert_eq!(v["error"]["message"], "Prompt blocked by hook. Reason: no secrets");
+    assert_eq!(s.get("/v1/runs/r1").await.0, 404, "nothing was accepted");
+    s.prompt("s", "hello", "r2").await;
+    assert_eq!(s.finished("r2").await["outcome"], "completed");
+}

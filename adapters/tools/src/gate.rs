@@ -29,7 +29,7 @@ use turnstile_host::{BoxFuture, Tool, ToolCall, ToolSet};
 use turnstile_wire::ToolDef;
 
 use crate::args;
-use crate::hook::{Hook, HookInput, Verdict, run_hooks};
+use crate::hook::{After, Hook, HookInput, Verdict, post_tool, run_hooks};
 use crate::permission::{Because, Level, Permissions, subject};
 
 /// A question for a person: may this call run?
@@ -97,6 +97,7 @@ pub struct Denial {
 pub struct Gate {
     permissions: Permissions,
     hooks: Vec<Hook>,
+    post_tool: Vec<Hook>,
     asker: Arc<dyn Asker>,
     yolo: bool,
     cwd: PathBuf,
@@ -127,12 +128,20 @@ impl Gate {
         Gate {
             permissions,
             hooks,
+            post_tool: Vec::new(),
             asker,
             yolo: false,
             cwd: cwd.into(),
             remembered: Mutex::default(),
             denials: Mutex::default(),
         }
+    }
+
+    /// The same gate running these `post_tool` hooks after each call (with its result).
+    #[must_use]
+    pub fn with_post_tool(mut self, hooks: Vec<Hook>) -> Gate {
+        self.post_tool = hooks;
+        self
     }
 
     /// The same gate answering every ask with yes (`--yolo`); deny rules still hold.
@@ -160,14 +169,7 @@ impl Gate {
     async fn check(&self, tool: &str, call: &ToolCall, input: &str) -> Result<(), ToolOutput> {
         let mut approved = false;
         if !call.session.is_child() && !self.hooks.is_empty() {
-            let hook_input = HookInput {
-                event: "pre_tool".into(),
-                session_id: call.session.as_str().to_owned(),
-                call_id: call.call.as_str().to_owned(),
-                tool_name: tool.to_owned(),
-                tool_input: serde_json::from_str(input).unwrap_or(serde_json::Value::Null),
-                cwd: self.cwd.display().to_string(),
-            };
+            let hook_input = self.call_input("pre_tool", tool, call, input);
             match run_hooks(&self.hooks, &hook_input, &self.cwd).await {
                 Verdict::Proceed { approved: a } => approved = a,
                 Verdict::Block(text) => {
@@ -211,6 +213,47 @@ impl Gate {
                     }
                     Answer::Deny(why) => Err(refuse(why)),
                 }
+            }
+        }
+    }
+
+    /// A hook's input about one call.
+    fn call_input(&self, event: &str, tool: &str, call: &ToolCall, input: &str) -> HookInput {
+        HookInput {
+            call_id: Some(call.call.as_str().to_owned()),
+            tool_name: Some(tool.to_owned()),
+            tool_input: Some(serde_json::from_str(input).unwrap_or(serde_json::Value::Null)),
+            ..HookInput::new(event, call.session.as_str(), &self.cwd)
+        }
+    }
+
+    /// The `post_tool` hooks' say on a call's result: feedback the model reads after it, or the
+    /// end of the turn.
+    async fn after(
+        &self,
+        tool: &str,
+        call: &ToolCall,
+        input: &str,
+        result: ToolOutput,
+    ) -> ToolOutput {
+        if call.session.is_child() || self.post_tool.is_empty() {
+            return result;
+        }
+        let hook_input = HookInput {
+            tool_response: Some(
+                serde_json::json!({"content": result.content, "is_error": result.is_error}),
+            ),
+            ..self.call_input("post_tool", tool, call, input)
+        };
+        match post_tool(&self.post_tool, &hook_input, &self.cwd).await {
+            After::Nothing => result,
+            After::Feedback(text) => {
+                ToolOutput { content: format!("{}\n\n{text}", result.content), ..result }
+            }
+            After::Halt(text) => {
+                tracing::info!(session = %call.session, call = %call.call, tool, "a post-tool hook halted the turn");
+                let content = format!("{}\n\n{text}", result.content);
+                ToolOutput { content, stop: Some(StopTurn::HookHalt), ..result }
             }
         }
     }
@@ -278,7 +321,8 @@ impl Tool for Gated {
                 tracing::info!(session = %call.session, call = %call.call, tool = spec.name, "the call was aborted before its work began");
                 return ToolOutput::error("the call was cancelled before its work began");
             }
-            inner.run(call).await
+            let result = inner.run(call.clone()).await;
+            gate.after(&spec.name, &call, &input, result).await
         })
     }
 }

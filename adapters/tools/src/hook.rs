@@ -1,29 +1,44 @@
-//! Pre-tool hooks (SPEC 8, 9 "Tools"): commands that see a call before it runs and may block
-//! it, halt the turn, or pre-approve its permission.
+//! Hooks (SPEC 8, 9 "Tools"): commands the agent runs at four moments, each with one JSON
+//! object on stdin, answering with their exit status.
 //!
 //! ```toml
-//! [[hooks.pre_tool]]
-//! command = ["./scripts/check-call.sh"]   # argv, run in the working directory
+//! [[hooks.pre_tool]]                      # before a tool call: may block it, halt the turn,
+//! command = ["./scripts/check-call.sh"]   #   or pre-approve its permission
 //! tools = "bash"                          # optional: a glob over tool names (default: all)
 //! timeout_secs = 30                       # optional (default 60)
-//! fail_closed = false                     # optional: a hook that cannot run blocks the call
+//! fail_closed = false                     # optional: a hook that cannot run blocks
+//!
+//! [[hooks.post_tool]]                     # after a call, seeing its result
+//! command = ["./scripts/lint-after-edit.sh"]
+//! tools = "edit"
+//!
+//! [[hooks.user_prompt_submit]]            # before a prompt is submitted: may block it
+//! command = ["./scripts/check-prompt.sh"]
+//!
+//! [[hooks.stop]]                          # when a run has ended (its RunComplete)
+//! command = ["./scripts/notify.sh"]
 //! ```
 //!
-//! The hook gets the call as one JSON object on stdin ([`HookInput`]: `event`, `session_id`,
-//! `call_id`, `tool_name`, `tool_input`, `cwd`; `tool_input` as the tool reads it, so `path`
-//! when the model sent `file_path`) and answers with its exit status:
+//! What each hook reads on stdin ([`HookInput`]): always `event`, `session_id` and `cwd`; for
+//! `pre_tool` and `post_tool` also `call_id`, `tool_name` and `tool_input` (the arguments as
+//! the tool reads them), for `post_tool` `tool_response` (`content`, `is_error`); for
+//! `user_prompt_submit` `prompt`; for `stop` `run_id`, `outcome`, `stop_reason`, `text` and
+//! `usage` (the run's RunComplete).
 //!
-//! | exit | meaning |
-//! |---|---|
-//! | 0 | go on; stdout `{"decision":"allow"}` pre-approves the permission (an ask becomes a yes) |
-//! | 2 | block the call: its result is `Tool call blocked by hook. Reason: <stderr>`; the turn goes on |
-//! | 49 | halt the turn: `Turn halted by hook. Reason: <stderr>`; it ends `completed`, stop reason `hook_halt` |
-//! | other | the hook failed to run |
+//! | exit | `pre_tool` | `post_tool` | `user_prompt_submit` | `stop` |
+//! |---|---|---|---|---|
+//! | 0 | go on; stdout `{"decision":"allow"}` pre-approves the permission | go on | go on | - |
+//! | 2 | block the call: its result is `Tool call blocked by hook. Reason: <stderr>`; the turn goes on | the model reads `Hook feedback: <stderr>` after the result | block the prompt: `Prompt blocked by hook. Reason: <stderr>` | - |
+//! | 49 | halt the turn: `Turn halted by hook. Reason: <stderr>`; it ends `completed`, stop reason `hook_halt` | halt the turn the same way, after the result | block the prompt | - |
+//! | other | the hook failed to run | failed | failed | failed |
 //!
 //! A hook that cannot start, exits with another status, or outlives its timeout (its process
-//! group is then killed) **failed to run**: the call goes on as if the hook were not there,
-//! unless the hook is `fail_closed`, which blocks the call instead. Hooks run in the order
-//! configured; the first that blocks or halts decides. Sub-agents run no hooks (SPEC 4.11).
+//! group is then killed) **failed to run**: it is logged and things go on as if it were not
+//! there, unless the hook is `fail_closed`, which then blocks (a `pre_tool` call, a
+//! `user_prompt_submit` prompt; for the others it changes nothing). A `stop` hook only observes:
+//! its exit status is logged, and the run's end does not wait for it beyond its timeout. Hooks
+//! of one moment run in the order configured; the first that blocks or halts decides. `tools`
+//! applies to `pre_tool` and `post_tool`. Sub-agents run no hooks (SPEC 4.11).
 
 use std::time::Duration;
 
@@ -48,6 +63,15 @@ pub struct HooksFile {
     /// The hooks run before each tool call.
     #[serde(default)]
     pub pre_tool: Vec<HookFile>,
+    /// The hooks run after each tool call, with its result.
+    #[serde(default)]
+    pub post_tool: Vec<HookFile>,
+    /// The hooks run before a prompt is submitted.
+    #[serde(default)]
+    pub user_prompt_submit: Vec<HookFile>,
+    /// The hooks run when a run has ended.
+    #[serde(default)]
+    pub stop: Vec<HookFile>,
 }
 
 /// One hook as written.
@@ -70,7 +94,9 @@ pub struct HookFile {
 /// A hook that cannot be used as written.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HookError {
-    /// Its position in `hooks.pre_tool`, from 0.
+    /// Its section (`pre_tool`, `post_tool`, `user_prompt_submit`, `stop`).
+    pub section: &'static str,
+    /// Its position in that section, from 0.
     pub index: usize,
     /// What is wrong.
     pub reason: String,
@@ -78,7 +104,7 @@ pub struct HookError {
 
 impl std::fmt::Display for HookError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "hooks.pre_tool[{}]: {}", self.index, self.reason)
+        write!(f, "hooks.{}[{}]: {}", self.section, self.index, self.reason)
     }
 }
 
@@ -93,21 +119,47 @@ pub struct Hook {
     fail_closed: bool,
 }
 
-/// What a hook receives on stdin.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+/// What a hook receives on stdin: one JSON object; the fields of other moments are left out.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct HookInput {
-    /// Always `pre_tool`.
+    /// The moment: `pre_tool`, `post_tool`, `user_prompt_submit` or `stop`.
     pub event: String,
-    /// The calling session.
+    /// The session.
     pub session_id: String,
-    /// The provider's call id.
-    pub call_id: String,
-    /// The tool's name.
-    pub tool_name: String,
-    /// The call's arguments as the tool reads them ([`crate::args::canonical`]).
-    pub tool_input: serde_json::Value,
     /// The working directory.
     pub cwd: String,
+    /// The provider's call id (`pre_tool`, `post_tool`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call_id: Option<String>,
+    /// The tool's name (`pre_tool`, `post_tool`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_name: Option<String>,
+    /// The call's arguments as the tool reads them ([`crate::args::canonical`]) (`pre_tool`,
+    /// `post_tool`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_input: Option<serde_json::Value>,
+    /// The call's result: `content` and `is_error` (`post_tool`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_response: Option<serde_json::Value>,
+    /// The prompt (`user_prompt_submit`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt: Option<String>,
+    /// The run's RunComplete: `run_id`, `outcome`, `stop_reason`, `text`, `usage`, ... (`stop`).
+    #[serde(default, skip_serializing_if = "Option::is_none", flatten)]
+    pub run: Option<serde_json::Map<String, serde_json::Value>>,
+}
+
+impl HookInput {
+    /// The input of `event` for `session`, working in `cwd`; the caller fills in the rest.
+    #[must_use]
+    pub fn new(event: &str, session: &str, cwd: &std::path::Path) -> HookInput {
+        HookInput {
+            event: event.to_owned(),
+            session_id: session.to_owned(),
+            cwd: cwd.display().to_string(),
+            ..HookInput::default()
+        }
+    }
 }
 
 /// What the hooks decided for one call.
@@ -130,36 +182,67 @@ enum Ran {
     Failed(String),
 }
 
-impl Hook {
+/// The hooks of every moment, checked.
+#[derive(Clone, Debug, Default)]
+pub struct Hooks {
+    /// Before each tool call ([`run_hooks`], in the gate).
+    pub pre_tool: Vec<Hook>,
+    /// After each tool call ([`post_tool`], in the gate).
+    pub post_tool: Vec<Hook>,
+    /// Before a prompt is submitted ([`user_prompt_submit`]).
+    pub user_prompt_submit: Vec<Hook>,
+    /// When a run has ended ([`stop`]).
+    pub stop: Vec<Hook>,
+}
+
+impl Hooks {
     /// The hooks of a `[hooks]` section.
     ///
     /// # Errors
-    /// The first hook with an empty command or a bad tool glob.
-    pub fn all(file: &HooksFile) -> Result<Vec<Hook>, HookError> {
-        file.pre_tool
-            .iter()
-            .enumerate()
-            .map(|(index, h)| {
-                let error = |reason: String| HookError { index, reason };
-                if h.command.first().is_none_or(String::is_empty) {
-                    return Err(error(
-                        "`command` is empty; give the program and its arguments".into(),
-                    ));
-                }
-                let tools = h
-                    .tools
-                    .as_deref()
-                    .map(|t| Glob::new(t).map(|g| g.compile_matcher()))
-                    .transpose()
-                    .map_err(|e| error(format!("`tools`: {}", e.kind())))?;
-                Ok(Hook {
-                    command: h.command.clone(),
-                    tools,
-                    timeout: h.timeout_secs.map_or(HOOK_TIMEOUT_DEFAULT, Duration::from_secs),
-                    fail_closed: h.fail_closed,
-                })
+    /// The first hook with an empty command or a bad tool glob, named by section and index.
+    pub fn new(file: &HooksFile) -> Result<Hooks, HookError> {
+        Ok(Hooks {
+            pre_tool: section("pre_tool", &file.pre_tool)?,
+            post_tool: section("post_tool", &file.post_tool)?,
+            user_prompt_submit: section("user_prompt_submit", &file.user_prompt_submit)?,
+            stop: section("stop", &file.stop)?,
+        })
+    }
+}
+
+/// The checked hooks of one section.
+fn section(name: &'static str, hooks: &[HookFile]) -> Result<Vec<Hook>, HookError> {
+    hooks
+        .iter()
+        .enumerate()
+        .map(|(index, h)| {
+            let error = |reason: String| HookError { section: name, index, reason };
+            if h.command.first().is_none_or(String::is_empty) {
+                return Err(error("`command` is empty; give the program and its arguments".into()));
+            }
+            let tools = h
+                .tools
+                .as_deref()
+                .map(|t| Glob::new(t).map(|g| g.compile_matcher()))
+                .transpose()
+                .map_err(|e| error(format!("`tools`: {}", e.kind())))?;
+            Ok(Hook {
+                command: h.command.clone(),
+                tools,
+                timeout: h.timeout_secs.map_or(HOOK_TIMEOUT_DEFAULT, Duration::from_secs),
+                fail_closed: h.fail_closed,
             })
-            .collect()
+        })
+        .collect()
+}
+
+impl Hook {
+    /// The `pre_tool` hooks of a `[hooks]` section.
+    ///
+    /// # Errors
+    /// As [`Hooks::new`].
+    pub fn all(file: &HooksFile) -> Result<Vec<Hook>, HookError> {
+        section("pre_tool", &file.pre_tool)
     }
 
     /// A hook running `command` for every tool, with this timeout, failing open.
@@ -202,48 +285,103 @@ impl Hook {
     }
 }
 
-/// Runs the hooks that see `input.tool_name`, in order, and says what they decided.
-pub async fn run_hooks(hooks: &[Hook], input: &HookInput, cwd: &std::path::Path) -> Verdict {
-    let mut approved = false;
-    for hook in hooks.iter().filter(|h| h.sees(&input.tool_name)) {
-        match hook.run(input, cwd).await {
-            Ran::Exited { code: 0, stdout, .. } => {
-                approved |= approves(&stdout);
-            }
-            Ran::Exited { code: EXIT_BLOCK, stderr, .. } => {
-                return Verdict::Block(format!(
-                    "Tool call blocked by hook. Reason: {}",
-                    reason(&stderr)
-                ));
-            }
-            Ran::Exited { code: EXIT_HALT, stderr, .. } => {
-                return Verdict::Halt(format!("Turn halted by hook. Reason: {}", reason(&stderr)));
-            }
-            Ran::Exited { code, stderr, .. } => {
-                let why = format!("it exited with status {code}: {}", reason(&stderr));
-                if let Some(v) = failed(hook, &why) {
-                    return v;
-                }
-            }
-            Ran::Failed(why) => {
-                if let Some(v) = failed(hook, &why) {
-                    return v;
-                }
-            }
-        }
-    }
-    Verdict::Proceed { approved }
+/// What the hooks of one moment said, before each moment gives it its words.
+enum Said {
+    /// Every hook exited 0 (or failed open); `approved`: one printed `{"decision":"allow"}`.
+    Proceed { approved: bool },
+    /// A hook exited 2, with this reason.
+    Block(String),
+    /// A hook exited 49, with this reason.
+    Halt(String),
+    /// A `fail_closed` hook failed to run: its name and why.
+    FailedClosed(String, String),
 }
 
-/// A hook that failed to run: logged; a block when it fails closed.
-fn failed(hook: &Hook, why: &str) -> Option<Verdict> {
-    tracing::warn!(hook = %hook.name(), fail_closed = hook.fail_closed, "pre-tool hook failed to run: {why}");
-    hook.fail_closed.then(|| {
-        Verdict::Block(format!(
-            "Tool call blocked by hook. Reason: the hook `{}` failed to run ({why}) and is configured to fail closed",
-            hook.name()
-        ))
-    })
+/// Runs the hooks that see `input.tool_name` (every hook, for a moment without a tool), in
+/// order, until one blocks or halts.
+async fn run_all(hooks: &[Hook], input: &HookInput, cwd: &std::path::Path) -> Said {
+    let mut approved = false;
+    let seen = hooks.iter().filter(|h| input.tool_name.as_deref().is_none_or(|t| h.sees(t)));
+    for hook in seen {
+        let why = match hook.run(input, cwd).await {
+            Ran::Exited { code: 0, stdout, .. } => {
+                approved |= approves(&stdout);
+                continue;
+            }
+            Ran::Exited { code: EXIT_BLOCK, stderr, .. } => return Said::Block(reason(&stderr)),
+            Ran::Exited { code: EXIT_HALT, stderr, .. } => return Said::Halt(reason(&stderr)),
+            Ran::Exited { code, stderr, .. } => {
+                format!("it exited with status {code}: {}", reason(&stderr))
+            }
+            Ran::Failed(why) => why,
+        };
+        tracing::warn!(hook = %hook.name(), event = input.event, fail_closed = hook.fail_closed, "hook failed to run: {why}");
+        if hook.fail_closed {
+            return Said::FailedClosed(hook.name(), why);
+        }
+    }
+    Said::Proceed { approved }
+}
+
+/// Runs the `pre_tool` hooks that see `input.tool_name`, in order, and says what they decided.
+pub async fn run_hooks(hooks: &[Hook], input: &HookInput, cwd: &std::path::Path) -> Verdict {
+    match run_all(hooks, input, cwd).await {
+        Said::Proceed { approved } => Verdict::Proceed { approved },
+        Said::Block(why) => Verdict::Block(format!("Tool call blocked by hook. Reason: {why}")),
+        Said::Halt(why) => Verdict::Halt(format!("Turn halted by hook. Reason: {why}")),
+        Said::FailedClosed(name, why) => Verdict::Block(format!(
+            "Tool call blocked by hook. Reason: the hook `{name}` failed to run ({why}) and is configured to fail closed"
+        )),
+    }
+}
+
+/// What the `post_tool` hooks add to a call's result.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum After {
+    /// Nothing.
+    Nothing,
+    /// Text the model reads after the result: `Hook feedback: <reason>`.
+    Feedback(String),
+    /// The turn ends after this result: `Turn halted by hook. Reason: <reason>`.
+    Halt(String),
+}
+
+/// Runs the `post_tool` hooks that see `input.tool_name`, in order.
+pub async fn post_tool(hooks: &[Hook], input: &HookInput, cwd: &std::path::Path) -> After {
+    match run_all(hooks, input, cwd).await {
+        Said::Proceed { .. } | Said::FailedClosed(..) => After::Nothing,
+        Said::Block(why) => After::Feedback(format!("Hook feedback: {why}")),
+        Said::Halt(why) => After::Halt(format!("Turn halted by hook. Reason: {why}")),
+    }
+}
+
+/// Runs the `user_prompt_submit` hooks; `Err` with the words that refuse the prompt when one
+/// blocks (exit 2 or 49, or a `fail_closed` hook that failed to run).
+///
+/// # Errors
+/// `Prompt blocked by hook. Reason: <stderr>`.
+pub async fn user_prompt_submit(
+    hooks: &[Hook],
+    input: &HookInput,
+    cwd: &std::path::Path,
+) -> Result<(), String> {
+    match run_all(hooks, input, cwd).await {
+        Said::Proceed { .. } => Ok(()),
+        Said::Block(why) | Said::Halt(why) => Err(format!("Prompt blocked by hook. Reason: {why}")),
+        Said::FailedClosed(name, why) => Err(format!(
+            "Prompt blocked by hook. Reason: the hook `{name}` failed to run ({why}) and is configured to fail closed"
+        )),
+    }
+}
+
+/// Runs the `stop` hooks of a run that ended. They only observe: what they answer is logged.
+pub async fn stop(hooks: &[Hook], input: &HookInput, cwd: &std::path::Path) {
+    if let Said::Block(why) | Said::Halt(why) = run_all(hooks, input, cwd).await {
+        tracing::info!(
+            event = "stop",
+            "a stop hook exited 2 or 49 (stop hooks only observe): {why}"
+        );
+    }
 }
 
 /// Whether stdout is `{"decision":"allow"}` (surrounding space allowed).

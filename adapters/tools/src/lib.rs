@@ -36,7 +36,7 @@ pub use files::{Edit, MultiEdit, Seen, View, Write};
 pub use gate::{Answer, Ask, Asker, Denial, DenyAsks, Gate};
 pub use glob::Glob;
 pub use grep::Grep;
-pub use hook::{Hook, HooksFile};
+pub use hook::{Hook, Hooks, HooksFile};
 pub use ls::Ls;
 pub use permission::{Level, Permissions, PermissionsFile};
 pub use process::Reaper;

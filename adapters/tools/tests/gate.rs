@@ -309,6 +309,7 @@ async fn sub_agents_run_no_hooks_and_a_tools_glob_limits_a_hook() {
             timeout_secs: None,
             fail_closed: false,
         }],
+        ..turnstile_tools::HooksFile::default()
     };
     let w = world(rules(&["bash"], &[]), Hook::all(&file).unwrap(), Arc::new(DenyAsks), false);
     assert!(!w.call("bash", serde_json::json!({"command": "make"})).await.is_error);
@@ -324,6 +325,7 @@ fn a_hook_without_a_command_is_named() {
             timeout_secs: None,
             fail_closed: false,
         }],
+        ..turnstile_tools::HooksFile::default()
     };
     let e = Hook::all(&file).unwrap_err();
     assert_eq!(

@@ -87,6 +87,18 @@ pub struct ErrorInfo {
     pub message: String,
 }
 
+/// How a submission ended, as the decider says it: the outcome with its stop reason (a
+/// completed one) or its error (a failed or interrupted one).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Ending {
+    /// The outcome.
+    pub(crate) outcome: Outcome,
+    /// Why a completed submission stopped.
+    pub(crate) stop_reason: Option<StopReason>,
+    /// The error of a failed or interrupted one.
+    pub(crate) error: Option<ErrorInfo>,
+}
+
 /// What a submission's model requests used: the tokens and cost of its turn's steps (every
 /// attempt that reported usage) and of a summarization that paused it, summed. A folded
 /// submission's prompt runs in another's turn, so its usage is that turn's; a sub-agent's is
@@ -214,12 +226,11 @@ impl Completion {
         session: SessionId,
         run_id: Option<RunId>,
         seq: Seq,
-        outcome: Outcome,
-        stop_reason: Option<StopReason>,
+        ending: Ending,
         last: Option<(MessageId, String)>,
-        error: Option<ErrorInfo>,
         usage: RunUsage,
     ) -> Completion {
+        let Ending { outcome, stop_reason, error } = ending;
         let (message_id, text) = match last {
             Some((id, text)) => (Some(id), Some(text)),
             None => (None, None),

@@ -6,6 +6,7 @@
 //! only code that builds a [`Completion`] (whose fields are private to the alphabet).
 
 use crate::alphabet::mutants::mutant;
+use crate::alphabet::outcome::Ending;
 use crate::alphabet::{Completion, ErrorInfo, Outcome, OutputKind, StopReason, StoreOp};
 use crate::state::{LastMessage, State, Submission, Tx};
 
@@ -51,7 +52,7 @@ fn complete(
     }
     st.outcomes_decided = st.bump(st.outcomes_decided, "outcomes_decided");
     let last = last.map(|m| (m.id, m.text));
-    Completion::record(session, run_id, seq, outcome, stop_reason, last, error, usage)
+    Completion::record(session, run_id, seq, Ending { outcome, stop_reason, error }, last, usage)
 }
 
 /// Ends `sub` with `verdict` in its own bucket of the transition (SPEC 7 step 3): the final
@@ -87,16 +88,8 @@ pub(crate) fn decide(
 pub(crate) fn premature(sub: &Submission, last: &LastMessage) -> Completion {
     let (session, run_id, last) =
         (sub.session.clone(), sub.run_id.clone(), (last.id, last.text.clone()));
-    Completion::record(
-        session,
-        run_id,
-        sub.seq,
-        Outcome::Completed,
-        None,
-        Some(last),
-        None,
-        sub.usage,
-    )
+    let ending = Ending { outcome: Outcome::Completed, stop_reason: None, error: None };
+    Completion::record(session, run_id, sub.seq, ending, Some(last), sub.usage)
 }
 
 /// Ends a folded submission (SPEC 4.3). The caller writes the returned ledger op in the
