@@ -143,7 +143,9 @@ impl View {
             let cut = if shown_line.len() < line.len() { " […line cut]" } else { "" };
             out.push_str(&format!("{:>6}\t{shown_line}{cut}\n", i + 1));
         }
-        let last = (offset + limit).min(total);
+        // Saturating: a model may send any offset and limit (a sum past usize::MAX is past the
+        // end all the same).
+        let last = offset.saturating_add(limit).min(total);
         if total == 0 {
             out.push_str("(empty file)\n");
         } else if offset >= total {
@@ -229,7 +231,8 @@ impl Write {
         self.seen.remember(session, &path, a.content.as_bytes());
         let lines = a.content.lines().count();
         let verb = if existed { "replaced" } else { "created" };
-        Ok(ToolOutput::ok(format!("{verb} `{shown}` ({lines} lines)")))
+        let s = if lines == 1 { "" } else { "s" };
+        Ok(ToolOutput::ok(format!("{verb} `{shown}` ({lines} line{s})")))
     }
 }
 

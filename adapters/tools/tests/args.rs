@@ -47,7 +47,7 @@ async fn file_path_is_read_as_path_by_every_tool_with_a_path() {
     assert_eq!(out, ToolOutput::ok("edited `src/lib.rs`: replaced 1 place"));
     assert_eq!(t.read("src/lib.rs"), "one\n2\nthree\n");
     let out = t.call("write", serde_json::json!({"file_path": "new.txt", "content": "x"})).await;
-    assert_eq!(out, ToolOutput::ok("created `new.txt` (1 lines)"));
+    assert_eq!(out, ToolOutput::ok("created `new.txt` (1 line)"));
     let out = t.call("ls", serde_json::json!({"file_path": "src"})).await;
     assert_eq!(out, ToolOutput::ok("src/\n  lib.rs\n"));
     let out = t.call("grep", serde_json::json!({"pattern": "one", "file_path": "src"})).await;

@@ -45,6 +45,13 @@ async fn view_numbers_lines_and_pages() {
         call(&t.view, "s", serde_json::json!({"path": "src/lib.rs", "offset": 1, "limit": 1}))
             .await;
     assert_eq!(out.content, "     2\tfn b() {}\n(lines 2-2 of 3; use offset 2 for more)\n");
+    // Any offset and limit a model sends: past the end is said, never an overflow.
+    let huge = serde_json::json!({"path": "src/lib.rs", "offset": 2, "limit": u64::MAX});
+    let out = call(&t.view, "s", huge).await;
+    assert_eq!(out.content, "     3\tfn a() {}\n");
+    let past = serde_json::json!({"path": "src/lib.rs", "offset": u64::MAX, "limit": u64::MAX});
+    let out = call(&t.view, "s", past).await;
+    assert!(out.content.contains("is past its end"), "{out:?}");
     let out = call(&t.view, "s", serde_json::json!({"path": "src"})).await;
     assert!(out.is_error && out.content.contains("is a directory"), "{out:?}");
     // An unknown field is ignored and named (tests/args.rs has every lenient rule).
@@ -95,7 +102,7 @@ async fn write_creates_and_replaces_only_what_was_viewed() {
     let out =
         call(&t.write, "s", serde_json::json!({"path": "new/deep/file.txt", "content": "c\n"}))
             .await;
-    assert_eq!(out.content, "replaced `new/deep/file.txt` (1 lines)");
+    assert_eq!(out.content, "replaced `new/deep/file.txt` (1 line)");
 }
 
 #[tokio::test]
