@@ -69,10 +69,44 @@ pub enum Command {
     /// Serve the agent over HTTP, with an event stream that survives restarts.
     #[command(after_help = SERVE_HELP)]
     Serve(Serve),
+    /// Talk to a session, prompt after prompt (without a terminal: one prompt per line of
+    /// stdin, each run to its end; `/help` lists the commands).
+    #[command(after_help = CHAT_HELP)]
+    Chat(Chat),
     /// Run one engine behind JSON Lines on stdin and stdout, for hosts in other languages (the
     /// same as the `turnstile-driver` binary).
     #[command(after_help = DRIVER_HELP)]
     Driver(Driver),
+}
+
+const CHAT_HELP: &str = "\
+Every line is a prompt, run to its end before the next line is read; its answer goes to
+stdout, what went wrong to stderr. A line that starts with / is a command: /new, /sessions,
+/resume ID (a unique prefix is enough), /history, /clear (the waiting prompts), /summarize,
+/help, /quit. The end of the input (Ctrl-D) ends the chat; Ctrl-C cancels the running prompt.
+
+Examples:
+  printf '%s\\n' 'What does src/main.rs do?' 'And its tests?' | turnstile chat
+  turnstile chat --continue < questions.txt";
+
+/// `turnstile chat`.
+#[derive(Debug, Args)]
+pub struct Chat {
+    /// The model, as `provider/model` [default: the configuration's `model`].
+    #[arg(long, short, env = "TURNSTILE_MODEL", value_name = "PROVIDER/MODEL")]
+    pub model: Option<String>,
+    /// Continue this session (its id or a unique prefix of it) instead of a new one.
+    #[arg(long, value_name = "ID", conflicts_with = "continue_")]
+    pub session: Option<String>,
+    /// Continue the most recent session.
+    #[arg(long = "continue", short = 'c')]
+    pub continue_: bool,
+    /// Allow every tool call without asking (deny rules still hold).
+    #[arg(long)]
+    pub yolo: bool,
+    /// The working directory the tools are confined to [default: the current one].
+    #[arg(long, value_name = "DIR")]
+    pub cwd: Option<PathBuf>,
 }
 
 const DRIVER_HELP: &str = "\

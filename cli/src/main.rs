@@ -20,6 +20,7 @@
 #![forbid(unsafe_code)]
 
 mod args;
+mod chat;
 mod live;
 mod out;
 mod record;
@@ -104,6 +105,7 @@ fn main() -> ExitCode {
                 tokio::task::block_in_place(|| show::history(&cli.global, &a))
             }
             args::Command::Serve(a) => serve::serve(&cli.global, a).await,
+            args::Command::Chat(a) => chat::chat(&cli.global, a).await,
             args::Command::Driver(_) => Ok(0), // answered above, before the runtime
         }
     });

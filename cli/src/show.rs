@@ -118,6 +118,19 @@ pub fn sessions(global: &Global, a: &Sessions) -> Result<u8, Failure> {
         eprintln!("no sessions yet");
         return Ok(0);
     }
+    // A reader that went away ends the listing; that is not an error.
+    for line in session_lines(&all) {
+        if !out::line(&line) {
+            break;
+        }
+    }
+    Ok(0)
+}
+
+/// The sessions as a table: a header, then one line each (id, title, messages, cost, last
+/// activity), columns aligned.
+#[must_use]
+pub fn session_lines(all: &[turnstile_host::store::SessionActivity]) -> Vec<String> {
     let now = now_ms();
     let rows: Vec<[String; 5]> = all
         .iter()
@@ -132,7 +145,7 @@ pub fn sessions(global: &Global, a: &Sessions) -> Result<u8, Failure> {
             ]
         })
         .collect();
-    let header = ["ID", "TITLE", "MESSAGES", "COST", "LAST ACTIVITY"];
+    let header = ["ID", "TITLE", "MESSAGES", "COST", "LAST ACTIVITY"].map(str::to_owned);
     let widths: Vec<usize> = (0..5)
         .map(|i| {
             rows.iter()
@@ -155,15 +168,26 @@ pub fn sessions(global: &Global, a: &Sessions) -> Result<u8, Failure> {
         }
         out
     };
-    // A reader that went away ends the listing; that is not an error.
-    if out::line(&line(&header.map(str::to_owned))) {
-        for r in &rows {
-            if !out::line(&line(r)) {
-                break;
-            }
-        }
-    }
-    Ok(0)
+    std::iter::once(line(&header))
+        .chain(rows.iter().map(|r| line(r)))
+        .collect()
+}
+
+/// A session's conversation for people: a head line (id, title, cost), then each message.
+#[must_use]
+pub fn history_lines(
+    row: &turnstile_host::store::SessionRow,
+    messages: &[StoredMessage],
+) -> Vec<String> {
+    let head = format!(
+        "session {} · {} · {}",
+        row.id,
+        cut(&title(row.title.as_deref()), TITLE_WIDTH),
+        dollars(row.cost_micros)
+    );
+    std::iter::once(head)
+        .chain(messages.iter().map(message_text))
+        .collect()
 }
 
 /// Runs `turnstile history`.
@@ -202,17 +226,8 @@ pub fn history(global: &Global, a: &History) -> Result<u8, Failure> {
         out::line(&v.to_string());
         return Ok(0);
     }
-    let head = format!(
-        "session {} · {} · {}",
-        row.id,
-        cut(&title(row.title.as_deref()), TITLE_WIDTH),
-        dollars(row.cost_micros)
-    );
-    if !out::line(&head) {
-        return Ok(0);
-    }
-    for m in &messages {
-        if !out::line(&message_text(m)) {
+    for line in history_lines(&row, &messages) {
+        if !out::line(&line) {
             break;
         }
     }

@@ -1,0 +1,226 @@
+//! `turnstile chat`: a session you talk to, prompt after prompt, over the same host, store and
+//! configuration as `turnstile run`.
+//!
+//! Without a terminal (stdin or stdout a pipe or a file), each line read is a prompt that runs
+//! to its end before the next line is read, its answer on stdout; a line starting with `/` is a
+//! command ([`slash`]). The end of the input ends the chat.
+
+pub mod slash;
+
+use std::io::IsTerminal;
+use std::path::Path;
+use std::sync::Arc;
+
+use tokio::io::{AsyncBufReadExt, BufReader};
+use turnstile_core::{RunId, SessionId, Submit};
+use turnstile_host::{Host, SubmitError};
+use turnstile_tools::hook::{self, HookInput};
+use turnstile_tools::{DenyAsks, Hooks};
+
+use crate::args::{Chat, Global};
+use crate::live::{Follower, Show};
+use crate::{Failure, out, setup};
+use slash::{HELP, Slash, Typed};
+
+/// Runs `turnstile chat`.
+///
+/// # Errors
+/// What kept the chat from starting: the configuration, the store, an unknown `--session`.
+pub async fn chat(global: &Global, a: Chat) -> Result<u8, Failure> {
+    let cwd = crate::run::working_dir(a.cwd.as_deref())?;
+    let loaded = setup::load(global, &cwd)?;
+    let provider = loaded.provider(a.model.as_deref(), &cwd)?;
+    let store = setup::store_at(global, &cwd);
+    let reaper = setup::reaper(&store);
+    let (tools, _gate) = loaded
+        .tools(&cwd, a.yolo, reaper.clone(), Arc::new(DenyAsks))
+        .await?;
+    let hooks = loaded.hooks()?;
+    let host = setup::open(&store, provider, tools, None, loaded.engine(), None).await?;
+    setup::reap(reaper.as_ref());
+    let result = match first_session(&host, &a).await {
+        Ok(session) => lines(&host, session, &hooks, &cwd).await,
+        Err(e) => Err(e),
+    };
+    if let Err(e) = host.shutdown().await {
+        tracing::warn!("the host stopped before its shutdown: {e}");
+    }
+    result
+}
+
+/// The session the chat starts in: `--session` (an id or a unique prefix), `--continue` (the
+/// most recent), else a new one.
+async fn first_session(host: &Host, a: &Chat) -> Result<SessionId, Failure> {
+    if let Some(given) = &a.session {
+        return resolve(host, given).await.map_err(|why| {
+            Failure::usage(format!(
+                "--session: {why}; to start a new session, leave out --session"
+            ))
+        });
+    }
+    if a.continue_ {
+        let latest = host
+            .read(|r| r.latest_session())
+            .await
+            .map_err(|e| Failure::setup(format!("cannot read the sessions: {e}")))?;
+        return latest.ok_or_else(|| {
+            Failure::usage("--continue: there is no session yet in this store; start one")
+        });
+    }
+    Ok(new_session())
+}
+
+fn new_session() -> SessionId {
+    SessionId::new(uuid::Uuid::new_v4().to_string())
+}
+
+/// The session whose id is `given` or starts with it.
+async fn resolve(host: &Host, given: &str) -> Result<SessionId, String> {
+    let all = host
+        .read(|r| r.sessions())
+        .await
+        .map_err(|e| format!("cannot read the sessions: {e}"))?;
+    let ids: Vec<SessionId> = all.into_iter().map(|s| s.id).collect();
+    crate::show::resolve(&ids, given)
+}
+
+/// The chat without a terminal: one line at a time, each prompt run to its end.
+async fn lines(
+    host: &Host,
+    mut session: SessionId,
+    hooks: &Hooks,
+    cwd: &Path,
+) -> Result<u8, Failure> {
+    let mut input = BufReader::new(tokio::io::stdin()).lines();
+    loop {
+        let line = match input.next_line().await {
+            Ok(Some(line)) => line,
+            Ok(None) => return Ok(0),
+            Err(e) => return Err(Failure::setup(format!("cannot read stdin: {e}"))),
+        };
+        match Typed::read(&line) {
+            Typed::Prompt(p) if p.trim().is_empty() => {}
+            Typed::Prompt(p) => prompt(host, &session, p, hooks, cwd).await?,
+            Typed::Command(Slash::Quit) => return Ok(0),
+            Typed::Command(c) => command(host, &mut session, c).await,
+            Typed::Wrong(why) => eprintln!("error: {why}"),
+        }
+        if out::is_closed() {
+            return Ok(0);
+        }
+    }
+}
+
+/// One prompt, run to its end: its answer on stdout, why it did not simply complete on
+/// stderr. Ctrl-C cancels it (the chat goes on).
+async fn prompt(
+    host: &Host,
+    session: &SessionId,
+    text: String,
+    hooks: &Hooks,
+    cwd: &Path,
+) -> Result<(), Failure> {
+    let input = HookInput {
+        prompt: Some(text.clone()),
+        ..HookInput::new("user_prompt_submit", session.as_str(), cwd)
+    };
+    if let Err(why) = hook::user_prompt_submit(&hooks.user_prompt_submit, &input, cwd).await {
+        eprintln!("error: {why}");
+        return Ok(());
+    }
+    let run_id = RunId::new(uuid::Uuid::new_v4().to_string());
+    let show = if std::io::stderr().is_terminal() {
+        Show::Terminal
+    } else {
+        Show::Nothing
+    };
+    let follower = Follower::start(host.clone(), host.subscribe(), session.clone(), show);
+    match host
+        .submit(Submit::new(session.as_str(), text).with_run_id(run_id.as_str()))
+        .await
+    {
+        Ok(_) => {}
+        Err(SubmitError::Rejected(r)) => {
+            follower.stop().await;
+            eprintln!("error: {r}");
+            return Ok(());
+        }
+        Err(e) => {
+            follower.stop().await;
+            return Err(Failure::setup(format!("cannot submit the prompt: {e}")));
+        }
+    }
+    let wait = host.wait(&run_id);
+    tokio::pin!(wait);
+    let record = loop {
+        tokio::select! {
+            biased;
+            r = &mut wait => break r,
+            _ = tokio::signal::ctrl_c() => {
+                if let Err(e) = host.cancel_run(&run_id).await {
+                    tracing::warn!("cannot cancel the run: {e}");
+                }
+            }
+        }
+    };
+    follower.stop().await;
+    let record = record.map_err(|e| Failure::setup(format!("cannot wait for the run: {e}")))?;
+    crate::run::run_stop_hooks(&hooks.stop, &record, cwd).await;
+    crate::run::report(&record, Show::Nothing);
+    Ok(())
+}
+
+/// One slash command; what it says goes to stdout (lists) or stderr (notes, errors).
+async fn command(host: &Host, session: &mut SessionId, c: Slash) {
+    match c {
+        Slash::New => {
+            *session = new_session();
+            eprintln!("new session {session}");
+        }
+        Slash::Resume(given) => match resolve(host, &given).await {
+            Ok(id) => {
+                eprintln!("resumed session {id}");
+                *session = id;
+            }
+            Err(why) => eprintln!("error: /resume: {why}"),
+        },
+        Slash::Sessions => match host.read(|r| r.activity(false)).await {
+            Ok(all) if all.is_empty() => eprintln!("no sessions yet"),
+            Ok(all) => {
+                for line in crate::show::session_lines(&all) {
+                    out::line(&line);
+                }
+            }
+            Err(e) => eprintln!("error: cannot read the sessions: {e}"),
+        },
+        Slash::History => {
+            let id = session.clone();
+            let read = host
+                .read(move |r| Ok((r.session(&id)?, r.messages(&id)?)))
+                .await;
+            match read {
+                Ok((Some(row), messages)) => {
+                    for line in crate::show::history_lines(&row, &messages) {
+                        out::line(&line);
+                    }
+                }
+                Ok((None, _)) => eprintln!("this session has no messages yet"),
+                Err(e) => eprintln!("error: cannot read the session: {e}"),
+            }
+        }
+        Slash::Clear => match host.clear_queue(session).await {
+            Ok(()) => eprintln!("the queue is cleared"),
+            Err(e) => eprintln!("error: /clear: {e}"),
+        },
+        Slash::Summarize => match host.summarize(session).await {
+            Ok(()) => eprintln!("summarizing"),
+            Err(e) => eprintln!("error: /summarize: {e}"),
+        },
+        Slash::Help => {
+            for (command, what) in HELP {
+                eprintln!("  {command:<12} {what}");
+            }
+        }
+        Slash::Quit => {}
+    }
+}
