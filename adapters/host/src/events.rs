@@ -350,6 +350,7 @@ mod loom_tests {
             message_id: None,
             text: None,
             error: None,
+            usage: turnstile_core::RunUsage::default(),
         }
     }
 
