@@ -282,12 +282,7 @@ async fn drive(
 /// with `--continue`; a known `--run-id`'s; or a new one.
 async fn session(host: &Host, a: &Run) -> Result<SessionId, Failure> {
     if let Some(given) = &a.session {
-        let all = host
-            .read(|r| r.sessions())
-            .await
-            .map_err(|e| Failure::setup(format!("cannot read the sessions: {e}")))?;
-        let ids: Vec<SessionId> = all.into_iter().map(|s| s.id).collect();
-        return crate::show::resolve(&ids, given).map_err(|why| {
+        return crate::show::resolve_in(host, given).await.map_err(|why| {
             Failure::usage(format!(
                 "--session: {why}; to start a new session, leave out --session"
             ))

@@ -18,6 +18,19 @@ use crate::{Failure, out, setup};
 /// "…").
 const TITLE_WIDTH: usize = 50;
 
+/// [`resolve`] among the sessions of the host's store.
+///
+/// # Errors
+/// As [`resolve`], or the store cannot be read.
+pub async fn resolve_in(host: &turnstile_host::Host, given: &str) -> Result<SessionId, String> {
+    let all = host
+        .read(|r| r.sessions())
+        .await
+        .map_err(|e| format!("cannot read the sessions: {e}"))?;
+    let ids: Vec<SessionId> = all.into_iter().map(|s| s.id).collect();
+    resolve(&ids, given)
+}
+
 /// The session `given` names among `ids`: the one with that id, else the one whose id starts
 /// with it.
 ///

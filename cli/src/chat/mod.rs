@@ -52,7 +52,7 @@ pub async fn chat(global: &Global, a: Chat) -> Result<u8, Failure> {
 /// most recent), else a new one.
 async fn first_session(host: &Host, a: &Chat) -> Result<SessionId, Failure> {
     if let Some(given) = &a.session {
-        return resolve(host, given).await.map_err(|why| {
+        return crate::show::resolve_in(host, given).await.map_err(|why| {
             Failure::usage(format!(
                 "--session: {why}; to start a new session, leave out --session"
             ))
@@ -72,16 +72,6 @@ async fn first_session(host: &Host, a: &Chat) -> Result<SessionId, Failure> {
 
 fn new_session() -> SessionId {
     SessionId::new(uuid::Uuid::new_v4().to_string())
-}
-
-/// The session whose id is `given` or starts with it.
-async fn resolve(host: &Host, given: &str) -> Result<SessionId, String> {
-    let all = host
-        .read(|r| r.sessions())
-        .await
-        .map_err(|e| format!("cannot read the sessions: {e}"))?;
-    let ids: Vec<SessionId> = all.into_iter().map(|s| s.id).collect();
-    crate::show::resolve(&ids, given)
 }
 
 /// The chat without a terminal: one line at a time, each prompt run to its end.
@@ -177,7 +167,7 @@ async fn command(host: &Host, session: &mut SessionId, c: Slash) {
             *session = new_session();
             eprintln!("new session {session}");
         }
-        Slash::Resume(given) => match resolve(host, &given).await {
+        Slash::Resume(given) => match crate::show::resolve_in(host, &given).await {
             Ok(id) => {
                 eprintln!("resumed session {id}");
                 *session = id;
