@@ -16,7 +16,10 @@ the nearest folder upward with .turnstile/ or turnstile.toml, else the repositor
 else the current directory. --store (or TURNSTILE_STORE) names another file, or a PostgreSQL
 database: --store postgres://user@host:5432/agents. A session is named by its id or a unique prefix of it.
 
+On a terminal, `turnstile` alone opens `turnstile chat`.
+
 Examples:
+  turnstile
   turnstile run \"Explain what src/main.rs does\"
   git diff | turnstile run -
   turnstile run --continue \"Now add a test for it\"
@@ -28,9 +31,9 @@ Examples:
 #[derive(Debug, Parser)]
 #[command(name = "turnstile", version, about = ABOUT, after_help = AFTER_HELP)]
 pub struct Cli {
-    /// The command.
+    /// The command; none on a terminal opens `turnstile chat`.
     #[command(subcommand)]
-    pub command: Command,
+    pub command: Option<Command>,
     /// Options every command takes.
     #[command(flatten)]
     pub global: Global,
@@ -80,17 +83,27 @@ pub enum Command {
 }
 
 const CHAT_HELP: &str = "\
-Every line is a prompt, run to its end before the next line is read; its answer goes to
-stdout, what went wrong to stderr. A line that starts with / is a command: /new, /sessions,
-/resume ID (a unique prefix is enough), /history, /clear (the waiting prompts), /summarize,
-/help, /quit. The end of the input (Ctrl-D) ends the chat; Ctrl-C cancels the running prompt.
+On a terminal, the input line stays editable while the agent works:
+  Enter       send; while a turn runs, steer it (the model reads the text at its next step)
+  Alt-Enter   queue the text as a turn of its own, after the running one
+  Escape      cancel the session's unfinished work (what you type next is not touched)
+  Ctrl-C      as Escape while working; on an idle line: clear it, twice to leave
+  Ctrl-D      leave (on an empty line)
+  Up, Down    the prompts typed before (kept in the store's folder, chat_history)
+A tool that needs approval asks in place: y (once), a (always in this session), n (deny).
+
+Without a terminal, every line is a prompt, run to its end before the next line is read; its
+answer goes to stdout, what went wrong to stderr, and nobody is asked (what needs approval is
+denied). Either way a line that starts with / is a command: /new, /sessions, /resume ID (a
+unique prefix is enough), /history, /clear (the waiting prompts), /summarize, /help, /quit.
 
 Examples:
+  turnstile chat --continue
   printf '%s\\n' 'What does src/main.rs do?' 'And its tests?' | turnstile chat
   turnstile chat --continue < questions.txt";
 
 /// `turnstile chat`.
-#[derive(Debug, Args)]
+#[derive(Debug, Default, Args)]
 pub struct Chat {
     /// The model, as `provider/model` [default: the configuration's `model`].
     #[arg(long, short, env = "TURNSTILE_MODEL", value_name = "PROVIDER/MODEL")]

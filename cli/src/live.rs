@@ -34,6 +34,32 @@ pub enum Show {
     Json,
 }
 
+/// What a view shows on a terminal, for a screen that draws it itself (`turnstile chat` on a
+/// terminal) instead of writing to stderr.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Piece {
+    /// More of the answer's text (maybe part of a line).
+    Text(String),
+    /// The answer's text stops here: what follows starts on a line of its own.
+    EndText,
+    /// A whole line (a tool call, a retry, a note).
+    Line(String),
+    /// The followed session's turn started a model step (its first sight of an answer).
+    Step,
+    /// A tool call began to run.
+    ToolStarted {
+        /// The call's id.
+        call: String,
+        /// The tool.
+        name: String,
+    },
+    /// A tool call has its result.
+    ToolDone {
+        /// The call's id.
+        call: String,
+    },
+}
+
 /// A running follower; [`Follower::stop`] ends it after the events received so far.
 pub struct Follower {
     stop: Option<oneshot::Sender<()>>,
@@ -45,7 +71,7 @@ impl Follower {
     pub fn start(host: Host, mut updates: Updates, session: SessionId, show: Show) -> Follower {
         let (stop, mut stopped) = oneshot::channel();
         let task = tokio::spawn(async move {
-            let mut view = Local {
+            let mut view = StoreView {
                 host,
                 view: View::new(session, show),
             };
@@ -105,16 +131,29 @@ pub struct View {
     shown: BTreeMap<MessageId, Shown>,
     /// The message whose text the terminal line is in the middle of.
     open_line: Option<MessageId>,
+    /// What a screen draws, when one does ([`View::drawn`]); else the terminal is stderr.
+    pieces: Option<Vec<Piece>>,
 }
 
 /// A view over the local host's store.
-struct Local {
+pub struct StoreView {
     host: Host,
     view: View,
 }
 
-impl Local {
-    async fn on(&mut self, event: Event) {
+impl StoreView {
+    /// A view of `session` over `host`'s store.
+    pub fn new(host: Host, view: View) -> StoreView {
+        StoreView { host, view }
+    }
+
+    /// The view.
+    pub fn view(&mut self) -> &mut View {
+        &mut self.view
+    }
+
+    /// Shows what `event` changed.
+    pub async fn on(&mut self, event: Event) {
         match event {
             Event::Lagged { skipped } => {
                 self.view.lagged(skipped);
@@ -158,6 +197,12 @@ impl Local {
             .learn(session, row.and_then(|r| r.parent).as_ref())
     }
 
+    /// A turn ended: what is stored is shown, and the answer's open line is closed.
+    pub async fn settle(&mut self) {
+        self.refresh_all().await;
+        self.view.end();
+    }
+
     async fn refresh_all(&mut self) {
         for session in self.view.followed.clone() {
             self.refresh(&session, None).await;
@@ -190,7 +235,22 @@ impl View {
             ignored: BTreeSet::new(),
             shown: BTreeMap::new(),
             open_line: None,
+            pieces: None,
         }
+    }
+
+    /// A view whose terminal output is kept as [`Piece`]s for a screen to draw
+    /// ([`View::take_pieces`]).
+    pub fn drawn(session: SessionId) -> View {
+        View {
+            pieces: Some(Vec::new()),
+            ..View::new(session, Show::Terminal)
+        }
+    }
+
+    /// The pieces shown since the last call (none unless [`View::drawn`]).
+    pub fn take_pieces(&mut self) -> Vec<Piece> {
+        self.pieces.as_mut().map(std::mem::take).unwrap_or_default()
     }
 
     /// Whether `session` is followed, when that is known already: ours and the children
@@ -295,6 +355,9 @@ impl View {
             return;
         }
         let child = session != &self.session;
+        if !child && !self.shown.contains_key(&m.id) {
+            self.piece(Piece::Step);
+        }
         let shown = self.shown.entry(m.id).or_default();
         let mut out = Vec::new();
         if let Some(delta) = m.text.strip_prefix(shown.text.as_str()) {
@@ -350,8 +413,13 @@ impl View {
                         self.close_line();
                         self.open_line = Some(message);
                     }
-                    eprint!("{delta}");
-                    let _ = std::io::stderr().flush();
+                    match &mut self.pieces {
+                        Some(pieces) => pieces.push(Piece::Text(delta)),
+                        None => {
+                            eprint!("{delta}");
+                            let _ = std::io::stderr().flush();
+                        }
+                    }
                 }
             }
             Out::Reset => {
@@ -362,6 +430,10 @@ impl View {
             }
             Out::Call(name, call, input) => {
                 let mut v = base("tool_call");
+                self.piece(Piece::ToolStarted {
+                    call: call.clone(),
+                    name: name.clone(),
+                });
                 v["call"] = Value::String(call);
                 v["name"] = Value::String(name.clone());
                 v["input"] = input
@@ -377,6 +449,7 @@ impl View {
             }
             Out::Result(name, call, is_error, content) => {
                 let mut v = base("tool_result");
+                self.piece(Piece::ToolDone { call: call.clone() });
                 v["call"] = Value::String(call);
                 v["name"] = name.clone().map_or(Value::Null, Value::String);
                 v["is_error"] = Value::Bool(is_error);
@@ -400,13 +473,26 @@ impl View {
     fn line(&mut self, text: &str) {
         if self.show == Show::Terminal {
             self.close_line();
-            eprintln!("{text}");
+            match &mut self.pieces {
+                Some(pieces) => pieces.push(Piece::Line(text.to_owned())),
+                None => eprintln!("{text}"),
+            }
         }
     }
 
     fn close_line(&mut self) {
         if self.open_line.take().is_some() {
-            eprintln!();
+            match &mut self.pieces {
+                Some(pieces) => pieces.push(Piece::EndText),
+                None => eprintln!(),
+            }
+        }
+    }
+
+    /// A piece only a screen draws (nothing on stderr).
+    fn piece(&mut self, piece: Piece) {
+        if let Some(pieces) = &mut self.pieces {
+            pieces.push(piece);
         }
     }
 

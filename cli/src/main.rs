@@ -10,6 +10,7 @@
 //! | `args` | the command line and its help |
 //! | `setup` | configuration file, model, tools and gate, the store |
 //! | `run` | `turnstile run`: submit, follow, Ctrl-C, the exit status |
+//! | `chat` | `turnstile chat` (and `turnstile` alone on a terminal): prompt after prompt |
 //! | `live` | what a run shows while it works: stderr lines or JSON Lines |
 //! | `serve` | `turnstile serve`: the host over HTTP until a signal |
 //! | `remote` | `turnstile run --server URL`: the same run against a server |
@@ -76,8 +77,24 @@ fn main() -> ExitCode {
             return ExitCode::from(status);
         }
     };
+    let command = match cli.command {
+        Some(command) => command,
+        None if std::io::stdin().is_terminal() && std::io::stdout().is_terminal() => {
+            args::Command::Chat(args::Chat {
+                model: std::env::var("TURNSTILE_MODEL").ok(),
+                ..args::Chat::default()
+            })
+        }
+        None => {
+            eprintln!(
+                "error: no command given; `turnstile --help` lists them (on a terminal, \
+                 `turnstile` alone opens the chat; `turnstile chat` reads prompts from stdin)"
+            );
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
     // The driver is synchronous and speaks only JSON Lines: no runtime, no logs on stdout.
-    if let args::Command::Driver(a) = &cli.command {
+    if let args::Command::Driver(a) = &command {
         return driver(a);
     }
     if let Err(message) = logs(&cli.global) {
@@ -95,7 +112,7 @@ fn main() -> ExitCode {
         }
     };
     let result = runtime.block_on(async {
-        match cli.command {
+        match command {
             args::Command::Run(a) => run::run(&cli.global, a).await,
             // Blocking reads (a PostgreSQL client must not block a thread of the runtime).
             args::Command::Sessions(a) => {

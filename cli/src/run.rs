@@ -312,7 +312,7 @@ async fn session(host: &Host, a: &Run) -> Result<SessionId, Failure> {
 }
 
 /// One line on why a run did not simply complete.
-fn why(record: &CompletionRecord) -> String {
+pub fn why(record: &CompletionRecord) -> String {
     let error = record
         .error
         .as_ref()

@@ -132,3 +132,15 @@ async fn resume_continues_a_session_by_a_prefix_of_its_id() {
     let done = chat(&project, &["--session", "nope"], "").await;
     assert_eq!(done.code, Some(64), "{done:?}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn no_command_without_a_terminal_says_what_to_do() {
+    let project = Project::new("http://127.0.0.1:9", "");
+    let done = project.run(&[]).await;
+    assert_eq!(done.code, Some(64), "{done:?}");
+    assert!(
+        done.stderr.contains("no command given") && done.stderr.contains("turnstile chat"),
+        "{}",
+        done.stderr
+    );
+}

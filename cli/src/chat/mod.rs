@@ -1,11 +1,27 @@
 //! `turnstile chat`: a session you talk to, prompt after prompt, over the same host, store and
 //! configuration as `turnstile run`.
 //!
-//! Without a terminal (stdin or stdout a pipe or a file), each line read is a prompt that runs
-//! to its end before the next line is read, its answer on stdout; a line starting with `/` is a
-//! command ([`slash`]). The end of the input ends the chat.
+//! On a terminal (stdin and stdout both), the chat is [`interactive`]: the input line stays
+//! editable while the agent works, Enter steers, Alt-Enter queues, Escape cancels, and the
+//! tools' permission questions are asked in place. Without one (a pipe or a file), each line
+//! read is a prompt that runs to its end before the next line is read, its answer on stdout.
+//! Either way a line starting with `/` is a command ([`slash`]).
+//!
+//! | module | what it owns |
+//! |---|---|
+//! | `interactive` | the loop on a terminal: keys, questions, the host's updates |
+//! | `editor` | the input line and what a key asks for (pure) |
+//! | `history` | the prompt history, kept in the store's folder |
+//! | `status` | the status line (pure) |
+//! | `screen` | the terminal: lines scroll up, the bottom rows are redrawn in place |
+//! | `slash` | the slash commands (pure) |
 
+pub mod editor;
+pub mod history;
+pub mod interactive;
+pub mod screen;
 pub mod slash;
+pub mod status;
 
 use std::io::IsTerminal;
 use std::path::Path;
@@ -20,27 +36,42 @@ use turnstile_tools::{DenyAsks, Hooks};
 use crate::args::{Chat, Global};
 use crate::live::{Follower, Show};
 use crate::{Failure, out, setup};
-use slash::{HELP, Slash, Typed};
+use slash::{HELP, Said, Slash, Typed};
 
 /// Runs `turnstile chat`.
 ///
 /// # Errors
 /// What kept the chat from starting: the configuration, the store, an unknown `--session`.
 pub async fn chat(global: &Global, a: Chat) -> Result<u8, Failure> {
+    let on_terminal = std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
     let cwd = crate::run::working_dir(a.cwd.as_deref())?;
     let loaded = setup::load(global, &cwd)?;
     let provider = loaded.provider(a.model.as_deref(), &cwd)?;
     let store = setup::store_at(global, &cwd);
     let reaper = setup::reaper(&store);
-    let (tools, _gate) = loaded
-        .tools(&cwd, a.yolo, reaper.clone(), Arc::new(DenyAsks))
-        .await?;
+    // On a terminal the questions are asked in place; without one nobody can answer them.
+    let (asker, asks): (Arc<dyn turnstile_tools::Asker>, _) = if on_terminal {
+        let (asker, asks) = interactive::ScreenAsker::new();
+        (Arc::new(asker), Some(asks))
+    } else {
+        (Arc::new(DenyAsks), None)
+    };
+    let (tools, _gate) = loaded.tools(&cwd, a.yolo, reaper.clone(), asker).await?;
     let hooks = loaded.hooks()?;
     let host = setup::open(&store, provider, tools, None, loaded.engine(), None).await?;
     setup::reap(reaper.as_ref());
-    let result = match first_session(&host, &a).await {
-        Ok(session) => lines(&host, session, &hooks, &cwd).await,
-        Err(e) => Err(e),
+    let result = match (first_session(&host, &a).await, asks) {
+        (Ok(session), Some(asks)) => {
+            let setting = interactive::Setting {
+                host: &host,
+                hooks: &hooks,
+                cwd: &cwd,
+                history: &store.folder.join("chat_history"),
+            };
+            interactive::run(setting, session, asks).await
+        }
+        (Ok(session), None) => lines(&host, session, &hooks, &cwd).await,
+        (Err(e), _) => Err(e),
     };
     if let Err(e) = host.shutdown().await {
         tracing::warn!("the host stopped before its shutdown: {e}");
@@ -92,7 +123,16 @@ async fn lines(
             Typed::Prompt(p) if p.trim().is_empty() => {}
             Typed::Prompt(p) => prompt(host, &session, p, hooks, cwd).await?,
             Typed::Command(Slash::Quit) => return Ok(0),
-            Typed::Command(c) => command(host, &mut session, c).await,
+            Typed::Command(c) => {
+                for said in command(host, &mut session, c).await {
+                    match said {
+                        Said::Out(line) => {
+                            out::line(&line);
+                        }
+                        Said::Note(line) => eprintln!("{line}"),
+                    }
+                }
+            }
             Typed::Wrong(why) => eprintln!("error: {why}"),
         }
         if out::is_closed() {
@@ -160,28 +200,28 @@ async fn prompt(
     Ok(())
 }
 
-/// One slash command; what it says goes to stdout (lists) or stderr (notes, errors).
-async fn command(host: &Host, session: &mut SessionId, c: Slash) {
+/// One slash command, and what it says.
+pub async fn command(host: &Host, session: &mut SessionId, c: Slash) -> Vec<Said> {
+    let note = |text: String| vec![Said::Note(text)];
     match c {
         Slash::New => {
             *session = new_session();
-            eprintln!("new session {session}");
+            note(format!("new session {session}"))
         }
         Slash::Resume(given) => match crate::show::resolve_in(host, &given).await {
             Ok(id) => {
-                eprintln!("resumed session {id}");
                 *session = id;
+                note(format!("resumed session {session}"))
             }
-            Err(why) => eprintln!("error: /resume: {why}"),
+            Err(why) => note(format!("error: /resume: {why}")),
         },
         Slash::Sessions => match host.read(|r| r.activity(false)).await {
-            Ok(all) if all.is_empty() => eprintln!("no sessions yet"),
-            Ok(all) => {
-                for line in crate::show::session_lines(&all) {
-                    out::line(&line);
-                }
-            }
-            Err(e) => eprintln!("error: cannot read the sessions: {e}"),
+            Ok(all) if all.is_empty() => note("no sessions yet".into()),
+            Ok(all) => crate::show::session_lines(&all)
+                .into_iter()
+                .map(Said::Out)
+                .collect(),
+            Err(e) => note(format!("error: cannot read the sessions: {e}")),
         },
         Slash::History => {
             let id = session.clone();
@@ -189,28 +229,26 @@ async fn command(host: &Host, session: &mut SessionId, c: Slash) {
                 .read(move |r| Ok((r.session(&id)?, r.messages(&id)?)))
                 .await;
             match read {
-                Ok((Some(row), messages)) => {
-                    for line in crate::show::history_lines(&row, &messages) {
-                        out::line(&line);
-                    }
-                }
-                Ok((None, _)) => eprintln!("this session has no messages yet"),
-                Err(e) => eprintln!("error: cannot read the session: {e}"),
+                Ok((Some(row), messages)) => crate::show::history_lines(&row, &messages)
+                    .into_iter()
+                    .map(Said::Out)
+                    .collect(),
+                Ok((None, _)) => note("this session has no messages yet".into()),
+                Err(e) => note(format!("error: cannot read the session: {e}")),
             }
         }
         Slash::Clear => match host.clear_queue(session).await {
-            Ok(()) => eprintln!("the queue is cleared"),
-            Err(e) => eprintln!("error: /clear: {e}"),
+            Ok(()) => note("the queue is cleared".into()),
+            Err(e) => note(format!("error: /clear: {e}")),
         },
         Slash::Summarize => match host.summarize(session).await {
-            Ok(()) => eprintln!("summarizing"),
-            Err(e) => eprintln!("error: /summarize: {e}"),
+            Ok(()) => note("summarizing".into()),
+            Err(e) => note(format!("error: /summarize: {e}")),
         },
-        Slash::Help => {
-            for (command, what) in HELP {
-                eprintln!("  {command:<12} {what}");
-            }
-        }
-        Slash::Quit => {}
+        Slash::Help => HELP
+            .iter()
+            .map(|(command, what)| Said::Note(format!("  {command:<12} {what}")))
+            .collect(),
+        Slash::Quit => Vec::new(),
     }
 }

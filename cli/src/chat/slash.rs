@@ -42,6 +42,25 @@ pub const HELP: &[(&str, &str)] = &[
     ("/quit", "leave (also Ctrl-D)"),
 ];
 
+/// A line a command says: a listing (stdout without a terminal) or a note (stderr).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Said {
+    /// Part of what was asked for (a list, a conversation).
+    Out(String),
+    /// A note or an error.
+    Note(String),
+}
+
+impl Said {
+    /// The line.
+    #[must_use]
+    pub fn text(&self) -> &str {
+        match self {
+            Said::Out(t) | Said::Note(t) => t,
+        }
+    }
+}
+
 /// What a line typed at the chat's prompt is.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Typed {
