@@ -15,7 +15,7 @@ use common::Project;
 use portable_pty::{CommandBuilder, PtySize, native_pty_system};
 use serde_json::json;
 use turnstile_core::Outcome;
-use turnstile_testkit::anthropic::{text_stream, tool_stream};
+use turnstile_testkit::anthropic::{overloaded_event, text_opening, text_stream, tool_stream};
 use turnstile_testkit::provider::{FakeProvider, Reply};
 
 /// How long a screen may take to show what a test waits for.
@@ -329,6 +329,35 @@ async fn a_narrow_terminal_wraps_the_answer_and_cuts_the_bottom_rows() {
     assert!(input.ends_with("is long"), "{input}");
     assert!(shown.contains("please describe the whole repository in detail"));
     pty.send("\x03").await;
+    pty.send("\x04").await;
+    assert_eq!(pty.exit().await, 0);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_status_line_counts_a_retry_down_and_then_shows_the_answer() {
+    let mut failing = text_opening("Half an ans");
+    failing.extend_from_slice(&overloaded_event());
+    let provider = FakeProvider::anthropic(vec![
+        Reply::sse(failing),
+        Reply::sse(text_stream("The whole answer.")),
+    ])
+    .await;
+    let project = Project::new(&provider.base_url, "retry_backoff = [3]");
+    let mut pty = Pty::spawn(&project, &["chat"], 100);
+    pty.wait_for("Enter send").await;
+    pty.send("hello\r").await;
+    pty.wait("the countdown", |s| {
+        s.lines()
+            .any(|l| l.starts_with("retrying in ") && l.contains(" s (Overloaded)"))
+    })
+    .await;
+    let shown = pty.wait_for("The whole answer.").await;
+    pty.wait("idle", |s| s.lines().any(|l| l.starts_with("idle")))
+        .await;
+    assert!(
+        shown.contains("[retrying in 3 s (attempt 2): Overloaded]"),
+        "{shown}"
+    );
     pty.send("\x04").await;
     assert_eq!(pty.exit().await, 0);
 }

@@ -400,9 +400,6 @@ impl<'a> Chat<'a> {
                 let until = Instant::now() + Duration::from_millis(*delay_ms);
                 self.status.retry = Some((until, reason.clone()));
             }
-            Event::Update(Update::MessageUpdated { session, .. }) if *session == self.session => {
-                self.status.retry = None;
-            }
             _ => {}
         }
         let finished = match &event {
