@@ -27,7 +27,7 @@ struct Pty {
     writer: Box<dyn std::io::Write + Send>,
     screen: Arc<Mutex<vt100::Parser>>,
     /// Kept open: the master's end closes the terminal.
-    _master: Box<dyn portable_pty::MasterPty + Send>,
+    master: Box<dyn portable_pty::MasterPty + Send>,
 }
 
 impl Pty {
@@ -76,8 +76,26 @@ impl Pty {
             child,
             writer,
             screen,
-            _master: pair.master,
+            master: pair.master,
         }
+    }
+
+    /// Resizes the terminal (the process gets SIGWINCH) to `cols` columns.
+    fn resize(&self, cols: u16) {
+        let rows = self.screen.lock().unwrap().screen().size().0.get();
+        let size = PtySize {
+            rows,
+            cols,
+            pixel_width: 0,
+            pixel_height: 0,
+        };
+        self.master.resize(size).unwrap();
+        let nz = |n: u16| std::num::NonZero::new(n).unwrap();
+        self.screen
+            .lock()
+            .unwrap()
+            .screen_mut()
+            .set_size(nz(rows), nz(cols));
     }
 
     /// What the terminal shows now (a line wrapped by the terminal is one line).
@@ -328,6 +346,19 @@ async fn a_narrow_terminal_wraps_the_answer_and_cuts_the_bottom_rows() {
     let input = rows.iter().rev().find(|r| r.starts_with("›")).unwrap();
     assert!(input.ends_with("is long"), "{input}");
     assert!(shown.contains("please describe the whole repository in detail"));
+
+    // Wider again: the bottom rows are drawn whole, once.
+    pty.resize(60);
+    pty.wait("the whole footer", |s| {
+        s.contains("Enter send · Ctrl-D leave · /help")
+    })
+    .await;
+    let rows = pty.rows();
+    assert_eq!(
+        rows.iter().filter(|r| r.starts_with("Enter send")).count(),
+        1,
+        "{rows:#?}"
+    );
     pty.send("\x03").await;
     pty.send("\x04").await;
     assert_eq!(pty.exit().await, 0);
