@@ -17,6 +17,7 @@ use crate::lifecycle::step;
 use crate::lifecycle::stream;
 use crate::lifecycle::subagent;
 use crate::lifecycle::summary;
+use crate::lifecycle::timers;
 use crate::lifecycle::title;
 use crate::state::Tx;
 use crate::state::{Closing, Lane, Sessions, State};
@@ -391,7 +392,7 @@ fn dispatch(st: &mut State, ss: &mut Sessions, tx: &mut Tx, now: Millis, input: 
         Input::Summary { io, event } => summary::on_summary(st, ss, tx, now, io, event),
         Input::ToolStarted { call } => step::on_tool_started(ss, &call),
         Input::ToolResult { call, result } => step::on_tool_result(st, ss, tx, call, result),
-        Input::TimerFired { timer } => shutdown::on_timer(st, ss, tx, now, timer),
+        Input::TimerFired { timer } => timers::on_timer(st, ss, tx, now, timer),
     }
 }
 

@@ -7,6 +7,28 @@
 //! [`Input`] at a time with the current time and performs the [`Output`]s it drains. The same
 //! inputs always give byte-identical outputs (SPEC I12).
 //!
+//! ## A submission's life
+//!
+//! ```text
+//!            Submit (acceptance::on_submit)
+//!              │                      └─ refused, or cancelled on entry ──────────────┐
+//!              ▼                                                                      │
+//!   waiting: preparing ──Prepared──▶ prepared (queued while the lane is taken) ──────┤ folded at a step
+//!              │ PreparationFailed          │ hand-off (admission::hand_off)          │ start (fold.rs),
+//!              │                            ▼                                         │ cancel, shutdown
+//!              │                         active ⇄ paused (a summary, SPEC 4.7)        │
+//!              │                            │ cleanup::end_turn, summary's end        │
+//!              ▼                            ▼                                         ▼
+//!   done: completed · failed · cancelled · interrupted · folded   (outcome::decide, once)
+//! ```
+//!
+//! One private function, `outcome::decide` (`outcome::fold` for a fold), consumes the
+//! submission by value and builds its [`Completion`]; the handlers only choose the verdict.
+//! In the state, a waiting submission is an entry of its session's queue (preparing or
+//! prepared), an active one the owner of the session's turn, a paused one the owner kept by a
+//! summary that resumes it. `docs/architecture.md` ("A submission's life") names the handler
+//! behind each verdict and maps each state to the store's ledger and the model.
+//!
 //! Citations in these docs: "SPEC 4.9" or "SPEC I13" is that section or invariant of the
 //! contract, `docs/spec.md` in the repository (its section numbers are stable); "G-01" is a
 //! flaw of the reference design listed in its appendix, each with the trace that shows it is
@@ -156,12 +178,11 @@ pub use alphabet::{ids, input, outcome, output, text};
 pub use check::{Auditor, Violation, projection};
 pub use engine::{Engine, check_invariants};
 pub use lifecycle::acceptance::validate;
-pub use lifecycle::retry::retry_delay_ms;
+pub use lifecycle::rules::{at_threshold, continuation, retry_delay_ms};
 pub use lifecycle::stream::unknown_tool_result;
 pub use lifecycle::subagent::{
     child_session_id, offered_to_sub_agent, parent_message, unusable_call_id,
 };
-pub use lifecycle::summary::{at_threshold, continuation};
 pub use lifecycle::title::{clean_title, title_from_prompt};
 pub use trace::replay::{self, ReplayFailure, ReplayReport, bless, replay};
 pub use trace::{Recorder, Trace, TraceError, TraceHeader, TraceLine};

@@ -135,7 +135,7 @@ pub(crate) fn on_submit(st: &mut State, ss: &mut Sessions, tx: &mut Tx, submit: 
         && let Some(error) = crate::state::poisoned(st, &session)
     {
         // The bug (G-24): an earlier failure of the session fails this one without preparing.
-        let info = crate::lifecycle::preparation::failure(error);
+        let info = crate::lifecycle::rules::failure(error);
         return outcome::decide(st, tx, sub, Verdict::Failed(info), None);
     }
     ss.with(&session, true, |s| {

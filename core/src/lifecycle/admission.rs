@@ -10,7 +10,6 @@ use std::collections::VecDeque;
 use crate::alphabet::mutants::mutant;
 use crate::alphabet::{MessageId, OutputKind, Setup, StoreOp};
 use crate::lifecycle::fold;
-use crate::lifecycle::summary;
 use crate::lifecycle::title;
 use crate::state::Tx;
 use crate::state::{
@@ -65,7 +64,7 @@ pub(crate) fn resume(st: &mut State, tx: &mut Tx, s: &mut Session, p: Paused) {
         Closing::Open,
         "shutdown aborts summaries at once, so none succeeds"
     );
-    let text = summary::continuation(&p.sub.prompt);
+    let text = crate::lifecycle::rules::continuation(&p.sub.prompt);
     let mut sub = p.sub;
     if mutant!(st.config, StepLimitPerTurn) {
         sub.steps = 0; // the bug: the resumed turn counts its steps from zero

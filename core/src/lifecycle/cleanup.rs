@@ -8,14 +8,14 @@
 
 use crate::alphabet::mutants::mutant;
 use crate::alphabet::{
-    CANCELED_FINISH, CANCELLED_TOOL_RESULT, ErrorClass, ErrorInfo, ErrorKind, FAILED_TOOL_RESULT,
-    INTERRUPTED_TITLE, MessageFinish, OutputKind, ProviderError, SHUTDOWN_FINISH, SessionId,
-    StoreOp,
+    CANCELED_FINISH, CANCELLED_TOOL_RESULT, ErrorInfo, FAILED_TOOL_RESULT, MessageFinish,
+    OutputKind, SHUTDOWN_FINISH, SessionId, StoreOp,
 };
 use crate::lifecycle::admission;
 use crate::lifecycle::outcome::{self, Verdict};
+use crate::lifecycle::rules::{self, shutdown_error};
 use crate::state::Tx;
-use crate::state::{Abort, CallState, Lane, MessageState, Phase, Session, State, Turn};
+use crate::state::{Abort, CallState, Lane, MessageState, Phase, Reasoning, Session, State, Turn};
 
 /// How a turn ends.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,43 +26,6 @@ pub(crate) enum TurnEnd {
     Failed(ErrorInfo),
     /// An abort whose clean-up is due now (every tool reported, or the timer fired).
     Aborted(Abort),
-}
-
-/// The error of a submission interrupted by shutdown while it was unfinished.
-pub(crate) fn shutdown_error() -> ErrorInfo {
-    ErrorInfo {
-        kind: ErrorKind::Interrupted,
-        title: INTERRUPTED_TITLE.to_owned(),
-        message: SHUTDOWN_FINISH.to_owned(),
-    }
-}
-
-/// Classifies a provider failure (SPEC 4.6): kind from the class, the provider's title in Title
-/// Case, else the default title of the class.
-pub(crate) fn provider_error(e: ProviderError) -> ErrorInfo {
-    let (kind, default) = match e.class {
-        ErrorClass::Provider => (ErrorKind::Provider, "Provider Error"),
-        ErrorClass::Transport | ErrorClass::Incomplete => {
-            (ErrorKind::Transport, "Stream Transport Error")
-        }
-        ErrorClass::Unauthorized => (ErrorKind::Unauthorized, "Unauthorized"),
-    };
-    let title = match e.title.as_deref().map(str::trim) {
-        Some(t) if !t.is_empty() && e.class == ErrorClass::Provider => title_case(t),
-        _ => default.to_owned(),
-    };
-    ErrorInfo { kind, title, message: e.message }
-}
-
-/// "rate limit exceeded" → "Rate Limit Exceeded".
-fn title_case(s: &str) -> String {
-    s.split(' ')
-        .map(|w| {
-            let mut c = w.chars();
-            c.next().map(|f| f.to_uppercase().chain(c).collect::<String>()).unwrap_or_default()
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
 }
 
 /// What follows a turn's end in the same transition.
@@ -133,7 +96,7 @@ pub(crate) fn end_turn_then(
     let last = t.last_message();
     let seq = t.owner.seq;
     if let Some(link) = s.parent.clone() {
-        let result = crate::lifecycle::subagent::child_result(&verdict, &last.text);
+        let result = rules::child_result(&verdict, &last.text);
         st.crossings.push_back(crate::state::Crossing::ChildEnded { link, result });
     }
     outcome::decide(st, tx, t.owner, verdict, Some(last));
@@ -160,7 +123,7 @@ fn clean_up(
 ) {
     let (seq, id) = (t.owner.seq, t.message);
     let write = |tx: &mut Tx, op| tx.decided(seq, OutputKind::Store(op));
-    crate::lifecycle::stream::close_open_parts(tx, session, t);
+    close_open_parts(tx, session, t);
     // The bug `synthetic_first_only`: only the first call without a result gets one.
     let unanswered = t.calls.iter_mut().filter(|c| !matches!(c.state, CallState::Reported { .. }));
     for c in unanswered.take(if first_only { 1 } else { usize::MAX }) {
@@ -184,5 +147,21 @@ fn clean_up(
     if let (MessageState::Open | MessageState::ToolUse, Some(finish)) = (t.message_state, finish) {
         t.message_state = MessageState::Final;
         write(tx, StoreOp::MessageFinished { session: session.clone(), seq, id, finish });
+    }
+}
+
+/// Closes what a stream can leave open (SPEC 4.4, 4.9): the reasoning section, and every
+/// unfinished call (cut off by max tokens, say), which is finished with `{}` and never runs.
+pub(crate) fn close_open_parts(tx: &mut Tx, session: &SessionId, t: &mut Turn) {
+    let (seq, id) = (t.owner.seq, t.message);
+    let write = |tx: &mut Tx, op| tx.decided(seq, OutputKind::Store(op));
+    if t.parts.reasoning == Reasoning::Open {
+        t.parts.reasoning = Reasoning::Ended;
+        write(tx, StoreOp::ReasoningEnded { session: session.clone(), seq, id, signature: None });
+    }
+    for c in t.calls.iter_mut().filter(|c| c.state == CallState::Unfinished) {
+        c.state = CallState::Invalid;
+        let (call, name, input) = (c.id.clone(), c.name.clone(), c.input.clone());
+        write(tx, StoreOp::ToolCall { session: session.clone(), seq, id, call, name, input });
     }
 }

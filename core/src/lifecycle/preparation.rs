@@ -1,9 +1,10 @@
 //! The preparation phase: prepared, failed, aborted (SPEC 4.1).
 
 use crate::alphabet::mutants::mutant;
-use crate::alphabet::{ErrorInfo, ErrorKind, Mode, PREPARATION_TITLE, Seq, SessionId, Setup};
+use crate::alphabet::{Mode, Seq, SessionId, Setup};
 use crate::lifecycle::admission;
 use crate::lifecycle::outcome::{self, Verdict};
+use crate::lifecycle::rules::failure;
 use crate::state::Tx;
 use crate::state::{Closing, Prep, Sessions, State};
 
@@ -12,11 +13,6 @@ use crate::state::{Closing, Prep, Sessions, State};
 fn preparing(s: &crate::state::Session, seq: Seq) -> Option<usize> {
     let pos = s.queue.binary_search_by_key(&seq, |w| w.sub.seq).ok()?;
     (s.queue[pos].prep == Prep::Preparing).then_some(pos)
-}
-
-/// The error of a failed preparation (kind `preparation`).
-pub(crate) fn failure(message: String) -> ErrorInfo {
-    ErrorInfo { kind: ErrorKind::Preparation, title: PREPARATION_TITLE.to_owned(), message }
 }
 
 /// `Prepared`: the entry becomes `Prepared`; if it heads an idle session's queue it is admitted

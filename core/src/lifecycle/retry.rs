@@ -9,65 +9,14 @@
 //! it stays inside one turn with one outcome: no intermediate terminal event (G-02). A summary
 //! follows the same rules ([`on_failure`] decides for both).
 
-use crate::alphabet::config::BACKOFF_MS;
 use crate::alphabet::mutants::mutant;
 use crate::alphabet::{
-    AttemptIo, Config, ErrorInfo, ErrorKind, Millis, OutputKind, ProviderError, StepIo, StoreOp,
-    TimerId, TimerPurpose, UNAUTHORIZED_TITLE,
+    AttemptIo, Millis, OutputKind, ProviderError, StepIo, StoreOp, TimerId, TimerPurpose,
 };
 use crate::lifecycle::cleanup::{self, TurnEnd};
+use crate::lifecycle::rules::{OnFailure, on_failure, refresh_failed};
 use crate::state::Tx;
 use crate::state::{Budget, Lane, Parts, Phase, Session, Sessions, State};
-
-/// Header delays at or above this are ignored unless below the backoff (SPEC 4.5).
-const HEADER_DELAY_MAX_MS: u64 = 60_000;
-
-/// The delay before retry number `retry` (0-based) of a step with the default backoff (5, 10,
-/// 20 s), honouring the error's headers.
-#[must_use]
-pub fn retry_delay_ms(retry: usize, error: &ProviderError) -> u64 {
-    delay_ms(BACKOFF_MS[retry.min(BACKOFF_MS.len() - 1)], error)
-}
-
-/// The delay before a retry whose backoff is `backoff`, honouring the error's headers.
-fn delay_ms(backoff: u64, error: &ProviderError) -> u64 {
-    match error.header_delay_ms() {
-        Some(d) if (d > 0 && d < HEADER_DELAY_MAX_MS) || d < backoff => d,
-        _ => backoff,
-    }
-}
-
-/// What a failed attempt leads to.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum OnFailure {
-    /// A first 401 in the step: ask the host for fresh credentials (the 401's message is kept
-    /// for the failure, should the refresh fail).
-    Refresh { refused: String },
-    /// A retryable error within the budget: try again after this delay.
-    Retry { delay_ms: u64 },
-    /// Give up with this error.
-    Fail(ErrorInfo),
-}
-
-/// The one rule of SPEC 4.5, for steps and summaries alike.
-pub(crate) fn on_failure(config: &Config, budget: &Budget, error: ProviderError) -> OnFailure {
-    if error.is_unauthorized() {
-        if budget.refreshed {
-            let e = ErrorInfo {
-                kind: ErrorKind::Unauthorized,
-                title: UNAUTHORIZED_TITLE.to_owned(),
-                message: error.message,
-            };
-            return OnFailure::Fail(e);
-        }
-        return OnFailure::Refresh { refused: error.message };
-    }
-    if !error.is_retryable() || budget.attempts >= config.attempts_max {
-        return OnFailure::Fail(cleanup::provider_error(error));
-    }
-    let backoff = config.backoff_ms(budget.attempts.saturating_sub(1) as usize);
-    OnFailure::Retry { delay_ms: delay_ms(backoff, &error) }
-}
 
 /// A failed attempt of the lane's turn: refresh, back off, or fail.
 pub(crate) fn on_failed(
@@ -176,17 +125,3 @@ fn restart(st: &mut State, tx: &mut Tx, s: &mut Session, attempt: u32, reset: bo
     let watchdog = crate::lifecycle::watchdog::arm(st, tx, seq, &s.id, t.id);
     t.phase = Phase::Streaming { attempt, watchdog };
 }
-
-/// The error of a failed refresh, with the message of the refused attempt when it had one
-/// (the provider's: "Incorrect API key provided", and where the key came from), so that the
-/// person who must fix the key reads why it was refused.
-pub(crate) fn refresh_failed(refused: Option<String>) -> ErrorInfo {
-    let message = match refused.filter(|m| !m.trim().is_empty()) {
-        Some(m) => format!("{REFRESH_FAILED} The provider said: {m}"),
-        None => REFRESH_FAILED.to_owned(),
-    };
-    ErrorInfo { kind: ErrorKind::Unauthorized, title: UNAUTHORIZED_TITLE.to_owned(), message }
-}
-
-/// The first sentence of a failed refresh's message.
-const REFRESH_FAILED: &str = "The credential refresh failed.";

@@ -187,7 +187,7 @@ pub(crate) fn after_step(st: &mut State, tx: &mut Tx, s: &mut Session, reason: F
     let looped = loops::record(&mut t.window, loops::signature(&t.calls));
     let full = st.config.auto_summarize
         && s.parent.is_none() // sub-agents do not summarize (docs/lifecycle-rules.md)
-        && summary::at_threshold(t.setup.context_window, used, st.config.summarize_buffer_tokens);
+        && crate::lifecycle::rules::at_threshold(t.setup.context_window, used, st.config.summarize_buffer_tokens);
     let stop = t.calls.iter().find_map(|c| match c.state {
         CallState::Reported { stop, .. } => stop,
         _ => None,
@@ -211,7 +211,7 @@ pub(crate) fn after_step(st: &mut State, tx: &mut Tx, s: &mut Session, reason: F
             admission::start_step(st, tx, s);
         }
         None if t.owner.summaries >= SUMMARIES_WITHOUT_PROGRESS_MAX => {
-            cleanup::end_turn(st, tx, s, TurnEnd::Failed(summary::no_progress()));
+            cleanup::end_turn(st, tx, s, TurnEnd::Failed(crate::lifecycle::rules::no_progress()));
         }
         None => summary::pause(st, tx, s),
     }

@@ -197,7 +197,7 @@ fn stream_end(
         watchdog::disarm(st, tx, seq, watchdog);
     }
     let write = |tx: &mut Tx, op| tx.decided(seq, OutputKind::Store(op));
-    close_open_parts(tx, &session, t);
+    crate::lifecycle::cleanup::close_open_parts(tx, &session, t);
     let finish = message_finish(reason);
     write(tx, StoreOp::MessageFinished { session: session.clone(), seq, id, finish });
     t.message_state =
@@ -223,22 +223,6 @@ fn stream_end(
         t.phase = Phase::Tools { finish: reason };
     } else {
         step::after_step(st, tx, s, reason);
-    }
-}
-
-/// Closes what a stream can leave open (SPEC 4.4, 4.9): the reasoning section, and every
-/// unfinished call (cut off by max tokens, say), which is finished with `{}` and never runs.
-pub(crate) fn close_open_parts(tx: &mut Tx, session: &SessionId, t: &mut Turn) {
-    let (seq, id) = (t.owner.seq, t.message);
-    let write = |tx: &mut Tx, op| tx.decided(seq, OutputKind::Store(op));
-    if t.parts.reasoning == Reasoning::Open {
-        t.parts.reasoning = Reasoning::Ended;
-        write(tx, StoreOp::ReasoningEnded { session: session.clone(), seq, id, signature: None });
-    }
-    for c in t.calls.iter_mut().filter(|c| c.state == CallState::Unfinished) {
-        c.state = CallState::Invalid;
-        let (call, name, input) = (c.id.clone(), c.name.clone(), c.input.clone());
-        write(tx, StoreOp::ToolCall { session: session.clone(), seq, id, call, name, input });
     }
 }
 

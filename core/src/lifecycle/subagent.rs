@@ -12,12 +12,11 @@
 //! [`Crossing`] and carried out by [`cross`] before the transition ends.
 
 use crate::alphabet::{
-    AGENT_TOOL, CANCELLED_TOOL_RESULT, CallId, MessageId, Millis, Mode, NEW_AGENT_TITLE,
-    NO_TEXT_OUTPUT, OutputKind, RunUsage, SessionId, Setup, StoreOp, ToolOutput, ToolSpec,
+    AGENT_TOOL, CallId, MessageId, Millis, Mode, NEW_AGENT_TITLE, OutputKind, RunUsage, SessionId,
+    Setup, StoreOp, ToolSpec,
 };
 use crate::lifecycle::admission;
 use crate::lifecycle::cancel;
-use crate::lifecycle::outcome::Verdict;
 use crate::lifecycle::step;
 use crate::state::Tx;
 use crate::state::{Crossing, ParentLink, Sessions, State, Submission};
@@ -86,21 +85,6 @@ pub(crate) fn delegate(
     let setup = Box::new(child_setup(setup));
     st.crossings.push_back(Crossing::StartChild { link, child: child.clone(), seq, prompt, setup });
     child
-}
-
-/// The parent's tool result for a child that ended with `verdict` (SPEC 4.11).
-pub(crate) fn child_result(verdict: &Verdict, text: &str) -> ToolOutput {
-    let (content, is_error) = match verdict {
-        Verdict::Completed(_) if text.is_empty() => (NO_TEXT_OUTPUT.to_owned(), true),
-        Verdict::Completed(_) => (text.to_owned(), false),
-        Verdict::Failed(e) => (format!("Failed to generate response: {}", e.message), true),
-        // Interrupted by shutdown: the same text whether the child ended at once or at the
-        // deadline (then the parent's clean-up writes it).
-        Verdict::Cancelled | Verdict::Interrupted(_) | Verdict::Folded => {
-            (CANCELLED_TOOL_RESULT.to_owned(), true)
-        }
-    };
-    ToolOutput { content, is_error, stop: None }
 }
 
 /// Carries out one crossing.

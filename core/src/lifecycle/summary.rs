@@ -12,14 +12,13 @@
 
 use crate::alphabet::mutants::mutant;
 use crate::alphabet::{
-    AttemptIo, CANCELED_FINISH, CONTEXT_WINDOW_MESSAGE, CONTEXT_WINDOW_TITLE, ErrorInfo, ErrorKind,
-    MessageFinish, Millis, Mode, OutputKind, Rejection, Reply, SHUTDOWN_FINISH,
-    SUMMARIZATION_TITLE, Seq, SessionId, StepEvent, StoreOp, SummaryIo, TimerId, TimerPurpose,
-    Usage,
+    AttemptIo, CANCELED_FINISH, ErrorInfo, ErrorKind, MessageFinish, Millis, Mode, OutputKind,
+    Rejection, Reply, SHUTDOWN_FINISH, SUMMARIZATION_TITLE, Seq, SessionId, StepEvent, StoreOp,
+    SummaryIo, TimerId, TimerPurpose, Usage,
 };
 use crate::lifecycle::admission;
 use crate::lifecycle::outcome::{self, Verdict};
-use crate::lifecycle::retry::{self, OnFailure};
+use crate::lifecycle::rules::{self, OnFailure};
 use crate::lifecycle::watchdog;
 use crate::state::LastMessage;
 use crate::state::Tx;
@@ -27,28 +26,6 @@ use crate::state::{
     Abort, Attempting, Budget, Closing, Gauges, Lane, Paused, Prep, Purpose, Session, Sessions,
     State, Summary, Turn, Waiting,
 };
-
-/// Windows above this use the fixed buffer instead of a fifth (SPEC 4.7).
-const LARGE_WINDOW: u64 = 200_000;
-
-/// The prompt a resumed submission continues with: always the original prompt, never nested.
-#[must_use]
-pub fn continuation(original_prompt: &str) -> String {
-    format!(
-        "The previous session was interrupted because it got too long, the initial user request was: `{original_prompt}`"
-    )
-}
-
-/// SPEC 4.7's trigger: `cw = 0` never; above 200,000 when at most `buffer` tokens are left;
-/// otherwise when at most `floor(cw / 5)` are left.
-#[must_use]
-pub fn at_threshold(context_window: u64, used: u64, buffer: u64) -> bool {
-    if context_window == 0 {
-        return false;
-    }
-    let left = context_window.saturating_sub(used);
-    if context_window > LARGE_WINDOW { left <= buffer } else { left <= context_window / 5 }
-}
 
 /// Starts a summarization in the session's free lane. `key` orders its outputs (the ended or
 /// paused submission's sequence; 0 for a manual request).
@@ -88,12 +65,6 @@ pub(crate) fn pause(st: &mut State, tx: &mut Tx, s: &mut Session) {
         tx.decided(seq, OutputKind::Finished(outcome::premature(&owner, &last)));
     }
     start(st, tx, s, Purpose::Resume(Box::new(Paused { sub: owner, setup, last })), seq);
-}
-
-/// The error of the no-progress guard.
-pub(crate) fn no_progress() -> ErrorInfo {
-    let (title, message) = (CONTEXT_WINDOW_TITLE.to_owned(), CONTEXT_WINDOW_MESSAGE.to_owned());
-    ErrorInfo { kind: ErrorKind::ContextWindow, title, message }
 }
 
 /// The summary in the lane if `io` names its current attempt exactly (I13).
@@ -183,7 +154,7 @@ pub(crate) fn attempt_failed(
         watchdog::disarm(st, tx, k, watchdog);
     }
     let io = SummaryIo { session: s.id.clone(), summary: sm.id, attempt };
-    match retry::on_failure(&st.config, &sm.budget, error) {
+    match rules::on_failure(&st.config, &sm.budget, error) {
         OnFailure::Refresh { refused } => {
             sm.budget.refused = Some(refused);
             sm.phase = Attempting::Refreshing { attempt };
@@ -311,9 +282,7 @@ pub(crate) fn abort(st: &mut State, tx: &mut Tx, s: &mut Session, cause: Abort) 
         }
         let (verdict, text) = match cause {
             Abort::Cancel => (Verdict::Cancelled, CANCELED_FINISH),
-            Abort::Shutdown => {
-                (Verdict::Interrupted(crate::lifecycle::cleanup::shutdown_error()), SHUTDOWN_FINISH)
-            }
+            Abort::Shutdown => (Verdict::Interrupted(rules::shutdown_error()), SHUTDOWN_FINISH),
         };
         end_paused(
             st,
@@ -382,7 +351,7 @@ pub(crate) fn on_refreshed(
         );
         if !ok {
             let refused = sm.budget.refused.take();
-            return failed(st, tx, s, retry::refresh_failed(refused));
+            return failed(st, tx, s, rules::refresh_failed(refused));
         }
         sm.budget = Budget::refreshed();
         let next = st.bump(io.attempt, "attempt");

@@ -13,13 +13,11 @@
 
 use crate::alphabet::mutants::mutant;
 use crate::alphabet::{
-    ErrorClass, Millis, OutputKind, ProviderError, Seq, SessionId, StepEvent, SummaryIo, TimerId,
-    TimerPurpose, TurnId, stream_idle_message,
+    ErrorClass, Millis, OutputKind, ProviderError, Seq, SessionId, StepEvent, TimerPurpose, TurnId,
+    stream_idle_message,
 };
-use crate::lifecycle::retry;
-use crate::lifecycle::summary;
 use crate::state::Tx;
-use crate::state::{Attempting, Lane, Phase, Session, State, Watchdog};
+use crate::state::{State, Watchdog};
 
 /// Arms the watchdog of an attempt that starts now, counted from now; `None` (and no output)
 /// when the timeout is 0. The `SetTimer` goes into the hand-off bucket of `key`, after the
@@ -36,7 +34,7 @@ pub(crate) fn arm(
 }
 
 /// Arms one timer due at `from` + the timeout.
-fn arm_from(
+pub(crate) fn arm_from(
     st: &mut State,
     tx: &mut Tx,
     key: Seq,
@@ -100,71 +98,16 @@ pub(crate) fn idle_error(timeout_ms: u64) -> ProviderError {
 }
 
 /// What a firing of the watched attempt's timer means.
-enum Verdict {
+pub(crate) enum Wake {
     /// A content event arrived since the deadline's start: watch on from the last one.
     Extend { from: Millis },
     /// Idle for the whole timeout: the attempt fails.
     Idle,
 }
 
-fn judge(w: &Watchdog) -> Verdict {
+pub(crate) fn judge(w: &Watchdog) -> Wake {
     match w.last {
-        Some(from) => Verdict::Extend { from },
-        None => Verdict::Idle,
-    }
-}
-
-/// The watchdog `timer` of the lane's turn or summary `turn` fired (already removed from the
-/// armed timers): extend it or fail the attempt. Anything but the current attempt's timer is
-/// stale (I13).
-pub(crate) fn timer_fired(
-    st: &mut State,
-    tx: &mut Tx,
-    now: Millis,
-    s: &mut Session,
-    timer: TimerId,
-    turn: TurnId,
-) {
-    match &mut s.lane {
-        Lane::Turn(t) if t.id == turn => {
-            let Phase::Streaming { attempt, watchdog: Some(w) } = t.phase else { return };
-            if w.timer != timer && !mutant!(st.config, WatchdogNeverDisarmed) {
-                return;
-            }
-            let seq = t.owner.seq;
-            match judge(&w) {
-                Verdict::Extend { from } => {
-                    let watchdog = arm_from(st, tx, seq, &s.id, turn, from);
-                    t.phase = Phase::Streaming { attempt, watchdog };
-                }
-                Verdict::Idle => {
-                    t.phase = Phase::Streaming { attempt, watchdog: None };
-                    tx.abort(seq, OutputKind::AbortStep { step: t.step_io(&s.id, attempt) });
-                    let error = idle_error(st.config.stream_idle_timeout_ms);
-                    retry::on_failed(st, tx, now, s, error);
-                }
-            }
-        }
-        Lane::Summary(sm) if sm.id == turn => {
-            let Attempting::Streaming { attempt, watchdog: Some(w) } = sm.phase else { return };
-            if w.timer != timer && !mutant!(st.config, WatchdogNeverDisarmed) {
-                return;
-            }
-            let key = summary::key(sm);
-            match judge(&w) {
-                Verdict::Extend { from } => {
-                    let watchdog = arm_from(st, tx, key, &s.id, turn, from);
-                    sm.phase = Attempting::Streaming { attempt, watchdog };
-                }
-                Verdict::Idle => {
-                    sm.phase = Attempting::Streaming { attempt, watchdog: None };
-                    let io = SummaryIo { session: s.id.clone(), summary: sm.id, attempt };
-                    tx.abort(key, OutputKind::AbortSummary { io });
-                    let error = idle_error(st.config.stream_idle_timeout_ms);
-                    summary::attempt_failed(st, tx, now, s, attempt, error);
-                }
-            }
-        }
-        _ => {} // the turn or summary ended: stale (I13)
+        Some(from) => Wake::Extend { from },
+        None => Wake::Idle,
     }
 }
