@@ -9,7 +9,9 @@
 //! |---|---|
 //! | `args` | the command line and its help |
 //! | `setup` | configuration file, model, tools and gate, the store |
-//! | `run` | `turnstile run`: submit, follow, Ctrl-C, the exit status |
+//! | `failure` | why a command stopped before its job, and its exit status |
+//! | `finish` | a run's end: its exit status, why, its output, the `stop` hooks |
+//! | `run` | `turnstile run`: submit, follow, Ctrl-C |
 //! | `chat` | `turnstile chat` (and `turnstile` alone on a terminal): prompt after prompt |
 //! | `live` | what a run shows while it works: stderr lines or JSON Lines |
 //! | `serve` | `turnstile serve`: the host over HTTP until a signal |
@@ -22,6 +24,8 @@
 
 mod args;
 mod chat;
+mod failure;
+mod finish;
 mod live;
 mod out;
 mod record;
@@ -36,37 +40,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-/// The exit status of a run that could not start (a configuration, a key, the store).
-pub const EXIT_SETUP: u8 = 1;
-/// The exit status of bad usage (the same as a rejected submission: the request was refused).
-pub const EXIT_USAGE: u8 = 64;
-
-/// Why a command stopped before it could do its job: the message for stderr and the status.
-#[derive(Debug)]
-pub struct Failure {
-    /// The exit status.
-    pub status: u8,
-    /// What went wrong and, where it helps, what to do.
-    pub message: String,
-}
-
-impl Failure {
-    /// A set-up failure: status 1.
-    pub fn setup(message: impl Into<String>) -> Failure {
-        Failure {
-            status: EXIT_SETUP,
-            message: message.into(),
-        }
-    }
-
-    /// Bad usage: status 64.
-    pub fn usage(message: impl Into<String>) -> Failure {
-        Failure {
-            status: EXIT_USAGE,
-            message: message.into(),
-        }
-    }
-}
+use failure::{EXIT_SETUP, EXIT_USAGE};
 
 fn main() -> ExitCode {
     let cli = match args::Cli::try_parse() {

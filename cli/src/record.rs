@@ -25,7 +25,7 @@ use serde::Deserialize;
 use turnstile_host::{Flight, HostConfig};
 use turnstile_http::HttpProvider;
 
-use crate::Failure;
+use crate::failure::Failure;
 
 /// The name of a folder's first flight trace (without `.jsonl`); later ones add `-2`, `-3`, ...
 pub const FIRST: &str = "flight";

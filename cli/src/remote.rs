@@ -31,8 +31,8 @@ use turnstile_server::delta::MessageDelta;
 use turnstile_wire::sse::{Frame, Framer};
 
 use crate::args::{Global, Run};
+use crate::failure::{EXIT_USAGE, Failure};
 use crate::live::{Show, View};
-use crate::{EXIT_USAGE, Failure};
 
 /// How long a lost server is waited for before the run gives up (status 1).
 const GIVE_UP_AFTER: Duration = Duration::from_secs(300);
@@ -65,7 +65,7 @@ pub async fn run(_global: &Global, a: Run, url: &str, prompt: String) -> Result<
             .clone()
             .unwrap_or_else(|| uuid::Uuid::new_v4().to_string()),
     );
-    let show = crate::run::show(a.json);
+    let show = crate::finish::show(a.json);
     // The stream first: once it answered, nothing the run does can be missed.
     let mut frames = follow(client.clone());
     // The first event, `asks`, lists what is pending, which an attached run's ask may be:
@@ -133,7 +133,7 @@ pub async fn run(_global: &Global, a: Run, url: &str, prompt: String) -> Result<
             && let Ok(record) =
                 serde_json::from_value::<CompletionRecord>(v["run_complete"].clone())
         {
-            return Ok(crate::run::report(&record, show));
+            return Ok(crate::finish::report(&record, show));
         }
     }
     let mut cancelled = false;
@@ -195,7 +195,7 @@ pub async fn run(_global: &Global, a: Run, url: &str, prompt: String) -> Result<
         }
     };
     view.end();
-    Ok(crate::run::report(&record, show))
+    Ok(crate::finish::report(&record, show))
 }
 
 /// The last state of each followed message still being written, which a `message_delta`
@@ -353,7 +353,7 @@ async fn session(client: &Client, a: &Run) -> Result<SessionId, Failure> {
 
 /// The token: `$TURNSTILE_SERVER_TOKEN`, else `--token-file`, else `.turnstile/server-token`.
 fn token(file: Option<PathBuf>) -> Result<String, Failure> {
-    if let Ok(t) = std::env::var(crate::serve::TOKEN_ENV)
+    if let Ok(t) = std::env::var(crate::setup::TOKEN_ENV)
         && !t.trim().is_empty()
     {
         return Ok(t.trim().to_owned());
@@ -370,7 +370,7 @@ fn token(file: Option<PathBuf>) -> Result<String, Failure> {
         .map_err(|e| {
             Failure::setup(format!(
                 "no token for the server: set {} or give --token-file (cannot read `{}`: {e})",
-                crate::serve::TOKEN_ENV,
+                crate::setup::TOKEN_ENV,
                 path.display()
             ))
         })

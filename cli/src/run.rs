@@ -6,32 +6,21 @@
 //! and keeps waiting for its RunComplete (`cancelled`, status 130); a second exits at once.
 
 use std::io::{IsTerminal, Read as _};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use serde_json::json;
-use turnstile_core::{Outcome, Rejection, RunId, SessionId, StopReason, Submit};
+use turnstile_core::{Rejection, RunId, SessionId, Submit};
 use turnstile_host::{CompletionRecord, Host, SubmitError};
 use turnstile_tools::hook::{self, HookInput};
 use turnstile_tools::{DenyAsks, Hooks};
 
 use crate::args::{Global, Run};
+use crate::failure::Failure;
+use crate::finish::{rejected, report, run_stop_hooks, show};
 use crate::live::{Follower, Show};
-use crate::{EXIT_USAGE, Failure, out, setup};
-
-/// The exit status of a run's end (SPEC 9).
-#[must_use]
-pub fn status(record: &CompletionRecord) -> u8 {
-    match record.outcome {
-        Outcome::Completed | Outcome::Folded => match record.stop_reason {
-            Some(StopReason::PermissionDenied | StopReason::HookHalt) => 3,
-            _ => 0,
-        },
-        Outcome::Failed => 1,
-        Outcome::Cancelled => 130,
-        Outcome::Interrupted => 2,
-    }
-}
+use crate::setup::working_dir;
+use crate::{out, setup};
 
 /// Runs `turnstile run`.
 ///
@@ -93,27 +82,6 @@ pub async fn run(global: &Global, a: Run) -> Result<u8, Failure> {
     Ok(code)
 }
 
-/// The `stop` hooks, with the run's RunComplete (they only observe; each is bounded by its
-/// timeout).
-pub async fn run_stop_hooks(
-    hooks: &[turnstile_tools::Hook],
-    record: &CompletionRecord,
-    cwd: &Path,
-) {
-    if hooks.is_empty() {
-        return;
-    }
-    let run = match serde_json::to_value(record) {
-        Ok(serde_json::Value::Object(map)) => map,
-        _ => return,
-    };
-    let input = HookInput {
-        run: Some(run),
-        ..HookInput::new("stop", record.session.as_str(), cwd)
-    };
-    hook::stop(hooks, &input, cwd).await;
-}
-
 /// `turnstile run --print-system-prompt`: the system prompt of a request of this run, with the
 /// tools it would offer (the MCP servers' included), on stdout.
 async fn print_system_prompt(global: &Global, a: &Run) -> Result<u8, Failure> {
@@ -123,24 +91,6 @@ async fn print_system_prompt(global: &Global, a: &Run) -> Result<u8, Failure> {
     let (tools, _) = loaded.tools(&cwd, false, None, Arc::new(DenyAsks)).await?;
     out::line(&provider.system_prompt(&tools.definitions()));
     Ok(0)
-}
-
-/// The working directory: `dir`, else the current one, made absolute.
-///
-/// # Errors
-/// It cannot be read or does not exist.
-pub fn working_dir(dir: Option<&std::path::Path>) -> Result<PathBuf, Failure> {
-    let cwd = match dir {
-        Some(d) => d.to_owned(),
-        None => std::env::current_dir()
-            .map_err(|e| Failure::setup(format!("cannot read the current directory: {e}")))?,
-    };
-    std::fs::canonicalize(&cwd).map_err(|e| {
-        Failure::setup(format!(
-            "cannot use `{}` as the working directory: {e}",
-            cwd.display()
-        ))
-    })
 }
 
 /// The prompt: the argument, or stdin for `-`.
@@ -153,47 +103,6 @@ fn read_prompt(arg: &str) -> Result<String, Failure> {
         .read_to_string(&mut text)
         .map_err(|e| Failure::usage(format!("cannot read the prompt from stdin: {e}")))?;
     Ok(text)
-}
-
-/// Prints the RunComplete (stdout: its text, or with `--json` its JSON Line) and says why a
-/// run did not simply complete on stderr; returns the exit status. When stdout was closed
-/// (its reader went away, and the run was cancelled for it), nothing is said at all.
-pub fn report(record: &CompletionRecord, show: Show) -> u8 {
-    if show == Show::Json {
-        let mut v = serde_json::to_value(record).unwrap_or_default();
-        v["type"] = json!("run_complete");
-        out::line(&v.to_string());
-    } else {
-        out::line(record.text.as_deref().unwrap_or(""));
-    }
-    let code = status(record);
-    if code != 0 && !out::is_closed() {
-        eprintln!("{}", why(record));
-    }
-    code
-}
-
-/// A submission refused before it reached the engine, as the engine's refusals are reported:
-/// with `--json` a `rejected` line, and status 64.
-pub fn rejected(json: bool, message: &str) -> Failure {
-    if json {
-        out::line(&json!({"type": "rejected", "message": message}).to_string());
-    }
-    Failure {
-        status: EXIT_USAGE,
-        message: format!("the run was rejected: {message}"),
-    }
-}
-
-/// How live events are shown: `--json`, else the terminal when stderr is one.
-pub fn show(json: bool) -> Show {
-    if json {
-        Show::Json
-    } else if std::io::stderr().is_terminal() {
-        Show::Terminal
-    } else {
-        Show::Nothing
-    }
 }
 
 /// Submits and waits for the RunComplete, following the live events.
@@ -309,72 +218,4 @@ async fn session(host: &Host, a: &Run) -> Result<SessionId, Failure> {
     latest.ok_or_else(|| {
         Failure::usage("--continue: there is no session yet in this store; run a prompt first")
     })
-}
-
-/// One line on why a run did not simply complete.
-pub fn why(record: &CompletionRecord) -> String {
-    let error = record
-        .error
-        .as_ref()
-        .map(|e| format!(": {}: {}", e.title, e.message));
-    match (record.outcome, record.stop_reason) {
-        (Outcome::Completed, Some(StopReason::PermissionDenied)) => {
-            "the run stopped: a tool call was denied".to_owned()
-        }
-        (Outcome::Completed, Some(StopReason::HookHalt)) => {
-            "the run stopped: a hook halted the turn".to_owned()
-        }
-        (Outcome::Failed, _) => format!("the run failed{}", error.unwrap_or_default()),
-        (Outcome::Cancelled, _) => "the run was cancelled".to_owned(),
-        (Outcome::Interrupted, _) => {
-            format!("the run was interrupted{}", error.unwrap_or_default())
-        }
-        _ => String::new(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use turnstile_core::Seq;
-
-    fn record(outcome: Outcome, stop_reason: Option<StopReason>) -> CompletionRecord {
-        CompletionRecord {
-            session: SessionId::new("s"),
-            run_id: Some(RunId::new("r")),
-            seq: Seq(1),
-            outcome,
-            stop_reason,
-            message_id: None,
-            text: None,
-            error: None,
-            usage: Default::default(),
-        }
-    }
-
-    #[test]
-    fn exit_statuses_are_spec_9s() {
-        assert_eq!(
-            status(&record(Outcome::Completed, Some(StopReason::EndTurn))),
-            0
-        );
-        assert_eq!(
-            status(&record(Outcome::Completed, Some(StopReason::MaxTokens))),
-            0
-        );
-        assert_eq!(
-            status(&record(
-                Outcome::Completed,
-                Some(StopReason::PermissionDenied)
-            )),
-            3
-        );
-        assert_eq!(
-            status(&record(Outcome::Completed, Some(StopReason::HookHalt))),
-            3
-        );
-        assert_eq!(status(&record(Outcome::Failed, None)), 1);
-        assert_eq!(status(&record(Outcome::Cancelled, None)), 130);
-        assert_eq!(status(&record(Outcome::Interrupted, None)), 2);
-    }
 }

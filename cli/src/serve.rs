@@ -11,22 +11,14 @@ use std::sync::Arc;
 use turnstile_server::{Asks, Server, ServerConfig, Token, TokenSource};
 
 use crate::args::{Global, Serve};
-use crate::{Failure, setup};
+use crate::failure::Failure;
+use crate::setup::{self, TOKEN_ENV, default_token_file};
 
 /// The address `serve` listens on without `--listen` or `[server] listen`.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8700";
 
 /// How long connections may take to close once the host has shut down.
 const GRACE: std::time::Duration = std::time::Duration::from_secs(10);
-
-/// The environment variable that configures the token (for the server and its clients).
-pub const TOKEN_ENV: &str = "TURNSTILE_SERVER_TOKEN";
-
-/// The token file in a store's folder (beside its file, or the project's `.turnstile/`).
-#[must_use]
-pub fn default_token_file(store: &setup::StoreAt) -> PathBuf {
-    store.folder.join("server-token")
-}
 
 /// Runs the `stop` hooks for every run that ends from now on, in the order they end.
 fn follow_stops(host: &turnstile_host::Host, hooks: Vec<turnstile_tools::Hook>, cwd: PathBuf) {
@@ -39,7 +31,7 @@ fn follow_stops(host: &turnstile_host::Host, hooks: Vec<turnstile_tools::Hook>, 
         let mut completions = host.completions(newest);
         while let Ok(Some((_, record))) = completions.next().await {
             if record.is_run_complete() {
-                crate::run::run_stop_hooks(&hooks, &record, &cwd).await;
+                crate::finish::run_stop_hooks(&hooks, &record, &cwd).await;
             }
         }
     });
@@ -50,7 +42,7 @@ fn follow_stops(host: &turnstile_host::Host, hooks: Vec<turnstile_tools::Hook>, 
 /// # Errors
 /// What kept the server from starting: the configuration, the store, the token, the address.
 pub async fn serve(global: &Global, a: Serve) -> Result<u8, Failure> {
-    let cwd = crate::run::working_dir(a.cwd.as_deref())?;
+    let cwd = crate::setup::working_dir(a.cwd.as_deref())?;
     let loaded = setup::load(global, &cwd)?;
     let file = loaded.server().clone();
     let listen = a

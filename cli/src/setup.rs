@@ -28,8 +28,8 @@ use turnstile_host::{Host, HostConfig, OpenError, StoreError, ToolSet};
 use turnstile_http::{Config, HttpProvider, KeySource};
 use turnstile_tools::{Asker, Gate, Hooks, HooksFile, Permissions, PermissionsFile, Reaper};
 
-use crate::Failure;
 use crate::args::Global;
+use crate::failure::Failure;
 use crate::record::Recording;
 
 /// The models tried, in order, when the configuration names none: the first whose key is set.
@@ -554,4 +554,31 @@ async fn open_host(
                 store.describe()
             ))
         })
+}
+
+/// The working directory: `dir`, else the current one, made absolute.
+///
+/// # Errors
+/// It cannot be read or does not exist.
+pub fn working_dir(dir: Option<&std::path::Path>) -> Result<PathBuf, Failure> {
+    let cwd = match dir {
+        Some(d) => d.to_owned(),
+        None => std::env::current_dir()
+            .map_err(|e| Failure::setup(format!("cannot read the current directory: {e}")))?,
+    };
+    std::fs::canonicalize(&cwd).map_err(|e| {
+        Failure::setup(format!(
+            "cannot use `{}` as the working directory: {e}",
+            cwd.display()
+        ))
+    })
+}
+
+/// The environment variable that configures the token (for the server and its clients).
+pub const TOKEN_ENV: &str = "TURNSTILE_SERVER_TOKEN";
+
+/// The token file in a store's folder (beside its file, or the project's `.turnstile/`).
+#[must_use]
+pub fn default_token_file(store: &StoreAt) -> PathBuf {
+    store.folder.join("server-token")
 }

@@ -12,7 +12,8 @@ use turnstile_host::store::{
 };
 
 use crate::args::{Global, History, Sessions};
-use crate::{Failure, out, setup};
+use crate::failure::Failure;
+use crate::{out, setup};
 
 /// The widest title shown in the table (SPEC 8's title length: longer ones are cut to 49 and
 /// "…").

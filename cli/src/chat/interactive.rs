@@ -33,7 +33,7 @@ use super::history::History;
 use super::screen::{Bottom, Screen};
 use super::slash::{Slash, Typed};
 use super::status::Status;
-use crate::Failure;
+use crate::failure::Failure;
 use crate::live::{Piece, StoreView, View};
 
 /// A permission question, and where its answer goes.
@@ -456,8 +456,8 @@ impl<'a> Chat<'a> {
         if !record.run_id.as_ref().is_some_and(|r| self.runs.remove(r)) {
             return;
         }
-        if record.outcome != Outcome::Completed || crate::run::status(&record) != 0 {
-            let why = crate::run::why(&record);
+        if record.outcome != Outcome::Completed || crate::finish::status(&record) != 0 {
+            let why = crate::finish::why(&record);
             let why = why
                 .trim_start_matches("the run ")
                 .trim_start_matches("was ");
@@ -466,7 +466,7 @@ impl<'a> Chat<'a> {
         if self.runs.is_empty() {
             self.status.cancelling = false;
         }
-        crate::run::run_stop_hooks(&self.setting.hooks.stop, &record, self.setting.cwd).await;
+        crate::finish::run_stop_hooks(&self.setting.hooks.stop, &record, self.setting.cwd).await;
     }
 
     /// The session's tokens and cost so far, as the store has them (its sub-agents' are their

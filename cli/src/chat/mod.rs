@@ -34,8 +34,9 @@ use turnstile_tools::hook::{self, HookInput};
 use turnstile_tools::{DenyAsks, Hooks};
 
 use crate::args::{Chat, Global};
+use crate::failure::Failure;
 use crate::live::{Follower, Show};
-use crate::{Failure, out, setup};
+use crate::{out, setup};
 use slash::{HELP, Said, Slash, Typed};
 
 /// Runs `turnstile chat`.
@@ -44,7 +45,7 @@ use slash::{HELP, Said, Slash, Typed};
 /// What kept the chat from starting: the configuration, the store, an unknown `--session`.
 pub async fn chat(global: &Global, a: Chat) -> Result<u8, Failure> {
     let on_terminal = std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
-    let cwd = crate::run::working_dir(a.cwd.as_deref())?;
+    let cwd = crate::setup::working_dir(a.cwd.as_deref())?;
     let loaded = setup::load(global, &cwd)?;
     let provider = loaded.provider(a.model.as_deref(), &cwd)?;
     let store = setup::store_at(global, &cwd);
@@ -195,8 +196,8 @@ async fn prompt(
     };
     follower.stop().await;
     let record = record.map_err(|e| Failure::setup(format!("cannot wait for the run: {e}")))?;
-    crate::run::run_stop_hooks(&hooks.stop, &record, cwd).await;
-    crate::run::report(&record, Show::Nothing);
+    crate::finish::run_stop_hooks(&hooks.stop, &record, cwd).await;
+    crate::finish::report(&record, Show::Nothing);
     Ok(())
 }
 
