@@ -12,9 +12,10 @@
 
 use turnstile_core::{Fingerprint, MessageFinish, StoreOp, Submit};
 
+use super::error::StoreError;
 use super::schema::{int, mode_text, outcome_text, to_json};
 use super::sql::{Arg, Db, argv};
-use super::{NewRun, StoreError, Write};
+use super::txn::{NewRun, Write};
 use crate::record::{CompletionRecord, Cursor};
 
 /// The finish of a summary that succeeded.

@@ -14,12 +14,12 @@
 use serde::{Deserialize, Serialize};
 use turnstile_core::{MessageId, SessionId};
 
-use super::StoreError;
+use super::error::StoreError;
 use super::read::{Reader, SESSION_COLUMNS, raw_session, revision};
+use super::read::{SessionRow, StoredMessage};
 use super::schema::{int, uint};
 use super::sql::{Row, args, in_snapshot};
 use crate::record::{CompletionRecord, Cursor};
-use crate::store::{SessionRow, StoredMessage};
 
 /// A point in the store's change order: every completion up to `cursor` and every row change
 /// of a revision below `revision` is behind it.

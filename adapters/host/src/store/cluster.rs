@@ -20,10 +20,14 @@
 
 use turnstile_core::{Fingerprint, MessageId, Mode, Outcome, RunId, Seq, SessionId, Submit};
 
+use super::audit::Audit;
+use super::config::StoreConfig;
+use super::conn::Conn;
+use super::error::StoreError;
 use super::lease::{self, Epoch};
 use super::schema::{int, mode_text, to_json, uint};
 use super::sql::{Arg, Db, args};
-use super::{Conn, NewRun, StoreError};
+use super::txn::NewRun;
 use crate::mutants::Armed;
 use crate::record::{CompletionRecord, Cursor};
 
@@ -131,80 +135,12 @@ pub(crate) struct Coordinator {
     host: String,
     armed: Armed,
     audit: Option<Audit>,
-    faults: Option<super::Faults>,
-}
-
-/// The simulator's ghost log of several hosts (SPEC 11): every take and every commit of an
-/// owner, with its epoch and the revision it committed at. [`Audit::fenced_writes`] is the
-/// check "no write by a fenced epoch": nothing committed for a session at an epoch after a
-/// later epoch was taken.
-#[derive(Clone, Debug, Default)]
-pub struct Audit(std::sync::Arc<std::sync::Mutex<Vec<Audited>>>);
-
-/// One entry of the ghost log: a take (the new epoch) or a commit of an owner (its epoch).
-#[derive(Clone, Debug)]
-struct Audited {
-    session: SessionId,
-    epoch: Epoch,
-    revision: u64,
-    take: bool,
-}
-
-impl Audit {
-    fn log(&self) -> std::sync::MutexGuard<'_, Vec<Audited>> {
-        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    pub(crate) fn took(&self, session: &SessionId, epoch: Epoch, revision: u64) {
-        self.log().push(Audited { session: session.clone(), epoch, revision, take: true });
-    }
-
-    pub(crate) fn wrote(&self, session: &SessionId, epoch: Epoch, revision: u64) {
-        self.log().push(Audited { session: session.clone(), epoch, revision, take: false });
-    }
-
-    /// Every write committed by an epoch that a later take had fenced off, as a sentence; and
-    /// every take that did not grow its session's epoch. Empty when the protocol held.
-    #[must_use]
-    pub fn fenced_writes(&self) -> Vec<String> {
-        let log = self.log();
-        let mut problems = Vec::new();
-        let mut newest: std::collections::BTreeMap<&SessionId, (Epoch, u64)> = Default::default();
-        let mut ordered: Vec<&Audited> = log.iter().collect();
-        // In commit order; at one revision the take first (a take commits alone).
-        ordered.sort_by_key(|a| (a.revision, !a.take));
-        for a in ordered {
-            let session = &a.session;
-            match (a.take, newest.get(session)) {
-                (true, Some((e, r))) if a.epoch <= *e => problems.push(format!(
-                    "session {session}: epoch {} taken at revision {} after epoch {} at {r}",
-                    a.epoch.0, a.revision, e.0
-                )),
-                (true, _) => {
-                    newest.insert(session, (a.epoch, a.revision));
-                }
-                (false, Some((e, r))) if a.epoch < *e => problems.push(format!(
-                    "session {session}: a write of epoch {} committed at revision {}, after epoch {} was taken at {r}",
-                    a.epoch.0, a.revision, e.0
-                )),
-                (false, _) => {}
-            }
-        }
-        problems
-    }
-
-    /// How many takes and writes were logged.
-    #[must_use]
-    pub fn counts(&self) -> (usize, usize) {
-        let log = self.log();
-        let takes = log.iter().filter(|a| a.take).count();
-        (takes, log.len() - takes)
-    }
+    faults: Option<super::faults::Faults>,
 }
 
 impl Coordinator {
     /// A coordinator for `host` over `conn` (migrated).
-    pub(crate) fn new(conn: Conn, host: String, config: &super::StoreConfig) -> Coordinator {
+    pub(crate) fn new(conn: Conn, host: String, config: &StoreConfig) -> Coordinator {
         Coordinator {
             conn,
             host,
@@ -217,36 +153,36 @@ impl Coordinator {
     /// A partition between this host and the store (injected, tests and the simulator): every
     /// call fails while a fault is always on.
     fn reachable(&self) -> Result<(), StoreError> {
-        match self.faults.as_ref().and_then(super::Faults::always) {
+        match self.faults.as_ref().and_then(super::faults::Faults::always) {
             Some(fault) => Err(fault.error()),
             None => Ok(()),
         }
     }
 
     /// A new coordination connection for `host` to the (migrated) store of `config` (see
-    /// [`super::Store::open_member`] for `idle`).
+    /// [`super::open::Store::open_member`] for `idle`).
     ///
     /// # Errors
     /// The store cannot be reached or opened.
     pub(crate) fn open(
-        config: &super::StoreConfig,
+        config: &StoreConfig,
         host: &str,
         idle: std::time::Duration,
     ) -> Result<Coordinator, StoreError> {
         let conn = match &config.location {
             #[cfg(not(madsim))]
-            super::Location::Postgres(url) => {
+            super::location::Location::Postgres(url) => {
                 Conn::Postgres(Box::new(super::postgres::PgConn::connect_member(url, idle)?))
             }
             #[cfg(madsim)]
-            super::Location::Postgres(url) => {
+            super::location::Location::Postgres(url) => {
                 let _ = idle;
                 return Err(StoreError::Corrupt(format!(
                     "{url}: the simulator's build has no PostgreSQL store"
                 )));
             }
-            super::Location::File(_) | super::Location::Memory(_) => {
-                Conn::Sqlite(super::member_sqlite(config)?)
+            super::location::Location::File(_) | super::location::Location::Memory(_) => {
+                Conn::Sqlite(member_sqlite(config)?)
             }
         };
         Ok(Coordinator::new(conn, host.to_owned(), config))
@@ -822,4 +758,18 @@ impl Coordinator {
             })
             .collect()
     }
+}
+
+/// A SQLite connection of a member host (several members in one process share the file).
+///
+/// # Errors
+/// The file cannot be opened or set up.
+pub(super) fn member_sqlite(config: &StoreConfig) -> Result<rusqlite::Connection, StoreError> {
+    let conn = config.location.connect(true)?;
+    let opening = |e| super::location::opening(&config.location, e);
+    conn.busy_timeout(super::read::BUSY_TIMEOUT).map_err(opening)?;
+    conn.pragma_update(None, "journal_mode", config.location.journal_mode()).map_err(opening)?;
+    conn.pragma_update(None, "foreign_keys", true)?;
+    conn.set_prepared_statement_cache_capacity(super::conn::STATEMENT_CACHE);
+    Ok(conn)
 }

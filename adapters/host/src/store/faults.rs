@@ -1,5 +1,5 @@
 //! Injected store failures (SPEC 4.12 fail-stop, SPEC 10 sim): a handle that tests and the
-//! simulator program, consulted by every [`super::Store::commit`].
+//! simulator program, consulted by every [`super::open::Store::commit`].
 //!
 //! The failures carry SQLite's real result codes and messages, so a host's error handling and
 //! the "engine stopped: storage failure: `<error>`" text see exactly what a real failure gives.
@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use rusqlite::ffi;
 
-use super::StoreError;
+use super::error::StoreError;
 
 /// A failure to inject into a commit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,7 +1,7 @@
 //! What an integrity check reports (`Reader::integrity_check`),
 //! for either store: SQLite's own checks, or references that name no row.
 
-use super::StoreError;
+use super::error::StoreError;
 
 /// Why `Reader::integrity_check` did not pass.
 #[derive(Debug, PartialEq)]

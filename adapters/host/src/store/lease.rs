@@ -16,7 +16,7 @@
 //! The member hosts' coordination (`cluster.rs`) runs take, renew and release; every commit
 //! of a member runs the fence.
 
-use super::StoreError;
+use super::error::StoreError;
 use super::sql::{Arg, Db};
 
 /// A lease's epoch: it grows at every take, so no two takes share one; the fencing token of

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use rusqlite::config::DbConfig;
 use rusqlite::{Connection, OpenFlags};
 
-use super::StoreError;
+use super::error::StoreError;
 
 /// Where a store's database is.
 #[derive(Clone, Debug)]
@@ -60,7 +60,7 @@ impl Location {
         if create {
             flags |= OpenFlags::SQLITE_OPEN_CREATE;
         }
-        let opening = |e| StoreError::opening(self, e);
+        let opening = |e| opening(self, e);
         let conn = match self {
             Location::File(path) => Connection::open_with_flags(path, flags).map_err(opening)?,
             // The memdb database exists while the disk's own connection holds it open.
@@ -220,7 +220,7 @@ impl std::fmt::Debug for MemoryDisk {
     }
 }
 
-/// The owner lock a [`super::Store`] holds for its life; released when dropped (also when
+/// The owner lock a [`super::open::Store`] holds for its life; released when dropped (also when
 /// a simulated crash drops the host).
 #[derive(Debug)]
 pub(crate) enum OwnerLock {
@@ -250,5 +250,14 @@ fn lock_file(path: &Path) -> Result<File, StoreError> {
         Ok(()) => Ok(file),
         Err(TryLockError::WouldBlock) => Err(StoreError::InUse),
         Err(TryLockError::Error(e)) => Err(io("lock the lock file", e)),
+    }
+}
+
+/// The error of opening or setting up a connection at `location`: [`StoreError::Open`]
+/// naming the file, or for an in-memory disk (which has no path) [`StoreError::Sqlite`].
+pub(crate) fn opening(location: &Location, source: rusqlite::Error) -> StoreError {
+    match location {
+        Location::File(path) => StoreError::Open { path: path.clone(), source },
+        Location::Memory(_) | Location::Postgres(_) => StoreError::Sqlite(source),
     }
 }

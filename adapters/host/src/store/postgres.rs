@@ -28,7 +28,7 @@ use bytes::BytesMut;
 use tokio_postgres::types::{IsNull, ToSql, Type, to_sql_checked};
 use tokio_postgres::{Client, NoTls, Statement};
 
-use super::StoreError;
+use super::error::StoreError;
 use super::integrity::IntegrityProblem;
 use super::location::redact;
 use super::sql::{Arg, Cell, Db, Row};

@@ -1,6 +1,6 @@
 //! Queries (SPEC 9): sessions, messages in write order, the run ledger and its completions,
 //! integrity and protocol checks. A [`Reader`] is its own read-only connection, so it reads
-//! while the [`super::Store`] writes (WAL) and can live on another thread.
+//! while the [`super::open::Store`] writes (WAL) and can live on another thread.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -11,10 +11,12 @@ use turnstile_core::{
     Attachment, CallId, Fingerprint, KnownRun, MessageId, Mode, RunId, Seq, SessionId, Start,
 };
 
+use super::conn::Conn;
+use super::error::StoreError;
 use super::integrity::{IntegrityError, IntegrityProblem};
+use super::location::Location;
 use super::schema::{int, parse_json, parse_mode, parse_outcome, uint};
 use super::sql::{Arg, Db, Row, args};
-use super::{Conn, Location, StoreError};
 use crate::record::{CompletionRecord, Cursor};
 
 /// How long a connection waits for a lock before failing with SQLITE_BUSY: short, because the
@@ -207,7 +209,7 @@ impl Reader {
         // Read-write at the file level (a WAL reader may need to write the -shm index), but
         // `query_only` refuses every write.
         let conn = location.connect(false)?;
-        let opening = |e| StoreError::opening(location, e);
+        let opening = |e| super::location::opening(location, e);
         conn.busy_timeout(BUSY_TIMEOUT).map_err(opening)?;
         conn.pragma_update(None, "query_only", true).map_err(opening)?;
         conn.set_prepared_statement_cache_capacity(32);

@@ -22,8 +22,8 @@
 
 use turnstile_core::{INTERRUPTED_TITLE, MessageFinish, MessageId, RunId, Seq, SessionId};
 
-use super::StoreError;
 use super::apply::finish_json;
+use super::error::StoreError;
 use super::schema::{int, outcome_text, to_json, uint};
 use super::sql::{Arg, Db, args};
 use crate::mutants::{Armed, HostMutant};

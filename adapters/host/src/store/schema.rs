@@ -51,7 +51,7 @@
 use rusqlite::{Connection, TransactionBehavior};
 use turnstile_core::{Mode, Outcome};
 
-use super::StoreError;
+use super::error::StoreError;
 use super::sql::Db;
 
 /// The migrations, in order: index `i` takes version `i` to `i + 1`.

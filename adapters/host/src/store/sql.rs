@@ -15,7 +15,7 @@
 
 use std::borrow::Cow;
 
-use super::StoreError;
+use super::error::StoreError;
 
 /// A value bound to a statement's parameter.
 #[derive(Clone, Debug)]

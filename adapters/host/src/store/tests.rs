@@ -13,6 +13,7 @@ use turnstile_core::{
 };
 
 use super::*;
+use crate::record::{CompletionRecord, Cursor};
 use turnstile_core::{HISTORY_REPAIR_RESULT, RECOVERY_MESSAGE};
 
 // ---- helpers ---------------------------------------------------------------------------------
@@ -264,9 +265,9 @@ enum Compiles {
     Postgres(u64),
 }
 
-fn count_compiles(conn: &mut super::Conn) -> Compiles {
+fn count_compiles(conn: &mut super::conn::Conn) -> Compiles {
     match conn {
-        super::Conn::Sqlite(conn) => {
+        super::conn::Conn::Sqlite(conn) => {
             use rusqlite::hooks::{AuthContext, Authorization};
             let n = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
             let counter = n.clone();
@@ -277,25 +278,25 @@ fn count_compiles(conn: &mut super::Conn) -> Compiles {
             .unwrap();
             Compiles::Sqlite(n)
         }
-        super::Conn::Postgres(conn) => Compiles::Postgres(conn.prepares()),
+        super::conn::Conn::Postgres(conn) => Compiles::Postgres(conn.prepares()),
     }
 }
 
 impl Compiles {
     /// Compilations since the count started (or was reset).
-    fn since(&self, conn: &super::Conn) -> u64 {
+    fn since(&self, conn: &super::conn::Conn) -> u64 {
         match (self, conn) {
             (Compiles::Sqlite(n), _) => n.load(std::sync::atomic::Ordering::Relaxed),
-            (Compiles::Postgres(start), super::Conn::Postgres(c)) => c.prepares() - start,
+            (Compiles::Postgres(start), super::conn::Conn::Postgres(c)) => c.prepares() - start,
             _ => panic!("counted on another store's connection"),
         }
     }
 
     /// Counts from now on.
-    fn reset(&mut self, conn: &super::Conn) {
+    fn reset(&mut self, conn: &super::conn::Conn) {
         match (self, conn) {
             (Compiles::Sqlite(n), _) => n.store(0, std::sync::atomic::Ordering::Relaxed),
-            (Compiles::Postgres(start), super::Conn::Postgres(c)) => *start = c.prepares(),
+            (Compiles::Postgres(start), super::conn::Conn::Postgres(c)) => *start = c.prepares(),
             _ => panic!("counted on another store's connection"),
         }
     }
