@@ -784,7 +784,7 @@ fn tool_output(stop: Option<StopReason>) -> ToolOutput {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::checker::{fresh_core, successor};
+    use crate::search::{fresh_core, successor};
     use crate::{Options, configs};
 
     /// Everything a core holds, as text: equal texts are equal cores.
@@ -803,7 +803,7 @@ mod tests {
     /// when the auditor keeps an idle cancel's watermark.
     #[test]
     fn a_core_undone_after_spending_is_its_source_but_for_the_clock() {
-        use crate::checker::{only_spends, step_in};
+        use crate::search::{only_spends, step_in};
         let (mut undone, mut taught) = (0, 0);
         let mut actions = Vec::new();
         for name in ["wide", "faults", "calls-two", "titles", "agents", "acceptor"] {

@@ -31,6 +31,7 @@ pub mod encode;
 pub mod lease;
 #[cfg(feature = "mutants")]
 pub mod mutants;
+mod search;
 pub mod spec;
 pub mod state;
 mod tree;

@@ -30,11 +30,11 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Instant;
 
-use crate::checker::{
+use crate::driver::Lockstep;
+use crate::search::{
     Edges, Found, Problem, Search, changed_by_spending, diverged, explore, fresh_core, key_of,
     path_to, step_in, successor,
 };
-use crate::driver::Lockstep;
 use crate::spec::{Action, Emit, Spec};
 use crate::{Bounds, Options, Progress, Report};
 
@@ -244,7 +244,7 @@ impl<'a> Walk<'a> {
         if let Err(fault) = core.check_state() {
             return fail(STATE, Problem::Core(fault), None);
         }
-        if let Some(fault) = crate::checker::unfinished_differ(spec, &core) {
+        if let Some(fault) = crate::search::unfinished_differ(spec, &core) {
             return fail(UNFINISHED, Problem::Core(fault), None);
         }
         if self.stuck == Some(state) {
@@ -257,7 +257,7 @@ impl<'a> Walk<'a> {
         let covered = |i: usize| self.subsumption && self.edges.target[row + i] == state;
         debug_assert!(
             actions.iter().enumerate().all(|(i, &a)| {
-                covered(i) == (self.subsumption && crate::checker::only_spends(spec, a))
+                covered(i) == (self.subsumption && crate::search::only_spends(spec, a))
             }),
             "the first pass marks the transitions that only spend"
         );
@@ -489,7 +489,7 @@ fn report_at(search: &Search<'_>, started: Instant, at: Position, found: Found) 
 #[cfg(test)]
 mod tests {
     use super::{FIRST_EDGE, first_divergence, position};
-    use crate::checker::Edges;
+    use crate::search::Edges;
     use crate::spec::Action;
 
     /// 0 → 1, 0 → 2, 0 → 1 again; 1 → 2, 1 → 3; 2 → 3. Tree edges: 0→1, 0→2, 1→3.

@@ -11,7 +11,7 @@ use turnstile_core::{CallId, StepEvent};
 use turnstile_wire::{Api, Decoder};
 
 use crate::rng::Rng;
-use crate::world::provider::Act;
+use crate::world::act::Act;
 
 macro_rules! body {
     ($api:expr, $case:literal, $n:literal) => {

@@ -23,17 +23,19 @@ use turnstile_host::{Flight, FlightBuffer, Host, HostConfig, Provider, Tool, Too
 
 use crate::rng::Rng;
 
+pub mod act;
 pub mod checks;
 pub mod clients;
 pub mod provider;
 pub mod tools;
 
+pub use act::Act;
 pub use checks::Run;
 use checks::{Check, check_store, check_traces, user_checks};
 pub use clients::Clients;
 use clients::{Current, Log, client, follow, now, slow_subscriber};
-pub use provider::{Act, Behaviour, InputGen, Script};
 use provider::{Answers, Callable, Shared, SimProvider};
+pub use provider::{Behaviour, InputGen, Script};
 pub use tools::LEFT_TO_FINISH;
 use tools::{BUILT_IN, Guarded, Panics, SimTool};
 

@@ -14,20 +14,7 @@ use turnstile_host::{
 };
 
 use crate::rng::Rng;
-
-/// What the provider does next while it answers a request.
-#[derive(Clone, Debug)]
-pub enum Act {
-    /// Wait this many milliseconds of simulated time.
-    Wait(u64),
-    /// Send this event to the core.
-    Send(StepEvent),
-    /// Never send anything again (a stalled stream: only the core's watchdog, a cancel or a
-    /// shutdown ends it).
-    Hang,
-    /// End the stream without its terminal event (the connection dropped).
-    Cut,
-}
+use crate::world::act::Act;
 
 /// A script: the acts that answer one request, drawn from the world's generator for that
 /// request (so a seed gives the same answers).
