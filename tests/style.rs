@@ -117,12 +117,10 @@ fn functions(text: &str) -> Vec<(String, usize, usize)> {
     for (i, l) in lines.iter().enumerate() {
         let t = l.trim_start();
         let Some(pos) = t.find("fn ") else { continue };
+        // Only qualifiers may come before `fn` (not `impl Fn(..) -> ..`, not a `fn` pointer).
         let head = &t[..pos];
-        if !(head.is_empty()
-            || head.ends_with("pub ")
-            || head.ends_with("pub(crate) ")
-            || head.ends_with("const "))
-        {
+        let qualifiers = ["pub", "pub(crate)", "pub(super)", "const", "async", "unsafe"];
+        if !head.split_whitespace().all(|w| qualifiers.contains(&w)) {
             continue;
         }
         let name: String =
@@ -458,4 +456,359 @@ fn the_docs_name_the_invariants_the_checkers_report() {
         }
     }
     assert!(ranges >= 3, "the ranges were found ({ranges})");
+}
+
+/// Every crate of the workspace with sources of its own, by folder.
+const CRATES: &[&str] = &[
+    "core",
+    "model",
+    "sim",
+    "cli",
+    "adapters/wire",
+    "adapters/host",
+    "adapters/http",
+    "adapters/tools",
+    "adapters/mcp",
+    "adapters/server",
+    "adapters/testkit",
+    "bindings/driver",
+    "bindings/python",
+    "examples/sweep-your-tool",
+];
+
+/// Functions of the crates other than the core allowed above 70 lines: (file, function, its
+/// length when listed). The list may only shrink: a listed function may not grow, and one
+/// that is now short enough must leave the list.
+const LONG_FN_EXCEPTIONS: &[(&str, &str, usize)] = &[
+    ("model/src/configs.rs", "all", 381),
+    ("model/src/driver.rs", "input", 166),
+    ("model/src/driver.rs", "learn", 89),
+    ("model/src/encode.rs", "encode", 78),
+    ("model/src/spec.rs", "apply", 120),
+    ("sim/src/members.rs", "world", 113),
+    ("sim/src/view/model.rs", "output", 123),
+    ("sim/src/world/checks.rs", "check_store", 118),
+    ("sim/src/world/mod.rs", "world", 98),
+    ("cli/src/remote.rs", "run", 155),
+    ("cli/src/remote.rs", "on_frame", 73),
+    ("cli/src/remote.rs", "follow", 77),
+    ("cli/src/run.rs", "drive", 80),
+    ("cli/src/serve.rs", "serve", 196),
+    ("adapters/wire/src/decode/anthropic.rs", "frame", 102),
+    ("adapters/wire/src/decode/responses.rs", "frame", 94),
+    ("adapters/wire/src/encode/anthropic.rs", "encode", 98),
+    ("adapters/wire/src/encode/chat.rs", "encode", 80),
+    ("adapters/host/src/host/engine.rs", "on_msg", 71),
+    ("adapters/host/src/host/engine.rs", "transition", 132),
+    ("adapters/host/src/host/engine.rs", "reply", 98),
+    ("adapters/host/src/host/engine.rs", "log_output", 252),
+    ("adapters/host/src/host/mod.rs", "open", 168),
+    ("adapters/host/src/host/worker.rs", "perform", 134),
+    ("adapters/host/src/host/writer.rs", "write_batch", 72),
+    ("adapters/host/src/store/apply.rs", "op_", 272),
+    ("adapters/host/src/store/read.rs", "load_messages", 84),
+    ("adapters/host/src/store/tests.rs", "every_op_is_applied_and_read_back", 201),
+    (
+        "adapters/host/src/store/tests.rs",
+        "recovery_ends_every_unfinished_submission_and_repairs_history",
+        225,
+    ),
+    ("adapters/host/src/store/tests.rs", "drive_turn", 78),
+    (
+        "adapters/host/src/store/tests.rs",
+        "an_engine_turn_applied_commit_by_commit_is_protocol_legal",
+        80,
+    ),
+    (
+        "adapters/host/src/store/tests.rs",
+        "changes_name_exactly_what_each_commit_touched_and_resume_across_a_restart",
+        72,
+    ),
+    ("adapters/http/src/config.rs", "from_layers", 149),
+    ("adapters/http/src/provider.rs", "send", 143),
+    ("adapters/server/src/routes.rs", "prompt", 81),
+    ("adapters/server/src/routes.rs", "events", 71),
+];
+
+/// Every `.rs` file under a crate's `src`, in path order, with its text.
+fn crate_sources(krate: &str) -> Vec<(PathBuf, String)> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        let Ok(entries) = fs::read_dir(dir) else { return };
+        for e in entries {
+            let p = e.expect("entry").path();
+            if p.is_dir() {
+                walk(&p, out);
+            } else if p.extension().is_some_and(|e| e == "rs") {
+                out.push(p);
+            }
+        }
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(krate).join("src");
+    let mut files = Vec::new();
+    walk(&root, &mut files);
+    files.sort();
+    files
+        .into_iter()
+        .map(|p| {
+            let rel = p.strip_prefix(&root).expect("under src").to_owned();
+            let text = fs::read_to_string(&p).expect("read");
+            (rel, text)
+        })
+        .collect()
+}
+
+/// The module path of a file under `src` (`store/mod.rs` and `store.rs` are `store`; the crate
+/// roots are the empty path).
+fn module_of(rel: &Path) -> Vec<String> {
+    let mut parts: Vec<String> =
+        rel.components().map(|c| c.as_os_str().to_string_lossy().into_owned()).collect();
+    let last = parts.pop().unwrap_or_default();
+    let stem = last.strip_suffix(".rs").unwrap_or(&last).to_owned();
+    let root = parts.is_empty() && (stem == "lib" || stem == "main");
+    if stem != "mod" && !root && !(parts.first().is_some_and(|p| p == "bin")) {
+        parts.push(stem);
+    } else if parts.first().is_some_and(|p| p == "bin") {
+        parts = vec![format!("bin:{stem}")];
+    }
+    parts
+}
+
+/// The files of one crate as a graph: an edge `a -> b` when `a` names an item of `b` through
+/// `crate::`, `super::` or `self::`, or a module it declares (`mod b;` then `b::`). A path is
+/// resolved to the deepest module that is a file.
+fn file_graph(krate: &str) -> Vec<(String, String)> {
+    let files = crate_sources(krate);
+    let modules: Vec<(Vec<String>, String)> =
+        files.iter().map(|(rel, _)| (module_of(rel), rel.to_string_lossy().into_owned())).collect();
+    let file_of = |path: &[String]| -> Option<String> {
+        (0..=path.len()).rev().find_map(|n| {
+            modules.iter().find(|(m, _)| m.as_slice() == &path[..n]).map(|(_, f)| f.clone())
+        })
+    };
+    let word = |s: &str| -> String {
+        s.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect()
+    };
+    let mut edges = Vec::new();
+    for (rel, text) in &files {
+        let me = module_of(rel);
+        let name = rel.to_string_lossy().into_owned();
+        let children: Vec<String> = text
+            .lines()
+            .filter_map(|l| {
+                let l = l.trim_start();
+                let l = l.strip_prefix("pub(crate) ").or(l.strip_prefix("pub ")).unwrap_or(l);
+                l.strip_prefix("mod ").map(|r| word(r))
+            })
+            .collect();
+        // A re-export (`pub use`) hands names on without using them, and a test module
+        // inside the file (`super` is then the file itself) is not the file's code.
+        let body = match text.find("\nmod tests {") {
+            Some(i) => &text[..text[..i].rfind("#[cfg(test)]").unwrap_or(i)],
+            None => text.as_str(),
+        };
+        let mut in_reexport = false;
+        for line in body.lines() {
+            let code = code_only(line);
+            let t = code.trim_start();
+            if t.starts_with("pub use ") || t.starts_with("pub(crate) use ") {
+                in_reexport = true;
+            }
+            if in_reexport {
+                in_reexport = !code.contains(';');
+                continue;
+            }
+            for segs in paths_in(&code) {
+                let path: Option<Vec<String>> = match segs.first().map(String::as_str) {
+                    Some("crate") => Some(segs[1..].to_vec()),
+                    Some("super") => {
+                        let mut base = me.clone();
+                        // A file's `super` is its folder's module; `mod.rs`'s is one up.
+                        let is_mod = rel.file_name().is_some_and(|f| f == "mod.rs");
+                        if !is_mod || base.len() > 1 {
+                            base.pop();
+                        }
+                        let mut rest = &segs[1..];
+                        while rest.first().is_some_and(|s| s == "super") {
+                            base.pop();
+                            rest = &rest[1..];
+                        }
+                        Some(base.into_iter().chain(rest.iter().cloned()).collect())
+                    }
+                    Some("self") => Some(me.iter().chain(segs[1..].iter()).cloned().collect()),
+                    Some(first) if children.iter().any(|c| c == first) => {
+                        Some(me.iter().chain(segs.iter()).cloned().collect())
+                    }
+                    _ => None,
+                };
+                let Some(target) = path.and_then(|p| file_of(&p)) else { continue };
+                if target != name {
+                    edges.push((name.clone(), target));
+                }
+            }
+        }
+    }
+    edges.sort();
+    edges.dedup();
+    edges
+}
+
+/// The paths in a line of code (`a::b::c`), with a brace group after a path expanded one level
+/// (`crate::{out, setup::Global}` is `crate::out` and `crate::setup::Global`).
+fn paths_in(code: &str) -> Vec<Vec<String>> {
+    let is_word = |c: char| c.is_alphanumeric() || c == '_';
+    let chars: Vec<char> = code.chars().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < chars.len() {
+        if !is_word(chars[i]) || (i > 0 && (is_word(chars[i - 1]) || chars[i - 1] == ':')) {
+            i += 1;
+            continue;
+        }
+        // A path starts here: words joined by `::`.
+        let mut segs = Vec::new();
+        let mut j = i;
+        loop {
+            let start = j;
+            while j < chars.len() && is_word(chars[j]) {
+                j += 1;
+            }
+            segs.push(chars[start..j].iter().collect::<String>());
+            if chars.get(j) == Some(&':') && chars.get(j + 1) == Some(&':') {
+                j += 2;
+                if chars.get(j) == Some(&'{') {
+                    let end =
+                        chars[j..].iter().position(|c| *c == '}').map_or(chars.len(), |e| j + e);
+                    let group: String = chars[j + 1..end].iter().collect();
+                    for item in group.split(',') {
+                        let item: Vec<String> = item
+                            .trim()
+                            .split("::")
+                            .map(|w| w.chars().take_while(|c| is_word(*c)).collect())
+                            .filter(|w: &String| !w.is_empty() && w != "self")
+                            .collect();
+                        out.push(segs.iter().cloned().chain(item).collect());
+                    }
+                    j = end;
+                    break;
+                }
+                continue;
+            }
+            break;
+        }
+        if segs.len() > 1 {
+            out.push(segs);
+        }
+        i = j.max(i + 1);
+    }
+    out
+}
+
+/// A circle in a graph, if it has one.
+fn circle(edges: &[(String, String)]) -> Option<Vec<String>> {
+    fn visit(
+        n: &str,
+        edges: &[(String, String)],
+        path: &mut Vec<String>,
+        done: &mut Vec<String>,
+    ) -> Option<Vec<String>> {
+        if let Some(pos) = path.iter().position(|p| p == n) {
+            let mut c = path[pos..].to_vec();
+            c.push(n.to_owned());
+            return Some(c);
+        }
+        if done.iter().any(|d| d == n) {
+            return None;
+        }
+        path.push(n.to_owned());
+        for (_, to) in edges.iter().filter(|(from, _)| from == n) {
+            if let Some(c) = visit(to, edges, path, done) {
+                return Some(c);
+            }
+        }
+        path.pop();
+        done.push(n.to_owned());
+        None
+    }
+    let mut done = Vec::new();
+    edges.iter().find_map(|(from, _)| visit(from, edges, &mut Vec::new(), &mut done))
+}
+
+/// Every crate's files stand on floors: no two files import each other, directly or around a
+/// circle, so each file can be read knowing only the ones below it. A folder's `mod.rs` only
+/// names its files and hands their names on; a file that took a name from it would stand
+/// both above and below it.
+#[test]
+fn every_crate_s_files_import_each_other_without_circles() {
+    let mut problems = Vec::new();
+    for krate in CRATES {
+        // Every circle, each named once: one of its edges is set aside and the search goes on.
+        let mut edges = file_graph(krate);
+        while let Some(c) = circle(&edges) {
+            problems.push(format!("{krate}/src: {}", c.join(" -> ")));
+            edges.retain(|(a, b)| !(a == &c[0] && b == &c[1]));
+        }
+    }
+    assert!(problems.is_empty(), "import circles between files:\n{}", problems.join("\n"));
+}
+
+#[test]
+fn the_file_graph_resolves_crate_super_and_child_paths() {
+    let edges = file_graph("adapters/host");
+    let has = |a: &str, b: &str| edges.iter().any(|(x, y)| x == a && y == b);
+    assert!(has("store/read.rs", "store/error.rs"), "super::error::StoreError");
+    assert!(has("host/mod.rs", "store/mod.rs"), "crate::store::Store");
+    assert!(!has("store/mod.rs", "store/read.rs"), "pub use read::Reader only hands it on");
+    assert_eq!(
+        paths_in("use crate::{out, setup::Global}; let x = super::a::b(c::d);"),
+        vec![
+            vec!["crate".to_owned(), "out".into()],
+            vec!["crate".into(), "setup".into(), "Global".into()],
+            vec!["super".into(), "a".into(), "b".into()],
+            vec!["c".into(), "d".into()],
+        ]
+    );
+    let cycle = circle(&[
+        ("a".to_owned(), "b".to_owned()),
+        ("b".to_owned(), "c".to_owned()),
+        ("c".to_owned(), "a".to_owned()),
+    ]);
+    assert_eq!(cycle, Some(vec!["a".into(), "b".into(), "c".into(), "a".into()]));
+}
+
+/// Every crate's functions stay under the line limit, but for today's exceptions, which may
+/// only shrink.
+#[test]
+fn every_crate_s_functions_stay_under_the_line_limit() {
+    let mut long = Vec::new();
+    let mut seen = Vec::new();
+    for krate in CRATES.iter().filter(|k| **k != "core") {
+        for (rel, text) in crate_sources(krate) {
+            let file = format!("{krate}/src/{}", rel.to_string_lossy());
+            for (name, line, n) in functions(&text) {
+                if n <= FN_LINES_MAX {
+                    continue;
+                }
+                let listed =
+                    LONG_FN_EXCEPTIONS.iter().find(|(f, fun, _)| *f == file && *fun == name);
+                match listed {
+                    Some((_, _, max)) if n <= *max => seen.push((file.clone(), name)),
+                    Some((_, _, max)) => {
+                        long.push(format!("{file}:{line} fn {name}: {n} lines, listed at {max}"))
+                    }
+                    None => long.push(format!("{file}:{line} fn {name}: {n} lines")),
+                }
+            }
+        }
+    }
+    assert!(
+        long.is_empty(),
+        "functions above {FN_LINES_MAX} lines (split them; the exceptions may not grow):\n{}",
+        long.join("\n")
+    );
+    let stale: Vec<String> = LONG_FN_EXCEPTIONS
+        .iter()
+        .filter(|(f, fun, _)| !seen.iter().any(|(sf, sfun)| sf == f && sfun == fun))
+        .map(|(f, fun, _)| format!("{f} fn {fun}"))
+        .collect();
+    assert!(stale.is_empty(), "no longer long (take them off the list):\n{}", stale.join("\n"));
 }

@@ -256,7 +256,7 @@ impl Engine {
     /// ([`crate::OnAbort::FinishOnceStarted`]) begins it only when this is true right after
     /// that input; when false, the call was aborted and its work must never begin.
     #[must_use]
-    pub fn is_tool_started(&self, call: &crate::CallIo) -> bool {
+    pub fn is_tool_started(&self, call: &crate::alphabet::CallIo) -> bool {
         self.state.is_ok() && step::tool_started(&self.sessions, call)
     }
 

@@ -23,9 +23,10 @@ use turnstile_tools::hook::{self, HookInput};
 
 use crate::asks::{AnswerError, Closed};
 use crate::auth::{Guard, guard};
+use crate::config::{Limits, OPENAPI};
 use crate::error::ApiError;
 use crate::feed::{self, StartError, parse_event_id, session_json};
-use crate::{Limits, OPENAPI, Server};
+use crate::server::Server;
 
 type ApiResult = Result<Response, ApiError>;
 
@@ -615,4 +616,27 @@ async fn events(
         .body(axum::body::Body::from_stream(chunks))
         .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))?;
     Ok(response)
+}
+
+/// The routes and the serving of them.
+impl Server {
+    /// The routes, behind the `Origin` check and the token.
+    pub fn router(&self) -> axum::Router {
+        router(self.clone())
+    }
+
+    /// Serves the routes on `listener` with the configuration's connection limits
+    /// ([`listen`]) until `shutdown` completes, then waits for the open connections to end
+    /// (bound that wait: a client that stops reading keeps its connection).
+    ///
+    /// # Errors
+    /// Accepting connections failed for good.
+    pub async fn serve(
+        &self,
+        listener: tokio::net::TcpListener,
+        shutdown: impl std::future::Future<Output = ()>,
+    ) -> std::io::Result<()> {
+        let limits = self.inner.config.connections.clone();
+        crate::listen::serve(listener, self.router(), limits, shutdown).await
+    }
 }

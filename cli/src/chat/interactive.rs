@@ -246,7 +246,7 @@ impl<'a> Chat<'a> {
                 self.say("error: the session still works; wait for it, or cancel it (Esc)");
             }
             Typed::Command(c) => {
-                let said = super::command(self.setting.host, &mut self.session, c).await;
+                let said = super::command::command(self.setting.host, &mut self.session, c).await;
                 for s in said {
                     self.say(s.text());
                 }

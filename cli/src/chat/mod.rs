@@ -15,7 +15,9 @@
 //! | `status` | the status line (pure) |
 //! | `screen` | the terminal: lines scroll up, the bottom rows are redrawn in place |
 //! | `slash` | the slash commands (pure) |
+//! | `command` | what a slash command does, against the host |
 
+pub mod command;
 pub mod editor;
 pub mod history;
 pub mod interactive;
@@ -37,7 +39,7 @@ use crate::args::{Chat, Global};
 use crate::failure::Failure;
 use crate::live::{Follower, Show};
 use crate::{out, setup};
-use slash::{HELP, Said, Slash, Typed};
+use slash::{Said, Slash, Typed};
 
 /// Runs `turnstile chat`.
 ///
@@ -99,11 +101,7 @@ async fn first_session(host: &Host, a: &Chat) -> Result<SessionId, Failure> {
             Failure::usage("--continue: there is no session yet in this store; start one")
         });
     }
-    Ok(new_session())
-}
-
-fn new_session() -> SessionId {
-    SessionId::new(uuid::Uuid::new_v4().to_string())
+    Ok(command::new_session())
 }
 
 /// The chat without a terminal: one line at a time, each prompt run to its end.
@@ -125,7 +123,7 @@ async fn lines(
             Typed::Prompt(p) => prompt(host, &session, p, hooks, cwd).await?,
             Typed::Command(Slash::Quit) => return Ok(0),
             Typed::Command(c) => {
-                for said in command(host, &mut session, c).await {
+                for said in command::command(host, &mut session, c).await {
                     match said {
                         Said::Out(line) => {
                             out::line(&line);
@@ -199,57 +197,4 @@ async fn prompt(
     crate::finish::run_stop_hooks(&hooks.stop, &record, cwd).await;
     crate::finish::report(&record, Show::Nothing);
     Ok(())
-}
-
-/// One slash command, and what it says.
-pub async fn command(host: &Host, session: &mut SessionId, c: Slash) -> Vec<Said> {
-    let note = |text: String| vec![Said::Note(text)];
-    match c {
-        Slash::New => {
-            *session = new_session();
-            note(format!("new session {session}"))
-        }
-        Slash::Resume(given) => match crate::show::resolve_in(host, &given).await {
-            Ok(id) => {
-                *session = id;
-                note(format!("resumed session {session}"))
-            }
-            Err(why) => note(format!("error: /resume: {why}")),
-        },
-        Slash::Sessions => match host.read(|r| r.activity(false)).await {
-            Ok(all) if all.is_empty() => note("no sessions yet".into()),
-            Ok(all) => crate::show::session_lines(&all)
-                .into_iter()
-                .map(Said::Out)
-                .collect(),
-            Err(e) => note(format!("error: cannot read the sessions: {e}")),
-        },
-        Slash::History => {
-            let id = session.clone();
-            let read = host
-                .read(move |r| Ok((r.session(&id)?, r.messages(&id)?)))
-                .await;
-            match read {
-                Ok((Some(row), messages)) => crate::show::history_lines(&row, &messages)
-                    .into_iter()
-                    .map(Said::Out)
-                    .collect(),
-                Ok((None, _)) => note("this session has no messages yet".into()),
-                Err(e) => note(format!("error: cannot read the session: {e}")),
-            }
-        }
-        Slash::Clear => match host.clear_queue(session).await {
-            Ok(()) => note("the queue is cleared".into()),
-            Err(e) => note(format!("error: /clear: {e}")),
-        },
-        Slash::Summarize => match host.summarize(session).await {
-            Ok(()) => note("summarizing".into()),
-            Err(e) => note(format!("error: /summarize: {e}")),
-        },
-        Slash::Help => HELP
-            .iter()
-            .map(|(command, what)| Said::Note(format!("  {command:<12} {what}")))
-            .collect(),
-        Slash::Quit => Vec::new(),
-    }
 }

@@ -576,8 +576,8 @@ fn unknown(at: &At<'_>, name: &str, p: &Plain) -> Problem {
 #[must_use]
 pub fn generate() -> Value {
     let mut generator = schemars::generate::SchemaSettings::draft2020_12().into_generator();
-    let header = generator.subschema_for::<crate::trace::TraceHeader>();
-    let line = generator.subschema_for::<crate::trace::TraceLine>();
+    let header = generator.subschema_for::<crate::trace::format::TraceHeader>();
+    let line = generator.subschema_for::<crate::trace::format::TraceLine>();
     // The process driver's replies: not a line of a trace file, so under $defs only.
     let _reply = generator.subschema_for::<crate::trace::reply::DriverReply>();
     let mut defs: Map<String, Value> = generator.take_definitions(true).into_iter().collect();

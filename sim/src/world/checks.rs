@@ -13,9 +13,9 @@ use turnstile_host::store::{
 };
 use turnstile_host::{CompletionRecord, Cursor, FlightBuffer, RequestKind};
 
-use crate::world::SeedReport;
 use crate::world::clients::Observed;
 use crate::world::provider::Streamed;
+use crate::world::report::SeedReport;
 use crate::world::tools::LEFT_TO_FINISH;
 
 /// What a check of the user's sees after a seed ran and the host shut down.

@@ -27,6 +27,7 @@ pub mod act;
 pub mod checks;
 pub mod clients;
 pub mod provider;
+pub mod report;
 pub mod tools;
 
 pub use act::Act;
@@ -36,6 +37,7 @@ pub use clients::Clients;
 use clients::{Current, Log, client, follow, now, slow_subscriber};
 use provider::{Answers, Callable, Shared, SimProvider};
 pub use provider::{Behaviour, InputGen, Script};
+pub use report::SeedReport;
 pub use tools::LEFT_TO_FINISH;
 use tools::{BUILT_IN, Guarded, Panics, SimTool};
 
@@ -225,27 +227,6 @@ pub fn hunted_mutant_names() -> Vec<&'static str> {
     {
         Vec::new()
     }
-}
-
-/// What one seed did and what its checks found.
-#[derive(Clone, Debug, Default)]
-pub struct SeedReport {
-    /// The seed.
-    pub seed: u64,
-    /// Simulated time the world ran, in milliseconds.
-    pub sim_ms: u64,
-    /// Inputs the engine handled (the flight trace's lines).
-    pub events: u64,
-    /// Outcomes in the ledger, by kind.
-    pub outcomes: BTreeMap<String, u64>,
-    /// Faults injected, by kind.
-    pub faults: BTreeMap<String, u64>,
-    /// Broken promises; empty when the seed passed.
-    pub violations: Vec<String>,
-    /// SHA-256 of the flight trace: the same seed must give the same hash.
-    pub trace_hash: String,
-    /// The flight trace (the core's inputs), kept when the seed failed.
-    pub trace: Option<String>,
 }
 
 /// The flight trace of each host incarnation, in order: owned by the caller, so that a seed

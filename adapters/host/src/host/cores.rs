@@ -17,7 +17,7 @@ use turnstile_core::{
     SessionId, Start,
 };
 
-use super::FlightShelf;
+use super::config::FlightShelf;
 use super::driver::{self, Driver};
 use crate::store::lease::Epoch;
 

@@ -10,7 +10,7 @@ use turnstile_core::{
     Config, Engine, HostError, Input, Millis, Output, Recorder, Start, TraceHeader,
 };
 
-use super::{Flight, FlightBuffer, FlightShelf, HostConfig};
+use super::config::{Flight, FlightBuffer, FlightShelf, HostConfig};
 use crate::error::OpenError;
 
 /// The core engine, optionally recording every input to a trace (the flight recorder).

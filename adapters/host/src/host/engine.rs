@@ -27,12 +27,12 @@ use turnstile_core::{
     StepEvent, StoreOp, Submit, TimerId, TimerPurpose,
 };
 
+use super::command::{Command, Msg, Submitted};
+use super::command::{MemberMsg, Work};
 use super::cores::{Cores, input_session};
 use super::log::{self as named, Failure};
-use super::member::{MemberMsg, Work};
 use super::worker::{Action, Lane, Routed, WorkerMsg};
 use super::writer::WriteReq;
-use super::{Command, Msg, Submitted};
 use crate::error::{InvalidRequest, Stopped, SubmitError};
 use crate::events::{Hub, Update};
 use crate::store::lease::Epoch;

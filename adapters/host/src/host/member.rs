@@ -27,9 +27,9 @@ use std::time::Duration;
 use tokio::sync::{Notify, mpsc, oneshot, watch};
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
-use turnstile_core::{MessageId, SessionId};
+use turnstile_core::SessionId;
 
-use super::Msg;
+use super::command::{MemberMsg, Msg, Work};
 use crate::events::Hub;
 use crate::record::Cursor;
 use crate::store::NewRun;
@@ -92,15 +92,6 @@ impl MemberConfig {
     }
 }
 
-/// One thing accepted for an owned session, as its core is fed it.
-#[derive(Debug)]
-pub(crate) enum Work {
-    /// A waiting submission.
-    Submit(NewRun),
-    /// A command not yet applied.
-    Command(CommandRow),
-}
-
 /// Puts submissions and commands in the order they were accepted: a command comes right
 /// after the submissions at or below its watermark, as it committed (every writer of the
 /// store commits one at a time, `store/cluster.rs`), and commands keep their own order.
@@ -127,18 +118,6 @@ pub(crate) fn in_ledger_order(
         .collect();
     work.sort_by_key(|(key, _)| *key);
     work.into_iter().map(|(_, w)| w).collect()
-}
-
-/// What the member task tells the engine task.
-pub(crate) enum MemberMsg {
-    /// A session was taken at `epoch`: start its core and feed it.
-    Adopt { session: SessionId, epoch: Epoch, next_message: MessageId, work: Vec<Work> },
-    /// New work for an owned session.
-    Feed { session: SessionId, epoch: Epoch, work: Vec<Work> },
-    /// The session is no longer this host's: drop its core, write nothing more for it.
-    Drop { session: SessionId, epoch: Epoch },
-    /// Drop the session's core if it has nothing to do; answers whether it did.
-    ReleaseIfIdle { session: SessionId, epoch: Epoch, reply: oneshot::Sender<bool> },
 }
 
 /// A lease this host holds.

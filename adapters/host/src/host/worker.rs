@@ -30,8 +30,8 @@ use turnstile_core::{
     Setup, StepEvent, StepIo, SummaryIo, ToolOutput,
 };
 
+use super::command::{Msg, Submitted};
 use super::writer::WriteReq;
-use super::{Msg, Submitted};
 use crate::error::SubmitError;
 use crate::history;
 use crate::mutants::HostMutant;
@@ -532,7 +532,8 @@ fn work_gate(ctx: &Arc<Ctx>, call: &CallIo) -> WorkGate {
         Box::pin(async move {
             let Some(inbox) = inbox.upgrade() else { return false };
             let (tx, rx) = oneshot::channel();
-            if inbox.send(Msg::Command(super::Command::BeginWork(call, tx))).await.is_err() {
+            if inbox.send(Msg::Command(super::command::Command::BeginWork(call, tx))).await.is_err()
+            {
                 return false;
             }
             rx.await.unwrap_or(false)

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use turnstile_core::{FinishReason, Usage};
 
-use super::{Sink, parse};
+use super::sink::{Sink, parse};
 use crate::sse::Frame;
 
 #[derive(Debug, Default)]
@@ -113,8 +113,8 @@ impl Chat {
         }
         let chunk: Chunk = parse(data, "a chat completion chunk")?;
         if let Some(error) = chunk.error.filter(|e| !e.is_null()) {
-            let kind = super::str_of(&error, "type").or(super::str_of(&error, "code"));
-            let message = super::str_of(&error, "message").or(error.as_str());
+            let kind = super::sink::str_of(&error, "type").or(super::sink::str_of(&error, "code"));
+            let message = super::sink::str_of(&error, "message").or(error.as_str());
             sink.fail(crate::error::stream_error(kind, message));
             return Ok(());
         }

@@ -28,11 +28,13 @@
 mod anthropic;
 mod chat;
 mod responses;
+mod sink;
 
-use turnstile_core::{FinishReason, ProviderError, StepEvent, Usage};
+use sink::{Common, Phase, Sink};
+
+use turnstile_core::{ProviderError, StepEvent};
 
 use crate::Api;
-use crate::reasoning::ReasoningState;
 use crate::sse::{Frame, Framer};
 
 /// The response's bytes are not the API's format.
@@ -151,27 +153,6 @@ enum ApiDecoder {
     Chat(chat::Chat),
     Responses(responses::Responses),
     Anthropic(anthropic::Anthropic),
-}
-
-/// What every API's decoder shares: where the sequence is, so the events stay valid.
-#[derive(Debug)]
-struct Common {
-    api: Api,
-    reasoning: Phase,
-    /// The provider's reasoning items seen so far, for the section's end.
-    reasoning_items: Vec<serde_json::Value>,
-    /// Tool calls started and completed, by id: a repeated start or call (a replayed chunk)
-    /// produces nothing.
-    started: std::collections::BTreeSet<String>,
-    called: std::collections::BTreeSet<String>,
-    ended: bool,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Phase {
-    None,
-    Open,
-    Ended,
 }
 
 impl Decoder {
@@ -311,107 +292,6 @@ impl Decoder {
     }
 }
 
-/// Where an API's decoder puts its events; it keeps the sequence valid.
-struct Sink<'a> {
-    common: &'a mut Common,
-    out: &'a mut Vec<StepEvent>,
-}
-
-impl Sink<'_> {
-    /// Reasoning text (empty: only open the section).
-    fn reasoning(&mut self, text: &str) {
-        if self.common.reasoning == Phase::None {
-            self.out.push(StepEvent::ReasoningStart);
-            self.common.reasoning = Phase::Open;
-        }
-        if self.common.reasoning == Phase::Open && !text.is_empty() {
-            self.out.push(StepEvent::ReasoningDelta { text: text.to_owned() });
-        }
-    }
-
-    /// A reasoning item of the provider's, to send back with the next request.
-    fn reasoning_item(&mut self, item: serde_json::Value) {
-        if self.common.reasoning == Phase::None {
-            self.reasoning("");
-        }
-        if self.common.reasoning == Phase::Open {
-            self.common.reasoning_items.push(item);
-        }
-    }
-
-    /// Other content begins (or the finish): an open reasoning section ends, and none can
-    /// begin after it.
-    fn close_reasoning(&mut self) {
-        if self.common.reasoning == Phase::None {
-            self.common.reasoning = Phase::Ended;
-        }
-        if self.common.reasoning == Phase::Open {
-            let items = std::mem::take(&mut self.common.reasoning_items);
-            let signature = (!items.is_empty())
-                .then(|| ReasoningState::new(self.common.api, items).to_signature());
-            self.out.push(StepEvent::ReasoningEnd { signature });
-            self.common.reasoning = Phase::Ended;
-        }
-    }
-
-    fn text(&mut self, text: &str) {
-        if !text.is_empty() {
-            self.close_reasoning();
-            self.out.push(StepEvent::TextDelta { text: text.to_owned() });
-        }
-    }
-
-    fn tool_start(&mut self, id: &str, name: &str) {
-        self.close_reasoning();
-        if !self.common.started.insert(id.to_owned()) {
-            return;
-        }
-        self.out.push(StepEvent::ToolInputStart {
-            id: turnstile_core::CallId::new(id),
-            name: name.to_owned(),
-        });
-    }
-
-    fn tool_call(&mut self, id: &str, name: &str, input: &str) {
-        self.tool_start(id, name);
-        if !self.common.called.insert(id.to_owned()) {
-            return;
-        }
-        let input = if input.trim().is_empty() { "{}" } else { input };
-        self.out.push(StepEvent::ToolCall {
-            id: turnstile_core::CallId::new(id),
-            name: name.to_owned(),
-            input: input.to_owned(),
-        });
-    }
-
-    fn finish(&mut self, reason: FinishReason, usage: Option<Usage>) {
-        self.close_reasoning();
-        self.out.push(StepEvent::Finished { reason, usage });
-        self.common.ended = true;
-    }
-
-    fn fail(&mut self, error: ProviderError) {
-        self.out.push(StepEvent::Failed { error });
-        self.common.ended = true;
-    }
-}
-
-/// Parses a chunk's JSON, naming what was expected on failure.
-fn parse<'a, T: serde::Deserialize<'a>>(data: &'a str, what: &str) -> Result<T, String> {
-    serde_json::from_str(data).map_err(|e| format!("{what} is not valid JSON: {e}"))
-}
-
-/// A string field of a JSON object.
-fn str_of<'a>(v: &'a serde_json::Value, key: &str) -> Option<&'a str> {
-    v.get(key).and_then(serde_json::Value::as_str)
-}
-
-/// A count field of a JSON object (absent, null or negative: 0).
-fn count_of(v: &serde_json::Value, key: &str) -> u64 {
-    v.get(key).and_then(serde_json::Value::as_u64).unwrap_or(0)
-}
-
 /// A valid event sequence: one reasoning section at most (start, deltas, end), a tool call
 /// only after its start and once, exactly one terminal event, last.
 ///
@@ -460,6 +340,7 @@ pub fn check_sequence(events: &[StepEvent]) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use turnstile_core::FinishReason;
 
     /// Found by the fuzzer: a chunk with invalid JSON before a line that is not UTF-8 gave the
     /// UTF-8 error when fed whole and the JSON error when split between them.

@@ -14,7 +14,7 @@ use serde::Deserialize;
 use serde_json::Value;
 use turnstile_core::{FinishReason, Usage};
 
-use super::{Sink, count_of, parse, str_of};
+use super::sink::{Sink, count_of, parse, str_of};
 use crate::sse::Frame;
 
 #[derive(Debug, Default)]

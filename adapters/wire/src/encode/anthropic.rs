@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use super::{Part, arguments, user_parts};
+use super::body::{Part, arguments, user_parts};
 use crate::Api;
 use crate::reasoning::ReasoningState;
 use crate::request::{ModelRequest, RequestMessage};
@@ -93,7 +93,7 @@ pub(super) fn encode(request: &ModelRequest, target: &Target) -> Value {
             json!({"role": role, "content": blocks})
         })
         .collect();
-    let mut body = super::body(target, "messages", messages);
+    let mut body = super::body::body(target, "messages", messages);
     body.insert("max_tokens".into(), json!(target.max_output_tokens.unwrap_or(DEFAULT_MAX_TOKENS)));
     if let Some(system) = &target.system {
         body.insert(
@@ -105,7 +105,7 @@ pub(super) fn encode(request: &ModelRequest, target: &Target) -> Value {
         body.insert("thinking".into(), json!({"type": "enabled", "budget_tokens": budget}));
     }
     let last = request.tools.len().saturating_sub(1);
-    super::tools(&mut body, request, json!({"type": "auto"}), |i, t| {
+    super::body::tools(&mut body, request, json!({"type": "auto"}), |i, t| {
         let mut tool =
             json!({"name": t.name, "description": t.description, "input_schema": t.input_schema});
         if i == last {

@@ -2,7 +2,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::{Part, user_parts};
+use super::body::{Part, user_parts};
 use crate::request::{ModelRequest, RequestMessage};
 use crate::target::{MaxTokensField, Reasoning, Target};
 
@@ -66,7 +66,7 @@ pub(super) fn encode(request: &ModelRequest, target: &Target) -> Value {
             }
         }
     }
-    let mut body = super::body(target, "messages", messages);
+    let mut body = super::body::body(target, "messages", messages);
     body.insert("stream_options".into(), json!({"include_usage": true}));
     if let Some(max) = target.max_output_tokens {
         let field = match target.max_tokens_field {
@@ -78,7 +78,7 @@ pub(super) fn encode(request: &ModelRequest, target: &Target) -> Value {
     if let Some(Reasoning::Effort(effort)) = &target.reasoning {
         body.insert("reasoning_effort".into(), json!(effort));
     }
-    super::tools(&mut body, request, json!("auto"), |_, t| {
+    super::body::tools(&mut body, request, json!("auto"), |_, t| {
         json!({
             "type": "function",
             "function": {"name": t.name, "description": t.description, "parameters": t.input_schema},

@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use super::{Part, user_parts};
+use super::body::{Part, user_parts};
 use crate::Api;
 use crate::reasoning::ReasoningState;
 use crate::request::{ModelRequest, RequestMessage};
@@ -55,7 +55,7 @@ pub(super) fn encode(request: &ModelRequest, target: &Target) -> Value {
             }
         }
     }
-    let mut body = super::body(target, "input", input);
+    let mut body = super::body::body(target, "input", input);
     body.insert("store".into(), json!(false));
     if let Some(max) = target.max_output_tokens {
         body.insert("max_output_tokens".into(), json!(max));
@@ -64,7 +64,7 @@ pub(super) fn encode(request: &ModelRequest, target: &Target) -> Value {
         body.insert("reasoning".into(), json!({"effort": effort, "summary": "auto"}));
         body.insert("include".into(), json!(["reasoning.encrypted_content"]));
     }
-    super::tools(&mut body, request, json!("auto"), |_, t| {
+    super::body::tools(&mut body, request, json!("auto"), |_, t| {
         json!({
             "type": "function",
             "name": t.name,
