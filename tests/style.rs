@@ -501,7 +501,6 @@ const LONG_FN_EXCEPTIONS: &[(&str, &str, usize)] = &[
     ("adapters/host/src/host/engine.rs", "on_msg", 71),
     ("adapters/host/src/host/engine.rs", "transition", 132),
     ("adapters/host/src/host/engine.rs", "reply", 98),
-    ("adapters/host/src/host/engine.rs", "log_output", 252),
     ("adapters/host/src/host/mod.rs", "open", 168),
     ("adapters/host/src/host/worker.rs", "perform", 134),
     ("adapters/host/src/host/writer.rs", "write_batch", 72),

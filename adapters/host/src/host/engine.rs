@@ -11,7 +11,7 @@
 //! microseconds per input, and the IO around it runs on the workers.
 //!
 //! It is also where the host logs what the core decided ("Logs" in the crate docs): every
-//! output is looked at once as it is routed ([`EngineTask::log_output`]), with the RunId of
+//! output is looked at once as it is routed ([`Logs::output`]), with the RunId of
 //! its submission, and a failure reported by an input is kept until the outputs of the same
 //! transition say what became of it (a retry, a credential refresh, the end of the turn).
 //! Logging reads the outputs and never changes what is done with them or in which order.
@@ -23,14 +23,14 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
 use tracing::{debug, error, info, trace, warn};
 use turnstile_core::{
-    HostError, Input, Millis, OutputClass, OutputKind, Rejection, Reply, RunId, Seq, SessionId,
+    HostError, Input, Millis, OutputClass, OutputKind, Rejection, Reply, RunId, SessionId,
     StepEvent, StoreOp, Submit, TimerId, TimerPurpose,
 };
 
 use super::command::{Command, Msg, Submitted};
 use super::command::{MemberMsg, Work};
 use super::cores::{Cores, input_session};
-use super::log::{self as named, Failure};
+use super::log::{self as named, Logs};
 use super::worker::{Action, Lane, Routed, WorkerMsg};
 use super::writer::WriteReq;
 use crate::error::{InvalidRequest, Stopped, SubmitError};
@@ -64,7 +64,8 @@ pub(crate) struct EngineTask {
     pub(crate) timers: BTreeMap<(Option<SessionId>, TimerId), (Millis, TimerPurpose)>,
     /// The RunIds of unfinished submissions accepted by this engine, for the logs' `run_id`
     /// field; entered at acceptance, left at the submission's `Finished`.
-    pub(crate) run_ids: BTreeMap<Seq, RunId>,
+    /// What the logs keep (the RunIds of unfinished submissions).
+    pub(crate) logs: Logs,
     /// Last announced (busy, queue length) of sessions that are busy; idle ones are forgotten.
     pub(crate) known: BTreeMap<SessionId, (bool, usize)>,
     /// Callers of `shutdown`, answered when the engine stopped and everything is durable.
@@ -352,16 +353,15 @@ impl EngineTask {
             Cores::One(_) => None,
             Cores::Owned(_) => scope.or_else(|| input_session(&input)).cloned(),
         };
-        let mut failure = self.log_input(&input);
-        let watchdog = matches!(fired, Some(TimerPurpose::StreamIdle { .. }));
+        let mut failure = self.logs.input(&input);
+        // The idle timeout, when the input is the firing of a stream watchdog.
+        let watchdog = matches!(fired, Some(TimerPurpose::StreamIdle { .. }))
+            .then(|| self.cores.config().stream_idle_timeout_ms);
         // What a backoff armed in this transition retries after (SPEC 4.5), for the live
         // `Retrying` update.
         let failed = match &input {
             Input::Step { event: StepEvent::Failed { error }, .. } => Some(error.message.clone()),
-            _ if watchdog => Some(turnstile_core::stream_idle_message(
-                self.cores.config().stream_idle_timeout_ms,
-            )),
-            _ => None,
+            _ => watchdog.map(turnstile_core::stream_idle_message),
         };
         // A call whose arguments are not valid JSON is stored with `{}` (SPEC 4.4, the core's
         // decision, by the same test); what the model sent is kept beside it for people.
@@ -411,7 +411,7 @@ impl EngineTask {
             {
                 touched.push(s.clone());
             }
-            self.log_output(&out.kind, now, &mut failure, watchdog);
+            self.logs.output(&out.kind, now, &mut failure, watchdog);
             match out.kind {
                 OutputKind::Reply(reply) => self.reply(reply, &mut caller, &mut batches),
                 OutputKind::SetTimer { timer, deadline, purpose } => {
@@ -475,10 +475,7 @@ impl EngineTask {
     fn reply(&mut self, reply: Reply, caller: &mut Caller, batches: &mut [Vec<Routed>]) {
         match (reply, std::mem::replace(caller, Caller::None)) {
             (Reply::Accepted { session, seq, run_id, mode }, Caller::Submit(submit, reply)) => {
-                accepted(&session, seq, run_id.as_ref(), mode);
-                if let Some(run_id) = &run_id {
-                    self.run_ids.insert(seq, run_id.clone());
-                }
+                self.logs.accepted(&session, seq, run_id.as_ref(), mode);
                 let submitted = Submitted {
                     session: session.clone(),
                     seq,
@@ -553,10 +550,7 @@ impl EngineTask {
             }
             // A member's core was fed from the ledger: the host that wrote the row answered.
             (Reply::Accepted { session, seq, run_id, mode }, Caller::Ledger) => {
-                accepted(&session, seq, run_id.as_ref(), mode);
-                if let Some(run_id) = run_id {
-                    self.run_ids.insert(seq, run_id);
-                }
+                self.logs.accepted(&session, seq, run_id.as_ref(), mode);
             }
             (Reply::Rejected { error }, Caller::Ledger) => {
                 warn!(reason = %error, "a request from the ledger was refused");
@@ -668,340 +662,6 @@ impl EngineTask {
             let _ = s.send(result.clone());
         }
     }
-}
-
-/// The logs (see "Logs" in the crate docs). Nothing here changes what the engine task does.
-impl EngineTask {
-    /// The RunId of an unfinished submission, when it has one.
-    fn run_id(&self, seq: Seq) -> Option<&str> {
-        self.run_ids.get(&seq).map(RunId::as_str)
-    }
-
-    /// Logs what an input reports, and returns the failure it reports, if any: what the core
-    /// makes of it is known only from the outputs of its transition ([`Self::log_output`]).
-    fn log_input(&self, input: &Input) -> Option<Failure> {
-        let failure = |seq, step, attempt, error: &turnstile_core::ProviderError| Failure {
-            seq,
-            step,
-            attempt,
-            class: named::error_class(error.class),
-            status: error.status,
-            reason: error.message.clone(),
-        };
-        match input {
-            Input::Step { step, event: StepEvent::Failed { error } } => {
-                Some(failure(Some(step.seq), Some(step.step), step.attempt, error))
-            }
-            Input::Summary { io, event: StepEvent::Failed { error } } => {
-                Some(failure(None, None, io.attempt, error))
-            }
-            Input::Prepared { session, seq, setup } => {
-                debug!(
-                    session = %session,
-                    seq = seq.0,
-                    run_id = self.run_id(*seq),
-                    tools = setup.tools.len(),
-                    context_window = setup.context_window,
-                    "submission prepared"
-                );
-                None
-            }
-            Input::CredentialsRefreshed { attempt, ok } => {
-                let (seq, attempt_no) = named::attempt_fields(attempt);
-                let run_id = seq.and_then(|s| self.run_id(s));
-                let session = attempt.session();
-                let seq = seq.map(|s| s.0);
-                if *ok {
-                    info!(
-                        session = %session,
-                        seq,
-                        run_id,
-                        attempt = attempt_no,
-                        ok,
-                        "credential refresh ended"
-                    );
-                } else {
-                    warn!(
-                        session = %session,
-                        seq,
-                        run_id,
-                        attempt = attempt_no,
-                        ok,
-                        "credential refresh ended"
-                    );
-                }
-                None
-            }
-            _ => None,
-        }
-    }
-
-    /// Logs one output as it is routed. `failure` is the failure the transition's input
-    /// reported (or the watchdog's verdict, when `watchdog`: the input was the firing of a
-    /// stream watchdog).
-    fn log_output(
-        &mut self,
-        kind: &OutputKind,
-        now: Millis,
-        failure: &mut Option<Failure>,
-        watchdog: bool,
-    ) {
-        match kind {
-            OutputKind::Prepare { session, seq } => {
-                debug!(
-                    session = %session,
-                    seq = seq.0,
-                    run_id = self.run_id(*seq),
-                    "preparing submission"
-                );
-            }
-            OutputKind::Store(StoreOp::LedgerActivated { session, seq, turn }) => {
-                info!(
-                    session = %session,
-                    seq = seq.0,
-                    run_id = self.run_id(*seq),
-                    turn = turn.0,
-                    "turn activated"
-                );
-            }
-            OutputKind::Store(StoreOp::ChildAccepted {
-                session, seq, parent, parent_seq, ..
-            }) => {
-                info!(
-                    session = %session,
-                    seq = seq.0,
-                    parent = %parent,
-                    parent_seq = parent_seq.0,
-                    "sub-agent submission accepted"
-                );
-            }
-            OutputKind::Store(StoreOp::LedgerPaused { session, seq }) => {
-                info!(
-                    session = %session,
-                    seq = seq.0,
-                    run_id = self.run_id(*seq),
-                    "submission paused for a summarization"
-                );
-            }
-            OutputKind::Store(StoreOp::SummaryDone { session, .. }) => {
-                info!(session = %session, "summarization done");
-            }
-            OutputKind::Store(StoreOp::SummaryFailed { session, title, message, .. }) => {
-                warn!(
-                    session = %session,
-                    error_title = %title,
-                    error_message = %message,
-                    "summarization failed"
-                );
-            }
-            OutputKind::StartStep { step } => {
-                debug!(
-                    session = %step.session,
-                    seq = step.seq.0,
-                    run_id = self.run_id(step.seq),
-                    turn = step.turn.0,
-                    step = step.step,
-                    attempt = step.attempt,
-                    "provider attempt started"
-                );
-            }
-            OutputKind::StartSummary { io } => {
-                debug!(
-                    session = %io.session,
-                    summary = io.summary.0,
-                    attempt = io.attempt,
-                    "summary attempt started"
-                );
-            }
-            OutputKind::AbortStep { step } if watchdog => {
-                let timeout_ms = self.cores.config().stream_idle_timeout_ms;
-                warn!(
-                    session = %step.session,
-                    seq = step.seq.0,
-                    run_id = self.run_id(step.seq),
-                    step = step.step,
-                    attempt = step.attempt,
-                    idle_timeout_ms = timeout_ms,
-                    "stream watchdog fired: the attempt was idle and is closed"
-                );
-                *failure = Some(Failure {
-                    seq: Some(step.seq),
-                    step: Some(step.step),
-                    attempt: step.attempt,
-                    class: named::error_class(turnstile_core::ErrorClass::Transport),
-                    status: None,
-                    reason: turnstile_core::stream_idle_message(timeout_ms),
-                });
-            }
-            OutputKind::AbortSummary { io } if watchdog => {
-                let timeout_ms = self.cores.config().stream_idle_timeout_ms;
-                warn!(
-                    session = %io.session,
-                    summary = io.summary.0,
-                    attempt = io.attempt,
-                    idle_timeout_ms = timeout_ms,
-                    "stream watchdog fired: the summary attempt was idle and is closed"
-                );
-                *failure = Some(Failure {
-                    seq: None,
-                    step: None,
-                    attempt: io.attempt,
-                    class: named::error_class(turnstile_core::ErrorClass::Transport),
-                    status: None,
-                    reason: turnstile_core::stream_idle_message(timeout_ms),
-                });
-            }
-            OutputKind::AbortStep { step } => {
-                debug!(
-                    session = %step.session,
-                    seq = step.seq.0,
-                    run_id = self.run_id(step.seq),
-                    step = step.step,
-                    attempt = step.attempt,
-                    "provider attempt aborted"
-                );
-            }
-            OutputKind::AbortSummary { io } => {
-                debug!(
-                    session = %io.session,
-                    summary = io.summary.0,
-                    attempt = io.attempt,
-                    "summary attempt aborted"
-                );
-            }
-            OutputKind::AbortTool { call } => {
-                debug!(
-                    session = %call.session,
-                    seq = call.seq.0,
-                    run_id = self.run_id(call.seq),
-                    call_id = call.call.as_str(),
-                    "tool call aborted"
-                );
-            }
-            OutputKind::AbortPreparation { session, seq } => {
-                debug!(
-                    session = %session,
-                    seq = seq.0,
-                    run_id = self.run_id(*seq),
-                    "preparation aborted"
-                );
-            }
-            OutputKind::AbortRefresh { attempt } => {
-                let (seq, attempt_no) = named::attempt_fields(attempt);
-                let run_id = seq.and_then(|s| self.run_id(s));
-                debug!(
-                    session = %attempt.session(),
-                    seq = seq.map(|s| s.0),
-                    run_id,
-                    attempt = attempt_no,
-                    "credential refresh aborted"
-                );
-            }
-            OutputKind::RefreshCredentials { attempt } => {
-                let (seq, attempt_no) = named::attempt_fields(attempt);
-                let run_id = seq.and_then(|s| self.run_id(s));
-                let f = failure.take();
-                warn!(
-                    session = %attempt.session(),
-                    seq = seq.map(|s| s.0),
-                    run_id,
-                    attempt = attempt_no,
-                    status = f.as_ref().and_then(|f| f.status),
-                    reason = f.as_ref().map(|f| f.reason.as_str()),
-                    "the provider refused the credentials: waiting for a refresh"
-                );
-            }
-            OutputKind::SetTimer {
-                deadline,
-                purpose: TimerPurpose::Retry { session, turn },
-                ..
-            } => {
-                let f = failure.take();
-                let seq = f.as_ref().and_then(|f| f.seq);
-                warn!(
-                    session = %session,
-                    seq = seq.map(|s| s.0),
-                    run_id = seq.and_then(|s| self.run_id(s)),
-                    turn = turn.0,
-                    step = f.as_ref().and_then(|f| f.step),
-                    attempt = f.as_ref().map(|f| f.attempt),
-                    class = f.as_ref().map(|f| f.class),
-                    status = f.as_ref().and_then(|f| f.status),
-                    reason = f.as_ref().map(|f| f.reason.as_str()),
-                    delay_ms = deadline.0.saturating_sub(now.0),
-                    "provider attempt failed: retrying"
-                );
-            }
-            OutputKind::SetTimer {
-                deadline,
-                purpose: TimerPurpose::CancelGrace { session, turn },
-                ..
-            } => {
-                debug!(
-                    session = %session,
-                    turn = turn.0,
-                    grace_ms = deadline.0.saturating_sub(now.0),
-                    "turn aborting: waiting for its IO to end"
-                );
-            }
-            OutputKind::SetTimer { deadline, purpose: TimerPurpose::ShutdownDeadline, .. } => {
-                debug!(
-                    deadline_ms = deadline.0.saturating_sub(now.0),
-                    "shutdown: waiting for active turns to end"
-                );
-            }
-            OutputKind::Finished(c) => {
-                let run_id = c.run_id().map(RunId::as_str);
-                let (session, seq, outcome) = (c.session(), c.seq().0, named::outcome(c.outcome()));
-                let stop_reason = c.stop_reason().map(named::stop_reason);
-                match c.error() {
-                    Some(e) if c.outcome() == turnstile_core::Outcome::Failed => warn!(
-                        session = %session,
-                        seq,
-                        run_id,
-                        outcome,
-                        error_kind = named::error_kind(e.kind),
-                        error_title = %e.title,
-                        error_message = %e.message,
-                        "submission finished"
-                    ),
-                    Some(e) => info!(
-                        session = %session,
-                        seq,
-                        run_id,
-                        outcome,
-                        error_kind = named::error_kind(e.kind),
-                        error_title = %e.title,
-                        "submission finished"
-                    ),
-                    None => {
-                        info!(
-                            session = %session,
-                            seq,
-                            run_id,
-                            outcome,
-                            stop_reason,
-                            "submission finished"
-                        )
-                    }
-                }
-                self.run_ids.remove(&c.seq());
-            }
-            OutputKind::Stopped => debug!("engine stopped: no submission is unfinished"),
-            _ => {}
-        }
-    }
-}
-
-/// Logs an acceptance the core decided.
-fn accepted(session: &SessionId, seq: Seq, run_id: Option<&RunId>, mode: turnstile_core::Mode) {
-    info!(
-        session = %session,
-        seq = seq.0,
-        run_id = run_id.map(RunId::as_str),
-        mode = named::mode(mode),
-        "submission accepted"
-    );
 }
 
 async fn sleep_until(at: Option<Instant>) {

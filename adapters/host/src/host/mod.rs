@@ -288,7 +288,7 @@ impl Host {
             hub: hub.clone(),
             health: health_rx,
             timers: Default::default(),
-            run_ids: Default::default(),
+            logs: Default::default(),
             known: Default::default(),
             stopping: Vec::new(),
             parents: Default::default(),
