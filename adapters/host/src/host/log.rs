@@ -81,6 +81,10 @@ pub(crate) fn attempt_fields(
     }
 }
 
+/// The target of the engine task's events: the task that decides what they say, whichever
+/// file writes them (`RUST_LOG=turnstile_host::host::engine=debug` keeps working).
+const ENGINE: &str = "turnstile_host::host::engine";
+
 /// What the logs keep between events: the RunIds of unfinished submissions, so that every
 /// event of a submission names its RunId.
 #[derive(Debug, Default)]
@@ -114,6 +118,7 @@ impl Logs {
             }
             Input::Prepared { session, seq, setup } => {
                 debug!(
+                    target: ENGINE,
                     session = %session,
                     seq = seq.0,
                     run_id = self.run_id(*seq),
@@ -130,6 +135,7 @@ impl Logs {
                 let seq = seq.map(|s| s.0);
                 if *ok {
                     info!(
+                        target: ENGINE,
                         session = %session,
                         seq,
                         run_id,
@@ -139,6 +145,7 @@ impl Logs {
                     );
                 } else {
                     warn!(
+                        target: ENGINE,
                         session = %session,
                         seq,
                         run_id,
@@ -169,7 +176,9 @@ impl Logs {
             OutputKind::Store(_) => self.ledger(kind),
             OutputKind::SetTimer { .. } => self.timer(kind, now, failure),
             OutputKind::Finished(c) => self.finished(c),
-            OutputKind::Stopped => debug!("engine stopped: no submission is unfinished"),
+            OutputKind::Stopped => {
+                debug!(target: ENGINE, "engine stopped: no submission is unfinished")
+            }
             _ => self.io(kind, failure, watchdog),
         }
     }
@@ -179,6 +188,7 @@ impl Logs {
         match kind {
             OutputKind::Store(StoreOp::LedgerActivated { session, seq, turn }) => {
                 info!(
+                    target: ENGINE,
                     session = %session,
                     seq = seq.0,
                     run_id = self.run_id(*seq),
@@ -190,6 +200,7 @@ impl Logs {
                 session, seq, parent, parent_seq, ..
             }) => {
                 info!(
+                    target: ENGINE,
                     session = %session,
                     seq = seq.0,
                     parent = %parent,
@@ -199,6 +210,7 @@ impl Logs {
             }
             OutputKind::Store(StoreOp::LedgerPaused { session, seq }) => {
                 info!(
+                    target: ENGINE,
                     session = %session,
                     seq = seq.0,
                     run_id = self.run_id(*seq),
@@ -210,6 +222,7 @@ impl Logs {
             }
             OutputKind::Store(StoreOp::SummaryFailed { session, title, message, .. }) => {
                 warn!(
+                    target: ENGINE,
                     session = %session,
                     error_title = %title,
                     error_message = %message,
@@ -225,6 +238,7 @@ impl Logs {
         match kind {
             OutputKind::Prepare { session, seq } => {
                 debug!(
+                    target: ENGINE,
                     session = %session,
                     seq = seq.0,
                     run_id = self.run_id(*seq),
@@ -233,6 +247,7 @@ impl Logs {
             }
             OutputKind::AbortTool { call } => {
                 debug!(
+                    target: ENGINE,
                     session = %call.session,
                     seq = call.seq.0,
                     run_id = self.run_id(call.seq),
@@ -242,6 +257,7 @@ impl Logs {
             }
             OutputKind::AbortPreparation { session, seq } => {
                 debug!(
+                    target: ENGINE,
                     session = %session,
                     seq = seq.0,
                     run_id = self.run_id(*seq),
@@ -252,6 +268,7 @@ impl Logs {
                 let (seq, attempt_no) = attempt_fields(attempt);
                 let run_id = seq.and_then(|s| self.run_id(s));
                 debug!(
+                    target: ENGINE,
                     session = %attempt.session(),
                     seq = seq.map(|s| s.0),
                     run_id,
@@ -264,6 +281,7 @@ impl Logs {
                 let run_id = seq.and_then(|s| self.run_id(s));
                 let f = failure.take();
                 warn!(
+                    target: ENGINE,
                     session = %attempt.session(),
                     seq = seq.map(|s| s.0),
                     run_id,
@@ -292,6 +310,7 @@ impl Logs {
             }
             OutputKind::StartStep { step } => {
                 debug!(
+                    target: ENGINE,
                     session = %step.session,
                     seq = step.seq.0,
                     run_id = self.run_id(step.seq),
@@ -303,6 +322,7 @@ impl Logs {
             }
             OutputKind::StartSummary { io } => {
                 debug!(
+                    target: ENGINE,
                     session = %io.session,
                     summary = io.summary.0,
                     attempt = io.attempt,
@@ -311,6 +331,7 @@ impl Logs {
             }
             OutputKind::AbortStep { step } => {
                 debug!(
+                    target: ENGINE,
                     session = %step.session,
                     seq = step.seq.0,
                     run_id = self.run_id(step.seq),
@@ -321,6 +342,7 @@ impl Logs {
             }
             OutputKind::AbortSummary { io } => {
                 debug!(
+                    target: ENGINE,
                     session = %io.session,
                     summary = io.summary.0,
                     attempt = io.attempt,
@@ -342,6 +364,7 @@ impl Logs {
                 let f = failure.take();
                 let seq = f.as_ref().and_then(|f| f.seq);
                 warn!(
+                    target: ENGINE,
                     session = %session,
                     seq = seq.map(|s| s.0),
                     run_id = seq.and_then(|s| self.run_id(s)),
@@ -361,6 +384,7 @@ impl Logs {
                 ..
             } => {
                 debug!(
+                    target: ENGINE,
                     session = %session,
                     turn = turn.0,
                     grace_ms = deadline.0.saturating_sub(now.0),
@@ -369,6 +393,7 @@ impl Logs {
             }
             OutputKind::SetTimer { deadline, purpose: TimerPurpose::ShutdownDeadline, .. } => {
                 debug!(
+                    target: ENGINE,
                     deadline_ms = deadline.0.saturating_sub(now.0),
                     "shutdown: waiting for active turns to end"
                 );
@@ -384,6 +409,7 @@ impl Logs {
         let stop_reason = c.stop_reason().map(stop_reason);
         match c.error() {
             Some(e) if c.outcome() == turnstile_core::Outcome::Failed => warn!(
+                target: ENGINE,
                 session = %session,
                 seq,
                 run_id,
@@ -394,6 +420,7 @@ impl Logs {
                 "submission finished"
             ),
             Some(e) => info!(
+                target: ENGINE,
                 session = %session,
                 seq,
                 run_id,
@@ -404,6 +431,7 @@ impl Logs {
             ),
             None => {
                 info!(
+                    target: ENGINE,
                     session = %session,
                     seq,
                     run_id,
@@ -422,6 +450,7 @@ impl Logs {
         match kind {
             OutputKind::AbortStep { step } => {
                 warn!(
+                    target: ENGINE,
                     session = %step.session,
                     seq = step.seq.0,
                     run_id = self.run_id(step.seq),
@@ -441,6 +470,7 @@ impl Logs {
             }
             OutputKind::AbortSummary { io } => {
                 warn!(
+                    target: ENGINE,
                     session = %io.session,
                     summary = io.summary.0,
                     attempt = io.attempt,
@@ -472,6 +502,7 @@ impl Logs {
             self.run_ids.insert(seq, run_id.clone());
         }
         info!(
+            target: ENGINE,
             session = %session,
             seq = seq.0,
             run_id = run_id.map(RunId::as_str),
