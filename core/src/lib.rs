@@ -142,7 +142,7 @@
 //! |---|---|---|
 //! | 1 | `alphabet/` | what crosses the host boundary: [`ids`] and time, [`input`]s, [`output`]s, the [`outcome`] and its completion record, `Config` and `Start`, `HostError`, the exact strings of SPEC 8 ([`text`]), the mutant catalogue (test builds) |
 //! | 2 | `state/` | what the engine holds: submissions and queue entries, turns with their calls and phases, summaries, sessions, the run ledger, timers; `Tx`, the transition buffer that puts outputs in SPEC 7 order |
-//! | 3 | `lifecycle/` | the handlers, one module per SPEC concept: `acceptance` (4.1), `preparation` (4.1), `admission` (4.2, 4.6 hand-off), `fold` (4.3), `stream` (4.4), `retry` (4.5), `step` (4.4, 4.6), `loops` (4.8), `summary` (4.7), `subagent` (4.11), `title` (4.11), `cancel` (4.10), `shutdown` (4.10), `cleanup` (4.9), `outcome` (5: the one decider); they may call each other |
+//! | 3 | `lifecycle/` | the handlers, one module per SPEC concept: `acceptance` (4.1), `preparation` (4.1), `admission` (4.2, 4.6 hand-off), `fold` (4.3), `stream` (4.4), `retry` (4.5), `step` (4.4, 4.6), `loops` (4.8), `summary` (4.7), `subagent` (4.11), `title` (4.11), `cancel` (4.10), `shutdown` (4.10), `cleanup` (4.9), `outcome` (5: the one decider), `rules` (the pure rules they apply), `timers` (where a fired timer goes); a file calls only files on a lower floor (`lifecycle/mod.rs`) |
 //! | 3 | `check/` | the invariants of SPEC 6 (the state checker and the stream [`Auditor`]) and the conformance [`projection`] of SPEC 7, written without the handlers |
 //! | 4 | `engine.rs` | [`Engine`]: the two doors, the host-protocol checks, dispatch to the handlers |
 //! | 5 | `trace/` | trace files and the flight recorder ([`trace`]), [`mod@replay`] and bless (SPEC 10) |

@@ -57,7 +57,7 @@ pub struct ServerConfig {
     /// The bytes of frames one stream may leave unread before it is ended; its client resumes
     /// from its `Last-Event-ID`, reading what it missed from the store.
     pub stream_backlog_bytes: u64,
-    /// What a connection may hold ([`Server::serve`]).
+    /// What a connection may hold ([`Server::serve`](crate::Server::serve)).
     pub connections: ConnectionLimits,
     /// Rows (messages and sessions, whole revisions) or RunCompletes a resumed stream reads
     /// from the store at a time ([`feed::CATCH_UP_PAGE`]): what a catch-up from far back holds.

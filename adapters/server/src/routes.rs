@@ -626,7 +626,7 @@ impl Server {
     }
 
     /// Serves the routes on `listener` with the configuration's connection limits
-    /// ([`listen`]) until `shutdown` completes, then waits for the open connections to end
+    /// ([`listen`](crate::listen)) until `shutdown` completes, then waits for the open connections to end
     /// (bound that wait: a client that stops reading keeps its connection).
     ///
     /// # Errors

@@ -10,7 +10,10 @@
 //!                                                   └─────────────┘
 //! ```
 //!
+//! - `config` — how to run a host ([`HostConfig`]) and the flight recorder's shelves.
+//! - `command` — what the engine task hears: clients' commands, IO inputs, the member task.
 //! - `engine` — the one task that owns the core engines: inputs in, outputs routed.
+//! - `log` — what the engine task logs as it routes (the events' names and fields).
 //! - `driver` — an engine, recording its flight trace or not.
 //! - `cores` — which core decides a session: the store's one engine, or (a member of several
 //!   hosts) an engine per owned session.

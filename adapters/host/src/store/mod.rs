@@ -10,7 +10,7 @@
 //! ([`StoreConfig`]), `error` ([`StoreError`]), `txn` (a transaction as the host hands it
 //! over), `sql` (the SQL both stores share, and the connection of either as a `Db`),
 //! `schema` (SQLite's versioned migrations), `postgres` (PostgreSQL's migrations, lock and
-//! connection), `apply` (one [`StoreOp`] as SQL, planned into one batch per commit),
+//! connection), `apply` (one [`StoreOp`](turnstile_core::StoreOp) as SQL, planned into one batch per commit),
 //! `recovery` (ending what a stopped process left unfinished), `read` and `changes`
 //! (queries), `integrity` (what an integrity check reports), `lease` (the lease statements of
 //! several hosts, SPEC 11), `cluster` (what a member host writes and reads besides its owned
