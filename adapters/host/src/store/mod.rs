@@ -43,8 +43,6 @@ mod txn;
 pub(crate) use schema::{mode_text, outcome_text};
 #[cfg(test)]
 mod tests;
-#[cfg(test)]
-mod tests_cluster;
 
 pub use audit::Audit;
 pub use changes::{Change, Changes, Position, SessionState};

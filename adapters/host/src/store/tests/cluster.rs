@@ -8,14 +8,14 @@
 
 use turnstile_core::{MessageId, Mode, Outcome, RunId, Seq, Submit};
 
-use super::cluster::{Accepted, CommandKind, Coordinator};
-use super::lease::Epoch;
-use super::tests::{
+use super::{
     Kind, Scratch, activated, assistant, both_stores, cancelled, config, outcome, sid, tool_call,
     user,
 };
-use super::{Reader, RunState, Store, StoreError, Txn, Write};
 use crate::record::Cursor;
+use crate::store::cluster::{Accepted, CommandKind, Coordinator};
+use crate::store::lease::Epoch;
+use crate::store::{Reader, RunState, Store, StoreError, Txn, Write};
 
 both_stores!(
     members_accept_anywhere_in_one_sequence_and_answer_resubmissions,
