@@ -192,9 +192,7 @@ fn no_content_above_debug(log: &[Captured]) {
 }
 
 fn config(dir: &tempfile::TempDir) -> HostConfig {
-    let mut c = HostConfig::new(dir.path().join("store.db"));
-    c.workers = 2;
-    c
+    common::config_in(dir.path())
 }
 
 fn usage() -> Usage {

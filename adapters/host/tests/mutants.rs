@@ -16,14 +16,13 @@ use turnstile_host::{
 };
 
 fn config(dir: &tempfile::TempDir, mutant: HostMutant) -> HostConfig {
-    let mut c = HostConfig::new(dir.path().join("store.db"));
-    c.workers = 2;
+    let mut c = common::config_in(dir.path());
     c.store.mutant = Some(mutant);
     c
 }
 
 async fn open(c: &HostConfig, p: ScriptedProvider) -> Host {
-    Host::open(c.clone(), Arc::new(p), ToolSet::new()).await.expect("open")
+    common::open_with(c, p, ToolSet::new()).await
 }
 
 fn echo() -> ScriptedProvider {

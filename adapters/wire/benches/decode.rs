@@ -6,10 +6,8 @@
 //! `cargo bench -p turnstile-wire --bench decode`
 
 use std::hint::black_box;
-use std::path::Path;
 use std::time::{Duration, Instant};
 
-use turnstile_wire::recording::Recording;
 use turnstile_wire::{Api, Decoder};
 
 const ROUNDS: usize = 21;
@@ -56,8 +54,7 @@ fn baseline(bodies: &[Vec<u8>]) -> usize {
 }
 
 fn main() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/providers");
-    let recordings = Recording::read_all(&root).expect("the recorded streams");
+    let recordings = turnstile_testkit::fixtures::cases();
     println!(
         "decoder throughput on the recorded streams ({ROUNDS} rounds of {REPEAT} passes, medians)"
     );

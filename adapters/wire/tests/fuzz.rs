@@ -3,8 +3,6 @@
 //! result however the bytes are split. A bounded run here (`PROPTEST_CASES` raises it for a
 //! long hunt: `PROPTEST_CASES=100000 cargo test -p turnstile-wire --release --test fuzz`).
 
-mod common;
-
 use proptest::prelude::*;
 use turnstile_wire::decode::check_sequence;
 use turnstile_wire::recording::Recording;
@@ -102,7 +100,7 @@ fn decode(api: Api, body: &[u8], cuts: &[usize]) -> Result<Vec<StepEvent>, Decod
 
 fn recordings() -> &'static [Recording] {
     static CASES: std::sync::OnceLock<Vec<Recording>> = std::sync::OnceLock::new();
-    CASES.get_or_init(common::cases)
+    CASES.get_or_init(turnstile_testkit::fixtures::cases)
 }
 
 proptest! {

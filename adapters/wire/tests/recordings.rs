@@ -4,14 +4,12 @@
 //! carrying the decoded tool calls, reasoning and the tool results) means what the recorded
 //! client sent.
 
-mod common;
-
 use serde_json::Value;
 use turnstile_wire::recording::request_meaning;
 use turnstile_wire::turnstile_core::StepEvent;
 use turnstile_wire::{Api, Decoder, MaxTokensField, ModelRequest, RequestKind, Target, encode};
 
-use common::cases;
+use turnstile_testkit::fixtures::cases;
 use turnstile_wire::decode::check_sequence;
 
 fn decode_in_pieces(api: Api, body: &[u8], cuts: &[usize]) -> Vec<StepEvent> {

@@ -155,9 +155,27 @@ pub async fn cancel_during_a_tool_left_to_finish(config: HostConfig) -> Vec<(Str
         .flat_map(|m| m.results.iter())
         .map(|r| (r.content.clone(), r.synthetic))
         .collect();
-    let s = SessionId::new("s");
-    let problems = host.read(move |r| r.protocol_problems(&s)).await.expect("read");
-    assert!(problems.is_empty(), "history is not protocol-legal: {problems:?}");
+    legal(&host, "s").await;
     host.shutdown().await.expect("shutdown");
     results
+}
+
+/// A host's configuration for a store file in `dir`, with two workers (so that sessions are
+/// spread over tasks, as on a real machine).
+pub fn config_in(dir: &std::path::Path) -> HostConfig {
+    let mut c = HostConfig::new(dir.join("store.db"));
+    c.workers = 2;
+    c
+}
+
+/// Opens a host over `config` with `provider` and `tools`.
+pub async fn open_with(config: &HostConfig, provider: ScriptedProvider, tools: ToolSet) -> Host {
+    Host::open(config.clone(), Arc::new(provider), tools).await.expect("open")
+}
+
+/// The history of `session` is protocol-legal (SPEC 4.9: every call has its result, in order).
+pub async fn legal(host: &Host, session: &str) {
+    let s = SessionId::new(session);
+    let problems = host.read(move |r| r.protocol_problems(&s)).await.expect("read");
+    assert!(problems.is_empty(), "history of {session} is not protocol-legal: {problems:?}");
 }

@@ -50,17 +50,8 @@ fn config(dir: &common::Scratch) -> HostConfig {
 }
 
 async fn open(c: &HostConfig, p: ScriptedProvider) -> Host {
-    Host::open(
-        c.clone(),
-        Arc::new(p),
-        ToolSet::new().with(EchoTool { name: "view".into(), delay_ms: 5 }),
-    )
-    .await
-    .expect("open")
+    let tools = ToolSet::new().with(EchoTool { name: "view".into(), delay_ms: 5 });
+    common::open_with(c, p, tools).await
 }
 
-async fn legal(host: &Host, session: &str) {
-    let s = SessionId::new(session);
-    let problems = host.read(move |r| r.protocol_problems(&s)).await.expect("read");
-    assert!(problems.is_empty(), "history of {session} is not protocol-legal: {problems:?}");
-}
+use common::legal;
