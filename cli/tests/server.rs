@@ -435,21 +435,6 @@ async fn a_generated_token_is_shown_once_kept_private_and_found_by_clients() {
     assert!(!log.contains(&token), "the token is never logged");
 }
 
-/// Reads until the next `ask`; returns its data.
-async fn next_ask(events: &mut Events) -> Value {
-    let mut ask = Value::Null;
-    events
-        .read_until(|f| {
-            let is_ask = f.event == "ask";
-            if is_ask {
-                ask = data(f);
-            }
-            is_ask
-        })
-        .await;
-    ask
-}
-
 /// One call per built-in tool and one MCP tool, each with an effect that shows if it ran.
 fn asking_calls() -> Vec<(&'static str, Value)> {
     vec![
@@ -498,7 +483,7 @@ async fn a_cancel_withdraws_every_ask_and_a_late_answer_is_refused_and_runs_noth
         )
         .await;
         assert_eq!(status, 202, "{v}");
-        let ask = next_ask(&mut events).await;
+        let ask = events.next_event("ask").await;
         assert_eq!(ask["tool"], *tool, "{ask}");
         let id = ask["id"].as_str().unwrap().to_owned();
         let cancel = if i % 2 == 0 {
@@ -539,7 +524,7 @@ async fn a_cancel_withdraws_every_ask_and_a_late_answer_is_refused_and_runs_noth
     )
     .await;
     assert_eq!(status, 202);
-    let ask = next_ask(&mut events).await;
+    let ask = events.next_event("ask").await;
     let stopped = served.stop(Signal::SIGTERM).await;
     assert_eq!(stopped.code, Some(0), "{stopped:?}");
     events.read_until(|_| false).await;

@@ -10,7 +10,7 @@ use std::time::Duration;
 use common::{TOKEN, calls_echo_then_answers, start};
 use serde_json::json;
 use turnstile_host::{Answer, EchoTool, ScriptedProvider, ToolSet, Usage};
-use turnstile_testkit::events::{Events, data, run_complete_ids};
+use turnstile_testkit::events::{data, run_complete_ids};
 
 fn answers_hello() -> ScriptedProvider {
     ScriptedProvider::new(|_, _| Answer::streamed("hello there", 3, 5, Usage::default()))
@@ -210,16 +210,6 @@ async fn a_slow_client_slows_nobody_and_still_gets_every_run_complete_once() {
     assert_eq!(slow_seen, want);
 }
 
-/// Reads events until an `ask`; returns its data.
-async fn until_ask(events: &mut Events) -> serde_json::Value {
-    loop {
-        let f = events.next().await;
-        if f.event == "ask" {
-            return data(&f);
-        }
-    }
-}
-
 #[tokio::test]
 async fn a_permission_ask_is_an_event_answered_over_http() {
     let tools = ToolSet::new().with(EchoTool { name: "echo".into(), delay_ms: 0 });
@@ -227,7 +217,7 @@ async fn a_permission_ask_is_an_event_answered_over_http() {
     let mut events = s.events(None).await;
     events.next().await;
     s.prompt("s", "use echo", "r1").await;
-    let ask = until_ask(&mut events).await;
+    let ask = events.next_event("ask").await;
     assert_eq!((ask["tool"].as_str(), ask["session"].as_str()), (Some("echo"), Some("s")));
     let (_, pending) = s.get("/v1/asks").await;
     assert_eq!(pending["asks"][0]["id"], ask["id"]);
@@ -257,7 +247,7 @@ async fn a_cancel_withdraws_the_ask_and_a_late_answer_is_refused() {
     let mut events = s.events(None).await;
     events.next().await;
     s.prompt("s", "use echo", "r1").await;
-    let ask = until_ask(&mut events).await;
+    let ask = events.next_event("ask").await;
     let (status, _) = s.post("/v1/runs/r1/cancel", json!({})).await;
     assert_eq!(status, 202);
     let frames = events.until_run_complete("r1").await;
@@ -393,7 +383,7 @@ async fn a_steered_prompt_joins_the_running_turn_and_an_idle_one_runs_on_its_own
     let s = start(echoes_then_repeats_the_user(), tools, |_| {}).await;
     let mut events = s.events(None).await;
     s.prompt("s", "list the files", "r1").await;
-    let ask = until_ask(&mut events).await;
+    let ask = events.next_event("ask").await;
     let id = ask["id"].as_str().unwrap();
     let (status, v) = s.post(&format!("/v1/asks/{id}"), json!({"answer": "session"})).await;
     assert_eq!(status, 200, "{v}");

@@ -15,7 +15,7 @@ use serde_json::json;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpStream;
 use turnstile_host::{Answer, ScriptedProvider, ToolSet, Usage};
-use turnstile_testkit::events::run_complete_ids;
+use turnstile_testkit::events::{frames_of, run_complete_ids};
 
 fn answers(text: &'static str) -> ScriptedProvider {
     ScriptedProvider::new(move |_, _| Answer::streamed(text, 4, 1, Usage::default()))
@@ -225,22 +225,9 @@ async fn a_stream_that_stops_reading_is_ended_past_its_backlog_and_resumes_exact
         assert!(n > 0, "the connection closed before the stream's last chunk");
         response.extend_from_slice(&buf[..n]);
     };
-    let text = String::from_utf8(body).unwrap();
-    let last_id = text
-        .lines()
-        .filter_map(|l| l.strip_prefix("id: "))
-        .next_back()
-        .expect("an event id")
-        .to_owned();
-    let seen_before: Vec<String> = text
-        .split("\n\n")
-        .filter(|e| e.contains("event: run_complete"))
-        .map(|e| {
-            let d = e.lines().find_map(|l| l.strip_prefix("data: ")).unwrap();
-            let v: serde_json::Value = serde_json::from_str(d).unwrap();
-            v["run_id"].as_str().unwrap().to_owned()
-        })
-        .collect();
+    let before = frames_of(&body);
+    let last_id = before.iter().filter_map(|f| f.id.clone()).next_back().expect("an event id");
+    let seen_before = run_complete_ids(&before);
     assert!(seen_before.len() < runs.len(), "the stream ended before it carried everything");
     // Resumed from its last event: the rest, each exactly once.
     let mut resumed = s.events(Some(&last_id)).await;

@@ -14,7 +14,7 @@ use turnstile_host::store::{Location, ScratchDatabase, StoreConfig};
 use turnstile_host::{Answer, Host, HostConfig, MemberConfig, ModelRequest, RequestMessage};
 use turnstile_host::{ScriptedProvider, Usage};
 use turnstile_server::{Asks, Server, ServerConfig, Token};
-use turnstile_testkit::events::{Events, data};
+use turnstile_testkit::events::Events;
 use turnstile_tools::{Gate, Permissions, PermissionsFile};
 
 const TOKEN: &str = "test-token-0123456789";
@@ -108,18 +108,6 @@ impl Member {
     }
 }
 
-/// The next event of `kind` on the stream (20 s at most).
-async fn next_event(events: &mut Events, kind: &str) -> Value {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-        let frame = events.next_within(left).await.unwrap_or_else(|| panic!("no `{kind}` event"));
-        if frame.event == kind {
-            return data(&frame);
-        }
-    }
-}
-
 async fn an_ask_is_listed_streamed_answered_and_withdrawn_on_every_server(postgres: bool) {
     let dir = tempfile::tempdir().unwrap();
     let database = postgres.then(|| ScratchDatabase::create().unwrap_or_else(|e| panic!("{e}")));
@@ -135,7 +123,7 @@ async fn an_ask_is_listed_streamed_answered_and_withdrawn_on_every_server(postgr
     let (status, _) =
         a.post("/v1/sessions/s/prompts", json!({"prompt": touch, "run_id": "r1"})).await;
     assert_eq!(status, 202);
-    let opened = next_event(&mut on_b, "ask").await;
+    let opened = on_b.next_event("ask").await;
     let id = opened["id"].as_str().unwrap().to_owned();
     assert_eq!((opened["tool"].as_str(), opened["session"].as_str()), (Some("bash"), Some("s")));
     let (_, listed) = b.get("/v1/asks").await;
@@ -143,7 +131,7 @@ async fn an_ask_is_listed_streamed_answered_and_withdrawn_on_every_server(postgr
     // Answered on `b`, run on `a`; a second answer, anywhere, is refused.
     let (status, body) = b.post(&format!("/v1/asks/{id}"), json!({"answer": "once"})).await;
     assert_eq!(status, 200, "{body}");
-    assert_eq!(next_event(&mut on_b, "ask_closed").await["id"], id.as_str());
+    assert_eq!(on_b.next_event("ask_closed").await["id"], id.as_str());
     assert_eq!(a.outcome("r1").await, "completed");
     assert!(dir.path().join("made-by-bash").exists(), "the call ran on its owner");
     let (status, body) = a.post(&format!("/v1/asks/{id}"), json!({"answer": "once"})).await;
@@ -153,10 +141,10 @@ async fn an_ask_is_listed_streamed_answered_and_withdrawn_on_every_server(postgr
     let (status, _) =
         a.post("/v1/sessions/s/prompts", json!({"prompt": other, "run_id": "r2"})).await;
     assert_eq!(status, 202);
-    let id = next_event(&mut on_b, "ask").await["id"].as_str().unwrap().to_owned();
+    let id = on_b.next_event("ask").await["id"].as_str().unwrap().to_owned();
     let (status, _) = b.post("/v1/sessions/s/cancel", json!({})).await;
     assert_eq!(status, 202);
-    let closed = next_event(&mut on_b, "ask_closed").await;
+    let closed = on_b.next_event("ask_closed").await;
     let why = (closed["id"].as_str(), closed["why"].as_str());
     assert_eq!(why, (Some(id.as_str()), Some("withdrawn")), "{closed}");
     assert_eq!(b.outcome("r2").await, "cancelled");

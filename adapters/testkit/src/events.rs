@@ -166,6 +166,26 @@ impl Events {
         }
     }
 
+    /// Reads events until one of `kind` (an `ask`, say); returns its data.
+    ///
+    /// # Panics
+    /// When the connection ended, or after 30 s without one.
+    pub async fn next_event(&mut self, kind: &str) -> Value {
+        let mut found = None;
+        let seen = self
+            .read_until(|f| {
+                if f.event == kind {
+                    found = Some(data(f));
+                }
+                found.is_some()
+            })
+            .await;
+        match found {
+            Some(v) if seen => v,
+            _ => panic!("GET {}: the stream ended before a `{kind}` event", self.url),
+        }
+    }
+
     /// Reads events until the RunComplete of `run_id`; returns every event read, that one
     /// last.
     ///
@@ -238,6 +258,18 @@ impl Events {
             }
         }
     }
+}
+
+/// The events of a whole event-stream body (read some other way than with [`Events`]: a raw
+/// socket, say), framed as every client of the project frames them.
+///
+/// # Panics
+/// When the body is not an event stream.
+pub fn frames_of(body: &[u8]) -> Vec<Frame> {
+    let mut framer = turnstile_wire::sse::Framer::new();
+    let mut frames = Vec::new();
+    framer.feed(body, &mut frames).expect("an event stream");
+    frames
 }
 
 /// An event's data as JSON.
