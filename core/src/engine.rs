@@ -4,8 +4,8 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use crate::alphabet::{
-    Acceptor, AttemptIo, Config, HostError, Input, Millis, Output, RunId, Seq, SessionId, Start,
-    Submit,
+    Acceptor, AttemptIo, Config, Fingerprint, HostError, Input, Millis, Output, RunId, Seq,
+    SessionId, Start, Submit,
 };
 use crate::check::Violation;
 use crate::lifecycle::acceptance;
@@ -302,6 +302,14 @@ impl Engine {
     #[must_use]
     pub fn run_session(&self, run_id: &RunId) -> Option<&SessionId> {
         self.state.as_ref().ok()?.runs.get(run_id).map(|e| &e.session)
+    }
+
+    /// The fingerprint of an accepted run's request (SPEC 4.1), if the RunId is known: what a
+    /// host writes in the run's ledger row, so that a resubmission is compared with what the
+    /// core compared, not with a second computation of it.
+    #[must_use]
+    pub fn run_fingerprint(&self, run_id: &RunId) -> Option<Fingerprint> {
+        self.state.as_ref().ok()?.runs.get(run_id).map(|e| e.fingerprint)
     }
 
     /// True when the session has an active turn (not merely waiting submissions).

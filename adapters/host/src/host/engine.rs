@@ -484,6 +484,10 @@ impl EngineTask {
                     existing: false,
                     outcome: None,
                 };
+                // The fingerprint the core compared, not a second computation of it.
+                let fingerprint = run_id
+                    .as_ref()
+                    .and_then(|r| self.cores.engine_of(&session)?.run_fingerprint(r));
                 let run = NewRun {
                     session: session.clone(),
                     seq,
@@ -491,6 +495,7 @@ impl EngineTask {
                     mode,
                     prompt: submit.prompt,
                     attachments: submit.attachments,
+                    fingerprint,
                 };
                 self.route(batches, session, Action::Accept { run, submitted, reply });
             }

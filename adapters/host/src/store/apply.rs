@@ -10,7 +10,7 @@
 //! session or ledger row the store does not hold is an error, never a silent no-op (a lost
 //! ledger outcome would be a lost RunComplete).
 
-use turnstile_core::{Fingerprint, MessageFinish, StoreOp, Submit};
+use turnstile_core::{MessageFinish, StoreOp};
 
 use super::error::StoreError;
 use super::schema::{int, mode_text, outcome_text, to_json};
@@ -71,20 +71,8 @@ fn accept<'a>(plan: &mut Plan<'a>, run: &'a NewRun) -> Result<(), StoreError> {
          ON CONFLICT (id) DO NOTHING",
         argv![run.session.as_str()],
     )?;
-    let fingerprint = match &run.run_id {
-        Some(run_id) => {
-            let submit = Submit {
-                session: run.session.clone(),
-                prompt: run.prompt.clone(),
-                attachments: run.attachments.clone(),
-                run_id: Some(run_id.clone()),
-                mode: Some(run.mode),
-                seq: Some(run.seq),
-            };
-            Some(Fingerprint::of(&submit).to_hex())
-        }
-        None => None,
-    };
+    // The core's (SPEC 4.1); a row with a RunId and none breaks the table's CHECK.
+    let fingerprint = run.fingerprint.map(|f| f.to_hex());
     let attachments = attachments_json(&run.attachments)?;
     plan.execute(
 "INSERT INTO runs (seq, session, run_id, mode, prompt, attachments, fingerprint, state, \

@@ -550,6 +550,8 @@ fn waiting_runs(
                     &r.text(5)?,
                     &format!("{what} attachments"),
                 )?,
+                // Fed to the owner's core, never written again.
+                fingerprint: None,
             })
         })
         .collect()

@@ -1,7 +1,9 @@
 //! A transaction as the host hands it to the store (SPEC 4.12): one session's writes between
 //! two of the core's `Commit`s, and a new submission's ledger row.
 
-use turnstile_core::{Attachment, CallId, MessageId, Mode, RunId, Seq, SessionId, StoreOp};
+use turnstile_core::{
+    Attachment, CallId, Fingerprint, MessageId, Mode, RunId, Seq, SessionId, StoreOp,
+};
 
 use super::lease;
 
@@ -21,6 +23,9 @@ pub(crate) struct NewRun {
     pub(crate) prompt: String,
     /// The attachments.
     pub(crate) attachments: Vec<Attachment>,
+    /// With a RunId: the core's fingerprint of the request (SPEC 4.1), which the ledger row
+    /// keeps so that a resubmission after a restart is compared with it.
+    pub(crate) fingerprint: Option<Fingerprint>,
 }
 
 /// One write of a transaction.

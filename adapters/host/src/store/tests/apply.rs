@@ -15,13 +15,14 @@ fn every_op_is_applied_and_read_back(kind: Kind) {
     let mut store = open(&dir).store;
     let attachment =
         Attachment { name: "a.txt".into(), media_type: "text/plain".into(), content: "A".into() };
-    let accept = Write::Accept(NewRun {
+    let accept = accept(NewRun {
         session: sid("s"),
         seq: Seq(1),
         run_id: Some(RunId::new("r1")),
         mode: Mode::OwnTurn,
         prompt: "look".into(),
         attachments: vec![attachment.clone()],
+        fingerprint: None,
     });
     let user_op = StoreOp::UserMessage {
         session: sid("s"),
@@ -224,6 +225,7 @@ fn session_usage_sets_gauges_and_adds_cost_and_a_title_touches_nothing_else(kind
             mode: Mode::Fold,
             prompt: "x".into(),
             attachments: vec![],
+            fingerprint: None,
         }),
         Write::Op(StoreOp::ChildAccepted {
             session: sid(child),

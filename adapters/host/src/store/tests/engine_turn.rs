@@ -19,6 +19,7 @@ fn drive_turn(engine: &mut Engine, store: &mut Store, submit: &Submit) -> (Vec<C
         while let Some(out) = engine.poll_output() {
             match out.kind {
                 OutputKind::Reply(Reply::Accepted { session, seq, run_id, mode }) => {
+                    let fingerprint = run_id.as_ref().and_then(|r| engine.run_fingerprint(r));
                     let run = NewRun {
                         session: session.clone(),
                         seq,
@@ -26,6 +27,7 @@ fn drive_turn(engine: &mut Engine, store: &mut Store, submit: &Submit) -> (Vec<C
                         mode,
                         prompt: submit.prompt.clone(),
                         attachments: submit.attachments.clone(),
+                        fingerprint,
                     };
                     // Durable before the reply is answered.
                     store

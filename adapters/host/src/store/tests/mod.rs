@@ -125,14 +125,21 @@ pub(super) fn sid(s: &str) -> SessionId {
 }
 
 fn new_run(session: &str, seq: u64, run_id: Option<&str>, prompt: &str) -> Write {
-    Write::Accept(NewRun {
+    accept(NewRun {
         session: sid(session),
         seq: Seq(seq),
         run_id: run_id.map(RunId::new),
         mode: if run_id.is_some() { Mode::OwnTurn } else { Mode::Fold },
         prompt: prompt.to_owned(),
         attachments: Vec::new(),
+        fingerprint: None,
     })
+}
+
+/// A ledger row's write, with the fingerprint the core would give it (SPEC 4.1).
+pub(super) fn accept(mut run: NewRun) -> Write {
+    run.fingerprint = run.run_id.as_ref().map(|_| Fingerprint::of(&run.submit()));
+    Write::Accept(run)
 }
 
 pub(super) fn txn(session: &str, writes: Vec<Write>) -> Txn {

@@ -282,8 +282,9 @@ fn fingerprints_cover_attachments(kind: Kind) {
         mode: Mode::OwnTurn,
         prompt: "see".into(),
         attachments: attachments.clone(),
+        fingerprint: None,
     };
-    store.commit(&[txn("s", vec![Write::Accept(run)])]).unwrap();
+    store.commit(&[txn("s", vec![accept(run)])]).unwrap();
     drop(store);
     let start = open(&dir).start;
     let mut submit = Submit::new("s", "see").with_run_id("r");
