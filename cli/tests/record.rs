@@ -43,15 +43,7 @@ async fn turnstile(project: &Project, args: &[&str]) -> Done {
 
 /// The `turnstile-sim` binary, built beside `turnstile` by `cargo test --workspace`.
 fn sim_binary() -> PathBuf {
-    let path = PathBuf::from(env!("CARGO_BIN_EXE_turnstile"))
-        .with_file_name(format!("turnstile-sim{}", std::env::consts::EXE_SUFFIX));
-    assert!(
-        path.exists(),
-        "{} is missing: build it with `cargo build -p turnstile-sim` (`cargo test --workspace` \
-         builds it)",
-        path.display()
-    );
-    path
+    common::built("turnstile-sim", "cargo build -p turnstile-sim")
 }
 
 /// `turnstile-sim ARGS` in `dir`.
@@ -68,31 +60,9 @@ fn sim(dir: &Path, args: &[&str]) -> Done {
     }
 }
 
-/// Every file under `dir`.
-fn files_under(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            out.extend(files_under(&path));
-        } else {
-            out.push(path);
-        }
-    }
-    out.sort();
-    out
-}
-
 /// No file under `dir` (the recording, the store and its journal, the logs) holds the key.
 fn assert_no_key(dir: &Path) {
-    for file in files_under(dir) {
-        let bytes = std::fs::read(&file).unwrap();
-        assert!(
-            !bytes.windows(KEY.len()).any(|w| w == KEY.as_bytes()),
-            "{} holds the key",
-            file.display()
-        );
-    }
+    turnstile_testkit::local::assert_absent_under(dir, KEY);
 }
 
 /// The case folders of the recording's provider exchanges, by name.

@@ -326,10 +326,7 @@ async fn broken_streams_fail_retryably_and_unknown_events_are_ignored() {
         (ErrorClass::Incomplete, "stream ended without a finish")
     );
     // Nobody listening: a transport error.
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
+    let port = turnstile_testkit::local::free_port();
     let p = provider(Api::OpenAiChat, &format!("http://127.0.0.1:{port}/v1"), &Target::new("m"));
     let e = failure(&stream(&p, request()).await);
     assert_eq!(e.class, ErrorClass::Transport, "{e:?}");

@@ -2,7 +2,6 @@
 //! a server echoes the key back; and a recorded run replays offline to the same result.
 
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::sync::Arc;
 
 use turnstile_core::{Outcome, RunId, Submit};
@@ -37,20 +36,6 @@ fn provider(base_url: &str) -> HttpProvider {
     HttpProvider::for_model(config, model)
         .unwrap()
         .with_system_prompt("You are a helpful assistant")
-}
-
-/// Every file under `dir`, recursively.
-fn files(dir: &Path) -> Vec<std::path::PathBuf> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(dir).unwrap() {
-        let p = e.unwrap().path();
-        if p.is_dir() {
-            out.extend(files(&p));
-        } else {
-            out.push(p);
-        }
-    }
-    out
 }
 
 fn simple() -> Recording {
@@ -106,18 +91,11 @@ async fn the_key_reaches_the_server_and_nothing_else_and_the_recording_replays()
     assert!(requests.len() >= 3);
     assert!(requests.iter().all(|r| r.header("authorization") == Some(&format!("Bearer {KEY}"))));
     // Nothing written holds it: the store (and its journal), the trace, the recordings.
-    let written = files(dir.path());
+    let written = turnstile_testkit::local::files_under(dir.path());
     assert!(written.iter().any(|f| f.ends_with("store.db")));
     assert!(written.iter().any(|f| f.ends_with("flight.jsonl")));
     assert!(written.iter().filter(|f| f.starts_with(&recordings)).count() >= 6, "{written:?}");
-    for file in &written {
-        let bytes = std::fs::read(file).unwrap();
-        assert!(
-            !bytes.windows(KEY.len()).any(|w| w == KEY.as_bytes()),
-            "the key is in {}",
-            file.display()
-        );
-    }
+    turnstile_testkit::local::assert_absent_under(dir.path(), KEY);
 
     // The recording of session s1 replays offline: the same answers to the same requests.
     let recorded = Recording::read(&recordings.join("openai-chat").join("run-s1")).unwrap();

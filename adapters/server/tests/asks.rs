@@ -9,7 +9,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -25,19 +25,9 @@ use turnstile_tools::{Gate, Permissions, PermissionsFile};
 
 /// The MCP test server, which `cargo test --workspace` builds beside this test.
 fn mcp_test_server() -> PathBuf {
-    let deps = std::env::current_exe().unwrap();
-    let path = deps
-        .parent()
-        .and_then(Path::parent)
-        .unwrap()
-        .join(format!("turnstile-mcp-test-server{}", std::env::consts::EXE_SUFFIX));
-    assert!(
-        path.exists(),
-        "{} is missing: build it with `cargo build -p turnstile-mcp --bin turnstile-mcp-test-server` \
-         (`cargo test --workspace` builds it)",
-        path.display()
-    );
-    path
+    use turnstile_testkit::local::{binaries_folder, built};
+    let build = "cargo build -p turnstile-mcp --bin turnstile-mcp-test-server";
+    built(&binaries_folder(), "turnstile-mcp-test-server", build)
 }
 
 /// What each prompt makes the model call: the prompt is `<tool> <JSON input>`; once the call

@@ -12,6 +12,8 @@
 //! - [`anthropic`]: Anthropic message streams built in the recorded streams' exact shape, for
 //!   the fake provider to send.
 //! - [`fixtures`]: the repository's recorded provider cases.
+//! - [`local`]: a free port, a binary the workspace built, the files a run left and whether
+//!   a secret is in any of them.
 //!
 //! What every piece guarantees: it uses real sockets on 127.0.0.1 only (nothing leaves the
 //! machine), and every wait a test makes through it is bounded: it panics (or answers `None`)
@@ -27,4 +29,5 @@
 pub mod anthropic;
 pub mod events;
 pub mod fixtures;
+pub mod local;
 pub mod provider;

@@ -8,28 +8,21 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+#[allow(unused_imports)] // used by some of the test files only
+pub use turnstile_testkit::local::free_port;
+
 /// The MCP test server binary, which `cargo test --workspace` builds beside `turnstile`.
 pub fn mcp_test_server() -> PathBuf {
-    let path = PathBuf::from(env!("CARGO_BIN_EXE_turnstile")).with_file_name(format!(
-        "turnstile-mcp-test-server{}",
-        std::env::consts::EXE_SUFFIX
-    ));
-    assert!(
-        path.exists(),
-        "{} is missing: build it with `cargo build -p turnstile-mcp --bin turnstile-mcp-test-server` \
-         (`cargo test --workspace` builds it)",
-        path.display()
-    );
-    path
+    built(
+        "turnstile-mcp-test-server",
+        "cargo build -p turnstile-mcp --bin turnstile-mcp-test-server",
+    )
 }
 
-/// A port of 127.0.0.1 that was free a moment ago (for a server a test starts).
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+/// A workspace binary built beside `turnstile`.
+pub fn built(name: &str, build: &str) -> PathBuf {
+    let turnstile = PathBuf::from(env!("CARGO_BIN_EXE_turnstile"));
+    turnstile_testkit::local::built(turnstile.parent().unwrap(), name, build)
 }
 
 /// A scratch project: a working directory with a configuration for the provider.
