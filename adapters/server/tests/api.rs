@@ -7,14 +7,10 @@ mod common;
 
 use std::time::Duration;
 
-use common::{TOKEN, calls_echo_then_answers, start};
+use common::{TOKEN, answers_hello, calls_echo_then_answers, start};
 use serde_json::json;
 use turnstile_host::{Answer, EchoTool, ScriptedProvider, ToolSet, Usage};
 use turnstile_testkit::events::{data, run_complete_ids};
-
-fn answers_hello() -> ScriptedProvider {
-    ScriptedProvider::new(|_, _| Answer::streamed("hello there", 3, 5, Usage::default()))
-}
 
 #[tokio::test]
 async fn a_prompt_is_accepted_durably_and_its_run_complete_follows_its_final_message() {

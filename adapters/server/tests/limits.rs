@@ -10,16 +10,12 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Running, TOKEN, start};
+use common::{Running, TOKEN, answers, start};
 use serde_json::json;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpStream;
-use turnstile_host::{Answer, ScriptedProvider, ToolSet, Usage};
+use turnstile_host::ToolSet;
 use turnstile_testkit::events::{frames_of, run_complete_ids};
-
-fn answers(text: &'static str) -> ScriptedProvider {
-    ScriptedProvider::new(move |_, _| Answer::streamed(text, 4, 1, Usage::default()))
-}
 
 fn host_port(base: &str) -> String {
     base.trim_start_matches("http://").to_owned()
@@ -40,7 +36,7 @@ async fn until_closed(c: &mut TcpStream) -> Vec<u8> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_and_slow_connections_are_closed_after_the_header_timeout() {
-    let s = start(answers("hi"), ToolSet::new(), |c| {
+    let s = start(answers("hi", 4, 1), ToolSet::new(), |c| {
         c.connections.header_timeout = Duration::from_millis(500);
     })
     .await;
@@ -66,7 +62,7 @@ async fn idle_and_slow_connections_are_closed_after_the_header_timeout() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connections_beyond_the_cap_wait_until_a_slot_is_free() {
-    let s = start(answers("hi"), ToolSet::new(), |c| {
+    let s = start(answers("hi", 4, 1), ToolSet::new(), |c| {
         c.connections.max = 8;
         c.connections.header_timeout = Duration::from_secs(60);
     })
@@ -90,7 +86,7 @@ async fn connections_beyond_the_cap_wait_until_a_slot_is_free() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn errors_before_the_router_have_the_json_body() {
-    let s = start(answers("hi"), ToolSet::new(), |_| {}).await;
+    let s = start(answers("hi", 4, 1), ToolSet::new(), |_| {}).await;
     let addr = host_port(&s.base);
     let long_uri = format!("GET /v1/{} HTTP/1.1\r\nhost: x\r\n\r\n", "a".repeat(20_000));
     let big_head =
@@ -125,7 +121,7 @@ async fn errors_before_the_router_have_the_json_body() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_closed_stream_frees_its_slot_at_once() {
-    let s = start(answers("hi"), ToolSet::new(), |c| {
+    let s = start(answers("hi", 4, 1), ToolSet::new(), |c| {
         c.limits.streams = 1;
         c.heartbeat = Duration::from_secs(60);
     })
@@ -180,7 +176,7 @@ async fn a_stream_that_stops_reading_is_ended_past_its_backlog_and_resumes_exact
     // 80 answers of 150 KB: far more than the kernel's socket buffers, hyper's buffer and the
     // stream's queue hold, so a client that does not read falls behind the feed.
     let text: &'static str = Box::leak("x".repeat(150_000).into_boxed_str());
-    let s = start(answers(text), ToolSet::new(), |c| {
+    let s = start(answers(text, 4, 1), ToolSet::new(), |c| {
         c.stream_backlog_bytes = 256 << 10;
         // One stream at a time: a second one opens once the stuck one has ended.
         c.limits.streams = 1;
@@ -246,7 +242,7 @@ async fn a_stream_that_stops_reading_is_ended_past_its_backlog_and_resumes_exact
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn small_refusals_and_acceptances_of_the_api() {
-    let s = start(answers("hi"), ToolSet::new(), |c| {
+    let s = start(answers("hi", 4, 1), ToolSet::new(), |c| {
         c.allowed_origins = vec!["http://localhost:3000".into()];
     })
     .await;

@@ -9,7 +9,7 @@ mod common;
 
 use std::collections::BTreeSet;
 
-use common::{Running, TOKEN, answer, start};
+use common::{Running, TOKEN, answer, answers_hello, start};
 use serde_json::{Value, json};
 use turnstile_host::{Answer, EchoTool, ScriptedProvider, ToolSet, Usage};
 use turnstile_server::OPENAPI;
@@ -210,10 +210,6 @@ fn collect_key(v: &Value, key: &str, out: &mut Vec<Value>) {
         Value::Array(items) => items.iter().for_each(|v| collect_key(v, key, out)),
         _ => {}
     }
-}
-
-fn answers_hello() -> ScriptedProvider {
-    ScriptedProvider::new(|_, _| Answer::streamed("hello there", 3, 5, Usage::default()))
 }
 
 /// Sends `method path` with the token (and an empty JSON object as the body of a POST).

@@ -5,15 +5,13 @@
 
 mod common;
 
-use common::start;
-use turnstile_host::{Answer, ScriptedProvider, ToolSet, Usage};
+use common::{answers_hello, start};
+use turnstile_host::ToolSet;
 use turnstile_testkit::events::data;
 
 #[tokio::test]
 async fn a_resumed_stream_opens_with_the_pending_asks_then_catches_up() {
-    let provider =
-        ScriptedProvider::new(|_, _| Answer::streamed("hello there", 3, 5, Usage::default()));
-    let s = start(provider, ToolSet::new(), |_| {}).await;
+    let s = start(answers_hello(), ToolSet::new(), |_| {}).await;
     s.prompt("s1", "hi", "r1").await;
     s.finished("r1").await;
     // From the very beginning: everything is missed, and read back from the store.

@@ -7,7 +7,7 @@
 mod common;
 
 use common::{TOKEN, answer, start};
-use turnstile_host::{Answer, ScriptedProvider, ToolSet, Usage};
+use turnstile_host::ToolSet;
 
 /// Every route of the API, with a path that names something.
 const ROUTES: &[(&str, &str)] = &[
@@ -29,8 +29,8 @@ const ROUTES: &[(&str, &str)] = &[
     ("GET", "/v1/no-such-route"),
 ];
 
-fn provider() -> ScriptedProvider {
-    ScriptedProvider::new(|_, _| Answer::streamed("ok", 1, 1, Usage::default()))
+fn provider() -> turnstile_host::ScriptedProvider {
+    common::answers("ok", 1, 1)
 }
 
 #[tokio::test]

@@ -127,3 +127,19 @@ pub fn calls_echo_then_answers() -> turnstile_host::ScriptedProvider {
         }
     })
 }
+
+/// A provider that answers every request with "hello there", in 3 deltas 5 ms apart.
+pub fn answers_hello() -> turnstile_host::ScriptedProvider {
+    answers("hello there", 3, 5)
+}
+
+/// A provider that answers every request with `text`, in `deltas` deltas `every_ms` apart.
+pub fn answers(
+    text: &'static str,
+    deltas: usize,
+    every_ms: u64,
+) -> turnstile_host::ScriptedProvider {
+    turnstile_host::ScriptedProvider::new(move |_, _| {
+        turnstile_host::Answer::streamed(text, deltas, every_ms, turnstile_host::Usage::default())
+    })
+}
