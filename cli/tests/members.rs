@@ -14,10 +14,9 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::process::Child;
 use std::time::{Duration, Instant};
 
-use common::Project;
+use common::{Project, Served};
 use nix::sys::signal::Signal;
 use serde_json::{Value, json};
 use turnstile_core::SessionId;
@@ -34,83 +33,52 @@ const LEASE: &str = "2";
 struct Server {
     name: String,
     port: u16,
-    child: Option<Child>,
+    served: Served,
     frozen: bool,
 }
 
 impl Server {
     async fn start(project: &Project, name: &str, port: u16) -> Server {
-        let listen = format!("127.0.0.1:{port}");
         let log = format!("{name}.log");
         let args = [
-            "serve",
             "--member",
             name,
             "--lease",
             LEASE,
-            "--listen",
-            &listen,
             "--yolo",
             "-vv",
             "--log-file",
             &log,
         ];
-        let mut command = project.command(&args);
-        command.env("TURNSTILE_SERVER_TOKEN", TOKEN);
-        let server = Server {
+        let served = Served::start(project, port, &args, Some(TOKEN), &[]).await;
+        Server {
             name: name.to_owned(),
             port,
-            child: Some(command.spawn().unwrap()),
+            served,
             frozen: false,
-        };
-        server.healthy().await;
-        server
-    }
-
-    fn base(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
-    }
-
-    fn alive(&self) -> bool {
-        self.child.is_some() && !self.frozen
-    }
-
-    /// Waits (20 s at most) for the health route to answer.
-    async fn healthy(&self) {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            let (status, _) = get(&self.base(), "/v1/health").await;
-            if status == 200 {
-                return;
-            }
-            assert!(Instant::now() < deadline, "{} did not come up", self.name);
-            tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
 
+    fn base(&self) -> String {
+        self.served.base.clone()
+    }
+
+    fn alive(&self) -> bool {
+        self.served.is_running() && !self.frozen
+    }
+
     fn kill9(&mut self) {
-        let mut child = self.child.take().unwrap();
-        common::signal(child.id(), Signal::SIGKILL);
-        child.wait().unwrap();
+        self.served.kill9();
     }
 
     fn freeze(&mut self) {
-        common::signal(self.child.as_ref().unwrap().id(), Signal::SIGSTOP);
+        common::signal(self.served.pid(), Signal::SIGSTOP);
         self.frozen = true;
     }
 
     fn thaw(&mut self) {
-        common::signal(self.child.as_ref().unwrap().id(), Signal::SIGCONT);
+        common::signal(self.served.pid(), Signal::SIGCONT);
         self.frozen = false;
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
     }
 }
 
@@ -371,11 +339,10 @@ async fn postgres_three_servers_lose_owners_to_sigkill_and_sigstop_and_every_run
     });
 
     // Every server still up shuts down cleanly.
-    for s in &mut servers {
-        let child = s.child.take().unwrap();
-        common::signal(child.id(), Signal::SIGTERM);
-        let done = common::finish(child).await;
-        assert_eq!(done.code, Some(0), "{}: {done:?}", s.name);
+    for s in servers {
+        let name = s.name.clone();
+        let done = s.served.stop(Signal::SIGTERM).await;
+        assert_eq!(done.code, Some(0), "{name}: {done:?}");
     }
     assert!(!failovers.is_empty(), "no owner was lost");
     let mut ms: Vec<u128> = failovers.iter().map(Duration::as_millis).collect();

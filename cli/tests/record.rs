@@ -9,9 +9,8 @@ mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, Instant};
 
-use common::{Done, Project};
+use common::{Done, Project, Served};
 use serde_json::{Value, json};
 use turnstile_core::trace::Trace;
 use turnstile_core::{Outcome, bless, replay};
@@ -341,47 +340,6 @@ async fn the_configuration_records_every_run_and_a_bad_folder_is_named_with_its_
     assert!(done.stderr.contains("unknown field `folder`"), "{done:?}");
 }
 
-/// A free port on 127.0.0.1.
-/// A `turnstile serve --record rec` process, killed if a test fails before it stops it.
-struct Served(Option<std::process::Child>);
-
-impl Served {
-    /// Starts it and waits (20 s at most) until it answers its health route.
-    async fn start(project: &Project, port: u16) -> Served {
-        let listen = format!("127.0.0.1:{port}");
-        let mut c = project.command(&["serve", "--listen", &listen, "--record", "rec"]);
-        c.env("TURNSTILE_TEST_KEY", KEY)
-            .env("TURNSTILE_SERVER_TOKEN", TOKEN);
-        let served = Served(Some(c.spawn().unwrap()));
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            if let Ok(r) = reqwest::get(format!("http://{listen}/v1/health")).await
-                && r.status().as_u16() == 401
-            {
-                return served;
-            }
-            assert!(Instant::now() < deadline, "the server did not come up");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-
-    /// SIGTERM, and its end.
-    async fn stop(mut self) -> Done {
-        let child = self.0.take().unwrap();
-        common::signal(child.id(), nix::sys::signal::Signal::SIGTERM);
-        common::finish(child).await
-    }
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.0.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
 /// Submits `prompt` to `session` as run `run` and waits for its RunComplete.
 async fn prompt_and_wait(port: u16, session: &str, run: &str, prompt: &str) -> Value {
     let http = reqwest::Client::new();
@@ -413,7 +371,14 @@ async fn a_recorded_server_keeps_its_sessions_in_one_trace_and_a_restart_takes_a
         FakeProvider::anthropic(vec![Reply::sse(text_stream("Hello from the server."))]).await;
     let project = keyed_project(&provider.base_url, "");
     let port = common::free_port();
-    let server = Served::start(&project, port).await;
+    let server = Served::start(
+        &project,
+        port,
+        &["--record", "rec"],
+        Some(TOKEN),
+        &[("TURNSTILE_TEST_KEY", KEY)],
+    )
+    .await;
     for (session, run) in [("s1", "r1"), ("s2", "r2")] {
         let complete = prompt_and_wait(port, session, run, &format!("Hello {session}")).await;
         assert_eq!(complete["outcome"], "completed", "{complete}");
@@ -423,7 +388,7 @@ async fn a_recorded_server_keeps_its_sessions_in_one_trace_and_a_restart_takes_a
     assert_eq!(refused.code, Some(1), "{refused:?}");
     assert!(refused.stderr.contains("store is in use"), "{refused:?}");
     assert!(!project.path().join("rec/flight-2.jsonl").exists());
-    let stopped = server.stop().await;
+    let stopped = server.stop(nix::sys::signal::Signal::SIGTERM).await;
     assert_eq!(stopped.code, Some(0), "{stopped:?}");
     assert!(
         stopped
@@ -453,10 +418,17 @@ async fn a_recorded_server_keeps_its_sessions_in_one_trace_and_a_restart_takes_a
 
     // A restart records into a new trace; the first is left as it was.
     let first = std::fs::read(rec.join("flight.jsonl")).unwrap();
-    let server = Served::start(&project, port).await;
+    let server = Served::start(
+        &project,
+        port,
+        &["--record", "rec"],
+        Some(TOKEN),
+        &[("TURNSTILE_TEST_KEY", KEY)],
+    )
+    .await;
     let complete = prompt_and_wait(port, "s1", "r3", "Again").await;
     assert_eq!(complete["outcome"], "completed", "{complete}");
-    let stopped = server.stop().await;
+    let stopped = server.stop(nix::sys::signal::Signal::SIGTERM).await;
     assert_eq!(stopped.code, Some(0), "{stopped:?}");
     assert!(stopped.stderr.contains("rec/flight-2.jsonl"), "{stopped:?}");
     assert_eq!(std::fs::read(rec.join("flight.jsonl")).unwrap(), first);

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::process::Child;
 use std::time::{Duration, Instant};
 
-use common::{Done, Project};
+use common::{Project, Served};
 use nix::sys::signal::Signal;
 use serde_json::{Value, json};
 use turnstile_testkit::anthropic::{paced_text, recorded, text_stream, tool_stream};
@@ -19,78 +19,9 @@ use turnstile_testkit::events::{Events, data, is_run_complete};
 use turnstile_testkit::provider::{FakeProvider, Reply};
 
 const TOKEN: &str = "e2e-secret-token-5f0c1d";
+/// How these tests run the server: logging at debug to `server.log`.
+const SERVE_ARGS: &[&str] = &["-vv", "--log-file", "server.log"];
 const TOOL_CASE: &str = "TestAnthropicCommon__claude-sonnet-4__tool_streaming";
-
-/// A free port on 127.0.0.1 (bound and released: the server binds it again, also after a
-/// restart).
-/// `turnstile serve` of a project, logging at debug to `server.log`.
-struct Served {
-    child: Option<Child>,
-    base: String,
-}
-
-impl Served {
-    async fn start(project: &Project, port: u16, token: Option<&str>) -> Served {
-        let listen = format!("127.0.0.1:{port}");
-        let mut command = project.command(&[
-            "serve",
-            "--listen",
-            &listen,
-            "-vv",
-            "--log-file",
-            "server.log",
-        ]);
-        command.env_remove("TURNSTILE_SERVER_TOKEN");
-        if let Some(t) = token {
-            command.env("TURNSTILE_SERVER_TOKEN", t);
-        }
-        let child = command.spawn().unwrap();
-        let served = Served {
-            child: Some(child),
-            base: format!("http://{listen}"),
-        };
-        served.healthy().await;
-        served
-    }
-
-    /// Waits (20 s at most) for the health route to answer (401 counts: it is up).
-    async fn healthy(&self) {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        let http = reqwest::Client::new();
-        loop {
-            if let Ok(r) = http.get(format!("{}/v1/health", self.base)).send().await
-                && r.status().as_u16() == 401
-            {
-                return;
-            }
-            assert!(Instant::now() < deadline, "the server did not come up");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-
-    /// SIGKILL, and the process reaped.
-    fn kill9(&mut self) {
-        let mut child = self.child.take().unwrap();
-        common::signal(child.id(), Signal::SIGKILL);
-        child.wait().unwrap();
-    }
-
-    /// Signals it and waits for its end.
-    async fn stop(mut self, signal: Signal) -> Done {
-        let child = self.child.take().unwrap();
-        common::signal(child.id(), signal);
-        common::finish(child).await
-    }
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
 
 async fn post(base: &str, path: &str, body: Value) -> (u16, Value) {
     let r = reqwest::Client::new()
@@ -132,7 +63,7 @@ async fn run_against_a_server_replays_a_recorded_tool_stream_and_prints_the_answ
     .await;
     let project = Project::new(&provider.base_url, "");
     let port = common::free_port();
-    let served = Served::start(&project, port, Some(TOKEN)).await;
+    let served = Served::start(&project, port, SERVE_ARGS, Some(TOKEN), &[]).await;
     let done = common::finish(run_server(
         &project,
         &served.base,
@@ -230,7 +161,7 @@ async fn kill_9_mid_turn_and_restart(postgres: bool) {
         project = project.on_postgres();
     }
     let port = common::free_port();
-    let mut served = Served::start(&project, port, Some(TOKEN)).await;
+    let mut served = Served::start(&project, port, SERVE_ARGS, Some(TOKEN), &[]).await;
     let base = served.base.clone();
     // Two listeners from the start; the first run completes before the kill.
     let mut early = Events::connect(&base, TOKEN, None).await;
@@ -267,7 +198,7 @@ async fn kill_9_mid_turn_and_restart(postgres: bool) {
         !late.read_until(|_| false).await,
         "the stream ended with the server"
     );
-    let served = Served::start(&project, port, Some(TOKEN)).await;
+    let served = Served::start(&project, port, SERVE_ARGS, Some(TOKEN), &[]).await;
     // The listener resumes from its last event id; `early` from before r1.
     late.reconnect().await;
     assert!(late.read_until(|f| is_run_complete(f, "r2")).await);
@@ -340,7 +271,7 @@ async fn kill_9_mid_turn_and_restart(postgres: bool) {
 async fn sigterm_ends_the_unfinished_runs_interrupted_and_tells_the_clients() {
     let provider = FakeProvider::anthropic(vec![Reply::Hang]).await;
     let project = Project::new(&provider.base_url, "");
-    let served = Served::start(&project, common::free_port(), Some(TOKEN)).await;
+    let served = Served::start(&project, common::free_port(), SERVE_ARGS, Some(TOKEN), &[]).await;
     let client = run_server(
         &project,
         &served.base,
@@ -368,7 +299,7 @@ async fn sigterm_ends_the_unfinished_runs_interrupted_and_tells_the_clients() {
 async fn ctrl_c_or_sigterm_of_run_server_cancels_the_run_on_the_server() {
     let provider = FakeProvider::anthropic(vec![Reply::Hang]).await;
     let project = Project::new(&provider.base_url, "");
-    let served = Served::start(&project, common::free_port(), Some(TOKEN)).await;
+    let served = Served::start(&project, common::free_port(), SERVE_ARGS, Some(TOKEN), &[]).await;
     for (n, signal) in [Signal::SIGINT, Signal::SIGTERM].into_iter().enumerate() {
         let run_id = format!("c{n}");
         let client = run_server(&project, &served.base, &["--run-id", &run_id, "Think"]);
@@ -398,7 +329,7 @@ async fn a_generated_token_is_shown_once_kept_private_and_found_by_clients() {
     let provider = FakeProvider::anthropic(vec![Reply::sse(text_stream("hi back"))]).await;
     let project = Project::new(&provider.base_url, "");
     let port = common::free_port();
-    let first = Served::start(&project, port, None).await;
+    let first = Served::start(&project, port, SERVE_ARGS, None, &[]).await;
     let path = project.path().join(".turnstile").join("server-token");
     let token = std::fs::read_to_string(&path).unwrap().trim().to_owned();
     assert_eq!(token.len(), 64);
@@ -424,7 +355,7 @@ async fn a_generated_token_is_shown_once_kept_private_and_found_by_clients() {
         "the first start shows the token: {}",
         stopped.stderr
     );
-    let second = Served::start(&project, port, None).await;
+    let second = Served::start(&project, port, SERVE_ARGS, None, &[]).await;
     let stopped = second.stop(Signal::SIGINT).await;
     assert!(
         !stopped.stderr.contains(&token),
@@ -471,7 +402,7 @@ async fn a_cancel_withdraws_every_ask_and_a_late_answer_is_refused_and_runs_noth
     );
     let project = Project::new(&provider.base_url, &config);
     std::fs::write(project.path().join("notes.txt"), "old text\n").unwrap();
-    let served = Served::start(&project, common::free_port(), Some(TOKEN)).await;
+    let served = Served::start(&project, common::free_port(), SERVE_ARGS, Some(TOKEN), &[]).await;
     let base = served.base.clone();
     let mut events = Events::connect(&base, TOKEN, None).await;
     for (i, (tool, _)) in calls.iter().enumerate() {
@@ -561,7 +492,7 @@ async fn serving_a_model_that_writes_t_txt() -> (FakeProvider, Project, Served) 
     ))])
     .await;
     let project = Project::new(&provider.base_url, "");
-    let served = Served::start(&project, common::free_port(), Some(TOKEN)).await;
+    let served = Served::start(&project, common::free_port(), SERVE_ARGS, Some(TOKEN), &[]).await;
     (provider, project, served)
 }
 
@@ -656,7 +587,7 @@ async fn run_server_shows_a_streamed_answer_piece_by_piece_from_deltas() {
     let answer = answer.trim_end().to_owned();
     let provider = FakeProvider::anthropic(vec![Reply::Paced(paced_text(&answer, 60))]).await;
     let project = Project::new(&provider.base_url, "");
-    let served = Served::start(&project, common::free_port(), Some(TOKEN)).await;
+    let served = Served::start(&project, common::free_port(), SERVE_ARGS, Some(TOKEN), &[]).await;
     let mut events = Events::connect(&served.base, TOKEN, None).await;
     let client = run_server(&project, &served.base, &["--json", "Count"]);
     let done = common::finish(client).await;
@@ -700,7 +631,7 @@ async fn run_server_on_a_terminal_asks_and_a_yes_runs_the_call() {
     ])
     .await;
     let project = Project::new(&provider.base_url, "");
-    let served = Served::start(&project, common::free_port(), Some(TOKEN)).await;
+    let served = Served::start(&project, common::free_port(), SERVE_ARGS, Some(TOKEN), &[]).await;
     // `script` gives the client a pseudo-terminal and passes what the test types to it.
     let command = format!(
         "{} run --server {} 'Write t.txt'",

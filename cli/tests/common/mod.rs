@@ -265,3 +265,84 @@ pub fn last_results(body: &serde_json::Value) -> Vec<(String, String)> {
         })
         .unwrap_or_default()
 }
+
+/// A `turnstile serve` of a project on 127.0.0.1, killed when dropped (a test that fails before
+/// it stops the server leaves nothing running).
+pub struct Served {
+    child: Option<Child>,
+    /// `http://127.0.0.1:PORT`.
+    pub base: String,
+}
+
+impl Served {
+    /// Starts `turnstile serve --listen 127.0.0.1:PORT ARGS` with `TURNSTILE_SERVER_TOKEN` set
+    /// to `token` (or unset) and the variables of `env`, and waits (20 s at most) until it
+    /// answers its health route (any answer: a 401 without the token means it is up).
+    pub async fn start(
+        project: &Project,
+        port: u16,
+        args: &[&str],
+        token: Option<&str>,
+        env: &[(&str, &str)],
+    ) -> Served {
+        let listen = format!("127.0.0.1:{port}");
+        let mut all = vec!["serve", "--listen", &listen];
+        all.extend_from_slice(args);
+        let mut command = project.command(&all);
+        command.env_remove("TURNSTILE_SERVER_TOKEN");
+        if let Some(t) = token {
+            command.env("TURNSTILE_SERVER_TOKEN", t);
+        }
+        for (k, v) in env {
+            command.env(k, v);
+        }
+        let served = Served {
+            child: Some(command.spawn().unwrap()),
+            base: format!("http://{listen}"),
+        };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let http = reqwest::Client::new();
+        let health = format!("{}/v1/health", served.base);
+        while http.get(&health).send().await.is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "the server on {listen} did not come up"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        served
+    }
+
+    /// Its process id.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().unwrap().id()
+    }
+
+    /// True until it was killed or stopped.
+    pub fn is_running(&self) -> bool {
+        self.child.is_some()
+    }
+
+    /// SIGKILL, and the process reaped.
+    pub fn kill9(&mut self) {
+        let mut child = self.child.take().unwrap();
+        signal(child.id(), nix::sys::signal::Signal::SIGKILL);
+        child.wait().unwrap();
+    }
+
+    /// Sends `signal` and waits for its end.
+    pub async fn stop(mut self, signal: nix::sys::signal::Signal) -> Done {
+        let child = self.child.take().unwrap();
+        self::signal(child.id(), signal);
+        finish(child).await
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
