@@ -195,34 +195,8 @@ fn files_inside_a_layer_import_each_other_without_cycles() {
     }
     edges.sort();
     edges.dedup();
-    // Depth-first search for a cycle in the file graph.
-    fn visit(
-        n: &str,
-        edges: &[(String, String)],
-        path: &mut Vec<String>,
-        done: &mut Vec<String>,
-    ) -> Option<Vec<String>> {
-        if let Some(pos) = path.iter().position(|p| p == n) {
-            return Some(path[pos..].to_vec());
-        }
-        if done.iter().any(|d| d == n) {
-            return None;
-        }
-        path.push(n.to_owned());
-        for (_, to) in edges.iter().filter(|(from, _)| from == n) {
-            if let Some(c) = visit(to, edges, path, done) {
-                return Some(c);
-            }
-        }
-        path.pop();
-        done.push(n.to_owned());
-        None
-    }
-    let mut done = Vec::new();
-    for (from, _) in &edges {
-        if let Some(cycle) = visit(from, &edges, &mut Vec::new(), &mut done) {
-            panic!("an import cycle inside a layer: {}", cycle.join(" -> "));
-        }
+    if let Some(cycle) = circle(&edges) {
+        panic!("an import cycle inside a layer: {}", cycle.join(" -> "));
     }
     assert!(!edges.is_empty(), "the scanner found the imports between files");
 }

@@ -340,6 +340,12 @@ async fn the_configuration_records_every_run_and_a_bad_folder_is_named_with_its_
     assert!(done.stderr.contains("unknown field `folder`"), "{done:?}");
 }
 
+/// `turnstile serve --record rec` of `project` on `port`, with the test's key and token.
+async fn serve_recorded(project: &Project, port: u16) -> Served {
+    let env = [("TURNSTILE_TEST_KEY", KEY)];
+    Served::start(project, port, &["--record", "rec"], Some(TOKEN), &env).await
+}
+
 /// Submits `prompt` to `session` as run `run` and waits for its RunComplete.
 async fn prompt_and_wait(port: u16, session: &str, run: &str, prompt: &str) -> Value {
     let http = reqwest::Client::new();
@@ -371,14 +377,7 @@ async fn a_recorded_server_keeps_its_sessions_in_one_trace_and_a_restart_takes_a
         FakeProvider::anthropic(vec![Reply::sse(text_stream("Hello from the server."))]).await;
     let project = keyed_project(&provider.base_url, "");
     let port = common::free_port();
-    let server = Served::start(
-        &project,
-        port,
-        &["--record", "rec"],
-        Some(TOKEN),
-        &[("TURNSTILE_TEST_KEY", KEY)],
-    )
-    .await;
+    let server = serve_recorded(&project, port).await;
     for (session, run) in [("s1", "r1"), ("s2", "r2")] {
         let complete = prompt_and_wait(port, session, run, &format!("Hello {session}")).await;
         assert_eq!(complete["outcome"], "completed", "{complete}");
@@ -418,14 +417,7 @@ async fn a_recorded_server_keeps_its_sessions_in_one_trace_and_a_restart_takes_a
 
     // A restart records into a new trace; the first is left as it was.
     let first = std::fs::read(rec.join("flight.jsonl")).unwrap();
-    let server = Served::start(
-        &project,
-        port,
-        &["--record", "rec"],
-        Some(TOKEN),
-        &[("TURNSTILE_TEST_KEY", KEY)],
-    )
-    .await;
+    let server = serve_recorded(&project, port).await;
     let complete = prompt_and_wait(port, "s1", "r3", "Again").await;
     assert_eq!(complete["outcome"], "completed", "{complete}");
     let stopped = server.stop(nix::sys::signal::Signal::SIGTERM).await;

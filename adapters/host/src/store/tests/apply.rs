@@ -13,8 +13,7 @@ both_stores!(
 fn every_op_is_applied_and_read_back(kind: Kind) {
     let dir = Scratch::new(kind);
     let mut store = open(&dir).store;
-    let attachment =
-        Attachment { name: "a.txt".into(), media_type: "text/plain".into(), content: "A".into() };
+    let attachment = text_attachment("a.txt", "A");
     let accept = accept(NewRun {
         session: sid("s"),
         seq: Seq(1),

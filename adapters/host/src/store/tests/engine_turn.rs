@@ -30,9 +30,7 @@ fn drive_turn(engine: &mut Engine, store: &mut Store, submit: &Submit) -> (Vec<C
                         fingerprint,
                     };
                     // Durable before the reply is answered.
-                    store
-                        .commit(&[Txn { session, writes: vec![Write::Accept(run)], fence: None }])
-                        .unwrap();
+                    store.commit(&[txn(session.as_str(), vec![Write::Accept(run)])]).unwrap();
                 }
                 OutputKind::Prepare { session, seq } => inbox.push_back(Input::Prepared {
                     session,

@@ -136,6 +136,11 @@ fn new_run(session: &str, seq: u64, run_id: Option<&str>, prompt: &str) -> Write
     })
 }
 
+/// A text attachment.
+pub(super) fn text_attachment(name: &str, content: &str) -> Attachment {
+    Attachment { name: name.into(), media_type: "text/plain".into(), content: content.into() }
+}
+
 /// A ledger row's write, with the fingerprint the core would give it (SPEC 4.1).
 pub(super) fn accept(mut run: NewRun) -> Write {
     run.fingerprint = run.run_id.as_ref().map(|_| Fingerprint::of(&run.submit()));
