@@ -98,18 +98,17 @@ impl Token {
     /// The token in `path`, or a new one (32 random bytes, as hex) written there with mode
     /// 0600 when the file does not exist.
     ///
+    /// Servers started at once on one machine get one token: a new token is written whole to
+    /// a file of its own and then linked to `path`, which fails when another start linked
+    /// its token first; that start's token is then read. So no start sees a half-written
+    /// file or an error because another start won.
+    ///
     /// # Errors
     /// The file cannot be read, created or written, or holds an unusable token.
     pub fn load_or_generate(path: &Path) -> Result<(Token, TokenSource), TokenError> {
         let err = |action, source| TokenError { path: path.to_owned(), action, source };
-        match std::fs::read_to_string(path) {
-            Ok(text) => {
-                let token =
-                    Token::new(&text).map_err(|why| err("use", std::io::Error::other(why)))?;
-                return Ok((token, TokenSource::File(path.to_owned())));
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(err("read", e)),
+        if let Some(found) = Token::load(path)? {
+            return Ok(found);
         }
         let mut bytes = [0_u8; 32];
         getrandom::fill(&mut bytes)
@@ -118,16 +117,36 @@ impl Token {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(|e| err("create the directory of", e))?;
         }
-        let mut options = std::fs::OpenOptions::new();
-        options.write(true).create_new(true);
-        #[cfg(unix)]
-        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-        let mut file = options.open(path).map_err(|e| err("create", e))?;
-        file.write_all(text.as_bytes())
-            .and_then(|()| file.write_all(b"\n"))
-            .and_then(|()| file.sync_all())
-            .map_err(|e| err("write", e))?;
-        Ok((Token(text.into()), TokenSource::Generated(path.to_owned())))
+        // The new token's own file, beside the token file (a link cannot cross file systems).
+        let mut draft = path.as_os_str().to_owned();
+        draft.push(format!(".{}.new", &text[..16]));
+        let draft = PathBuf::from(draft);
+        let written = write_private(&draft, &text);
+        let linked = written.and_then(|()| std::fs::hard_link(&draft, path));
+        // The draft goes whatever happened; the token file, if linked, keeps the content.
+        let _ = std::fs::remove_file(&draft);
+        match linked {
+            Ok(()) => Ok((Token(text.into()), TokenSource::Generated(path.to_owned()))),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => match Token::load(path)? {
+                Some(found) => Ok(found),
+                None => Err(err("read", e)),
+            },
+            Err(e) => Err(err("create", e)),
+        }
+    }
+
+    /// The token in `path`, or `None` when there is no such file.
+    fn load(path: &Path) -> Result<Option<(Token, TokenSource)>, TokenError> {
+        let err = |action, source| TokenError { path: path.to_owned(), action, source };
+        match std::fs::read_to_string(path) {
+            Ok(text) => {
+                let token =
+                    Token::new(&text).map_err(|why| err("use", std::io::Error::other(why)))?;
+                Ok(Some((token, TokenSource::File(path.to_owned()))))
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(err("read", e)),
+        }
     }
 
     /// The token's text, to show once or to send as a client.
@@ -141,6 +160,18 @@ impl Token {
     pub fn matches(&self, presented: &str) -> bool {
         self.0.as_bytes().ct_eq(presented.as_bytes()).into()
     }
+}
+
+/// Writes `text` and a newline to a new file at `path` only its owner can read, synced.
+fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let mut file = options.open(path)?;
+    file.write_all(text.as_bytes())?;
+    file.write_all(b"\n")?;
+    file.sync_all()
 }
 
 /// What the guard needs.
@@ -256,6 +287,37 @@ mod tests {
         assert!(!again.matches("x"));
         assert!(!again.matches(&token.expose()[..63]));
         assert_eq!(format!("{token:?}"), "Token(..)");
+    }
+
+    /// Several servers started at once on one machine share one token file (the README's
+    /// "Run it on several machines"): every start gets the same token, none an error, and
+    /// none a file still being written.
+    #[test]
+    fn servers_starting_at_once_share_one_generated_token() {
+        for _ in 0..40 {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("token");
+            let barrier = std::sync::Barrier::new(6);
+            let got: Vec<_> = std::thread::scope(|s| {
+                let starts: Vec<_> = (0..6)
+                    .map(|_| {
+                        s.spawn(|| {
+                            barrier.wait();
+                            Token::load_or_generate(&path)
+                        })
+                    })
+                    .collect();
+                starts.into_iter().map(|t| t.join().unwrap()).collect()
+            });
+            let got: Vec<(Token, TokenSource)> =
+                got.into_iter().map(|r| r.map_err(|e| e.to_string()).unwrap()).collect();
+            let generated =
+                got.iter().filter(|(_, s)| matches!(s, TokenSource::Generated(_))).count();
+            assert_eq!(generated, 1, "one start generates the token");
+            assert!(got.iter().all(|(t, _)| t.matches(got[0].0.expose())));
+            let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+            assert_eq!(names.len(), 1, "no temporary file is left: {names:?}");
+        }
     }
 
     #[test]
