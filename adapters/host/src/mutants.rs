@@ -43,6 +43,11 @@ pub enum HostMutant {
     /// Several hosts: a take's recovery puts the interrupted turn back in the queue, so it
     /// runs a second time (SPEC 11).
     MemberTakeRunsTwice,
+    /// Several hosts: streamed writes held for coalescing and released by the writer's
+    /// debounce are committed without their lease's epoch, so an owner that lost the session
+    /// still writes its streamed text (SPEC 11; the host had this bug until the real-process
+    /// test's audit found it).
+    MemberHeldUnfenced,
 }
 
 impl HostMutant {
@@ -65,6 +70,7 @@ impl HostMutant {
         HostMutant::MemberWatermarkOutOfOrder,
         HostMutant::MemberTakeDropsWaiting,
         HostMutant::MemberTakeRunsTwice,
+        HostMutant::MemberHeldUnfenced,
     ];
 
     /// The mutant's name in `snake_case`.
@@ -83,6 +89,7 @@ impl HostMutant {
             HostMutant::MemberWatermarkOutOfOrder => "member_watermark_out_of_order",
             HostMutant::MemberTakeDropsWaiting => "member_take_drops_waiting",
             HostMutant::MemberTakeRunsTwice => "member_take_runs_twice",
+            HostMutant::MemberHeldUnfenced => "member_held_unfenced",
         }
     }
 

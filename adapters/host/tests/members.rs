@@ -23,6 +23,9 @@ both_stores!(
     submissions_accepted_anywhere_run_once_in_order_and_every_host_answers,
     a_cancel_on_a_host_that_does_not_own_the_session_ends_its_running_turn_only,
     a_member_refuses_what_it_cannot_offer,
+    a_members_streamed_text_is_written_under_its_epoch,
+    a_summarize_on_a_host_that_does_not_own_the_session_reaches_its_owner,
+    a_full_host_leaves_new_work_to_a_host_with_room_and_idle_sessions_are_given_back,
 );
 
 /// A member named `name` with a short lease, so a test does not wait long.
@@ -127,6 +130,33 @@ async fn submissions_accepted_anywhere_run_once_in_order_and_every_host_answers(
     }
 }
 
+/// Streamed text held for coalescing and written by the debounce, not by a structural
+/// commit, carries the owner's epoch like every other write of the session (SPEC 11). Until
+/// the real-process test's audit found it, the debounce wrote it without one: an owner that
+/// had lost the session could still write its text.
+async fn a_members_streamed_text_is_written_under_its_epoch(kind: Kind) {
+    let dir = Scratch::new(kind);
+    let audit = turnstile_host::store::Audit::default();
+    let mut config = member(&dir, "h0");
+    config.store.audit = Some(audit.clone());
+    // Ten pieces 60 ms apart: each is held past the 33 ms debounce and written by it.
+    let provider = ScriptedProvider::new(|_, _| {
+        Answer::streamed(
+            "one two three four five six seven eight nine ten",
+            10,
+            60,
+            Usage::default(),
+        )
+    });
+    let host = Host::open(config, Arc::new(provider), ToolSet::new()).await.unwrap();
+    host.submit(Submit::new("s", "p").with_run_id("r")).await.unwrap();
+    assert_eq!(wait(&host, "r").await.outcome, Outcome::Completed);
+    host.shutdown().await.unwrap();
+    let (takes, writes) = audit.counts();
+    assert!(takes >= 1 && writes > 3, "{takes} takes, {writes} writes: the debounce wrote none");
+    assert_eq!(audit.fenced_writes(), Vec::<String>::new());
+}
+
 async fn a_cancel_on_a_host_that_does_not_own_the_session_ends_its_running_turn_only(kind: Kind) {
     let dir = Scratch::new(kind);
     let hosts = hosts(&dir, 3, &stalls_on_request()).await;
@@ -145,6 +175,90 @@ async fn a_cancel_on_a_host_that_does_not_own_the_session_ends_its_running_turn_
     common::until_active(&hosts[0], "r3").await;
     hosts[1].cancel_run(&RunId::new("r3")).await.unwrap();
     assert_eq!(wait(&hosts[0], "r3").await.outcome, Outcome::Cancelled);
+    for h in &hosts {
+        h.shutdown().await.unwrap();
+    }
+}
+
+/// The session's holder, as the store has it now (`None`: free or expired).
+async fn owner(host: &Host, session: &str) -> Option<String> {
+    let s = SessionId::new(session);
+    host.read(move |r| r.owner(&s)).await.unwrap()
+}
+
+/// Polls `host`'s store (10 s at most) until `ok` holds of what `read` returns.
+async fn until<T: Send + std::fmt::Debug + 'static>(
+    host: &Host,
+    read: impl Fn(&turnstile_host::store::Reader) -> T + Clone + Send + 'static,
+    ok: impl Fn(&T) -> bool,
+) -> T {
+    let mut last = None;
+    for _ in 0..500 {
+        let read = read.clone();
+        let got = host.read(move |r| Ok(read(r))).await.unwrap();
+        if ok(&got) {
+            return got;
+        }
+        last = Some(got);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("not within 10 s; last: {last:?}");
+}
+
+/// `summarize` sent to a host that does not own the session is a command row the owner's core
+/// applies (SPEC 11): the session gets its summary.
+async fn a_summarize_on_a_host_that_does_not_own_the_session_reaches_its_owner(kind: Kind) {
+    let dir = Scratch::new(kind);
+    let hosts = hosts(&dir, 3, &stalls_on_request()).await;
+    hosts[0].submit(Submit::new("s", "p").with_run_id("r1")).await.unwrap();
+    assert_eq!(wait(&hosts[0], "r1").await.outcome, Outcome::Completed);
+    let holder = owner(&hosts[0], "s").await.expect("the session is owned");
+    // The hosts are h0, h1, h2: the next one does not own it.
+    let other = (holder[1..].parse::<usize>().unwrap() + 1) % hosts.len();
+    hosts[other].summarize(&SessionId::new("s")).await.unwrap();
+    let s = SessionId::new("s");
+    let row = until(
+        &hosts[other],
+        move |r| r.session(&s).unwrap().expect("the session's row"),
+        |row| row.summary_message.is_some(),
+    )
+    .await;
+    assert!(row.summary_message.is_some());
+    for h in &hosts {
+        h.shutdown().await.unwrap();
+    }
+}
+
+/// Placement (SPEC 11): a host that owns its `max_owned` sessions takes no more, so new work
+/// goes to a host with room, even work the full host accepted; a session idle for
+/// `idle_release` is given back.
+async fn a_full_host_leaves_new_work_to_a_host_with_room_and_idle_sessions_are_given_back(
+    kind: Kind,
+) {
+    let dir = Scratch::new(kind);
+    let provider = Arc::new(stalls_on_request());
+    let mut hosts = Vec::new();
+    for name in ["h0", "h1"] {
+        let mut config = member(&dir, name);
+        let m = config.member.as_mut().unwrap();
+        m.max_owned = 1;
+        m.idle_release = Duration::from_secs(2);
+        hosts.push(Host::open(config, provider.clone(), ToolSet::new()).await.unwrap());
+    }
+    // h0 accepts a turn that never ends: it owns that session, and has no room left.
+    hosts[0].submit(Submit::new("busy", "stall").with_run_id("r1")).await.unwrap();
+    common::until_active(&hosts[0], "r1").await;
+    assert_eq!(owner(&hosts[0], "busy").await.as_deref(), Some("h0"));
+    // Work h0 accepts for another session runs on h1.
+    hosts[0].submit(Submit::new("other", "p").with_run_id("r2")).await.unwrap();
+    assert_eq!(wait(&hosts[0], "r2").await.outcome, Outcome::Completed);
+    assert_eq!(owner(&hosts[0], "other").await.as_deref(), Some("h1"));
+    // Idle, it is given back; the busy one is kept.
+    let s = SessionId::new("other");
+    until(&hosts[1], move |r| r.owner(&s).unwrap(), Option::is_none).await;
+    assert_eq!(owner(&hosts[0], "busy").await.as_deref(), Some("h0"));
+    hosts[1].cancel(&SessionId::new("busy")).await.unwrap();
+    assert_eq!(wait(&hosts[1], "r1").await.outcome, Outcome::Cancelled);
     for h in &hosts {
         h.shutdown().await.unwrap();
     }

@@ -296,11 +296,11 @@ impl Writer {
                 break;
             }
             if let Some(h) = self.held.remove(&session) {
-                self.ready.push((
-                    Txn { session, writes: h.writes, fence: None },
-                    None,
-                    Some(h.since),
-                ));
+                // Held writes keep their epoch: a member's every write is fenced (SPEC 11).
+                // The bug `member_held_unfenced` writes them without it.
+                let unfenced = self.config.armed.is(HostMutant::MemberHeldUnfenced);
+                let fence = if unfenced { None } else { h.fence };
+                self.ready.push((Txn { session, writes: h.writes, fence }, None, Some(h.since)));
             }
         }
     }

@@ -5,18 +5,19 @@ use turnstile_core::SessionId;
 
 use super::lease::Epoch;
 
-/// The simulator's ghost log of several hosts (SPEC 11): every take and every commit of an
-/// owner, with its epoch and the revision it committed at. [`Audit::fenced_writes`] is the
-/// check "no write by a fenced epoch": nothing committed for a session at an epoch after a
-/// later epoch was taken.
+/// The simulator's ghost log of several hosts (SPEC 11): every take and every commit of a
+/// member for a session, with its epoch (if it had one) and the revision it committed at.
+/// [`Audit::fenced_writes`] is the check "no write by a fenced epoch": nothing committed for a
+/// session without an epoch, or at an epoch after a later epoch was taken.
 #[derive(Clone, Debug, Default)]
 pub struct Audit(std::sync::Arc<std::sync::Mutex<Vec<Audited>>>);
 
-/// One entry of the ghost log: a take (the new epoch) or a commit of an owner (its epoch).
+/// One entry of the ghost log: a take (the new epoch) or a commit of a member for a session
+/// (its epoch; `None` for a write that checked none).
 #[derive(Clone, Debug)]
 struct Audited {
     session: SessionId,
-    epoch: Epoch,
+    epoch: Option<Epoch>,
     revision: u64,
     take: bool,
 }
@@ -27,10 +28,15 @@ impl Audit {
     }
 
     pub(crate) fn took(&self, session: &SessionId, epoch: Epoch, revision: u64) {
-        self.log().push(Audited { session: session.clone(), epoch, revision, take: true });
+        self.log().push(Audited {
+            session: session.clone(),
+            epoch: Some(epoch),
+            revision,
+            take: true,
+        });
     }
 
-    pub(crate) fn wrote(&self, session: &SessionId, epoch: Epoch, revision: u64) {
+    pub(crate) fn wrote(&self, session: &SessionId, epoch: Option<Epoch>, revision: u64) {
         self.log().push(Audited { session: session.clone(), epoch, revision, take: false });
     }
 
@@ -46,17 +52,24 @@ impl Audit {
         ordered.sort_by_key(|a| (a.revision, !a.take));
         for a in ordered {
             let session = &a.session;
+            let Some(epoch) = a.epoch else {
+                problems.push(format!(
+                    "session {session}: a write without an epoch committed at revision {}",
+                    a.revision
+                ));
+                continue;
+            };
             match (a.take, newest.get(session)) {
-                (true, Some((e, r))) if a.epoch <= *e => problems.push(format!(
+                (true, Some((e, r))) if epoch <= *e => problems.push(format!(
                     "session {session}: epoch {} taken at revision {} after epoch {} at {r}",
-                    a.epoch.0, a.revision, e.0
+                    epoch.0, a.revision, e.0
                 )),
                 (true, _) => {
-                    newest.insert(session, (a.epoch, a.revision));
+                    newest.insert(session, (epoch, a.revision));
                 }
-                (false, Some((e, r))) if a.epoch < *e => problems.push(format!(
+                (false, Some((e, r))) if epoch < *e => problems.push(format!(
                     "session {session}: a write of epoch {} committed at revision {}, after epoch {} was taken at {r}",
-                    a.epoch.0, a.revision, e.0
+                    epoch.0, a.revision, e.0
                 )),
                 (false, _) => {}
             }

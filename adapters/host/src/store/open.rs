@@ -351,11 +351,17 @@ fn apply_all(
     }
     db.commit()?;
     if let Some(audit) = member.as_ref().and_then(|m| m.audit) {
-        for (i, txn) in txns.iter().enumerate() {
-            if let (Some(epoch), false) = (txn.fence, fenced.contains(&i)) {
-                audit.wrote(&txn.session, epoch, revision);
-            }
-        }
+        log_written(audit, txns, &fenced, revision);
     }
     Ok((Committed { cursors: cursors.assigned, fenced }, revision))
+}
+
+/// Logs every transaction a member's commit wrote, with its epoch or none: a member's write
+/// without an epoch is a finding of the ghost log too.
+fn log_written(audit: &super::audit::Audit, txns: &[Txn], fenced: &[usize], revision: u64) {
+    for (i, txn) in txns.iter().enumerate() {
+        if !fenced.contains(&i) && !txn.writes.is_empty() {
+            audit.wrote(&txn.session, txn.fence, revision);
+        }
+    }
 }

@@ -318,29 +318,32 @@ fn postgres_every_accept_command_and_outcome_notifies_once() {
     assert!(revisions.windows(2).all(|w| w[0] < w[1]), "{revisions:?}");
 }
 
-/// The simulator's ghost check: a write of an epoch after a later take is reported, and so is
-/// a take that does not grow its session's epoch; writes at the current epoch are fine.
+/// The simulator's ghost check: a write of an epoch after a later take is reported, and so are
+/// a write without an epoch and a take that does not grow its session's epoch; writes at the
+/// current epoch are fine.
 #[test]
 fn the_audit_reports_a_write_by_a_fenced_epoch() {
     let audit = super::Audit::default();
     let (s, t) = (sid("s"), sid("t"));
     audit.took(&s, Epoch(1), 1);
-    audit.wrote(&s, Epoch(1), 2);
+    audit.wrote(&s, Some(Epoch(1)), 2);
     audit.took(&t, Epoch(1), 3);
     audit.took(&s, Epoch(2), 4);
-    audit.wrote(&s, Epoch(2), 5);
-    audit.wrote(&t, Epoch(1), 6);
+    audit.wrote(&s, Some(Epoch(2)), 5);
+    audit.wrote(&t, Some(Epoch(1)), 6);
     assert_eq!(audit.fenced_writes(), Vec::<String>::new());
-    audit.wrote(&s, Epoch(1), 7);
+    audit.wrote(&s, Some(Epoch(1)), 7);
     audit.took(&t, Epoch(1), 8);
+    audit.wrote(&t, None, 9);
     assert_eq!(
         audit.fenced_writes(),
         [
             "session s: a write of epoch 1 committed at revision 7, after epoch 2 was taken at 4",
             "session t: epoch 1 taken at revision 8 after epoch 1 at 3",
+            "session t: a write without an epoch committed at revision 9",
         ]
     );
-    assert_eq!(audit.counts(), (4, 4));
+    assert_eq!(audit.counts(), (4, 5));
 }
 
 /// A real stale owner's commit, logged by the store itself: the audit sees the fenced one
