@@ -1,15 +1,23 @@
 //! Several `turnstile serve` over one PostgreSQL store (SPEC 11), as real processes: clients
 //! submit, cancel and clear through random servers while the owner of a running session is killed
-//! (SIGKILL) or frozen (SIGSTOP) past its lease, round after round. Checked at the clients and
-//! in the database: every run has exactly one RunComplete on the event stream (which moves to
-//! another server when its own dies), the running turn of a lost owner ends `interrupted` on
-//! another server and the submissions waiting behind it run there in order, a frozen owner
-//! that wakes up writes nothing, every session's history is protocol-legal, no connection is
-//! left idle inside a transaction.
+//! (SIGKILL) or frozen (SIGSTOP) past its lease at a random moment, round after round. Checked
+//! at the clients and in the database:
+//! - every run has exactly one RunComplete on every event stream: one on each server (resumed
+//!   on the same server when it comes back), one that moves to another server when its own
+//!   dies, and one read from the start on each server at the end;
+//! - the running turn of a lost owner ends `interrupted` on another server, and the
+//!   submissions waiting behind it run there in order;
+//! - no committed write by a fenced epoch: every transaction that wrote a session's messages
+//!   or outcomes also held the session's lease at its epoch (a test-only audit trigger records
+//!   both), so a frozen owner that wakes up writes nothing;
+//! - every session's history is protocol-legal, and no connection is left idle inside a
+//!   transaction.
 //!
-//! Bounded for CI (4 rounds); `TURNSTILE_MEMBER_ROUNDS=200` runs a longer one, and the
-//! failover times it prints are the figures of `docs/performance.md`. Needs a server
-//! (`TURNSTILE_TEST_POSTGRES`): `cargo test -- --ignored postgres` runs it.
+//! The choices (servers, commands, the moment of the loss) come from a seed printed at the
+//! start; `TURNSTILE_MEMBER_SEED=N` makes them again. Bounded for CI (6 rounds);
+//! `TURNSTILE_MEMBER_ROUNDS=200` runs a longer one, and the failover times it prints are the
+//! figures of `docs/performance.md`. Needs a server (`TURNSTILE_TEST_POSTGRES`): `cargo test
+//! -- --ignored postgres` runs it.
 
 mod common;
 
@@ -167,13 +175,108 @@ async fn drain(events: &mut Events, on: &mut usize, servers: &[Server]) {
     }
 }
 
+/// Reads what a stream pinned to one server has now: nothing while the server is down or
+/// frozen; resumed on the same server once it is back.
+async fn drain_pinned(events: &mut Events, server: &Server) {
+    while server.alive() {
+        match events.next_within(Duration::from_millis(300)).await {
+            Some(_) => {}
+            None if events.is_open() => return,
+            None => events.reconnect().await,
+        }
+    }
+}
+
+/// Every expected run exactly once on `stream`, with the outcome its clients saw, and no
+/// other run.
+fn assert_each_once(
+    stream: &str,
+    seen: &BTreeMap<String, (usize, String)>,
+    expected: &BTreeMap<String, String>,
+) {
+    for (run, want) in expected {
+        let (count, got) = seen.get(run).cloned().unwrap_or_default();
+        assert_eq!(
+            (count, got.as_str()),
+            (1, want.as_str()),
+            "{run} on {stream}"
+        );
+    }
+    assert_eq!(seen.len(), expected.len(), "{stream}: {seen:?}");
+}
+
+/// A test-only audit in the database: each transaction that touches a session's lease row
+/// (a take, a renewal, a fence, a release) and each that writes a session's messages or
+/// changes its runs (accepting a run inserts it, which is not an owner's write), by
+/// transaction id. Written by triggers, so it sees every committed write, whoever made it.
+const FENCE_AUDIT: &str = "
+CREATE TABLE fence_audit (txid BIGINT NOT NULL, session TEXT NOT NULL, what TEXT NOT NULL);
+CREATE FUNCTION fence_audit() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO fence_audit VALUES (txid_current(), NEW.session, TG_TABLE_NAME);
+    RETURN NULL;
+END $$;
+CREATE TRIGGER fence_audit AFTER INSERT OR UPDATE ON session_leases
+    FOR EACH ROW EXECUTE FUNCTION fence_audit();
+CREATE TRIGGER fence_audit AFTER INSERT OR UPDATE ON messages
+    FOR EACH ROW EXECUTE FUNCTION fence_audit();
+CREATE TRIGGER fence_audit AFTER UPDATE ON runs
+    FOR EACH ROW EXECUTE FUNCTION fence_audit();
+";
+
+/// The audit's verdict: how many transactions wrote for a session, and up to five that did
+/// so without holding the session's lease in the same transaction. A fence matches only the
+/// holder at its epoch and keeps the lease row locked until the commit, so a write beside a
+/// fence is a write of the current epoch; a write without one is a fenced epoch's.
+fn unfenced_writes(db: &mut postgres::Client) -> (i64, Vec<String>) {
+    let writes: i64 = db
+        .query_one(
+            "SELECT count(DISTINCT (txid, session)) FROM fence_audit \
+             WHERE what <> 'session_leases'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    let unfenced = db
+        .query(
+            "SELECT DISTINCT w.txid, w.session, w.what FROM fence_audit w \
+             WHERE w.what <> 'session_leases' AND NOT EXISTS ( \
+                 SELECT 1 FROM fence_audit l WHERE l.what = 'session_leases' \
+                 AND l.txid = w.txid AND l.session = w.session) \
+             LIMIT 5",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let (txid, session, what): (i64, String, String) = (r.get(0), r.get(1), r.get(2));
+            format!("transaction {txid} wrote {what} of {session}")
+        })
+        .collect();
+    (writes, unfenced)
+}
+
+/// The seed of this run's choices: `TURNSTILE_MEMBER_SEED`, or the clock's.
+fn seed() -> u64 {
+    std::env::var("TURNSTILE_MEMBER_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+            now.map_or(0, |d| d.as_nanos() as u64)
+        })
+}
+
 #[tokio::test(flavor = "multi_thread")]
 #[ignore = "needs PostgreSQL: eval \"$(scripts/postgres.sh env)\", then --ignored"]
 async fn postgres_three_servers_lose_owners_to_sigkill_and_sigstop_and_every_run_completes_once() {
     let rounds: usize = std::env::var("TURNSTILE_MEMBER_ROUNDS")
         .ok()
         .and_then(|r| r.parse().ok())
-        .unwrap_or(4);
+        .unwrap_or(6);
+    let seed = seed();
+    eprintln!("seed {seed} (TURNSTILE_MEMBER_SEED={seed} makes the same choices)");
+    let mut dice = fastrand::Rng::with_seed(seed);
     let provider = FakeProvider::routing(|c| {
         if c.is_title() {
             Reply::sse(text_stream("A title"))
@@ -191,25 +294,40 @@ async fn postgres_three_servers_lose_owners_to_sigkill_and_sigstop_and_every_run
     for i in 0..3 {
         servers.push(Server::start(&project, &format!("h{i}"), common::free_port()).await);
     }
+    let url = project.database.as_ref().unwrap().url().to_owned();
+    // A blocking client lives inside `block_in_place` only (its drop blocks too).
+    let connect = || postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    tokio::task::block_in_place(|| connect().batch_execute(FENCE_AUDIT).unwrap());
     let mut events = Events::connect(&servers[0].base(), TOKEN, None).await;
     let mut on = 0;
+    let mut pinned = Vec::new();
+    for s in &servers {
+        pinned.push(Events::connect(&s.base(), TOKEN, None).await);
+    }
+    // The first rounds see every command once, and a kill and a freeze; then all is chance.
+    let mut extras = vec![0, 1, 2, 3];
+    dice.shuffle(&mut extras);
     let mut failovers = Vec::new();
+    let mut losses = [0_usize; 2];
     let mut expected: BTreeMap<String, String> = BTreeMap::new();
     for round in 0..rounds {
         let session = format!("s{}", round % 2);
         let runs: Vec<String> = (0..3).map(|k| format!("r{round}-{k}")).collect();
-        for (k, run) in runs.iter().enumerate() {
-            let base = pick(&servers, round + k).base();
+        for run in &runs {
+            let base = pick(&servers, dice.usize(..3)).base();
             let path = format!("/v1/sessions/{session}/prompts");
             let (status, body) = post(&base, &path, json!({"prompt": run, "run_id": run})).await;
             assert_eq!(status, 202, "{run}: {body}");
         }
         until_active(&servers, &runs[0]).await;
-        // Through a server chosen at random, by round: nothing; a cancel_run of the last one;
-        // a clear of the queue (both waiting ones); a cancel of the session (everything so
-        // far, the running turn too).
-        let extra = round % 4;
-        let base = pick(&servers, round + 7).base();
+        // Through a random server: nothing; a cancel_run of the last one; a clear of the
+        // queue (both waiting ones); a cancel of the session (everything so far, the running
+        // turn too).
+        let extra = extras
+            .get(round)
+            .copied()
+            .unwrap_or_else(|| dice.usize(..4));
+        let base = pick(&servers, dice.usize(..3)).base();
         let sent = match extra {
             1 => Some(format!("/v1/runs/{}/cancel", runs[2])),
             2 => Some(format!("/v1/sessions/{session}/clear")),
@@ -220,11 +338,17 @@ async fn postgres_three_servers_lose_owners_to_sigkill_and_sigstop_and_every_run
             let (status, body) = post(&base, &path, json!({})).await;
             assert_eq!(status, 202, "{path}: {body}");
         }
-        // The owner of the running turn dies (even rounds) or freezes past its lease (odd).
+        // The owner of the running turn dies or freezes past its lease, at a random moment
+        // of the turn's first half.
+        tokio::time::sleep(Duration::from_millis(dice.u64(..600))).await;
         let owner = tokio::task::block_in_place(|| {
             project.reader().owner(&SessionId::new(&session)).unwrap()
         });
-        let killed = round % 2 == 0;
+        let killed = match round {
+            0 => true,
+            1 => false,
+            _ => dice.bool(),
+        };
         let lost_at = Instant::now();
         // A cancel of the session may have ended the turn (and let the owner go) already.
         let victim = owner.and_then(|o| servers.iter().position(|s| s.name == o));
@@ -234,6 +358,7 @@ async fn postgres_three_servers_lose_owners_to_sigkill_and_sigstop_and_every_run
             } else {
                 servers[v].freeze();
             }
+            losses[usize::from(!killed)] += 1;
         }
         let first = outcome(&servers, &runs[0]).await;
         let want_first: &[&str] = if extra == 3 {
@@ -272,37 +397,55 @@ async fn postgres_three_servers_lose_owners_to_sigkill_and_sigstop_and_every_run
             expected.insert(run.clone(), want.into());
         }
         drain(&mut events, &mut on, &servers).await;
+        for (stream, server) in pinned.iter_mut().zip(&servers) {
+            drain_pinned(stream, server).await;
+        }
     }
     // A server's stream hears of another server's outcome by a notification or, at the
-    // latest, its next poll (1 s): read until every run was seen, then a while longer, so a
-    // second RunComplete would be seen too.
+    // latest, its next poll (1 s): read until every run was seen on every stream, then a
+    // while longer, so a second RunComplete would be seen too.
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         drain(&mut events, &mut on, &servers).await;
-        let seen = events.run_completes();
-        if expected.keys().all(|r| seen.contains_key(r)) || Instant::now() > deadline {
+        for (stream, server) in pinned.iter_mut().zip(&servers) {
+            drain_pinned(stream, server).await;
+        }
+        let all_seen = std::iter::once(&events)
+            .chain(&pinned)
+            .all(|e| expected.keys().all(|r| e.run_completes().contains_key(r)));
+        if all_seen || Instant::now() > deadline {
             break;
         }
     }
     let settle = Instant::now() + Duration::from_millis(1500);
     while Instant::now() < settle {
         drain(&mut events, &mut on, &servers).await;
+        for (stream, server) in pinned.iter_mut().zip(&servers) {
+            drain_pinned(stream, server).await;
+        }
     }
 
-    // Every run: exactly one RunComplete on the stream, with the outcome its clients saw.
-    let seen = events.run_completes();
-    for (run, want) in &expected {
-        let (count, got) = seen.get(run).cloned().unwrap_or_default();
-        assert_eq!(
-            (count, got.as_str()),
-            (1, want.as_str()),
-            "{run} on the event stream"
-        );
+    // Every run: exactly one RunComplete on every stream, with the outcome its clients saw;
+    // also on a stream read from the start on each server.
+    assert_each_once("the moving stream", &events.run_completes(), &expected);
+    for (stream, server) in pinned.iter().zip(&servers) {
+        let name = format!("{}'s stream", server.name);
+        assert_each_once(&name, &stream.run_completes(), &expected);
     }
-    assert_eq!(seen.len(), expected.len(), "{seen:?}");
+    for server in &servers {
+        let mut replay = Events::connect(&server.base(), TOKEN, Some("0-0")).await;
+        while replay
+            .next_within(Duration::from_millis(500))
+            .await
+            .is_some()
+        {}
+        let name = format!("{}'s stream from the start", server.name);
+        assert_each_once(&name, &replay.run_completes(), &expected);
+    }
 
     // The database: every submission finished, each session's history protocol-legal and
-    // its turns in acceptance order, no connection idle inside a transaction.
+    // its turns in acceptance order, no write by a fenced epoch, no connection idle inside a
+    // transaction.
     tokio::task::block_in_place(|| {
         let reader = project.reader();
         let runs = reader.runs().unwrap();
@@ -325,9 +468,11 @@ async fn postgres_three_servers_lose_owners_to_sigkill_and_sigstop_and_every_run
                 "{s}: turns out of order: {seqs:?}"
             );
         }
-        let url = project.database.as_ref().unwrap().url().to_owned();
-        let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
-        let idle: i64 = c
+        let mut db = connect();
+        let (writes, unfenced) = unfenced_writes(&mut db);
+        assert!(writes > 0, "the audit saw no write");
+        assert_eq!(unfenced, Vec::<String>::new(), "writes without their lease");
+        let idle: i64 = db
             .query_one(
                 "SELECT count(*) FROM pg_stat_activity \
                  WHERE datname = current_database() AND state = 'idle in transaction'",
@@ -349,9 +494,12 @@ async fn postgres_three_servers_lose_owners_to_sigkill_and_sigstop_and_every_run
     ms.sort_unstable();
     let p99 = ms[((ms.len() - 1) * 99).div_ceil(100)];
     eprintln!(
-        "failover (owner lost to its interrupted RunComplete on another server), {} rounds, \
-         lease {LEASE} s: p50 {} ms, p99 {p99} ms, max {} ms",
+        "failover (owner lost to its interrupted RunComplete on another server), {} \
+         failovers in {rounds} rounds ({} kills, {} freezes), lease {LEASE} s: p50 {} ms, \
+         p99 {p99} ms, max {} ms",
         ms.len(),
+        losses[0],
+        losses[1],
         ms[ms.len() / 2],
         ms[ms.len() - 1]
     );

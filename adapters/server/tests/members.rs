@@ -1,6 +1,7 @@
 //! Permission asks across several servers over one store (SPEC 11): an ask of the server that
 //! owns the session is listed and streamed by every server, answered on another one (the
-//! store decides once), and withdrawn everywhere by a cancel sent to yet another. Real servers
+//! store decides once), and withdrawn everywhere by a cancel sent to yet another; a client that
+//! moves to another server with `Last-Event-ID` hears of the pending ask first. Real servers
 //! on 127.0.0.1 over real member hosts, the real gate and built-in tools; on SQLite members in
 //! one process, and on PostgreSQL (ignored without a server).
 
@@ -118,6 +119,7 @@ async fn an_ask_is_listed_streamed_answered_and_withdrawn_on_every_server(postgr
     let a = Member::start("a", &store, dir.path()).await;
     let b = Member::start("b", &store, dir.path()).await;
     let mut on_b = Events::connect(&b.base, TOKEN, None).await;
+    let mut moving = Events::connect(&a.base, TOKEN, None).await;
     // A prompt on `a`: `a` owns the session, and its call asks.
     let touch = r#"bash {"command":"touch made-by-bash"}"#;
     let (status, _) =
@@ -128,6 +130,13 @@ async fn an_ask_is_listed_streamed_answered_and_withdrawn_on_every_server(postgr
     assert_eq!((opened["tool"].as_str(), opened["session"].as_str()), (Some("bash"), Some("s")));
     let (_, listed) = b.get("/v1/asks").await;
     assert_eq!(listed["asks"][0]["id"], id.as_str(), "{listed}");
+    // A client of `a` that moves to `b` with `Last-Event-ID` hears of the pending ask first.
+    assert_eq!(moving.next_event("ask").await["id"], id.as_str());
+    moving.reconnect_to(&b.base).await;
+    let first = moving.next().await;
+    assert_eq!(first.event, "asks", "a resumed stream opens with the pending asks");
+    let pending = turnstile_testkit::events::data(&first);
+    assert_eq!(pending["asks"][0]["id"], id.as_str(), "{pending}");
     // Answered on `b`, run on `a`; a second answer, anywhere, is refused.
     let (status, body) = b.post(&format!("/v1/asks/{id}"), json!({"answer": "once"})).await;
     assert_eq!(status, 200, "{body}");
