@@ -36,6 +36,10 @@ use super::sql::{Arg, Cell, Db, Row};
 /// The advisory lock key of the store's owner ("tstl", as the SQLite memory disk's mark).
 const OWNER_LOCK: i64 = 0x7473_746c;
 
+/// The advisory lock key of migrations ("tsmg"), held by a migrating transaction until its
+/// end.
+const MIGRATION_LOCK: i64 = 0x7473_6d67;
+
 /// How long opening waits for the owner lock of a process that just died.
 pub(crate) const OWNER_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
@@ -205,11 +209,29 @@ impl PgConn {
         }
     }
 
-    /// Brings the schema to the newest version, one transaction per migration.
+    /// Brings the schema to the newest version, in one transaction.
+    ///
+    /// Hosts that start at once on a new database (several servers, SPEC 11) migrate one at a
+    /// time: the transaction first waits for a lock of its own ([`MIGRATION_LOCK`], held until
+    /// its end), then decides from the version as it is under the lock. Without it, two
+    /// starts created the same tables at once and one failed.
     ///
     /// # Errors
     /// [`StoreError::Corrupt`] when the database is newer than this code; the server's errors.
     pub(crate) fn migrate(&self) -> Result<(), StoreError> {
+        self.begin_write()?;
+        match self.migrate_locked() {
+            Ok(()) => self.commit(),
+            Err(e) => {
+                self.rollback();
+                Err(e)
+            }
+        }
+    }
+
+    /// [`PgConn::migrate`] inside its transaction.
+    fn migrate_locked(&self) -> Result<(), StoreError> {
+        self.batch(&format!("SELECT pg_advisory_xact_lock({MIGRATION_LOCK})"))?;
         self.batch("CREATE TABLE IF NOT EXISTS schema_version (version BIGINT NOT NULL)")?;
         let current = self.scalar("SELECT max(version) FROM schema_version", &[])?.unwrap_or(0);
         let latest = MIGRATIONS.len();
@@ -223,14 +245,10 @@ impl PgConn {
         }
         for (done, sql) in MIGRATIONS.iter().enumerate().skip(current) {
             let version = i64::try_from(done + 1).unwrap_or(i64::MAX);
-            let step = format!(
-                "BEGIN; {sql}; DELETE FROM schema_version; \
-                 INSERT INTO schema_version (version) VALUES ({version}); COMMIT;"
-            );
-            if let Err(e) = self.batch(&step) {
-                self.rollback();
-                return Err(e);
-            }
+            self.batch(sql)?;
+            self.batch(&format!(
+                "DELETE FROM schema_version; INSERT INTO schema_version (version) VALUES ({version})"
+            ))?;
         }
         Ok(())
     }
