@@ -34,6 +34,10 @@ use crate::args::{Global, Run};
 use crate::failure::{EXIT_USAGE, Failure};
 use crate::live::{Show, View};
 
+/// How long a run with several servers waits for one of them, per server: for requests that
+/// reach none and for its event stream.
+const PATIENCE: Duration = Duration::from_secs(5);
+
 /// How long a lost server is waited for before the run gives up (status 1).
 const GIVE_UP_AFTER: Duration = Duration::from_secs(300);
 
@@ -77,7 +81,7 @@ pub async fn run(_global: &Global, a: Run, url: &str, prompt: String) -> Result<
         Some(Feed::Lost(why)) | Some(Feed::Fatal(why)) => return Err(Failure::setup(why)),
         // With several servers the stream goes on to the next ones: a few seconds each.
         Some(Feed::Reconnecting) if client.servers.bases.len() > 1 => {
-            let patience = Duration::from_secs(5) * client.servers.bases.len() as u32;
+            let patience = PATIENCE * client.servers.bases.len() as u32;
             match tokio::time::timeout(patience, frames.recv()).await {
                 Ok(Some(Feed::Frame(f))) => f,
                 Ok(Some(Feed::Lost(why) | Feed::Fatal(why))) => return Err(Failure::setup(why)),
@@ -466,11 +470,16 @@ impl Client {
 
     /// Sends a request to the server in use, and to each next one while it cannot be
     /// reached (every request of a run may be sent again: the prompt carries its RunId).
+    /// With several servers, a moment when none can be reached (all still starting, or one
+    /// dead while the next restarts) is waited out for [`PATIENCE`] a server, as the event
+    /// stream does; one server that cannot be reached is an error at once.
     async fn send(
         &self,
         request: impl Fn(&str) -> reqwest::RequestBuilder,
     ) -> Result<(u16, Value), Failure> {
-        let mut tries = self.servers.bases.len();
+        let servers = self.servers.bases.len();
+        let patience = tokio::time::Instant::now() + PATIENCE * servers as u32;
+        let mut tries = servers;
         loop {
             let base = self.base();
             let r = request(&base).bearer_auth(&self.token).send().await;
@@ -478,6 +487,14 @@ impl Client {
             match r {
                 Err(e) if tries > 0 && self.next_server() => {
                     tracing::info!("cannot reach the server at {base}: {e}; trying the next one");
+                }
+                Err(e)
+                    if servers > 1 && e.is_connect() && tokio::time::Instant::now() < patience =>
+                {
+                    tracing::info!("no server can be reached ({base}: {e}); trying again");
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    self.next_server();
+                    tries = servers;
                 }
                 r => return self.answer(&base, r).await,
             }

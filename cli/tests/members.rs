@@ -551,3 +551,82 @@ async fn postgres_run_moves_to_the_next_server_when_its_own_dies() {
     assert_eq!(done.code, Some(2), "interrupted: {done:?}");
     assert!(done.stderr.contains("interrupted"), "{}", done.stderr);
 }
+
+/// The README's "Run it on several machines" block, run as it is written: a local PostgreSQL
+/// of its own, three servers sharing one token, a run, the first server killed, a run that
+/// continues the same session on another server, and everything stopped.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs PostgreSQL's programs: eval \"$(scripts/postgres.sh env)\", then --ignored"]
+async fn postgres_the_readme_s_several_machines_block_runs_as_written() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).unwrap();
+    let section = &readme[readme
+        .find("## Run it on several machines")
+        .expect("the section")..];
+    let start = section.find("```sh\n").expect("its block") + "```sh\n".len();
+    let block = &section[start..start + section[start..].find("```").unwrap()];
+    let provider = FakeProvider::routing(|c| {
+        if c.is_title() {
+            Reply::sse(text_stream("A title"))
+        } else if c.body.to_string().contains("Go on") {
+            Reply::sse(text_stream("Second answer."))
+        } else {
+            Reply::sse(text_stream("First answer."))
+        }
+    })
+    .await;
+    let project = Project::new(&provider.base_url, "");
+    let scripts = project.path().join("scripts");
+    std::fs::create_dir(&scripts).unwrap();
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/postgres.sh");
+    std::fs::copy(script, scripts.join("postgres.sh")).unwrap();
+    let bin = std::path::Path::new(env!("CARGO_BIN_EXE_turnstile"))
+        .parent()
+        .unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut c = tokio::process::Command::new("bash");
+    c.args(["-e", "-c", block])
+        .current_dir(project.path())
+        .env("PATH", path)
+        .env("HOME", project.path())
+        .env_remove("TURNSTILE_CONFIG")
+        .env_remove("TURNSTILE_STORE")
+        .env_remove("TURNSTILE_SERVER_TOKEN")
+        .env_remove("TURNSTILE_MODEL")
+        .env_remove("RUST_LOG")
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true);
+    let done = tokio::time::timeout(Duration::from_secs(120), c.output())
+        .await
+        .expect("the block ends within 2 minutes")
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&done.stdout),
+        String::from_utf8_lossy(&done.stderr),
+    );
+    assert!(
+        done.status.success(),
+        "{:?}\n{stdout}\n{stderr}",
+        done.status
+    );
+    // The servers may print too: the runs' answers come in order.
+    let first = stdout
+        .find("First answer.\n")
+        .expect("the first run's answer");
+    assert!(
+        stdout[first..].contains("Second answer.\n"),
+        "{stdout}\n{stderr}"
+    );
+    // The second run continued the first one's session.
+    let requests = provider.requests();
+    let last = requests.iter().rev().find(|r| !r.is_title()).unwrap();
+    assert!(
+        last.body.to_string().contains("First answer."),
+        "{}",
+        last.body
+    );
+}
