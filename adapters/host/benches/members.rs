@@ -8,7 +8,9 @@
 //!    the cancel goes straight to its core), on the member that owns the session, on another
 //!    member (which writes a command row; the owner hears of it by a notification), and on
 //!    another member with notifications off (the owner finds it at its next poll, 1 s, and
-//!    the other member hears of the outcome at its own); p50 and p99;
+//!    the other member hears of the outcome at its own); then while the provider streams (a
+//!    delta every 20 ms, so the owner also commits streamed text), on a host alone and on
+//!    another member; p50 and p99;
 //! 2. **coordination cost**: the same runs through a host alone, one member, and three members
 //!    (prompts sent round robin): PostgreSQL writing transactions (transaction ids the server
 //!    handed out) and this process's CPU seconds per RunComplete, with the ratio of three
@@ -27,11 +29,14 @@ fn quick() -> bool {
     std::env::var_os("TURNSTILE_BENCH_QUICK").is_some()
 }
 
-/// Hangs on "stall"; answers anything else with three deltas 20 ms apart.
+/// Hangs on "stall"; streams 500 deltas 20 ms apart (10 s) on "stream"; answers anything else
+/// with three deltas 20 ms apart.
 fn provider() -> ScriptedProvider {
     ScriptedProvider::new(|request, _| {
         if request.strings().last() == Some("stall") {
             Answer(vec![Scripted::Hang])
+        } else if request.strings().last() == Some("stream") {
+            Answer::streamed(&"word ".repeat(500), 500, 20, Usage::default())
         } else {
             Answer::streamed("a short answer", 3, 20, Usage::default())
         }
@@ -71,13 +76,24 @@ async fn until_active(host: &Host, run: &str) {
     }
 }
 
-/// Cancel latencies: `samples` turns started on `owner`, each cancelled through `via`.
-async fn cancels(owner: &Host, via: &Host, samples: usize, tag: &str) -> Vec<Duration> {
+/// Cancel latencies: `samples` turns of `prompt` started on `owner` (which owns their
+/// sessions), each cancelled through `via` once it has been active for 100 ms.
+async fn cancels(
+    owner: &Host,
+    via: &Host,
+    prompt: &str,
+    samples: usize,
+    tag: &str,
+) -> Vec<Duration> {
     let mut took = Vec::with_capacity(samples);
     for i in 0..samples {
         let (session, run) = (format!("{tag}{i}"), format!("{tag}-r{i}"));
-        owner.submit(Submit::new(&session, "stall").with_run_id(&run)).await.expect("accepted");
+        owner.submit(Submit::new(&session, prompt).with_run_id(&run)).await.expect("accepted");
         until_active(owner, &run).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let s = SessionId::new(&session);
+        let held = owner.read(move |r| r.owner(&s)).await.expect("read");
+        assert!(held.is_none() || held.as_deref() == Some("a"), "{session} is owned by {held:?}");
         let asked = Instant::now();
         via.cancel(&SessionId::new(&session)).await.expect("cancel");
         let done = via.wait(&RunId::new(&run)).await.expect("done");
@@ -158,7 +174,7 @@ fn main() {
     );
     let samples = if quick() { 20 } else { 100 };
     rt.block_on(async {
-        println!("## cancel to RunComplete, the provider silent ({samples} cancels each)");
+        println!("## cancel to RunComplete, the provider silent or streaming ({samples} cancels each)");
         let alone_db = ScratchDatabase::create().unwrap_or_else(|e| panic!("{e}"));
         let alone = open(config(&alone_db, None)).await;
         let db = ScratchDatabase::create().unwrap_or_else(|e| panic!("{e}"));
@@ -169,12 +185,20 @@ fn main() {
         let quiet_other = open(config(&quiet_db, Some(("b", false)))).await;
         for round in 0..2 {
             for (name, took) in [
-                ("a host alone (baseline)", cancels(&alone, &alone, samples, &format!("a{round}")).await),
-                ("on the owning member", cancels(&owner, &owner, samples, &format!("o{round}")).await),
-                ("on another host", cancels(&owner, &other, samples, &format!("n{round}")).await),
+                ("a host alone (baseline)", cancels(&alone, &alone, "stall", samples, &format!("a{round}")).await),
+                ("on the owning member", cancels(&owner, &owner, "stall", samples, &format!("o{round}")).await),
+                ("on another host", cancels(&owner, &other, "stall", samples, &format!("n{round}")).await),
                 (
                     "on another host, no notifications",
-                    cancels(&quiet_owner, &quiet_other, samples, &format!("q{round}")).await,
+                    cancels(&quiet_owner, &quiet_other, "stall", samples, &format!("q{round}")).await,
+                ),
+                (
+                    "streaming: a host alone (baseline)",
+                    cancels(&alone, &alone, "stream", samples, &format!("sa{round}")).await,
+                ),
+                (
+                    "streaming: on another host",
+                    cancels(&owner, &other, "stream", samples, &format!("sn{round}")).await,
                 ),
             ] {
                 println!(
