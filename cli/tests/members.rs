@@ -15,8 +15,9 @@
 //!
 //! The choices (servers, commands, the moment of the loss) come from a seed printed at the
 //! start; `TURNSTILE_MEMBER_SEED=N` makes them again. Bounded for CI (6 rounds);
-//! `TURNSTILE_MEMBER_ROUNDS=200` runs a longer one, and the failover times it prints are the
-//! figures of `docs/performance.md`. Needs a server (`TURNSTILE_TEST_POSTGRES`): `cargo test
+//! `TURNSTILE_MEMBER_ROUNDS=100` runs a longer one (`TURNSTILE_MEMBER_LEASE=10` with the
+//! servers' default lease), and the failover times it prints are the figures of
+//! `docs/performance.md`. Needs a server (`TURNSTILE_TEST_POSTGRES`): `cargo test
 //! -- --ignored postgres` runs it.
 
 mod common;
@@ -34,8 +35,11 @@ use turnstile_testkit::provider::{FakeProvider, Reply};
 
 const TOKEN: &str = "several-servers-test-token";
 
-/// The lease the servers run with (seconds): short, so failovers are quick.
-const LEASE: &str = "2";
+/// The lease the servers run with (seconds): short, so failovers are quick;
+/// `TURNSTILE_MEMBER_LEASE` sets another (the default of a server is 10).
+fn lease() -> String {
+    std::env::var("TURNSTILE_MEMBER_LEASE").unwrap_or_else(|_| "2".to_owned())
+}
 
 /// One `turnstile serve --member NAME`.
 struct Server {
@@ -48,11 +52,12 @@ struct Server {
 impl Server {
     async fn start(project: &Project, name: &str, port: u16) -> Server {
         let log = format!("{name}.log");
+        let lease = lease();
         let args = [
             "--member",
             name,
             "--lease",
-            LEASE,
+            &lease,
             "--yolo",
             "-vv",
             "--log-file",
@@ -495,11 +500,12 @@ async fn postgres_three_servers_lose_owners_to_sigkill_and_sigstop_and_every_run
     let p99 = ms[((ms.len() - 1) * 99).div_ceil(100)];
     eprintln!(
         "failover (owner lost to its interrupted RunComplete on another server), {} \
-         failovers in {rounds} rounds ({} kills, {} freezes), lease {LEASE} s: p50 {} ms, \
+         failovers in {rounds} rounds ({} kills, {} freezes), lease {} s: p50 {} ms, \
          p99 {p99} ms, max {} ms",
         ms.len(),
         losses[0],
         losses[1],
+        lease(),
         ms[ms.len() / 2],
         ms[ms.len() - 1]
     );
