@@ -7,8 +7,8 @@
 //! The store's clock is the simulated one (SQLite reads the intercepted clock), so leases
 //! expire in simulated time, and a seed is a complete, reproducible world. After every seed:
 //! - **no write by a fenced epoch**: the store's ghost log ([`Audit`]) of every take and every
-//!   owner's commit, by revision: nothing committed for a session at an epoch after a later
-//!   epoch was taken;
+//!   commit a member made for a session, by revision: nothing committed for a session without
+//!   an epoch, or at an epoch after a later epoch was taken;
 //! - **every submission ends**, once (the ledger's rows are all finished when the world goes
 //!   quiet), and **runs once** (at most one prompt message per submission);
 //! - **turns in acceptance order** within each session;

@@ -101,7 +101,8 @@ impl Token {
     /// Servers started at once on one machine get one token: a new token is written whole to
     /// a file of its own and then linked to `path`, which fails when another start linked
     /// its token first; that start's token is then read. So no start sees a half-written
-    /// file or an error because another start won.
+    /// file or an error because another start won. On a file system without hard links the
+    /// token is written in place (starts at once may then race, as before).
     ///
     /// # Errors
     /// The file cannot be read, created or written, or holds an unusable token.
@@ -121,8 +122,11 @@ impl Token {
         let mut draft = path.as_os_str().to_owned();
         draft.push(format!(".{}.new", &text[..16]));
         let draft = PathBuf::from(draft);
-        let written = write_private(&draft, &text);
-        let linked = written.and_then(|()| std::fs::hard_link(&draft, path));
+        if let Err(e) = write_private(&draft, &text) {
+            let _ = std::fs::remove_file(&draft);
+            return Err(TokenError { path: draft, action: "write", source: e });
+        }
+        let linked = std::fs::hard_link(&draft, path);
         // The draft goes whatever happened; the token file, if linked, keeps the content.
         let _ = std::fs::remove_file(&draft);
         match linked {
@@ -131,7 +135,11 @@ impl Token {
                 Some(found) => Ok(found),
                 None => Err(err("read", e)),
             },
-            Err(e) => Err(err("create", e)),
+            // A file system without hard links: written in place, as one start at a time may.
+            Err(_) => {
+                write_private(path, &text).map_err(|e| err("create", e))?;
+                Ok((Token(text.into()), TokenSource::Generated(path.to_owned())))
+            }
         }
     }
 

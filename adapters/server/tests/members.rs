@@ -141,6 +141,7 @@ async fn an_ask_is_listed_streamed_answered_and_withdrawn_on_every_server(postgr
     let (status, body) = b.post(&format!("/v1/asks/{id}"), json!({"answer": "once"})).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(on_b.next_event("ask_closed").await["id"], id.as_str());
+    assert_eq!(moving.next_event("ask_closed").await["id"], id.as_str(), "the moved stream");
     assert_eq!(a.outcome("r1").await, "completed");
     assert!(dir.path().join("made-by-bash").exists(), "the call ran on its owner");
     let (status, body) = a.post(&format!("/v1/asks/{id}"), json!({"answer": "once"})).await;

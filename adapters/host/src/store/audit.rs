@@ -40,8 +40,9 @@ impl Audit {
         self.log().push(Audited { session: session.clone(), epoch, revision, take: false });
     }
 
-    /// Every write committed by an epoch that a later take had fenced off, as a sentence; and
-    /// every take that did not grow its session's epoch. Empty when the protocol held.
+    /// Every write committed without an epoch or by an epoch that a later take had fenced
+    /// off, as a sentence; and every take that did not grow its session's epoch. Empty when
+    /// the protocol held.
     #[must_use]
     pub fn fenced_writes(&self) -> Vec<String> {
         let log = self.log();

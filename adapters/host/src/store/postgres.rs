@@ -231,6 +231,12 @@ impl PgConn {
 
     /// [`PgConn::migrate`] inside its transaction.
     fn migrate_locked(&self) -> Result<(), StoreError> {
+        // Read committed, whatever the database's default: the version is read after the
+        // lock is granted, so a snapshot taken before the wait would miss another start's
+        // migrations. A start held up for a minute is told so instead of waiting for ever.
+        self.batch(
+            "SET TRANSACTION ISOLATION LEVEL READ COMMITTED; SET LOCAL lock_timeout = '60s'",
+        )?;
         self.batch(&format!("SELECT pg_advisory_xact_lock({MIGRATION_LOCK})"))?;
         self.batch("CREATE TABLE IF NOT EXISTS schema_version (version BIGINT NOT NULL)")?;
         let current = self.scalar("SELECT max(version) FROM schema_version", &[])?.unwrap_or(0);
