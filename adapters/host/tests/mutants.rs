@@ -50,7 +50,7 @@ fn every_mutant_has_a_case_here_or_in_the_crash_test() {
 
 /// The mutants of several hosts are hunted by the simulator's members world (`turnstile-sim
 /// members-mutants`, in CI), where each is found; the real-process test finds the first too
-/// (a stale owner's commit stops its host).
+/// (a stale owner's commit stops its host), and the last is also found below.
 #[test]
 fn every_several_hosts_mutant_is_named_and_apart_from_a_host_alone() {
     let names: Vec<&str> = HostMutant::MEMBERS.iter().map(|m| m.name()).collect();
@@ -62,13 +62,36 @@ fn every_several_hosts_mutant_is_named_and_apart_from_a_host_alone() {
             "member_acts_past_deadline",
             "member_watermark_out_of_order",
             "member_take_drops_waiting",
-            "member_take_runs_twice"
+            "member_take_runs_twice",
+            "member_held_unfenced"
         ]
     );
     for m in HostMutant::MEMBERS {
         assert_eq!(HostMutant::from_name(m.name()), Some(*m));
         assert!(!HostMutant::ALL.contains(m), "{} is several hosts' only", m.name());
     }
+}
+
+/// Rejected by the audit of `members.rs`'s
+/// `a_members_streamed_text_is_written_under_its_epoch`: the text the debounce writes goes
+/// without the lease's epoch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn member_held_unfenced_writes_streamed_text_without_an_epoch() {
+    let dir = tempfile::tempdir().expect("dir");
+    let mut c = config(&dir, HostMutant::MemberHeldUnfenced);
+    let audit = turnstile_host::store::Audit::default();
+    c.store.audit = Some(audit.clone());
+    c.member = Some(turnstile_host::MemberConfig::new("h0"));
+    // Ten pieces 60 ms apart: each is held past the 33 ms debounce and written by it.
+    let text = "one two three four five six seven eight nine ten";
+    let p = ScriptedProvider::new(move |_, _| Answer::streamed(text, 10, 60, Usage::default()));
+    let host = open(&c, p).await;
+    host.submit(Submit::new("s", "p").with_run_id("r")).await.expect("accepted");
+    let done = host.wait(&RunId::new("r")).await.expect("done");
+    assert_eq!(done.outcome, Outcome::Completed);
+    host.shutdown().await.expect("shutdown");
+    let found = audit.fenced_writes();
+    assert!(found.iter().any(|f| f.contains("a write without an epoch")), "{found:?}");
 }
 
 /// Rejected by `a_persistent_store_failure_stops_the_engine_and_recovery_decides_on_restart`:
