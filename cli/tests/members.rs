@@ -220,30 +220,20 @@ const FENCE_AUDIT: &str = "
 CREATE TABLE fence_audit (txid BIGINT NOT NULL, session TEXT NOT NULL, what TEXT NOT NULL);
 CREATE FUNCTION fence_audit() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    INSERT INTO fence_audit VALUES (txid_current(), NEW.session, TG_TABLE_NAME);
-    RETURN NULL;
-END $$;
-CREATE FUNCTION fence_audit_old() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    INSERT INTO fence_audit VALUES (txid_current(), OLD.session, TG_TABLE_NAME);
-    RETURN NULL;
-END $$;
-CREATE FUNCTION fence_audit_session() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    INSERT INTO fence_audit VALUES (txid_current(), NEW.id, TG_TABLE_NAME);
+    -- The column naming the session is the trigger's argument; a deleted row is OLD.
+    INSERT INTO fence_audit
+        VALUES (txid_current(), to_jsonb(COALESCE(NEW, OLD)) ->> TG_ARGV[0], TG_TABLE_NAME);
     RETURN NULL;
 END $$;
 CREATE TRIGGER fence_audit AFTER INSERT OR UPDATE ON session_leases
-    FOR EACH ROW EXECUTE FUNCTION fence_audit();
-CREATE TRIGGER fence_audit AFTER INSERT OR UPDATE ON messages
-    FOR EACH ROW EXECUTE FUNCTION fence_audit();
-CREATE TRIGGER fence_audit_delete AFTER DELETE ON messages
-    FOR EACH ROW EXECUTE FUNCTION fence_audit_old();
+    FOR EACH ROW EXECUTE FUNCTION fence_audit('session');
+CREATE TRIGGER fence_audit AFTER INSERT OR UPDATE OR DELETE ON messages
+    FOR EACH ROW EXECUTE FUNCTION fence_audit('session');
 CREATE TRIGGER fence_audit AFTER UPDATE ON runs
-    FOR EACH ROW EXECUTE FUNCTION fence_audit();
+    FOR EACH ROW EXECUTE FUNCTION fence_audit('session');
 CREATE TRIGGER fence_audit
     AFTER UPDATE OF title, prompt_tokens, completion_tokens, cost_micros, summary_message
-    ON sessions FOR EACH ROW EXECUTE FUNCTION fence_audit_session();
+    ON sessions FOR EACH ROW EXECUTE FUNCTION fence_audit('id');
 ";
 
 /// The audit's verdict: how many transactions wrote for a session, and up to five that did

@@ -12,14 +12,20 @@ use super::lease::Epoch;
 #[derive(Clone, Debug, Default)]
 pub struct Audit(std::sync::Arc<std::sync::Mutex<Vec<Audited>>>);
 
-/// One entry of the ghost log: a take (the new epoch) or a commit of a member for a session
-/// (its epoch; `None` for a write that checked none).
+/// One entry of the ghost log: what happened to a session, at the revision it committed at.
 #[derive(Clone, Debug)]
 struct Audited {
     session: SessionId,
-    epoch: Option<Epoch>,
     revision: u64,
-    take: bool,
+    event: Event,
+}
+
+/// A take (the new epoch) or a commit of a member for the session (its epoch; `None` for a
+/// write that checked none).
+#[derive(Clone, Copy, Debug)]
+enum Event {
+    Took(Epoch),
+    Wrote(Option<Epoch>),
 }
 
 impl Audit {
@@ -28,16 +34,13 @@ impl Audit {
     }
 
     pub(crate) fn took(&self, session: &SessionId, epoch: Epoch, revision: u64) {
-        self.log().push(Audited {
-            session: session.clone(),
-            epoch: Some(epoch),
-            revision,
-            take: true,
-        });
+        let event = Event::Took(epoch);
+        self.log().push(Audited { session: session.clone(), revision, event });
     }
 
     pub(crate) fn wrote(&self, session: &SessionId, epoch: Option<Epoch>, revision: u64) {
-        self.log().push(Audited { session: session.clone(), epoch, revision, take: false });
+        let event = Event::Wrote(epoch);
+        self.log().push(Audited { session: session.clone(), revision, event });
     }
 
     /// Every write committed without an epoch or by an epoch that a later take had fenced
@@ -50,29 +53,26 @@ impl Audit {
         let mut newest: std::collections::BTreeMap<&SessionId, (Epoch, u64)> = Default::default();
         let mut ordered: Vec<&Audited> = log.iter().collect();
         // In commit order; at one revision the take first (a take commits alone).
-        ordered.sort_by_key(|a| (a.revision, !a.take));
+        ordered.sort_by_key(|a| (a.revision, matches!(a.event, Event::Wrote(_))));
         for a in ordered {
             let session = &a.session;
-            let Some(epoch) = a.epoch else {
-                problems.push(format!(
+            match (a.event, newest.get(session)) {
+                (Event::Wrote(None), _) => problems.push(format!(
                     "session {session}: a write without an epoch committed at revision {}",
                     a.revision
-                ));
-                continue;
-            };
-            match (a.take, newest.get(session)) {
-                (true, Some((e, r))) if epoch <= *e => problems.push(format!(
+                )),
+                (Event::Took(epoch), Some((e, r))) if epoch <= *e => problems.push(format!(
                     "session {session}: epoch {} taken at revision {} after epoch {} at {r}",
                     epoch.0, a.revision, e.0
                 )),
-                (true, _) => {
+                (Event::Took(epoch), _) => {
                     newest.insert(session, (epoch, a.revision));
                 }
-                (false, Some((e, r))) if epoch < *e => problems.push(format!(
+                (Event::Wrote(Some(epoch)), Some((e, r))) if epoch < *e => problems.push(format!(
                     "session {session}: a write of epoch {} committed at revision {}, after epoch {} was taken at {r}",
                     epoch.0, a.revision, e.0
                 )),
-                (false, _) => {}
+                (Event::Wrote(Some(_)), _) => {}
             }
         }
         problems
@@ -82,7 +82,7 @@ impl Audit {
     #[must_use]
     pub fn counts(&self) -> (usize, usize) {
         let log = self.log();
-        let takes = log.iter().filter(|a| a.take).count();
+        let takes = log.iter().filter(|a| matches!(a.event, Event::Took(_))).count();
         (takes, log.len() - takes)
     }
 }
